@@ -1,0 +1,176 @@
+/* json.c: strict JSON loading (see json.h). */
+#include "json/json.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth)
+{
+	unsigned depth = 0;
+	int in_string = 0;
+	int escaped = 0;
+
+	for (size_t i = 0; i < len; i++) {
+		char c = buf[i];
+
+		if (in_string) {
+			if (escaped)
+				escaped = 0;
+			else if (c == '\\')
+				escaped = 1;
+			else if (c == '"')
+				in_string = 0;
+			continue;
+		}
+		switch (c) {
+		case '"':
+			in_string = 1;
+			break;
+		case '[':
+		case '{':
+			if (++depth > max_depth)
+				return -E2BIG;
+			break;
+		case ']':
+		case '}':
+			if (depth > 0)
+				depth--;
+			break;
+		default:
+			break;
+		}
+	}
+	return 0;
+}
+
+json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max_depth,
+		       const char *what, struct appl_err *err)
+{
+	json_error_t jerr;
+	json_t *v;
+
+	if (len > max_len) {
+		appl_err_set(err, -EFBIG, "%s: %zu bytes, more than the cap of %zu", what, len,
+			     max_len);
+		return NULL;
+	}
+	if (appl_json_depth_check(buf, len, max_depth) < 0) {
+		appl_err_set(err, -E2BIG, "%s: nested deeper than %u levels", what, max_depth);
+		return NULL;
+	}
+	/* JSON_REJECT_DUPLICATES: two values for one key are how a reviewer and a
+	 * parser come to disagree about what a document says. Without
+	 * JSON_ALLOW_NUL, jansson refuses \u0000 inside strings. */
+	v = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+	if (!v) {
+		appl_err_set(err, -EINVAL, "%s: invalid JSON at line %d column %d: %s", what,
+			     jerr.line, jerr.column, jerr.text);
+		return NULL;
+	}
+	return v;
+}
+
+int appl_file_read(const char *path, size_t max_len, char **out, size_t *len,
+		   struct appl_err *err)
+{
+	struct stat st;
+	char *buf = NULL;
+	size_t have = 0;
+	int fd, rc = 0;
+
+	*out = NULL;
+	*len = 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return appl_err_errno(err, -errno, errno, "%s", path);
+	if (fstat(fd, &st) < 0) {
+		rc = appl_err_errno(err, -errno, errno, "%s", path);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		rc = appl_err_set(err, -EINVAL, "%s: not a regular file", path);
+		goto out;
+	}
+	if ((unsigned long long)st.st_size > max_len) {
+		rc = appl_err_set(err, -EFBIG, "%s: %lld bytes, more than the cap of %zu", path,
+				  (long long)st.st_size, max_len);
+		goto out;
+	}
+	buf = malloc(max_len + 1);
+	if (!buf) {
+		rc = appl_err_set(err, -ENOMEM, "%s: out of memory", path);
+		goto out;
+	}
+	/* Read to EOF rather than trusting st_size: the file may grow, and it
+	 * must still not pass the cap. */
+	for (;;) {
+		ssize_t n = read(fd, buf + have, max_len + 1 - have);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			rc = appl_err_errno(err, -errno, errno, "%s", path);
+			goto out;
+		}
+		if (n == 0)
+			break;
+		have += (size_t)n;
+		if (have > max_len) {
+			rc = appl_err_set(err, -EFBIG, "%s: more than the cap of %zu bytes", path,
+					  max_len);
+			goto out;
+		}
+	}
+	buf[have] = '\0';
+	*out = buf;
+	*len = have;
+	buf = NULL;
+out:
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+int appl_json_keys_check(const json_t *obj, const char *const *allowed, const char *path,
+			 struct appl_err *err)
+{
+	const char *key;
+	json_t *val;
+
+	json_object_foreach((json_t *)obj, key, val) {
+		size_t i;
+		(void)val;
+		for (i = 0; allowed[i]; i++)
+			if (strcmp(key, allowed[i]) == 0)
+				break;
+		if (!allowed[i])
+			return appl_err_set(err, -EINVAL, "%s%s%.64s: unknown key", path,
+					    *path ? "." : "", key);
+	}
+	return 0;
+}
+
+const char *appl_json_type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return "object";
+	case JSON_ARRAY:
+		return "array";
+	case JSON_STRING:
+		return "string";
+	case JSON_INTEGER:
+		return "integer";
+	case JSON_REAL:
+		return "number";
+	case JSON_TRUE:
+	case JSON_FALSE:
+		return "boolean";
+	case JSON_NULL:
+		return "null";
+	}
+	return "unknown";
+}

@@ -1,0 +1,42 @@
+/* json.h: strict loading of untrusted JSON on top of jansson.
+ *
+ * Every JSON document the appliance reads (a manifest, a policy, a JSON-RPC
+ * message, a runner line) comes through appl_json_load: the size is checked
+ * before jansson allocates anything, nesting depth is checked by a byte scan
+ * (jansson's own limit is a build-time 2048), duplicate keys and \u0000 in
+ * strings are rejected, and trailing bytes after the value are an error.
+ */
+#ifndef APPL_JSON_JSON_H
+#define APPL_JSON_JSON_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+/* Returns 0 when buf[0..len) nests arrays and objects at most max_depth deep
+ * (strings are skipped, escapes honoured), -E2BIG otherwise. It does not
+ * validate the JSON: that is jansson's job afterwards. */
+int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth);
+
+/* Parse buf[0..len) (not NUL-terminated) as exactly one JSON value.
+ * Refuses len > max_len before parsing. Returns a new reference, or NULL with
+ * err filled ("what" names the document in the message). */
+json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max_depth,
+		       const char *what, struct appl_err *err);
+
+/* Read a whole file (at most max_len bytes, else -EFBIG) into a malloc'ed
+ * buffer (new; free() it). The returned buffer has a NUL after *len bytes for
+ * convenience, but callers must use *len. */
+int appl_file_read(const char *path, size_t max_len, char **out, size_t *len,
+		   struct appl_err *err);
+
+/* Refuse any key of obj not listed in allowed (NULL-terminated). path names
+ * obj in messages ("limits", "config.rootfs"); borrowed. */
+int appl_json_keys_check(const json_t *obj, const char *const *allowed, const char *path,
+			 struct appl_err *err);
+
+/* jansson's name for a value's type, for messages. */
+const char *appl_json_type_name(const json_t *v);
+
+#endif
