@@ -1,10 +1,120 @@
 /* main.c: argument parsing and subcommand dispatch only. */
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
-int main(int argc, char **argv)
+#include "base/err.h"
+#include "image/image.h"
+
+#define APPLIANCE_VERSION "0.1.0"
+
+static const char usage_text[] =
+	"usage: appliance COMMAND [ARGS]\n"
+	"\n"
+	"commands:\n"
+	"  image verify --image DIR --digest sha256:HEX [--cache DIR]\n"
+	"        check an OCI image layout against its pinned manifest digest,\n"
+	"        unpack it into the cache and print the rootfs path\n"
+	"  version   print the version\n"
+	"  help      print this text\n";
+
+static int fail(const struct appl_err *err)
+{
+	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");
+	return 1;
+}
+
+static int usage_error(const char *msg)
+{
+	fprintf(stderr, "appliance: %s\n%s", msg, usage_text);
+	return 2;
+}
+
+static int cmd_image_verify(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"image", required_argument, NULL, 'i'},
+		{"digest", required_argument, NULL, 'd'},
+		{"cache", required_argument, NULL, 'c'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *layout = NULL, *digest = NULL, *cache = NULL;
+	char cache_buf[PATH_MAX], rootfs[PATH_MAX];
+	struct appl_err err = {0};
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'i':
+			layout = optarg;
+			break;
+		case 'd':
+			digest = optarg;
+			break;
+		case 'c':
+			cache = optarg;
+			break;
+		default:
+			return usage_error("image verify: unknown option");
+		}
+	}
+	if (!layout || !digest || optind != argc)
+		return usage_error("image verify: needs --image DIR and --digest sha256:HEX");
+	if (!cache) {
+		if (image_cache_default(cache_buf, sizeof(cache_buf), &err) < 0)
+			return fail(&err);
+		cache = cache_buf;
+	}
+	if (image_layout_verify(layout, digest, cache, rootfs, sizeof(rootfs), &err) < 0)
+		return fail(&err);
+	printf("%s\n", rootfs);
+	return 0;
+}
+
+static int cmd_image(int argc, char **argv)
+{
+	if (argc < 2 || strcmp(argv[1], "verify") != 0)
+		return usage_error("image: the only subcommand is verify");
+	return cmd_image_verify(argc - 1, argv + 1);
+}
+
+static int cmd_version(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
+	printf("appliance %s\n", APPLIANCE_VERSION);
 	return 0;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	fputs(usage_text, stdout);
+	return 0;
+}
+
+static const struct command {
+	const char *name;
+	int (*run)(int argc, char **argv);
+} commands[] = {
+	{"image", cmd_image},
+	{"version", cmd_version},
+	{"help", cmd_help},
+	{"--help", cmd_help},
+};
+
+int main(int argc, char **argv)
+{
+	/* A closed pipe must come back as EPIPE, not kill us mid-cleanup. */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2)
+		return usage_error("no command given");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	return usage_error("unknown command");
 }

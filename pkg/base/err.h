@@ -12,8 +12,8 @@
 #include "base/limits.h"
 
 struct appl_err {
-	int code;                     /* negative errno-style code, 0 when unset */
-	char msg[APPL_ERR_MSG_MAX];   /* NUL-terminated, one line */
+	int code;		    /* negative errno-style code, 0 when unset */
+	char msg[APPL_ERR_MSG_MAX]; /* NUL-terminated, one line */
 };
 
 /* Fill err (may be NULL) with code and a printf-style message; returns code so

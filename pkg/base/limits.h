@@ -10,9 +10,9 @@
 #define APPL_BASE_LIMITS_H
 
 /* ---- errors and logs ---------------------------------------------------- */
-#define APPL_ERR_MSG_MAX 512            /* one error message, NUL included */
-#define APPL_TOOL_ERROR_MAX 500         /* a ToolError message seen by the code */
-#define APPL_LOG_LINE_MAX 2048          /* one log line on stderr */
+#define APPL_ERR_MSG_MAX    512	 /* one error message, NUL included */
+#define APPL_TOOL_ERROR_MAX 500	 /* a ToolError message seen by the code */
+#define APPL_LOG_LINE_MAX   2048 /* one log line on stderr */
 
 /* ---- JSON (every parser) ------------------------------------------------ */
 /* jansson's own nesting limit is fixed at 2048 when it is built; ours is
@@ -20,72 +20,93 @@
 #define APPL_JSON_DEPTH_MAX 64
 
 /* ---- downstream: MCP client to appliance -------------------------------- */
-#define APPL_RPC_MESSAGE_MAX (4u * 1024 * 1024)   /* one JSON-RPC message */
-#define APPL_CELL_CODE_MAX (256u * 1024)          /* run_python's code */
+#define APPL_RPC_MESSAGE_MAX (4u * 1024 * 1024) /* one JSON-RPC message */
+#define APPL_CELL_CODE_MAX   (256u * 1024)	/* run_python's code */
 
 /* ---- runner protocol: sandbox to host ----------------------------------- */
 /* 16 KiB of arguments made of control characters escape to about 96 KiB;
  * the cap leaves room for that and the envelope. */
-#define APPL_RUNNER_LINE_MAX (128u * 1024)
-#define APPL_RUNNER_OUTBUF_MAX (1024u * 1024)     /* host to runner, queued */
-#define APPL_CELL_RESULT_MAX (64u * 1024)         /* a cell's result value */
-#define APPL_TRACEBACK_KEEP 2048                  /* tail of a traceback kept */
-#define APPL_BOOT_TIMEOUT_MS 10000                /* sandbox must say ready */
+#define APPL_RUNNER_LINE_MAX   (128u * 1024)
+#define APPL_RUNNER_OUTBUF_MAX (1024u * 1024) /* host to runner, queued */
+#define APPL_CELL_RESULT_MAX   (64u * 1024)   /* a cell's result value */
+#define APPL_TRACEBACK_KEEP    2048	      /* tail of a traceback kept */
+#define APPL_BOOT_TIMEOUT_MS   10000	      /* sandbox must say ready */
 
 /* ---- upstream MCP servers ----------------------------------------------- */
-#define APPL_UPSTREAM_MESSAGE_MAX (4u * 1024 * 1024)
-#define APPL_UPSTREAM_STDERR_LINE_MAX 1024        /* logged, escaped, cut */
-#define APPL_UPSTREAM_TOOLS_MAX 1024              /* tools per server */
-#define APPL_UPSTREAM_PAGES_MAX 64                /* tools/list pages followed */
+#define APPL_UPSTREAM_MESSAGE_MAX     (4u * 1024 * 1024)
+#define APPL_UPSTREAM_STDERR_LINE_MAX 1024 /* logged, escaped, cut */
+#define APPL_UPSTREAM_TOOLS_MAX	      1024 /* tools per server */
+#define APPL_UPSTREAM_PAGES_MAX	      64   /* tools/list pages followed */
 
 /* ---- files read at start ------------------------------------------------ */
-#define APPL_POLICY_FILE_MAX (256u * 1024)
+#define APPL_POLICY_FILE_MAX	(256u * 1024)
 #define APPL_SIGNATURE_FILE_MAX 4096
-#define APPL_KEY_FILE_MAX 4096
+#define APPL_KEY_FILE_MAX	4096
 
 /* ---- OCI image layout ---------------------------------------------------- */
-#define APPL_IMAGE_MANIFEST_MAX (64u * 1024)      /* manifest blob */
-#define APPL_IMAGE_CONFIG_MAX (256u * 1024)       /* config blob */
-#define APPL_IMAGE_INDEX_MAX (64u * 1024)         /* index.json (only read by tools) */
-#define APPL_IMAGE_LAYERS_MAX 16                  /* layers per manifest */
-#define APPL_IMAGE_LAYER_MAX (1024ull * 1024 * 1024)        /* one layer blob */
+#define APPL_IMAGE_MANIFEST_MAX (64u * 1024)		    /* manifest blob */
+#define APPL_IMAGE_CONFIG_MAX	(256u * 1024)		    /* config blob */
+#define APPL_IMAGE_INDEX_MAX	(64u * 1024)		    /* index.json (only read by tools) */
+#define APPL_IMAGE_LAYERS_MAX	16			    /* layers per manifest */
+#define APPL_IMAGE_LAYER_MAX	(1024ull * 1024 * 1024)	    /* one layer blob */
 #define APPL_IMAGE_UNPACKED_MAX (4ull * 1024 * 1024 * 1024) /* all files unpacked */
-#define APPL_IMAGE_ENTRIES_MAX 200000             /* tar entries, all layers */
-#define APPL_IMAGE_PATH_MAX 1024                  /* one entry name */
+#define APPL_IMAGE_ENTRIES_MAX	200000			    /* tar entries, all layers */
+#define APPL_IMAGE_PATH_MAX	1024			    /* one entry name */
 
 /* ---- per-cell limits: default and ceiling (policy `limits`) ------------- */
-#define APPL_DEADLINE_S_DEF 90
-#define APPL_DEADLINE_S_CEIL 3600
-#define APPL_MAX_CALLS_DEF 200
-#define APPL_MAX_CALLS_CEIL 10000
-#define APPL_CALL_TIMEOUT_S_DEF 30
-#define APPL_CALL_TIMEOUT_S_CEIL 600
-#define APPL_MAX_ARGS_BYTES_DEF (16u * 1024)
-#define APPL_MAX_ARGS_BYTES_CEIL (256u * 1024)
-#define APPL_MAX_RESULT_BYTES_DEF (64u * 1024)
-#define APPL_MAX_RESULT_BYTES_CEIL (1024u * 1024)
-#define APPL_MAX_OUTPUT_BYTES_DEF (8u * 1024)     /* output kept */
-#define APPL_MAX_OUTPUT_BYTES_CEIL (256u * 1024)
-#define APPL_STOP_OUTPUT_BYTES_DEF (1024u * 1024) /* output that stops a run */
+#define APPL_DEADLINE_S_DEF	    90
+#define APPL_DEADLINE_S_CEIL	    3600
+#define APPL_MAX_CALLS_DEF	    200
+#define APPL_MAX_CALLS_CEIL	    10000
+#define APPL_CALL_TIMEOUT_S_DEF	    30
+#define APPL_CALL_TIMEOUT_S_CEIL    600
+#define APPL_MAX_ARGS_BYTES_DEF	    (16u * 1024)
+#define APPL_MAX_ARGS_BYTES_CEIL    (256u * 1024)
+#define APPL_MAX_RESULT_BYTES_DEF   (64u * 1024)
+#define APPL_MAX_RESULT_BYTES_CEIL  (1024u * 1024)
+#define APPL_MAX_OUTPUT_BYTES_DEF   (8u * 1024) /* output kept */
+#define APPL_MAX_OUTPUT_BYTES_CEIL  (256u * 1024)
+#define APPL_STOP_OUTPUT_BYTES_DEF  (1024u * 1024) /* output that stops a run */
 #define APPL_STOP_OUTPUT_BYTES_CEIL (16u * 1024 * 1024)
-#define APPL_MEMORY_MB_DEF 256
-#define APPL_MEMORY_MB_MIN 16
-#define APPL_MEMORY_MB_CEIL 4096
-#define APPL_PIDS_DEF 64
-#define APPL_PIDS_CEIL 1024
-#define APPL_NOFILE_DEF 64
-#define APPL_NOFILE_CEIL 4096
-#define APPL_TMPFS_MB_DEF 16
-#define APPL_TMPFS_MB_CEIL 1024
-#define APPL_CONCURRENCY_DEF 16                   /* calls in flight per cell */
-#define APPL_CONCURRENCY_CEIL 256
-#define APPL_CELLS_DEF 4                          /* cells in flight */
-#define APPL_CELLS_CEIL 64
-#define APPL_POOL_DEF 2                           /* warm sandboxes */
-#define APPL_POOL_CEIL 32
+#define APPL_MEMORY_MB_DEF	    256
+#define APPL_MEMORY_MB_MIN	    16
+#define APPL_MEMORY_MB_CEIL	    4096
+#define APPL_PIDS_DEF		    64
+#define APPL_PIDS_CEIL		    1024
+#define APPL_NOFILE_DEF		    64
+#define APPL_NOFILE_CEIL	    4096
+#define APPL_TMPFS_MB_DEF	    16
+#define APPL_TMPFS_MB_CEIL	    1024
+#define APPL_CONCURRENCY_DEF	    16 /* calls in flight per cell */
+#define APPL_CONCURRENCY_CEIL	    256
+#define APPL_CELLS_DEF		    4 /* cells in flight */
+#define APPL_CELLS_CEIL		    64
+#define APPL_POOL_DEF		    2 /* warm sandboxes */
+#define APPL_POOL_CEIL		    32
 
 /* Memory the sandbox's own gVisor kernel (Sentry, gofer) may use on top of
  * what the code may use, when the memory cgroup is applied as root. */
 #define APPL_GVISOR_ALLOWANCE_MB 192
+
+/* ---- JSON Schema validator (pkg/schema) ---------------------------------- */
+/* A tool's input schema comes from an upstream server, which may be hostile,
+ * and so do the arguments checked against it: compiling and validating are
+ * both bounded, and a schema past a cap is refused rather than half-checked. */
+#define APPL_SCHEMA_DEPTH_MAX	      APPL_JSON_DEPTH_MAX /* nesting of schema and instance */
+#define APPL_SCHEMA_NODES_MAX	      4096		  /* subschemas compiled per schema */
+#define APPL_SCHEMA_MEMORY_MAX	      (8u * 1024 * 1024)  /* compiled form of one schema */
+#define APPL_SCHEMA_URI_MAX	      2048		  /* one $id or $ref, resolved */
+#define APPL_SCHEMA_REGEXES_MAX	      256		  /* patterns compiled per schema */
+#define APPL_SCHEMA_PATTERN_MAX	      1024		  /* bytes of one pattern */
+#define APPL_SCHEMA_REGEX_NEST_MAX    64		  /* parentheses nesting in a pattern */
+#define APPL_SCHEMA_EVAL_DEPTH_MAX    256		  /* nested subschema evaluations */
+#define APPL_SCHEMA_VISITS_MAX	      100000		  /* subschemas evaluated per validation */
+#define APPL_SCHEMA_COMPARES_MAX      2000000 /* values compared (enum, const, uniqueItems) */
+#define APPL_SCHEMA_REGEX_CALLS_MAX   4096    /* regex matches per validation */
+#define APPL_SCHEMA_REGEX_MATCH_LIMIT 20000   /* PCRE2 match limit, per match */
+#define APPL_SCHEMA_REGEX_DEPTH_LIMIT 1000    /* PCRE2 backtracking depth, per match */
+#define APPL_SCHEMA_REGEX_HEAP_KIB    1024    /* PCRE2 heap, per match */
+#define APPL_SCHEMA_NAME_SHOWN_MAX    64      /* a name quoted in a message */
+#define APPL_SCHEMA_PATH_SHOWN_MAX    200     /* an instance path in a message */
 
 #endif

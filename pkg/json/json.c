@@ -74,8 +74,7 @@ json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max
 	return v;
 }
 
-int appl_file_read(const char *path, size_t max_len, char **out, size_t *len,
-		   struct appl_err *err)
+int appl_file_read(const char *path, size_t max_len, char **out, size_t *len, struct appl_err *err)
 {
 	struct stat st;
 	char *buf = NULL;

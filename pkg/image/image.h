@@ -1,0 +1,79 @@
+/* image.h: the cell image store. An OCI image layout, pinned by the digest of
+ * its manifest, is checked blob by blob and unpacked into a private cache.
+ *
+ * Trust flows only from the digest the caller passes (which the signed
+ * policy carries): the manifest must hash to it, the config and every layer
+ * must hash to what that manifest names. index.json is never read, and the
+ * image config's Env, User and Cmd are ignored: the appliance decides those.
+ */
+#ifndef APPL_IMAGE_IMAGE_H
+#define APPL_IMAGE_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/limits.h"
+
+#define IMAGE_DIGEST_HEX 64
+#define IMAGE_DIGEST_STR 72 /* "sha256:" + 64 hex + NUL */
+
+enum image_layer_kind {
+	IMAGE_LAYER_TAR,
+	IMAGE_LAYER_TAR_GZIP,
+};
+
+struct image_desc {
+	char hex[IMAGE_DIGEST_HEX + 1]; /* lower-case hex of the sha256 */
+	uint64_t size;
+	enum image_layer_kind kind; /* layers only */
+};
+
+struct image_manifest {
+	struct image_desc config;
+	size_t nlayers;
+	struct image_desc layers[APPL_IMAGE_LAYERS_MAX];
+};
+
+/* Check that s is exactly "sha256:" and 64 lower-case hex digits; copy the hex
+ * part into hex (IMAGE_DIGEST_HEX + 1 bytes). */
+int image_digest_parse(const char *s, char *hex, struct appl_err *err);
+
+/* Parse a manifest blob from buf[0..len) (untrusted; not NUL-terminated) into
+ * m. Strict: unknown keys, wrong media types, sizes over the caps, remote
+ * `urls` and more than APPL_IMAGE_LAYERS_MAX layers are refused. Pure. */
+int image_manifest_parse(const char *buf, size_t len, struct image_manifest *m,
+			 struct appl_err *err);
+
+/* Check a config blob: a JSON object for linux/amd64 whose rootfs is
+ * "layers" with one diff_id per layer. Everything else in it is ignored. */
+int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err);
+
+/* Extract one layer from the open descriptor fd (borrowed, read to EOF) into
+ * the directory dirfd (borrowed), hashing exactly the bytes that are
+ * unpacked; fails unless they hash to desc->hex and number desc->size.
+ * Entries are refused (and extraction stops) for: absolute names, `..`,
+ * device or fifo or socket nodes, setuid/setgid bits, OCI whiteouts,
+ * hardlinks to anything but a regular file of this image, and writes through
+ * a symlink. regular is the set of regular files seen so far (across layers);
+ * pass the same one for every layer of an image. */
+struct image_names;
+struct image_names *image_names_new(void);
+void image_names_free(struct image_names *names);
+int image_layer_extract(int fd, const struct image_desc *desc, int dirfd,
+			struct image_names *regular, struct appl_err *err);
+
+/* Verify the layout at layout_dir against digest ("sha256:HEX") and make sure
+ * its rootfs is unpacked in cache_dir (created 0700 if absent; refused if
+ * another user owns it or others may write to it). On success writes the
+ * rootfs path into rootfs (rootfs_len bytes). Every blob is hashed on every
+ * call; layers are unpacked only when the cache has no rootfs for the digest.
+ */
+int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
+			char *rootfs, size_t rootfs_len, struct appl_err *err);
+
+/* The default cache directory for this user: /var/cache/appliance/images as
+ * root, else $XDG_CACHE_HOME/appliance/images or ~/.cache/appliance/images. */
+int image_cache_default(char *out, size_t len, struct appl_err *err);
+
+#endif

@@ -1,0 +1,312 @@
+/* store.c: verifying an image layout and keeping its rootfs in the cache. */
+#define _GNU_SOURCE
+#include "image/internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define STORE_BLOCK (128 * 1024)
+
+/* Blobs are opened by their hex name only (never a name from the layout),
+ * not through a symlink, and must be regular files: a fifo would hang us. */
+static int blob_open(int blobs, const char *hex, struct appl_err *err)
+{
+	struct stat st;
+	int fd = openat(blobs, hex, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0)
+		return appl_err_errno(err, -errno, errno, "blob sha256:%s", hex);
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return appl_err_set(err, -EINVAL, "blob sha256:%s: not a regular file", hex);
+	}
+	return fd;
+}
+
+/* Hash the blob named hex, at most max bytes; keep its bytes in *buf when buf
+ * is not NULL (a malloc'ed copy, NUL after them). */
+static int blob_hash(int blobs, const char *hex, uint64_t max, char **buf, size_t *len,
+		     struct appl_err *err)
+{
+	crypto_hash_sha256_state sha;
+	unsigned char block[STORE_BLOCK], sum[crypto_hash_sha256_BYTES];
+	char got[IMAGE_DIGEST_HEX + 1];
+	uint64_t total = 0;
+	char *data = NULL;
+	ssize_t n;
+	int fd, rc = 0;
+
+	fd = blob_open(blobs, hex, err);
+	if (fd < 0)
+		return fd;
+	if (buf && !(data = malloc(max + 1))) {
+		rc = appl_err_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	crypto_hash_sha256_init(&sha);
+	while ((n = read(fd, block, sizeof(block))) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = appl_err_errno(err, -errno, errno, "blob sha256:%s", hex);
+			goto out;
+		}
+		if (total + (uint64_t)n > max) {
+			rc = appl_err_set(err, -EFBIG, "blob sha256:%s: larger than %llu bytes",
+					  hex, (unsigned long long)max);
+			goto out;
+		}
+		if (data)
+			memcpy(data + total, block, (size_t)n);
+		total += (uint64_t)n;
+		crypto_hash_sha256_update(&sha, block, (unsigned long long)n);
+	}
+	crypto_hash_sha256_final(&sha, sum);
+	sodium_bin2hex(got, sizeof(got), sum, sizeof(sum));
+	if (sodium_memcmp(got, hex, IMAGE_DIGEST_HEX) != 0) {
+		rc = appl_err_set(err, -EBADMSG,
+				  "blob sha256:%s: content does not match its digest", hex);
+		goto out;
+	}
+	if (data) {
+		data[total] = '\0';
+		*buf = data;
+		*len = (size_t)total;
+		data = NULL;
+	} else if (len) {
+		*len = (size_t)total;
+	}
+out:
+	free(data);
+	close(fd);
+	return rc;
+}
+
+static int desc_hash(int blobs, const struct image_desc *d, char **buf, struct appl_err *err)
+{
+	size_t len = 0;
+	int rc = blob_hash(blobs, d->hex, d->size, buf, &len, err);
+
+	if (rc == 0 && len != d->size) {
+		if (buf) {
+			free(*buf);
+			*buf = NULL;
+		}
+		return appl_err_set(err, -EBADMSG, "blob sha256:%s: %zu bytes, manifest says %llu",
+				    d->hex, len, (unsigned long long)d->size);
+	}
+	return rc;
+}
+
+static int manifest_load(int blobs, const char *hex, struct image_manifest *m, struct appl_err *err)
+{
+	char *buf = NULL, *config = NULL;
+	size_t len = 0;
+	int rc;
+
+	rc = blob_hash(blobs, hex, APPL_IMAGE_MANIFEST_MAX, &buf, &len, err);
+	if (rc < 0)
+		return rc == -EBADMSG ? appl_err_set(err, rc,
+						     "manifest sha256:%s: content does not "
+						     "match the pinned digest",
+						     hex)
+				      : rc;
+	rc = image_manifest_parse(buf, len, m, err);
+	free(buf);
+	if (rc < 0)
+		return rc;
+	rc = desc_hash(blobs, &m->config, &config, err);
+	if (rc == 0)
+		rc = image_config_check(config, m->config.size, m->nlayers, err);
+	free(config);
+	return rc;
+}
+
+static int tree_unprotect(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)ftw;
+	if (flag == FTW_D)
+		chmod(path, (st->st_mode & 07777) | S_IRWXU);
+	return 0;
+}
+
+static int tree_unlink(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	remove(path);
+	return 0;
+}
+
+/* Remove a tree we made, never following a symlink or leaving the device. */
+static void tree_remove(const char *path)
+{
+	nftw(path, tree_unprotect, 16, FTW_PHYS | FTW_MOUNT);
+	nftw(path, tree_unlink, 16, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
+}
+
+static int layers_unpack(int blobs, const struct image_manifest *m, const char *dir,
+			 struct appl_err *err)
+{
+	struct image_names *names = image_names_new();
+	int dirfd, rc = 0;
+
+	if (!names)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+	if (dirfd < 0)
+		rc = appl_err_errno(err, -errno, errno, "%s", dir);
+	for (size_t i = 0; rc == 0 && i < m->nlayers; i++) {
+		int fd = blob_open(blobs, m->layers[i].hex, err);
+		if (fd < 0) {
+			rc = fd;
+			break;
+		}
+		rc = image_layer_extract(fd, &m->layers[i], dirfd, names, err);
+		close(fd);
+	}
+	if (rc == 0 && fchmod(dirfd, 0755) < 0)
+		rc = appl_err_errno(err, -errno, errno, "%s", dir);
+	if (dirfd >= 0)
+		close(dirfd);
+	image_names_free(names);
+	return rc;
+}
+
+/* The cache must be ours alone: a directory another user could write to
+ * would let them swap a verified rootfs for one of their own. */
+static int cache_dir_check(const char *dir, struct appl_err *err)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+		return appl_err_errno(err, -errno, errno, "cache %s", dir);
+	if (lstat(dir, &st) < 0)
+		return appl_err_errno(err, -errno, errno, "cache %s", dir);
+	if (!S_ISDIR(st.st_mode))
+		return appl_err_set(err, -ENOTDIR, "cache %s: not a directory", dir);
+	if (st.st_uid != geteuid())
+		return appl_err_set(err, -EPERM, "cache %s: owned by uid %u, not by us", dir,
+				    (unsigned)st.st_uid);
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return appl_err_set(err, -EPERM, "cache %s: writable by group or others", dir);
+	return 0;
+}
+
+static int cache_fill(int blobs, const struct image_manifest *m, const char *cache,
+		      const char *final, struct appl_err *err)
+{
+	char tmp[PATH_MAX];
+	int rc;
+
+	if (snprintf(tmp, sizeof(tmp), "%s/.unpack-XXXXXX", cache) >= (int)sizeof(tmp))
+		return appl_err_set(err, -ENAMETOOLONG, "cache path too long");
+	if (!mkdtemp(tmp))
+		return appl_err_errno(err, -errno, errno, "cache %s", cache);
+	rc = layers_unpack(blobs, m, tmp, err);
+	if (rc == 0 && rename(tmp, final) < 0) {
+		/* Another instance unpacked the same digest first: use theirs. */
+		if (errno != EEXIST && errno != ENOTEMPTY)
+			rc = appl_err_errno(err, -errno, errno, "cache %s", final);
+	}
+	if (rc < 0 || access(tmp, F_OK) == 0)
+		tree_remove(tmp);
+	return rc;
+}
+
+static int layers_check(int blobs, const struct image_manifest *m, struct appl_err *err)
+{
+	for (size_t i = 0; i < m->nlayers; i++) {
+		int rc = desc_hash(blobs, &m->layers[i], NULL, err);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
+			char *rootfs, size_t rootfs_len, struct appl_err *err)
+{
+	char hex[IMAGE_DIGEST_HEX + 1], final[PATH_MAX];
+	struct image_manifest m;
+	struct stat st;
+	int layout, blobs = -1, rc;
+
+	if ((rc = image_digest_parse(digest, hex, err)) < 0)
+		return rc;
+	if (sodium_init() < 0)
+		return appl_err_set(err, -EIO, "libsodium failed to initialise");
+	layout = open(layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (layout < 0)
+		return appl_err_errno(err, -errno, errno, "image layout %s", layout_dir);
+	blobs = openat(layout, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (blobs < 0) {
+		rc = appl_err_errno(err, -errno, errno, "image layout %s: blobs/sha256",
+				    layout_dir);
+		goto out;
+	}
+	if ((rc = manifest_load(blobs, hex, &m, err)) < 0)
+		goto out;
+	if ((rc = cache_dir_check(cache_dir, err)) < 0)
+		goto out;
+	if (snprintf(final, sizeof(final), "%s/sha256-%s", cache_dir, hex) >= (int)sizeof(final)) {
+		rc = appl_err_set(err, -ENAMETOOLONG, "cache path too long");
+		goto out;
+	}
+	if (lstat(final, &st) == 0 && S_ISDIR(st.st_mode))
+		rc = layers_check(blobs, &m, err);
+	else
+		rc = cache_fill(blobs, &m, cache_dir, final, err);
+	if (rc == 0 && snprintf(rootfs, rootfs_len, "%s", final) >= (int)rootfs_len)
+		rc = appl_err_set(err, -ENAMETOOLONG, "rootfs path too long");
+out:
+	if (blobs >= 0)
+		close(blobs);
+	close(layout);
+	return rc;
+}
+
+static int mkdir_parents(char *path, mode_t mode)
+{
+	for (char *p = path + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(path, mode) < 0 && errno != EEXIST) {
+			*p = '/';
+			return -errno;
+		}
+		*p = '/';
+	}
+	return 0;
+}
+
+int image_cache_default(char *out, size_t len, struct appl_err *err)
+{
+	const char *xdg = getenv("XDG_CACHE_HOME");
+	const char *home = getenv("HOME");
+	int n;
+
+	if (geteuid() == 0)
+		n = snprintf(out, len, "/var/cache/appliance/images");
+	else if (xdg && xdg[0] == '/')
+		n = snprintf(out, len, "%s/appliance/images", xdg);
+	else if (home && home[0] == '/')
+		n = snprintf(out, len, "%s/.cache/appliance/images", home);
+	else
+		return appl_err_set(err, -ENOENT, "no cache directory: set HOME or --cache");
+	if (n < 0 || (size_t)n >= len)
+		return appl_err_set(err, -ENAMETOOLONG, "cache path too long");
+	if (mkdir_parents(out, 0700) < 0)
+		return appl_err_errno(err, -errno, errno, "creating %s", out);
+	return 0;
+}
