@@ -1,0 +1,634 @@
+"""runner.py: the in-sandbox side of runner protocol v1.
+
+Runs inside the cell sandbox as `python3.11 -I -S -B /runner.py`, Python
+standard library only. docs/runner-protocol.md is the reference for every
+message, field and rule used here; the caps below mirror pkg/base/limits.h.
+
+Life of a runner:
+  1. move the protocol to private descriptors and point 0, 1, 2 at /dev/null,
+     so nothing the code writes to a descriptor (os.write(1, ...), a child
+     process) can look like a protocol line;
+  2. import everything, say {"t":"ready","v":1}, block for one `cell` line;
+  3. run the code (top-level await allowed); tool functions send `call`
+     lines and an asyncio reader matches `result` lines to them by id;
+  4. say {"t":"done",...} with the traceback tail or the final expression's
+     value, and exit at once so nothing can follow `done`.
+
+The private descriptors are not a security boundary (the code shares this
+interpreter and can write to them); the host treats every line as hostile.
+They only keep ordinary programs from tripping a protocol violation by
+accident, as do the value-safety rules in _plain().
+"""
+
+import ast
+import asyncio
+import builtins
+import io
+import json
+import keyword
+import linecache
+import math
+import os
+import re
+import resource
+import sys
+import threading
+import time
+import traceback
+
+PROTOCOL_VERSION = 1
+
+LINE_MAX = 128 * 1024            # APPL_RUNNER_LINE_MAX: one runner->host line
+HOST_LINE_MAX = 8 * 1024 * 1024  # APPL_RUNNER_HOST_LINE_MAX: one host->runner line
+RESULT_MAX = 64 * 1024           # APPL_CELL_RESULT_MAX: encoded result value
+TRACEBACK_KEEP = 2048            # APPL_TRACEBACK_KEEP: characters of done.error
+VALUE_DEPTH_MAX = 32             # APPL_RUNNER_VALUE_DEPTH_MAX: nesting of a value
+TOOL_NAME_MAX = 256              # APPL_RUNNER_TOOL_NAME_MAX: bytes of call.tool
+OUT_CHUNK = 4096                 # characters per `out` message
+OUT_FLUSH_S = 0.05               # output older than this is sent at the next chance
+READ_BLOCK = 64 * 1024           # bytes per read() of the host pipe
+
+INT_MIN = -(1 << 63)             # jansson's json_int_t is a signed 64-bit integer
+INT_MAX = (1 << 63) - 1
+INT_STR_DIGITS = 4300            # Python's default int->str conversion limit
+
+CELL_FILE = "<cell>"
+RESULT_NAME = "__cell_value__"
+EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or broken
+RUNNER_FILE = os.path.abspath(__file__)
+CO_COROUTINE = 0x0080            # inspect.CO_COROUTINE, without importing inspect
+
+# Names a tool namespace may not take: they would hide what the code relies on.
+RESERVED = frozenset(["ToolError", "asyncio", RESULT_NAME]) | frozenset(dir(builtins))
+
+
+class ToolError(Exception):
+    """A tool call was refused or failed; str(e) is the reason."""
+
+
+ToolError.__module__ = "builtins"  # tracebacks print "ToolError: ..." unqualified
+
+
+class _Fatal(Exception):
+    """The runner itself cannot go on (a bad host message)."""
+
+
+# ---- value safety -----------------------------------------------------------
+# Strict JSON (jansson on the host) cannot carry NaN, infinities, integers
+# outside 64 bits, lone surrogates or U+0000, and refuses duplicate keys and
+# deep nesting. Every value sent is first made "plain": only dict (str keys),
+# list, str, int, float, bool and None, with the rules below.
+
+_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+
+
+class _Unsupported(Exception):
+    """A value strict JSON has no form for (a set, an object, too deep)."""
+
+
+def _safe_str(s):
+    # U+0000 and lone surrogates become U+FFFD: jansson refuses both.
+    return _BAD_CHARS.sub("\ufffd", s)
+
+
+def _big_int(v):
+    # Beyond 64 bits an integer travels as its decimal string; past Python's
+    # conversion limit (which exists to stop quadratic str()) as hexadecimal.
+    if v.bit_length() < INT_STR_DIGITS * 3:
+        return str(v)
+    return hex(v)
+
+
+def _nonfinite(v):
+    # The names Python's own json module writes and reads for these floats.
+    if math.isnan(v):
+        return "NaN"
+    return "Infinity" if v > 0 else "-Infinity"
+
+
+def _plain_key(k):
+    if type(k) is str:
+        return _safe_str(k)
+    if k is None or k is True or k is False:
+        return json.dumps(k)  # as json.dumps does: null, true, false
+    if isinstance(k, str):
+        return _safe_str(str.__str__(k))
+    if isinstance(k, int):
+        k = int.__int__(k)
+        return str(k) if k.bit_length() < INT_STR_DIGITS * 3 else hex(k)
+    if isinstance(k, float):
+        k = float.__float__(k)
+        return float.__repr__(k) if math.isfinite(k) else _nonfinite(k)
+    raise _Unsupported("dict key of type %s" % type(k).__name__)
+
+
+def _plain_dict(items, depth):
+    out = {}
+    for k, v in items:
+        key = _plain_key(k)
+        if key in out:
+            # {1: a, "1": b} would be a duplicate key on the wire, which the
+            # host refuses: the later key gets a suffix instead.
+            n = 2
+            while "%s~%d" % (key, n) in out:
+                n += 1
+            key = "%s~%d" % (key, n)
+        out[key] = _plain(v, depth)
+    return out
+
+
+def _plain(v, depth=0):
+    """Return v as plain JSON data, or raise _Unsupported."""
+    t = type(v)
+    if v is None or v is True or v is False:
+        return v
+    if t is str:
+        return _safe_str(v)
+    if t is int:
+        return v if INT_MIN <= v <= INT_MAX else _big_int(v)
+    if t is float:
+        return v if math.isfinite(v) else _nonfinite(v)
+    if depth >= VALUE_DEPTH_MAX:
+        # Also what ends a value that contains itself.
+        raise _Unsupported("nested deeper than %d levels" % VALUE_DEPTH_MAX)
+    if t is dict:
+        return _plain_dict(v.items(), depth + 1)
+    if t is list or t is tuple:
+        return [_plain(x, depth + 1) for x in v]
+    # Subclasses (IntEnum, OrderedDict, namedtuple...) go through the base
+    # type's own methods, so an overridden __str__ or __iter__ is not used.
+    if isinstance(v, str):
+        return _safe_str(str.__str__(v))
+    if isinstance(v, int):
+        return _plain(int.__int__(v), depth)
+    if isinstance(v, float):
+        return _plain(float.__float__(v), depth)
+    if isinstance(v, dict):
+        return _plain_dict(dict.items(v), depth + 1)
+    if isinstance(v, list):
+        return [_plain(x, depth + 1) for x in list.__iter__(v)]
+    if isinstance(v, tuple):
+        return [_plain(x, depth + 1) for x in tuple.__iter__(v)]
+    raise _Unsupported("%s is not JSON" % t.__name__)
+
+
+def _dumps(obj):
+    """Encode plain data as one compact UTF-8 line (no newline)."""
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, check_circular=False,
+                      separators=(",", ":"))
+    return text.encode("utf-8")
+
+
+def _cut(text, cap, what):
+    """text as a str whose JSON encoding fits in cap bytes, marked when cut."""
+    text = _safe_str(text)
+    if len(_dumps(text)) <= cap:
+        return text
+    mark = "... [%s cut, %d characters]" % (what, len(text))
+    keep = len(text)
+    while True:
+        # Escapes make the encoding up to 6 bytes per character: shrink by
+        # the measured ratio until it fits.
+        keep = max(0, min(keep - 1, (keep * (cap - 64)) // max(1, len(_dumps(text[:keep])))))
+        head = text[:keep] + mark
+        if len(_dumps(head)) <= cap or keep == 0:
+            return head
+
+
+def _result_value(v):
+    """The cell's value as sent in done.result (see docs, value safety)."""
+    try:
+        plain = _plain(v)
+        text = _dumps(plain)
+        if len(text) <= RESULT_MAX:
+            return plain
+        return _cut(text.decode("utf-8"), RESULT_MAX, "result")
+    except (_Unsupported, RecursionError, ValueError):
+        pass
+    try:
+        text = repr(v)
+    except BaseException as e:  # a hostile __repr__ must not lose the done line
+        text = "<%s object; repr() failed: %s>" % (type(v).__name__, type(e).__name__)
+    return _cut(text, RESULT_MAX, "repr")
+
+
+# ---- tracebacks ---------------------------------------------------------------
+
+def _strip_runner_frames(te, seen):
+    if te is None or id(te) in seen:
+        return
+    seen.add(id(te))
+    te.stack[:] = [f for f in te.stack if f.filename != RUNNER_FILE]
+    _strip_runner_frames(te.__cause__, seen)
+    _strip_runner_frames(te.__context__, seen)
+    for sub in getattr(te, "exceptions", None) or ():
+        _strip_runner_frames(sub, seen)
+
+
+def _traceback_tail(exc):
+    """The last lines of exc's traceback, at most TRACEBACK_KEEP characters."""
+    te = traceback.TracebackException.from_exception(exc)
+    _strip_runner_frames(te, set())
+    lines = _safe_str("".join(te.format())).splitlines()
+    if not lines:
+        return type(exc).__name__
+    kept, used = [], 0
+    marker = "[...]"
+    for line in reversed(lines):
+        if used + len(line) + 1 + len(marker) + 1 > TRACEBACK_KEEP:
+            break
+        kept.append(line)
+        used += len(line) + 1
+    if not kept:
+        return lines[-1][:TRACEBACK_KEEP]  # one huge message: keep its start
+    if len(kept) < len(lines):
+        kept.append(marker)
+    return "\n".join(reversed(kept))
+
+
+# ---- the protocol channel -------------------------------------------------------
+
+class _Channel:
+    """Both protocol directions over the private descriptors."""
+
+    def __init__(self, rfd, wfd):
+        self.rfd = rfd
+        self.wfd = wfd
+        self.inbuf = bytearray()
+        self.closed = False          # set by done: nothing may follow it
+        self.next_id = 0
+        self.pending = {}            # call id -> future, for calls in flight
+        self.reader_loop = None
+        self.main_thread = threading.get_ident()
+        self.out_parts = []
+        self.out_len = 0
+        self.out_since = 0.0
+        self.out_timer = None
+        # Threads the code starts may print while the main thread sends: one
+        # lock keeps lines whole and keeps everything before `done`.
+        self.lock = threading.RLock()
+
+    # -- writing
+    def send_line(self, line):
+        view = memoryview(line + b"\n")
+        with self.lock:
+            if self.closed:
+                return
+            try:
+                while view:
+                    n = os.write(self.wfd, view)
+                    view = view[n:]
+            except OSError:
+                os._exit(EXIT_HOST_GONE)  # nobody is left to tell
+
+    def send(self, obj):
+        self.send_line(_dumps(obj))
+
+    # -- output
+    def out_write(self, s):
+        if not s:
+            return
+        with self.lock:
+            if self.closed:
+                return
+            now = time.monotonic()
+            if not self.out_parts:
+                self.out_since = now
+                self._out_timer_arm()
+            self.out_parts.append(s)
+            self.out_len += len(s)
+            if self.out_len >= OUT_CHUNK or now - self.out_since >= OUT_FLUSH_S:
+                self.out_flush()
+
+    def _out_timer_arm(self):
+        # Output printed before a long await should not wait for the end.
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if threading.get_ident() == self.main_thread:
+            self.out_timer = loop.call_later(OUT_FLUSH_S, self.out_flush)
+
+    def out_flush(self):
+        with self.lock:
+            if self.out_timer is not None:
+                self.out_timer.cancel()
+                self.out_timer = None
+            if not self.out_parts:
+                return
+            text = "".join(self.out_parts)
+            self.out_parts = []
+            self.out_len = 0
+            # 4096 characters escape to at most 24 KiB: far below LINE_MAX.
+            for i in range(0, len(text), OUT_CHUNK):
+                self.send({"t": "out", "data": _safe_str(text[i:i + OUT_CHUNK])})
+
+    # -- reading
+    def read_line(self):
+        """Block for one host line (bytes, no newline); None at EOF."""
+        while True:
+            i = self.inbuf.find(b"\n")
+            if i >= 0:
+                line = bytes(self.inbuf[:i])
+                del self.inbuf[:i + 1]
+                return line
+            if len(self.inbuf) > HOST_LINE_MAX:
+                raise _Fatal("host line longer than %d bytes" % HOST_LINE_MAX)
+            chunk = os.read(self.rfd, READ_BLOCK)
+            if not chunk:
+                return None
+            self.inbuf += chunk
+
+    def _on_readable(self):
+        try:
+            chunk = os.read(self.rfd, READ_BLOCK)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            os._exit(EXIT_HOST_GONE)
+        if not chunk:
+            os._exit(EXIT_HOST_GONE)  # the host hung up: the run is over
+        self.inbuf += chunk
+        try:
+            while True:
+                i = self.inbuf.find(b"\n")
+                if i < 0:
+                    break
+                line = bytes(self.inbuf[:i])
+                del self.inbuf[:i + 1]
+                self._on_result(line)
+            if len(self.inbuf) > HOST_LINE_MAX:
+                raise _Fatal("host line longer than %d bytes" % HOST_LINE_MAX)
+        except _Fatal as e:
+            _finish(self, "runner: host protocol error: %s" % e, None)
+
+    def _on_result(self, line):
+        try:
+            msg = json.loads(line.decode("utf-8"))
+        except ValueError as e:
+            raise _Fatal("result line is not JSON: %s" % e) from None
+        if type(msg) is not dict or msg.get("t") != "result":
+            raise _Fatal("expected a result message")
+        cid = msg.get("id")
+        keys = set(msg)
+        if keys not in ({"t", "id", "ok"}, {"t", "id", "error"}):
+            raise _Fatal("result fields %s" % sorted(keys))
+        if type(cid) is not int or not 0 < cid <= self.next_id:
+            raise _Fatal("result for unknown call id %r" % (cid,))
+        fut = self.pending.pop(cid, None)
+        if fut is None or fut.done():
+            return  # the awaiting code went away (cancelled, loop closed)
+        if "ok" in msg:
+            fut.set_result(msg["ok"])
+        elif type(msg["error"]) is str:
+            fut.set_exception(ToolError(msg["error"]))
+        else:
+            raise _Fatal("result error is not a string")
+
+    def _attach(self, loop):
+        # The reader lives on whichever loop is calling: the runner's own, or
+        # one the code made with asyncio.run(). A closed loop drops its reader.
+        if self.reader_loop is loop:
+            return
+        old = self.reader_loop
+        if old is not None and not old.is_closed():
+            old.remove_reader(self.rfd)
+        loop.add_reader(self.rfd, self._on_readable)
+        self.reader_loop = loop
+
+    async def call(self, tool, qualname, kwargs):
+        if threading.get_ident() != self.main_thread:
+            raise RuntimeError("%s(): tools can only be called from the main thread" % qualname)
+        loop = asyncio.get_running_loop()
+        try:
+            args = _plain(kwargs)
+        except (_Unsupported, RecursionError) as e:
+            raise TypeError("%s(): arguments are not JSON: %s" % (qualname, e)) from None
+        self.next_id += 1
+        cid = self.next_id
+        line = _dumps({"t": "call", "id": cid, "tool": tool, "args": args})
+        if len(line) + 1 > LINE_MAX:
+            raise ToolError("arguments too large: %d bytes encoded, the line cap is %d"
+                            % (len(line), LINE_MAX))
+        self._attach(loop)
+        fut = loop.create_future()
+        self.pending[cid] = fut
+        self.out_flush()  # output printed before the call arrives before it
+        self.send_line(line)
+        try:
+            return await fut
+        finally:
+            self.pending.pop(cid, None)
+
+
+class _OutBuffer:
+    """sys.stdout.buffer: bytes are decoded as UTF-8 (bad bytes replaced)."""
+
+    def __init__(self, chan):
+        self._chan = chan
+
+    def write(self, b):
+        data = bytes(b)
+        self._chan.out_write(data.decode("utf-8", "replace"))
+        return len(data)
+
+    def flush(self):
+        self._chan.out_flush()
+
+
+class _Out(io.TextIOBase):
+    """sys.stdout and sys.stderr: text becomes `out` messages."""
+
+    encoding = "utf-8"
+    errors = "strict"
+
+    def __init__(self, chan, name):
+        super().__init__()
+        self._chan = chan
+        self._name = name
+        self.buffer = _OutBuffer(chan)
+
+    @property
+    def name(self):
+        return self._name
+
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        self._chan.out_write(str.__str__(s))
+        return len(s)
+
+    def flush(self):
+        self._chan.out_flush()
+
+    def writable(self):
+        return True
+
+    def isatty(self):
+        return False
+
+    def fileno(self):
+        raise io.UnsupportedOperation("%s has no file descriptor in a cell" % self._name)
+
+
+# ---- start ----------------------------------------------------------------------
+
+def _private_fds():
+    """Move the protocol from fds 0 and 1 to two high, close-on-exec fds."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    top = 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)
+    base = max(3, top - 2)  # F_DUPFD takes the lowest free fd >= base
+    import fcntl
+    rfd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, base)
+    wfd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, base)
+    try:
+        null = os.open("/dev/null", os.O_RDWR)
+    except OSError:
+        # No /dev/null: an empty pipe reads EOF and refuses writes.
+        null, w = os.pipe()
+        os.close(w)
+    for fd in (0, 1, 2):
+        if null != fd:
+            os.dup2(null, fd)
+    if null > 2:
+        os.close(null)
+    return rfd, wfd
+
+
+def _check_tools(tools):
+    """Validate the cell's tools list; returns [(tool, ns, fn, doc)]."""
+    if type(tools) is not list:
+        raise _Fatal("tools is not a list")
+    seen, out = set(), []
+    for i, t in enumerate(tools):
+        if type(t) is not dict or not {"tool", "ns", "fn"} <= set(t) <= {"tool", "ns", "fn", "doc"}:
+            raise _Fatal("tools[%d]: fields must be tool, ns, fn and optional doc" % i)
+        tool, ns, fn, doc = t["tool"], t["ns"], t["fn"], t.get("doc", "")
+        if type(tool) is not str or not 0 < len(tool.encode("utf-8", "replace")) <= TOOL_NAME_MAX:
+            raise _Fatal("tools[%d].tool: not a name" % i)
+        for what, name in (("ns", ns), ("fn", fn)):
+            if (type(name) is not str or not name.isascii() or not name.isidentifier()
+                    or keyword.iskeyword(name) or name.startswith("__")):
+                raise _Fatal("tools[%d].%s: not a Python name" % (i, what))
+        if ns in RESERVED:
+            raise _Fatal("tools[%d].ns: %s is reserved" % (i, ns))
+        if type(doc) is not str or (ns, fn) in seen:
+            raise _Fatal("tools[%d]: bad doc or duplicate %s.%s" % (i, ns, fn))
+        seen.add((ns, fn))
+        out.append((tool, ns, fn, doc))
+    return out
+
+
+class ToolNamespace:
+    """One upstream server's tools, as attributes: `await toy.add(a=1)`."""
+
+    def __init__(self, name):
+        object.__setattr__(self, "_name", name)
+
+    def __repr__(self):
+        fns = sorted(k for k in vars(self) if k != "_name")
+        return "<tools %s: %s>" % (self._name, ", ".join(fns))
+
+
+def _make_tool(chan, tool, ns, fn, doc):
+    qualname = "%s.%s" % (ns, fn)
+
+    async def call(*args, **kwargs):
+        if args:
+            raise TypeError("%s() takes keyword arguments only (%d positional given)"
+                            % (qualname, len(args)))
+        return await chan.call(tool, qualname, kwargs)
+
+    call.__name__ = fn
+    call.__qualname__ = qualname
+    call.__doc__ = doc or None
+    return call
+
+
+def _cell_globals(chan, tools):
+    g = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError,
+         "asyncio": asyncio}
+    for tool, ns, fn, doc in tools:
+        space = g.setdefault(ns, ToolNamespace(ns))
+        setattr(space, fn, _make_tool(chan, tool, ns, fn, doc))
+    return g
+
+
+def _compile(code):
+    """Compile the cell; a final expression's value lands in RESULT_NAME."""
+    linecache.cache[CELL_FILE] = (len(code), None, code.splitlines(True), CELL_FILE)
+    tree = ast.parse(code, CELL_FILE, "exec")
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = tree.body[-1]
+        assign = ast.Assign(targets=[ast.Name(id=RESULT_NAME, ctx=ast.Store())],
+                            value=last.value)
+        tree.body[-1] = ast.copy_location(assign, last)
+        ast.fix_missing_locations(tree)
+    return compile(tree, CELL_FILE, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+                   dont_inherit=True)
+
+
+def _run(code, g, loop):
+    """Run the cell; returns (error, value)."""
+    try:
+        obj = _compile(code)
+        ret = eval(obj, g)
+        if obj.co_flags & CO_COROUTINE:
+            loop.run_until_complete(ret)
+        return None, g.pop(RESULT_NAME, None)
+    except SystemExit as e:
+        if e.code is None or e.code == 0:
+            return None, None
+        return _traceback_tail(e), None
+    except BaseException as e:
+        return _traceback_tail(e), None
+
+
+def _finish(chan, error, value):
+    """Say done and exit at once: nothing the code left running may follow."""
+    try:
+        result = None if error is not None else _result_value(value)
+    except BaseException as e:
+        error, result = "runner: result not sendable: %s" % type(e).__name__, None
+    with chan.lock:
+        chan.out_flush()
+        chan.send({"t": "done", "error": None if error is None else _safe_str(error),
+                   "result": result})
+        chan.closed = True
+    os._exit(0)
+
+
+def _read_cell(chan):
+    line = chan.read_line()
+    if line is None:
+        os._exit(EXIT_HOST_GONE)  # the pool was drained before a cell came
+    try:
+        msg = json.loads(line.decode("utf-8"))
+    except ValueError as e:
+        raise _Fatal("cell line is not JSON: %s" % e) from None
+    if type(msg) is not dict or set(msg) != {"t", "code", "tools"} or msg["t"] != "cell":
+        raise _Fatal("expected a cell message with fields t, code, tools")
+    if type(msg["code"]) is not str:
+        raise _Fatal("cell code is not a string")
+    return msg["code"], _check_tools(msg["tools"])
+
+
+def main():
+    rfd, wfd = _private_fds()
+    chan = _Channel(rfd, wfd)
+    sys.stdout = _Out(chan, "<stdout>")
+    sys.stderr = _Out(chan, "<stderr>")
+    sys.stdin = io.StringIO("")
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    chan.send({"t": "ready", "v": PROTOCOL_VERSION})
+    try:
+        code, tools = _read_cell(chan)
+    except _Fatal as e:
+        _finish(chan, "runner: bad cell message: %s" % e, None)
+    error, value = _run(code, _cell_globals(chan, tools), loop)
+    _finish(chan, error, value)
+
+
+if __name__ == "__main__":
+    main()

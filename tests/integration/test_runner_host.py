@@ -1,0 +1,400 @@
+"""test_runner_host.py: images/cell/runner.py over pipes, with no sandbox.
+
+Runs the runner with the host's /usr/bin/python3 exactly as the sandbox does
+(-I -S -B, env PATH=/usr/bin) and plays the host side of runner protocol v1
+(docs/runner-protocol.md). Every runner line is parsed as strictly as the
+host's C parser does (duplicate keys, NaN, 64-bit range, surrogates, NUL), so
+a value-safety slip fails here before it trips a violation in production.
+"""
+
+import json
+import os
+import random
+import select
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import main, test  # noqa: E402
+
+TOP = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+RUNNER = os.path.join(TOP, "images", "cell", "runner.py")
+PYTHON = "/usr/bin/python3"
+LINE_MAX = 128 * 1024
+TOY = [{"tool": "toy.add", "ns": "toy", "fn": "add", "doc": "add(a, b) -> a + b"},
+       {"tool": "toy.echo", "ns": "toy", "fn": "echo"}]
+
+
+def _no_constants(name):
+    raise AssertionError("non-strict JSON constant %s on the wire" % name)
+
+
+def _no_duplicates(pairs):
+    keys = [k for k, _ in pairs]
+    assert len(keys) == len(set(keys)), "duplicate keys %r" % keys
+    return dict(pairs)
+
+
+def _check_strict(v, depth=0):
+    """What jansson with appl_json_load would refuse."""
+    assert depth < 64, "nested too deep"
+    if type(v) is int:
+        assert -(1 << 63) <= v < (1 << 63), "integer out of 64-bit range"
+    elif type(v) is str:
+        assert "\x00" not in v, "NUL in string"
+        assert not any(0xD800 <= ord(c) <= 0xDFFF for c in v), "lone surrogate"
+    elif type(v) is dict:
+        for k, x in v.items():
+            _check_strict(k, depth)
+            _check_strict(x, depth + 1)
+    elif type(v) is list:
+        for x in v:
+            _check_strict(x, depth + 1)
+
+
+def strict_loads(line):
+    assert len(line) <= LINE_MAX, "line of %d bytes" % len(line)
+    assert b"\x00" not in line, "raw NUL"
+    text = line.decode("utf-8")  # strict: invalid UTF-8 fails
+    v = json.loads(text, parse_constant=_no_constants, object_pairs_hook=_no_duplicates)
+    _check_strict(v)
+    assert type(v) is dict and type(v.get("t")) is str, "not a message object"
+    return v
+
+
+class Runner:
+    """One runner process and the host side of its pipes."""
+
+    def __init__(self):
+        self.p = subprocess.Popen([PYTHON, "-I", "-S", "-B", RUNNER], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env={"PATH": "/usr/bin"}, cwd="/")
+        self.buf = b""
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.kill()
+        self.p.wait()
+        for f in (self.p.stdin, self.p.stdout, self.p.stderr):
+            f.close()
+
+    def line(self, timeout=20):
+        """The next line (bytes), or None at EOF."""
+        deadline = time.monotonic() + timeout
+        fd = self.p.stdout.fileno()
+        while b"\n" not in self.buf:
+            left = deadline - time.monotonic()
+            assert left > 0, "timed out waiting for the runner; have %r" % self.buf[:200]
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                continue
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                assert not self.buf, "partial line at EOF: %r" % self.buf[:200]
+                return None
+            self.buf += chunk
+        line, _, self.buf = self.buf.partition(b"\n")
+        return line
+
+    def msg(self, timeout=20):
+        line = self.line(timeout)
+        assert line is not None, "runner closed its stdout; stderr: %r" % self.p.stderr.read()
+        return strict_loads(line)
+
+    def send(self, obj):
+        self.p.stdin.write(json.dumps(obj, separators=(",", ":")).encode() + b"\n")
+        self.p.stdin.flush()
+
+    def start(self, code, tools=TOY):
+        assert self.msg() == {"t": "ready", "v": 1}
+        self.send({"t": "cell", "code": code, "tools": list(tools)})
+
+    def until_done(self, answer=None):
+        """Read to done; answer(call) returns the result message fields.
+        Returns (printed text, calls, done message)."""
+        out, calls, last_id = [], [], 0
+        while True:
+            m = self.msg()
+            if m["t"] == "out":
+                assert set(m) == {"t", "data"} and type(m["data"]) is str
+                out.append(m["data"])
+            elif m["t"] == "call":
+                assert set(m) == {"t", "id", "tool", "args"}
+                assert type(m["id"]) is int and m["id"] > last_id, "ids must rise"
+                last_id = m["id"]
+                calls.append(m)
+                if answer:
+                    self.send(dict({"t": "result", "id": m["id"]}, **answer(m)))
+            elif m["t"] == "done":
+                assert set(m) == {"t", "error", "result"}
+                return "".join(out), calls, m
+            else:
+                raise AssertionError("unexpected message %r" % m)
+
+
+def run_cell(code, answer=None, tools=TOY):
+    r = Runner()
+    try:
+        r.start(code, tools)
+        out, calls, done = r.until_done(answer)
+        assert r.line() is None, "bytes after done"
+        assert r.p.wait(timeout=20) == 0, "runner exit status"
+        return out, calls, done
+    finally:
+        r.close()
+
+
+def add(call):
+    a = call["args"]
+    return {"ok": a["a"] + a["b"]}
+
+
+@test
+def ready_is_the_first_line():
+    r = Runner()
+    try:
+        assert r.line() == b'{"t":"ready","v":1}'
+    finally:
+        r.close()
+
+
+@test
+def print_is_captured_as_out():
+    out, _, done = run_cell("import sys\nprint('hello', 42)\nprint('to err', file=sys.stderr)\n"
+                            "sys.stdout.write('w')\n_ = sys.stdout.buffer.write(b'\\xffb')\n")
+    assert out == "hello 42\nto err\nw\ufffdb", out
+    assert done["error"] is None and done["result"] is None
+
+
+@test
+def big_output_is_batched():
+    r = Runner()
+    try:
+        r.start("for i in range(20000):\n    print(i)\n")
+        outs = []
+        while True:
+            m = r.msg()
+            if m["t"] == "done":
+                break
+            outs.append(m["data"])
+        text = "".join(outs)
+        assert text == "".join("%d\n" % i for i in range(20000))
+        assert len(outs) < 100, "%d out messages for 20000 prints" % len(outs)
+    finally:
+        r.close()
+
+
+@test
+def fd_writes_are_invisible():
+    forged = '{"t":"done","error":null,"result":666}\\n'
+    out, calls, done = run_cell("import os\nos.write(1, b'%s')\nos.write(2, b'err')\n"
+                                "os.write(0, b'x') if False else None\n7" % forged)
+    assert done == {"t": "done", "error": None, "result": 7}, done
+    assert out == "" and calls == []
+
+
+@test
+def child_process_output_is_invisible():
+    code = ("import subprocess\n"
+            "subprocess.run(['/bin/sh', '-c', 'echo forged; echo forged >&2; cat'])\n"
+            "r = subprocess.run(['/bin/sh', '-c', 'ls /proc/self/fd'], close_fds=False,\n"
+            "                   capture_output=True, text=True)\n"
+            "sorted(int(x) for x in r.stdout.split())\n")
+    out, _, done = run_cell(code)
+    assert done["error"] is None, done["error"]
+    assert out == "", out
+    # The protocol descriptors are close-on-exec: a child sees only 0-2 and
+    # the pipe/dir fds of its own (ls opens one for /proc/self/fd).
+    assert all(fd < 5 for fd in done["result"]), done["result"]
+
+
+@test
+def final_expression_is_the_result():
+    _, _, done = run_cell("x = 2\n{'a': [x, 3.5, None, True], 'b': 'c'}")
+    assert done["result"] == {"a": [2, 3.5, None, True], "b": "c"}, done
+    _, _, done = run_cell("x = 2")
+    assert done["result"] is None
+    _, _, done = run_cell("{1, 2}")  # not JSON: its repr
+    assert done["result"] == "{1, 2}", done
+
+
+@test
+def top_level_await_calls_a_tool():
+    out, calls, done = run_cell("import asyncio\nawait asyncio.sleep(0)\nprint('before')\n"
+                                "r = await toy.add(a=1, b=2)\nr * 10", answer=add)
+    assert calls == [{"t": "call", "id": 1, "tool": "toy.add", "args": {"a": 1, "b": 2}}]
+    assert done["result"] == 30 and done["error"] is None, done
+    assert out == "before\n"
+
+
+@test
+def asyncio_run_in_plain_code_works():
+    code = ("import asyncio\nasync def main():\n    return await toy.add(a=2, b=3)\n"
+            "v = asyncio.run(main())\nw = asyncio.run(main())\nv + w")
+    _, calls, done = run_cell(code, answer=add)
+    assert done["result"] == 10, done
+    assert [c["id"] for c in calls] == [1, 2]
+
+
+@test
+def gather_of_50_calls_answered_out_of_order():
+    r = Runner()
+    try:
+        r.start("import asyncio\n"
+                "rs = await asyncio.gather(*(toy.echo(i=i) for i in range(50)))\n"
+                "print('got', len(rs))\nrs")
+        calls = [r.msg() for _ in range(50)]
+        assert all(c["t"] == "call" for c in calls), calls
+        assert len({c["id"] for c in calls}) == 50
+        random.Random(7).shuffle(calls)
+        for c in calls:
+            r.send({"t": "result", "id": c["id"], "ok": {"echo": c["args"]["i"]}})
+        out, more, done = r.until_done()
+        assert more == [] and out == "got 50\n"
+        assert done["result"] == [{"echo": i} for i in range(50)], done
+    finally:
+        r.close()
+
+
+@test
+def error_result_raises_tool_error():
+    code = ("try:\n    await toy.add(a=1, b=2)\nexcept ToolError as e:\n    m = str(e)\n"
+            "m, issubclass(ToolError, Exception)")
+    _, _, done = run_cell(code, answer=lambda c: {"error": "not allowed for role"})
+    assert done["result"] == ["not allowed for role", True], done
+    _, _, done = run_cell("await toy.add(a=1, b=2)", answer=lambda c: {"error": "nope"})
+    assert done["error"].endswith("ToolError: nope"), done
+    assert "runner.py" not in done["error"]
+
+
+@test
+def tool_misuse_fails_in_the_cell():
+    _, calls, done = run_cell("await toy.add(1, 2)")
+    assert calls == [] and "keyword arguments only" in done["error"], done
+    _, calls, done = run_cell("await toy.add(a={1, 2})")
+    assert calls == [] and "TypeError" in done["error"] and "not JSON" in done["error"]
+    _, calls, done = run_cell("try:\n    await toy.echo(s='x' * 200000)\n"
+                              "except ToolError as e:\n    r = str(e)\nr")
+    assert calls == [] and done["result"].startswith("arguments too large"), done
+    _, _, done = run_cell("toy")
+    assert done["result"] == "<tools toy: add, echo>", done
+
+
+@test
+def unsafe_values_are_made_safe():
+    code = ("print('a\\udcffb\\x00c')\n"
+            "r = await toy.echo(v=[float('nan'), 2**64, 'x\\ud800'])\n"
+            "[float('nan'), float('inf'), -float('inf'), 2**63 - 1, 2**63, -2**63, -2**63 - 1,\n"
+            " 'a\\ud800b', 'a\\x00b', {1: 'x', '1': 'y', None: 'n', 2.5: 'f'},\n"
+            " 10**5000 > 0, len(str(2**200)), r]")
+    out, calls, done = run_cell(code, answer=lambda c: {"ok": c["args"]})
+    assert out == "a\ufffdb\ufffdc\n", repr(out)
+    assert calls[0]["args"] == {"v": ["NaN", "18446744073709551616", "x\ufffd"]}, calls
+    res = done["result"]
+    assert res[:9] == ["NaN", "Infinity", "-Infinity", 2**63 - 1, str(2**63), -2**63,
+                       str(-2**63 - 1), "a\ufffdb", "a\ufffdb"], res
+    assert res[9] == {"1": "x", "1~2": "y", "null": "n", "2.5": "f"}, res[9]
+    assert res[12] == {"v": ["NaN", "18446744073709551616", "x\ufffd"]}
+    _, _, done = run_cell("10**5000")
+    assert done["result"].startswith("0x"), done["result"][:20]
+
+
+@test
+def deep_and_big_results_stay_in_caps():
+    _, _, done = run_cell("x = []\nfor _ in range(100):\n    x = [x]\nx")
+    assert done["result"].startswith("[[[[") and done["error"] is None  # repr, not JSON
+    _, _, done = run_cell("l = []\nl.append(l)\nl")
+    assert done["result"] == "[[...]]", done
+    _, _, done = run_cell("'\\x01' * 100000")
+    assert "result cut" in done["result"], done["result"][-60:]
+    assert len(json.dumps(done["result"], ensure_ascii=False).encode()) <= 64 * 1024
+    _, _, done = run_cell("class A:\n    def __repr__(self):\n        raise ValueError\nA()")
+    assert done["result"].startswith("<A object; repr() failed"), done
+
+
+@test
+def traceback_tail_in_done_error():
+    _, _, done = run_cell("x = 1\ndef f():\n    raise ValueError('boom')\nf()")
+    err = done["error"]
+    assert err.endswith("ValueError: boom"), err
+    assert 'File "<cell>", line 3, in f' in err and "raise ValueError('boom')" in err, err
+    assert "runner.py" not in err and done["result"] is None
+    _, _, done = run_cell("def f(n):\n    return f(n + 1)\nf(0)")
+    err = done["error"]
+    assert len(err) <= 2048 and err.endswith("maximum recursion depth exceeded"), err[-200:]
+    _, _, done = run_cell("raise ValueError('m' * 10000)")
+    assert len(done["error"]) <= 2048 and done["error"].startswith("ValueError: mmm")
+    _, _, done = run_cell("x = (")
+    assert "SyntaxError" in done["error"] and "runner.py" not in done["error"], done
+
+
+@test
+def system_exit_is_an_end():
+    _, _, done = run_cell("import sys\nprint('x')\nsys.exit(0)\nprint('y')")
+    assert done == {"t": "done", "error": None, "result": None}, done
+    _, _, done = run_cell("import sys\nsys.exit(3)")
+    assert done["error"].endswith("SystemExit: 3"), done
+
+
+@test
+def exits_right_after_done():
+    r = Runner()
+    try:
+        # A task left running and a thread printing must not speak after done.
+        r.start("import asyncio, threading, time\n"
+                "def spam():\n    while True:\n        print('late')\n        time.sleep(0.001)\n"
+                "threading.Thread(target=spam, daemon=True).start()\n"
+                "asyncio.get_running_loop().create_task(asyncio.sleep(100))\n"
+                "await asyncio.sleep(0.05)\n'end'")
+        while True:
+            m = r.msg()
+            if m["t"] == "done":
+                break
+            assert m["t"] == "out"
+        assert m["result"] == "end"
+        assert r.line() is None, "bytes after done"
+        assert r.p.wait(timeout=10) == 0
+    finally:
+        r.close()
+
+
+@test
+def bad_cell_message_ends_the_run():
+    bad_tools = [[{"tool": "x.y", "ns": "print", "fn": "y"}],
+                 [{"tool": "x.y", "ns": "x", "fn": "class"}],
+                 [{"tool": "x.y", "ns": "x", "fn": "y", "extra": 1}],
+                 [{"tool": "x.y", "ns": "x", "fn": "y"}, {"tool": "x.z", "ns": "x", "fn": "y"}]]
+    for tools in bad_tools:
+        _, _, done = run_cell("1", tools=tools)
+        assert done["error"].startswith("runner: bad cell message"), (tools, done)
+
+
+@test
+def unknown_result_id_ends_the_run():
+    r = Runner()
+    try:
+        r.start("await toy.add(a=1, b=2)")
+        call = r.msg()
+        assert call["t"] == "call"
+        r.send({"t": "result", "id": call["id"] + 5, "ok": 1})
+        _, _, done = r.until_done()
+        assert done["error"].startswith("runner: host protocol error"), done
+    finally:
+        r.close()
+
+
+@test
+def host_hangup_exits_quietly():
+    r = Runner()
+    try:
+        assert r.msg()["t"] == "ready"
+        r.p.stdin.close()
+        assert r.line() is None
+        assert r.p.wait(timeout=10) == 3
+    finally:
+        r.close()
+
+
+if __name__ == "__main__":
+    main()
