@@ -37,7 +37,9 @@ static void test_depth_refused(void **state)
 {
 	struct appl_err err = {0};
 	(void)state;
-	assert_non_null(load("[[[[1]]]]", &err) ? (json_t *)1 : NULL);
+	json_t *ok = load("[[[[1]]]]", &err);
+	assert_non_null(ok);
+	json_decref(ok);
 	assert_null(load("[[[[[1]]]]]", &err));
 	assert_int_equal(err.code, -E2BIG);
 	/* brackets inside strings do not count, escaped quotes do not end them */

@@ -1,0 +1,30 @@
+/* fuzz_manifest.c: the OCI manifest and config parsers on arbitrary bytes. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/image.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct image_manifest m;
+	struct appl_err err = {0};
+	char hex[IMAGE_DIGEST_HEX + 1];
+
+	if (image_manifest_parse((const char *)data, size, &m, &err) == 0) {
+		/* a manifest that parses stays within the caps */
+		if (m.nlayers == 0 || m.nlayers > APPL_IMAGE_LAYERS_MAX ||
+		    m.config.size > APPL_IMAGE_CONFIG_MAX)
+			__builtin_trap();
+	}
+	image_config_check((const char *)data, size, 1, &err);
+	if (size < 80) {
+		char s[80];
+		for (size_t i = 0; i < size; i++)
+			s[i] = (char)data[i];
+		s[size] = '\0';
+		image_digest_parse(s, hex, &err);
+	}
+	return 0;
+}
