@@ -1,0 +1,45 @@
+/* proc.h: starting child processes the one safe way.
+ *
+ * Every child of the appliance (runsc, upstream MCP servers) is started with
+ * an explicit environment (never the appliance's own, which may hold
+ * credentials), only the three descriptors it is given (everything else is
+ * closed with close_range before exec), default signal dispositions and an
+ * empty signal mask, no_new_privs, a parent-death signal, and its own
+ * process group so that it and everything it starts can be killed together.
+ */
+#ifndef APPL_PROC_PROC_H
+#define APPL_PROC_PROC_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+struct proc_spec {
+	const char *path;  /* absolute path of the program; borrowed */
+	char *const *argv; /* NULL-terminated; borrowed */
+	char *const *envp; /* NULL-terminated, explicit; borrowed */
+	int fds[3];	   /* become the child's 0, 1, 2; -1 means /dev/null */
+	const char *cwd;   /* NULL means "/" */
+	bool no_new_privs; /* PR_SET_NO_NEW_PRIVS before exec */
+};
+
+/* Start spec. On success *pid is the child (its own process group leader)
+ * and *pidfd a pidfd for it (O_CLOEXEC; the caller closes it), and the
+ * program has been exec'ed: a failed exec is reported here, with errno, not
+ * as a child that exits 127. The caller's fds in spec are not closed. */
+int proc_spawn(const struct proc_spec *spec, pid_t *pid, int *pidfd, struct appl_err *err);
+
+/* SIGKILL the child's whole process group (the child and what it started
+ * without leaving the group). Returns 0 or -errno (-ESRCH when gone). */
+int proc_kill_group(pid_t pid);
+
+/* Reap pid if it has exited (WNOHANG); 1 when reaped (*status filled), 0 when
+ * still running, -errno on error. */
+int proc_reap(pid_t pid, int *status);
+
+/* Wait up to timeout_ms for pidfd to become readable (the child exited).
+ * Returns 1 when it did, 0 on timeout, -errno on error. */
+int proc_wait_exit(int pidfd, int timeout_ms);
+
+#endif
