@@ -39,7 +39,7 @@ import traceback
 PROTOCOL_VERSION = 1
 
 LINE_MAX = 128 * 1024            # APPL_RUNNER_LINE_MAX: one runner->host line
-HOST_LINE_MAX = 8 * 1024 * 1024  # APPL_RUNNER_HOST_LINE_MAX: one host->runner line
+HOST_LINE_MAX = 4 * 1024 * 1024  # APPL_RUNNER_HOST_LINE_MAX: one host->runner line
 RESULT_MAX = 64 * 1024           # APPL_CELL_RESULT_MAX: encoded result value
 TRACEBACK_KEEP = 2048            # APPL_TRACEBACK_KEEP: characters of done.error
 VALUE_DEPTH_MAX = 32             # APPL_RUNNER_VALUE_DEPTH_MAX: nesting of a value
@@ -58,8 +58,10 @@ EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or b
 RUNNER_FILE = os.path.abspath(__file__)
 CO_COROUTINE = 0x0080            # inspect.CO_COROUTINE, without importing inspect
 
-# Names a tool namespace may not take: they would hide what the code relies on.
-RESERVED = frozenset(["ToolError", "asyncio", RESULT_NAME]) | frozenset(dir(builtins))
+# Names a tool namespace may not take: they would hide what the code relies on
+# (the builtins, also those `site` adds, which -S leaves out).
+RESERVED = (frozenset(["ToolError", "asyncio", RESULT_NAME, "exit", "quit", "help",
+                       "copyright", "credits", "license"]) | frozenset(dir(builtins)))
 
 
 class ToolError(Exception):

@@ -1,0 +1,355 @@
+/* proto.c: runner protocol v1, host side (see proto.h). */
+#include "cell/proto.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json/json.h"
+
+/* ---- parsing one runner line ---------------------------------------------- */
+
+typedef int (*msg_parse_fn)(json_t *root, struct cell_msg *msg, struct appl_err *err);
+
+struct msg_kind {
+	const char *name;
+	enum cell_msg_type type;
+	const char *const *fields; /* exactly these, `t` included */
+	msg_parse_fn parse;
+};
+
+static const char *const ready_fields[] = {"t", "v", NULL};
+static const char *const out_fields[] = {"t", "data", NULL};
+static const char *const call_fields[] = {"t", "id", "tool", "args", NULL};
+static const char *const done_fields[] = {"t", "error", "result", NULL};
+
+static int parse_ready(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *v = json_object_get(root, "v");
+
+	if (!json_is_integer(v))
+		return appl_err_set(err, -EINVAL, "ready.v is %s, not an integer",
+				    appl_json_type_name(v));
+	/* A runner from another image speaking another protocol must not be
+	 * half-understood. */
+	if (json_integer_value(v) != CELL_PROTO_VERSION)
+		return appl_err_set(err, -EINVAL, "ready.v is %lld, this host speaks version %d",
+				    (long long)json_integer_value(v), CELL_PROTO_VERSION);
+	msg->u.ready.version = CELL_PROTO_VERSION;
+	return 0;
+}
+
+static int parse_out(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *data = json_object_get(root, "data");
+
+	if (!json_is_string(data))
+		return appl_err_set(err, -EINVAL, "out.data is %s, not a string",
+				    appl_json_type_name(data));
+	msg->u.out.data = json_incref(data);
+	return 0;
+}
+
+static int parse_call(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *id = json_object_get(root, "id");
+	json_t *tool = json_object_get(root, "tool");
+	json_t *args = json_object_get(root, "args");
+	size_t tlen;
+
+	if (!json_is_integer(id) || json_integer_value(id) < 0)
+		return appl_err_set(err, -EINVAL, "call.id is not a non-negative integer");
+	if (!json_is_string(tool))
+		return appl_err_set(err, -EINVAL, "call.tool is %s, not a string",
+				    appl_json_type_name(tool));
+	tlen = json_string_length(tool);
+	if (tlen == 0 || tlen > APPL_RUNNER_TOOL_NAME_MAX)
+		return appl_err_set(err, -EINVAL, "call.tool is %zu bytes, not 1 to %u", tlen,
+				    APPL_RUNNER_TOOL_NAME_MAX);
+	/* Arguments are an object by MCP's rules; anything else is refused here
+	 * rather than left for the bridge to guess at. */
+	if (!json_is_object(args))
+		return appl_err_set(err, -EINVAL, "call.args is %s, not an object",
+				    appl_json_type_name(args));
+	msg->u.call.id = json_integer_value(id);
+	msg->u.call.tool = json_incref(tool);
+	msg->u.call.args = json_incref(args);
+	return 0;
+}
+
+static int parse_done(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *error = json_object_get(root, "error");
+	json_t *result = json_object_get(root, "result");
+
+	if (!json_is_null(error) && !json_is_string(error))
+		return appl_err_set(err, -EINVAL, "done.error is %s, not null or a string",
+				    appl_json_type_name(error));
+	if (json_is_string(error) && json_string_length(error) > APPL_RUNNER_ERROR_MAX)
+		return appl_err_set(err, -EINVAL, "done.error is %zu bytes, more than %u",
+				    json_string_length(error), APPL_RUNNER_ERROR_MAX);
+	msg->u.done.error = json_is_string(error) ? json_incref(error) : NULL;
+	msg->u.done.result = json_incref(result);
+	return 0;
+}
+
+static const struct msg_kind msg_kinds[] = {
+	{"ready", CELL_MSG_READY, ready_fields, parse_ready},
+	{"out", CELL_MSG_OUT, out_fields, parse_out},
+	{"call", CELL_MSG_CALL, call_fields, parse_call},
+	{"done", CELL_MSG_DONE, done_fields, parse_done},
+};
+
+static const struct msg_kind *msg_kind_find(const json_t *t)
+{
+	const char *s = json_string_value(t);
+	size_t n = json_string_length(t);
+
+	for (size_t i = 0; i < sizeof(msg_kinds) / sizeof(msg_kinds[0]); i++)
+		if (strlen(msg_kinds[i].name) == n && memcmp(msg_kinds[i].name, s, n) == 0)
+			return &msg_kinds[i];
+	return NULL;
+}
+
+/* Exactly the listed fields: a missing one is refused by name, and so is an
+ * extra one, which could smuggle a second meaning past a reader that only
+ * looks at the fields it knows. */
+static int fields_check(const json_t *root, const struct msg_kind *kind, struct appl_err *err)
+{
+	size_t n;
+
+	for (n = 0; kind->fields[n]; n++)
+		if (!json_object_get(root, kind->fields[n]))
+			return appl_err_set(err, -EINVAL, "%s: missing field \"%s\"", kind->name,
+					    kind->fields[n]);
+	if (json_object_size(root) == n)
+		return 0;
+	/* More keys than fields, all fields present: one is unknown; name it. */
+	return appl_json_keys_check(root, kind->fields, kind->name, err);
+}
+
+/* Quote at most 32 bytes of untrusted text in a message as printable ASCII:
+ * a cut through a UTF-8 sequence would make the message itself invalid
+ * UTF-8, which a JSON log or reply could not carry. */
+static const char *quote_ascii(char dst[static 33], const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i < 32; i++)
+		dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	dst[i] = '\0';
+	return dst;
+}
+
+static int root_parse(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	const struct msg_kind *kind;
+	char quoted[33];
+	json_t *t;
+	int rc;
+
+	if (!json_is_object(root))
+		return appl_err_set(err, -EINVAL, "runner line is %s, not an object",
+				    appl_json_type_name(root));
+	t = json_object_get(root, "t");
+	if (!t)
+		return appl_err_set(err, -EINVAL, "runner line has no \"t\" field");
+	if (!json_is_string(t))
+		return appl_err_set(err, -EINVAL, "runner line \"t\" is %s, not a string",
+				    appl_json_type_name(t));
+	kind = msg_kind_find(t);
+	if (!kind)
+		return appl_err_set(
+			err, -EINVAL, "unknown message type \"%s\"",
+			quote_ascii(quoted, json_string_value(t), json_string_length(t)));
+	rc = fields_check(root, kind, err);
+	if (rc < 0)
+		return rc;
+	rc = kind->parse(root, msg, err);
+	if (rc < 0)
+		return rc;
+	msg->type = kind->type;
+	return 0;
+}
+
+int cell_proto_parse(const char *buf, size_t len, struct cell_msg *msg, struct appl_err *err)
+{
+	struct appl_err scratch;
+	json_t *root;
+	int rc;
+
+	if (!err)
+		err = &scratch; /* the code is read back from err below */
+	memset(msg, 0, sizeof(*msg));
+	/* The cap comes before anything else looks at the bytes: a runner that
+	 * never sends a newline is stopped by the reader with the same cap. */
+	if (len > APPL_RUNNER_LINE_MAX)
+		return appl_err_set(err, -EFBIG,
+				    "runner line of %zu bytes, more than the cap of %u", len,
+				    APPL_RUNNER_LINE_MAX);
+	/* A raw NUL is never valid JSON; refusing it by name keeps any C string
+	 * handling downstream from seeing a truncated line. */
+	if (memchr(buf, '\0', len))
+		return appl_err_set(err, -EINVAL, "runner line holds a NUL byte");
+	root = appl_json_load(buf, len, APPL_RUNNER_LINE_MAX, APPL_JSON_DEPTH_MAX, "runner line",
+			      err);
+	if (!root)
+		return err->code;
+	rc = root_parse(root, msg, err);
+	json_decref(root);
+	if (rc < 0)
+		cell_proto_msg_clear(msg);
+	return rc;
+}
+
+void cell_proto_msg_clear(struct cell_msg *msg)
+{
+	switch (msg->type) {
+	case CELL_MSG_OUT:
+		json_decref(msg->u.out.data);
+		break;
+	case CELL_MSG_CALL:
+		json_decref(msg->u.call.tool);
+		json_decref(msg->u.call.args);
+		break;
+	case CELL_MSG_DONE:
+		json_decref(msg->u.done.error);
+		json_decref(msg->u.done.result);
+		break;
+	case CELL_MSG_NONE:
+	case CELL_MSG_READY:
+		break;
+	}
+	memset(msg, 0, sizeof(*msg));
+}
+
+const char *cell_proto_type_name(enum cell_msg_type type)
+{
+	for (size_t i = 0; i < sizeof(msg_kinds) / sizeof(msg_kinds[0]); i++)
+		if (msg_kinds[i].type == type)
+			return msg_kinds[i].name;
+	return "none";
+}
+
+/* ---- order of messages ----------------------------------------------------- */
+
+struct cell_proto_state {
+	enum cell_proto_phase phase;
+	json_int_t last_id; /* -1 before the first call */
+	unsigned long calls;
+};
+
+/* What each message does in each phase: the next phase, or why it is a
+ * violation (why != NULL). */
+struct transition {
+	enum cell_proto_phase next;
+	const char *why;
+};
+
+#define BAD(reason)                                                                                \
+	{                                                                                          \
+		CELL_PHASE_FAILED, reason                                                          \
+	}
+static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = {
+	[CELL_PHASE_BOOT] =
+		{
+			[CELL_MSG_READY] = {CELL_PHASE_IDLE, NULL},
+			[CELL_MSG_OUT] = BAD("out before ready"),
+			[CELL_MSG_CALL] = BAD("call before ready"),
+			[CELL_MSG_DONE] = BAD("done before ready"),
+		},
+	[CELL_PHASE_IDLE] =
+		{
+			[CELL_MSG_READY] = BAD("a second ready"),
+			[CELL_MSG_OUT] = BAD("out before the cell was sent"),
+			[CELL_MSG_CALL] = BAD("call before the cell was sent"),
+			[CELL_MSG_DONE] = BAD("done before the cell was sent"),
+		},
+	[CELL_PHASE_RUNNING] =
+		{
+			[CELL_MSG_READY] = BAD("a second ready"),
+			[CELL_MSG_OUT] = {CELL_PHASE_RUNNING, NULL},
+			[CELL_MSG_CALL] = {CELL_PHASE_RUNNING, NULL},
+			[CELL_MSG_DONE] = {CELL_PHASE_DONE, NULL},
+		},
+	[CELL_PHASE_DONE] =
+		{
+			[CELL_MSG_READY] = BAD("ready after done"),
+			[CELL_MSG_OUT] = BAD("out after done"),
+			[CELL_MSG_CALL] = BAD("call after done"),
+			[CELL_MSG_DONE] = BAD("a second done"),
+		},
+};
+#undef BAD
+
+struct cell_proto_state *cell_proto_state_new(void)
+{
+	struct cell_proto_state *st = calloc(1, sizeof(*st));
+
+	if (st) {
+		st->phase = CELL_PHASE_BOOT;
+		st->last_id = -1;
+	}
+	return st;
+}
+
+void cell_proto_state_free(struct cell_proto_state *st)
+{
+	free(st);
+}
+
+static int state_fail(struct cell_proto_state *st, struct appl_err *err, const char *why)
+{
+	st->phase = CELL_PHASE_FAILED;
+	return appl_err_set(err, -EINVAL, "protocol violation: %s", why);
+}
+
+int cell_proto_state_cell_sent(struct cell_proto_state *st, struct appl_err *err)
+{
+	if (st->phase != CELL_PHASE_IDLE)
+		return state_fail(st, err, "cell sent to a runner that is not idle");
+	st->phase = CELL_PHASE_RUNNING;
+	return 0;
+}
+
+static int call_id_check(struct cell_proto_state *st, json_int_t id, struct appl_err *err)
+{
+	if (id <= st->last_id) {
+		st->phase = CELL_PHASE_FAILED;
+		return appl_err_set(err, -EINVAL,
+				    "protocol violation: call id %lld reused or out of order "
+				    "(the last was %lld)",
+				    (long long)id, (long long)st->last_id);
+	}
+	st->last_id = id;
+	st->calls++;
+	return 0;
+}
+
+int cell_proto_state_feed(struct cell_proto_state *st, const struct cell_msg *msg,
+			  struct appl_err *err)
+{
+	const struct transition *tr;
+
+	if (st->phase == CELL_PHASE_FAILED)
+		return appl_err_set(err, -EINVAL, "protocol violation: already failed");
+	if (msg->type <= CELL_MSG_NONE || msg->type >= CELL_MSG_TYPES)
+		return state_fail(st, err, "not a parsed message");
+	tr = &transitions[st->phase][msg->type];
+	if (tr->why)
+		return state_fail(st, err, tr->why);
+	if (msg->type == CELL_MSG_CALL && call_id_check(st, msg->u.call.id, err) < 0)
+		return -EINVAL;
+	st->phase = tr->next;
+	return 0;
+}
+
+enum cell_proto_phase cell_proto_state_phase(const struct cell_proto_state *st)
+{
+	return st->phase;
+}
+
+unsigned long cell_proto_state_calls(const struct cell_proto_state *st)
+{
+	return st->calls;
+}

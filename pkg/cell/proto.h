@@ -1,0 +1,136 @@
+/* proto.h: runner protocol v1, host side (docs/runner-protocol.md).
+ *
+ * Pure code, no system calls: a parser for one runner-to-host line, a state
+ * checker for the order of those lines, and encoders for the host-to-runner
+ * lines. The runner shares its interpreter with hostile code, which can write
+ * any bytes to the protocol pipe, so every line is parsed as hostile: capped
+ * before allocation, strict JSON (appl_json_load), exact field sets, checked
+ * types. Any refusal here is a protocol violation: the caller ends the run.
+ */
+#ifndef APPL_CELL_PROTO_H
+#define APPL_CELL_PROTO_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+#define CELL_PROTO_VERSION 1
+
+enum cell_msg_type {
+	CELL_MSG_NONE = 0, /* a cleared message */
+	CELL_MSG_READY,	   /* {"t":"ready","v":1} */
+	CELL_MSG_OUT,	   /* {"t":"out","data":STRING} */
+	CELL_MSG_CALL,	   /* {"t":"call","id":N,"tool":STRING,"args":OBJECT} */
+	CELL_MSG_DONE,	   /* {"t":"done","error":null|STRING,"result":ANY} */
+};
+#define CELL_MSG_TYPES 5
+
+/* One parsed runner line. The json_t pointers are owned by the message
+ * (released by cell_proto_msg_clear); take your own reference with
+ * json_incref to keep one longer. */
+struct cell_msg {
+	enum cell_msg_type type;
+	union {
+		struct {
+			int version; /* always CELL_PROTO_VERSION */
+		} ready;
+		struct {
+			json_t *data; /* string */
+		} out;
+		struct {
+			json_int_t id; /* >= 0 */
+			json_t *tool;  /* string, 1 to APPL_RUNNER_TOOL_NAME_MAX bytes */
+			json_t *args;  /* object */
+		} call;
+		struct {
+			json_t *error;	/* string, or NULL when the cell succeeded */
+			json_t *result; /* any value (json null when there is none) */
+		} done;
+	} u;
+};
+
+/* Parse buf[0..len) (one line without its newline; not NUL-terminated, may
+ * hold any bytes) into *msg, which must be cleared or zeroed. Returns 0, or a
+ * negative code with err filled and *msg left empty: -EFBIG longer than
+ * APPL_RUNNER_LINE_MAX, -E2BIG nested deeper than APPL_JSON_DEPTH_MAX,
+ * -EINVAL anything else (NUL byte, not JSON, duplicate key, not an object,
+ * unknown or missing `t`, missing or extra field, wrong type or value). */
+int cell_proto_parse(const char *buf, size_t len, struct cell_msg *msg, struct appl_err *err);
+
+/* Release what msg owns and zero it; safe on a zeroed or cleared message. */
+void cell_proto_msg_clear(struct cell_msg *msg);
+
+/* "ready", "out", "call", "done" (or "none"); a static string. */
+const char *cell_proto_type_name(enum cell_msg_type type);
+
+/* ---- order of messages ----------------------------------------------------- */
+
+enum cell_proto_phase {
+	CELL_PHASE_BOOT,    /* waiting for ready */
+	CELL_PHASE_IDLE,    /* ready seen, no cell sent yet (a warm sandbox) */
+	CELL_PHASE_RUNNING, /* cell sent: out, call and done allowed */
+	CELL_PHASE_DONE,    /* done seen: nothing more is allowed */
+	CELL_PHASE_FAILED,  /* a violation was seen: everything is refused */
+};
+
+struct cell_proto_state;
+
+/* A state in CELL_PHASE_BOOT (new; free with cell_proto_state_free), or NULL
+ * when out of memory. */
+struct cell_proto_state *cell_proto_state_new(void);
+void cell_proto_state_free(struct cell_proto_state *st);
+
+/* Record that the host sent the cell line: IDLE to RUNNING. -EINVAL (and the
+ * state fails) in any other phase. */
+int cell_proto_state_cell_sent(struct cell_proto_state *st, struct appl_err *err);
+
+/* Check that msg (borrowed, parsed) may come now and advance. Refused with
+ * -EINVAL, and the state stays FAILED after: a message before ready, a second
+ * ready, out/call/done before the cell was sent, anything after done, and a
+ * call id not greater than the previous call's (which is how a reused id is
+ * caught without a table: the runner numbers calls 1, 2, 3...). */
+int cell_proto_state_feed(struct cell_proto_state *st, const struct cell_msg *msg,
+			  struct appl_err *err);
+
+enum cell_proto_phase cell_proto_state_phase(const struct cell_proto_state *st);
+
+/* Calls accepted so far. */
+unsigned long cell_proto_state_calls(const struct cell_proto_state *st);
+
+/* ---- host-to-runner lines ---------------------------------------------------
+ * Each encoder builds the message with jansson and writes it with
+ * JSON_COMPACT into *line (new, malloc'ed; free() it): the JSON text, a '\n',
+ * and a NUL after it; *len counts the newline, not the NUL. A line longer than
+ * APPL_RUNNER_HOST_LINE_MAX is refused with -EFBIG. */
+
+/* A `tools` entry: {"tool":tool,"ns":ns,"fn":fn} plus "doc":doc when doc is
+ * not NULL (all borrowed, NUL-terminated UTF-8). tool is what call.tool will
+ * name (1 to APPL_RUNNER_TOOL_NAME_MAX bytes); ns and fn are the Python names
+ * the code uses (`await ns.fn(...)`): ASCII identifiers of at most
+ * APPL_RUNNER_PY_NAME_MAX bytes, not keywords, not starting with "__", and ns
+ * not a name the cell already has (a builtin, ToolError, asyncio); doc is at
+ * most APPL_RUNNER_DOC_MAX bytes. Returns a new reference, or NULL with err
+ * filled (-EINVAL, -ENOMEM). */
+json_t *cell_proto_tool_new(const char *tool, const char *ns, const char *fn, const char *doc,
+			    struct appl_err *err);
+
+/* {"t":"cell","code":code,"tools":tools}. code[0..code_len) is UTF-8 without
+ * NUL, at most APPL_CELL_CODE_MAX bytes; tools (borrowed) is an array of at
+ * most APPL_RUNNER_TOOLS_MAX entries each shaped as cell_proto_tool_new makes
+ * them, no (ns, fn) pair twice. */
+int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, char **line,
+			   size_t *len, struct appl_err *err);
+
+/* {"t":"result","id":id,"ok":value}; value (borrowed) nests at most
+ * APPL_JSON_DEPTH_MAX - 1 levels, so the line fits the runner's parser too. */
+int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, size_t *len,
+			     struct appl_err *err);
+
+/* {"t":"result","id":id,"error":msg}; msg[0..msg_len) is UTF-8 and is cut at
+ * a character boundary to APPL_TOOL_ERROR_MAX bytes (the most the code is
+ * shown); a NUL byte in it is replaced by '?'. */
+int cell_proto_error_encode(json_int_t id, const char *msg, size_t msg_len, char **line,
+			    size_t *len, struct appl_err *err);
+
+#endif

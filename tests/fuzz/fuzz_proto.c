@@ -1,0 +1,67 @@
+/* fuzz_proto.c: the runner-line parser and order checker on hostile bytes.
+ *
+ * The input is split at '\n' into lines, as the host's reader splits the
+ * runner's stream; each line is parsed, fed to a state that starts as a
+ * running cell, and every accepted message is pushed through the host-side
+ * encoders (a call's args answered as a result, out data as an error), so
+ * whatever the parser lets through is also something the encoders handle.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cell/proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void answer(const struct cell_msg *msg)
+{
+	char *line = NULL;
+	size_t len = 0;
+
+	if (msg->type == CELL_MSG_CALL) {
+		if (cell_proto_result_encode(msg->u.call.id, msg->u.call.args, &line, &len, NULL) ==
+		    0)
+			free(line);
+	} else if (msg->type == CELL_MSG_OUT) {
+		if (cell_proto_error_encode(1, json_string_value(msg->u.out.data),
+					    json_string_length(msg->u.out.data), &line, &len,
+					    NULL) == 0)
+			free(line);
+	} else if (msg->type == CELL_MSG_DONE && msg->u.done.error) {
+		if (cell_proto_cell_encode(json_string_value(msg->u.done.error),
+					   json_string_length(msg->u.done.error),
+					   msg->u.done.result, &line, &len, NULL) == 0)
+			free(line);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct cell_proto_state *st = cell_proto_state_new();
+	const char *p = (const char *)data;
+	const char *end = p + size;
+	struct appl_err err;
+
+	if (!st)
+		return 0;
+	while (p <= end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		struct cell_msg msg;
+
+		if (cell_proto_parse(p, len, &msg, &err) == 0) {
+			/* a ready line moves a fresh state on to running */
+			if (cell_proto_state_feed(st, &msg, &err) == 0 &&
+			    cell_proto_state_phase(st) == CELL_PHASE_IDLE)
+				cell_proto_state_cell_sent(st, &err);
+			answer(&msg);
+			cell_proto_msg_clear(&msg);
+		}
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	cell_proto_state_free(st);
+	return 0;
+}
