@@ -59,6 +59,7 @@ struct kw {
 	unsigned mask;		 /* "type" */
 	const struct kw *aux[2]; /* sibling keywords consulted (properties, ...) */
 	const char *ref;	 /* "$ref": the absolute URI, until resolved */
+	const char *ref_where;	 /* "$ref": where it is written, for messages */
 };
 
 struct node {

@@ -454,7 +454,8 @@ int schema_ref_add(struct cc *cc, struct kw *kw, const char *base, const char *r
 		return schema_cc_fail(cc, -E2BIG, "\"$ref\" longer than %d bytes",
 				      APPL_SCHEMA_URI_MAX);
 	kw->ref = schema_arena_strdup(cc, uri, strlen(uri));
-	if (!kw->ref)
+	kw->ref_where = schema_arena_strdup(cc, cc->where, cc->where_len);
+	if (!kw->ref || !kw->ref_where)
 		return cc->rc;
 	if (grow((void **)&cc->pending, &cc->cap_pending, cc->n_pending + 1, sizeof(*cc->pending)) <
 	    0)
@@ -495,8 +496,10 @@ static int ref_resolve(struct cc *cc, struct kw *kw)
 	size_t blen = hash ? (size_t)(hash - kw->ref) : strlen(kw->ref);
 	const struct res *r = res_find(cc, kw->ref, blen);
 
-	schema_where_pop(cc, 0);
-	schema_shown(shown, sizeof(shown), kw->ref, APPL_SCHEMA_NAME_SHOWN_MAX);
+	/* Messages name the reference where it is, and as it is written. */
+	cc->where_len = strlen(kw->ref_where);
+	memcpy(cc->where, kw->ref_where, cc->where_len + 1);
+	schema_shown(shown, sizeof(shown), json_string_value(kw->val), APPL_SCHEMA_NAME_SHOWN_MAX);
 	if (!r) {
 		/* Fetching would let an upstream point the gateway anywhere;
 		 * and an unresolved reference must not pass as "anything". */
