@@ -574,6 +574,10 @@ def _run(code, g, loop):
     """Run the cell; returns (error, value)."""
     try:
         obj = _compile(code)
+    except (SyntaxError, ValueError) as e:
+        # Only the error itself: the frames would be the runner's and ast's.
+        return _traceback_tail(e.with_traceback(None)), None
+    try:
         ret = eval(obj, g)
         if obj.co_flags & CO_COROUTINE:
             loop.run_until_complete(ret)

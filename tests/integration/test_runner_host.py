@@ -326,7 +326,10 @@ def traceback_tail_in_done_error():
     _, _, done = run_cell("raise ValueError('m' * 10000)")
     assert len(done["error"]) <= 2048 and done["error"].startswith("ValueError: mmm")
     _, _, done = run_cell("x = (")
-    assert "SyntaxError" in done["error"] and "runner.py" not in done["error"], done
+    assert done["error"].startswith('  File "<cell>", line 1'), done
+    assert "SyntaxError" in done["error"] and "ast.py" not in done["error"], done
+    _, _, done = run_cell("x = 1\0")
+    assert "ValueError" in done["error"] or "SyntaxError" in done["error"], done
 
 
 @test
