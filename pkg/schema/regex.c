@@ -13,11 +13,22 @@
  * would also match before a final newline); '[]' matches nothing and '[^]'
  * anything; a backreference to an unset group matches the empty string;
  * \uHHHH and \u{H...} are code points. No PCRE2_UCP: \d, \w and \b stay
- * ASCII as in ECMA-262. No PCRE2_DOTALL: '.' stops at line terminators. \C is
- * refused, it could split a UTF-8 sequence. */
+ * ASCII as in ECMA-262. No PCRE2_DOTALL, and '.' and \s are rewritten to
+ * ECMA-262's sets (below). \C is refused, it could split a UTF-8 sequence. */
 #define RE_OPTIONS                                                                                 \
 	(PCRE2_UTF | PCRE2_DOLLAR_ENDONLY | PCRE2_ALLOW_EMPTY_CLASS | PCRE2_MATCH_UNSET_BACKREF |  \
 	 PCRE2_ALT_BSUX | PCRE2_NEVER_BACKSLASH_C)
+
+/* ECMA-262 classes PCRE2 spells otherwise. '.' stops at LF, CR, U+2028 and
+ * U+2029 only; \s is Unicode white space and line terminators, which is
+ * PCRE2's \p{Xsp} (Z, and tab to CR) plus U+FEFF. */
+#define ECMA_DOT	  "[^\\n\\r\\u2028\\u2029]"
+#define ECMA_SPACE_IN	  "\\p{Xsp}\\ufeff"
+#define ECMA_SPACE	  "[" ECMA_SPACE_IN "]"
+#define ECMA_NOT_SPACE	  "[^" ECMA_SPACE_IN "]"
+#define ECMA_NOT_SPACE_IN "\\P{Xsp}"
+/* The longest rewrite of one input byte ('.'), for sizing the output. */
+#define REWRITE_GROWTH (sizeof(ECMA_DOT) - 1)
 
 static int regex_ctx(struct cc *cc)
 {
@@ -28,10 +39,7 @@ static int regex_ctx(struct cc *cc)
 		return schema_cc_fail(cc, -ENOMEM, "out of memory");
 	pcre2_set_compile_extra_options(cc->pcc, PCRE2_EXTRA_ALT_BSUX);
 	pcre2_set_parens_nest_limit(cc->pcc, APPL_SCHEMA_REGEX_NEST_MAX);
-	pcre2_set_max_pattern_length(cc->pcc, APPL_SCHEMA_PATTERN_MAX);
-	/* ECMA-262 line terminators are LF, CR, U+2028 and U+2029: ANY is the
-	 * nearest PCRE2 convention ('.' also stops at VT, FF and NEL). */
-	pcre2_set_newline(cc->pcc, PCRE2_NEWLINE_ANY);
+	pcre2_set_max_pattern_length(cc->pcc, APPL_SCHEMA_PATTERN_MAX * REWRITE_GROWTH);
 	return 0;
 }
 
@@ -129,34 +137,69 @@ static int prop_put(struct out *o, const char *name, size_t n)
 	return out_put(o, name, n);
 }
 
-/* Rewrite src into o; the output is never longer than the input. */
+static int put_str(struct out *o, const char *s)
+{
+	return out_put(o, s, strlen(s));
+}
+
+/* One escape at src[*i] (a backslash with a byte after it). */
+static int rewrite_escape(const char *src, size_t len, size_t *i, bool in_class, struct out *o)
+{
+	const char *p = src + *i, *close;
+	char c = p[1];
+
+	if ((c == 'p' || c == 'P') && *i + 2 < len && p[2] == '{' &&
+	    (close = memchr(p + 3, '}', len - *i - 3))) {
+		*i = (size_t)(close - src) + 1;
+		if (out_put(o, p, 3) < 0 || prop_put(o, p + 3, (size_t)(close - (p + 3))) < 0)
+			return -E2BIG;
+		return out_put(o, "}", 1);
+	}
+	*i += 2;
+	if (c == 's')
+		return put_str(o, in_class ? ECMA_SPACE_IN : ECMA_SPACE);
+	if (c == 'S')
+		return put_str(o, in_class ? ECMA_NOT_SPACE_IN : ECMA_NOT_SPACE);
+	/* \Q...\E would quote the rewrites above; ECMA-262 reads \Q as Q. */
+	if (c == 'Q' || c == 'E')
+		return out_put(o, &c, 1);
+	return out_put(o, p, 2);
+}
+
+/* Rewrite src into o, tracking character classes: there '.' is literal, and
+ * a '[' is escaped so that PCRE2 does not read "[:alpha:]" as a POSIX class
+ * (ECMA-262 has none). "[]" and "[^]" close at once, as in ECMA-262. */
 static int ecma_rewrite(const char *src, size_t len, struct out *o)
 {
+	bool in_class = false;
 	size_t i = 0;
+	int rc = 0;
 
-	while (i < len) {
-		const char *close;
-		if (src[i] != '\\' || i + 1 >= len) {
-			if (out_put(o, src + i, 1) < 0)
-				return -E2BIG;
-			i++;
+	while (i < len && rc == 0) {
+		char c = src[i];
+		if (c == '\\' && i + 1 < len) {
+			rc = rewrite_escape(src, len, &i, in_class, o);
 			continue;
 		}
-		if ((src[i + 1] == 'p' || src[i + 1] == 'P') && i + 2 < len && src[i + 2] == '{' &&
-		    (close = memchr(src + i + 3, '}', len - i - 3))) {
-			if (out_put(o, src + i, 3) < 0 ||
-			    prop_put(o, src + i + 3, (size_t)(close - (src + i + 3))) < 0 ||
-			    out_put(o, "}", 1) < 0)
-				return -E2BIG;
-			i = (size_t)(close - src) + 1;
-			continue;
+		i++;
+		if (in_class) {
+			in_class = c != ']';
+			rc = c == '[' ? put_str(o, "\\[") : out_put(o, &c, 1);
+		} else if (c == '.') {
+			rc = put_str(o, ECMA_DOT);
+		} else if (c == '[') {
+			size_t start = i;
+			if (i < len && src[i] == '^')
+				i++;
+			in_class = !(i < len && src[i] == ']');
+			if (!in_class)
+				i++;
+			rc = out_put(o, src + start - 1, i - start + 1);
+		} else {
+			rc = out_put(o, &c, 1);
 		}
-		/* Any other escape, \\ included, is copied whole. */
-		if (out_put(o, src + i, 2) < 0)
-			return -E2BIG;
-		i += 2;
 	}
-	return 0;
+	return rc;
 }
 
 static int codes_add(struct cc *cc, pcre2_code *re)
@@ -184,8 +227,7 @@ int schema_regex_compile(struct cc *cc, const char *src, size_t len, pcre2_code 
 	PCRE2_SIZE off;
 	pcre2_code *re;
 	char shown[APPL_SCHEMA_NAME_SHOWN_MAX * 4 + 1];
-	char buf[APPL_SCHEMA_PATTERN_MAX];
-	struct out o = {buf, 0, sizeof(buf)};
+	struct out o = {NULL, 0, 0};
 	int rc, code;
 
 	if (len > APPL_SCHEMA_PATTERN_MAX)
@@ -194,10 +236,16 @@ int schema_regex_compile(struct cc *cc, const char *src, size_t len, pcre2_code 
 	rc = regex_ctx(cc);
 	if (rc < 0)
 		return rc;
-	if (ecma_rewrite(src, len, &o) < 0)
-		return schema_cc_fail(cc, -E2BIG, "pattern longer than %d bytes",
-				      APPL_SCHEMA_PATTERN_MAX);
+	o.cap = len * REWRITE_GROWTH + 1;
+	o.p = malloc(o.cap);
+	if (!o.p)
+		return schema_cc_fail(cc, -ENOMEM, "out of memory");
+	if (ecma_rewrite(src, len, &o) < 0) {
+		free(o.p);
+		return schema_cc_fail(cc, -E2BIG, "pattern too long once rewritten");
+	}
 	re = pcre2_compile((PCRE2_SPTR)o.p, o.len, RE_OPTIONS, &code, &off, cc->pcc);
+	free(o.p);
 	if (!re) {
 		pcre2_get_error_message(code, msg, sizeof(msg));
 		schema_shown(shown, sizeof(shown), src, APPL_SCHEMA_NAME_SHOWN_MAX);

@@ -426,6 +426,22 @@ static void test_regex_dialect(void **state)
 		{"{\"pattern\": \"^[^]$\"}", "\"\\n\"", 1},
 		{"{\"pattern\": \"[]\"}", "\"a\"", 0},
 		{"{\"pattern\": \"^(a)?\\\\1b$\"}", "\"b\"", 1},
+		/* '.' stops at ECMA-262 line terminators only */
+		{"{\"pattern\": \"^.$\"}", "\"\\r\"", 0},
+		{"{\"pattern\": \"^.$\"}", "\"\\u2028\"", 0},
+		{"{\"pattern\": \"^.$\"}", "\"\\u000b\"", 1},
+		{"{\"pattern\": \"^[.]$\"}", "\"a\"", 0},
+		/* \s is Unicode white space */
+		{"{\"pattern\": \"^\\\\s$\"}", "\"\\u00a0\"", 1},
+		{"{\"pattern\": \"^\\\\s$\"}", "\"\\ufeff\"", 1},
+		{"{\"pattern\": \"^\\\\S+$\"}", "\"a\\u3000b\"", 0},
+		{"{\"pattern\": \"^[\\\\s,]+$\"}", "\", \\u2029\"", 1},
+		/* no POSIX classes: [[:a] is a class of '[', ':' and 'a' */
+		{"{\"pattern\": \"^[[:a]$\"}", "\"[\"", 1},
+		{"{\"pattern\": \"^[[:alpha:]]$\"}", "\"a\"", 0},
+		{"{\"pattern\": \"^[[:alpha:]]$\"}", "\"a]\"", 1},
+		/* \Q is Q, not a quote */
+		{"{\"pattern\": \"^\\\\Q.$\"}", "\"Qx\"", 1},
 	};
 	(void)state;
 	RUN(c);
