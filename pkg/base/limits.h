@@ -129,3 +129,9 @@
 #define APPL_SANDBOX_PATH_MAX 4096u               /* rootfs and cgroups paths */
 
 #endif
+
+/* ---- cell run ------------------------------------------------------------ */
+/* After `done`, how long the host keeps reading for forged lines before it
+ * takes the result (it takes it at once when the runner's pipe closes). */
+#define APPL_DONE_GRACE_MS 200
+#define APPL_RUNNER_READ_BLOCK (64u * 1024)       /* one read from the runner */

@@ -1,10 +1,10 @@
 /* store.c: verifying an image layout and keeping its rootfs in the cache. */
 #define _GNU_SOURCE
 #include "image/internal.h"
+#include "base/fs.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -130,30 +130,6 @@ static int manifest_load(int blobs, const char *hex, struct image_manifest *m, s
 	return rc;
 }
 
-static int tree_unprotect(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)ftw;
-	if (flag == FTW_D)
-		chmod(path, (st->st_mode & 07777) | S_IRWXU);
-	return 0;
-}
-
-static int tree_unlink(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	remove(path);
-	return 0;
-}
-
-/* Remove a tree we made, never following a symlink or leaving the device. */
-static void tree_remove(const char *path)
-{
-	nftw(path, tree_unprotect, 16, FTW_PHYS | FTW_MOUNT);
-	nftw(path, tree_unlink, 16, FTW_PHYS | FTW_MOUNT | FTW_DEPTH);
-}
-
 static int layers_unpack(int blobs, const struct image_manifest *m, const char *dir,
 			 struct appl_err *err)
 {
@@ -182,26 +158,6 @@ static int layers_unpack(int blobs, const struct image_manifest *m, const char *
 	return rc;
 }
 
-/* The cache must be ours alone: a directory another user could write to
- * would let them swap a verified rootfs for one of their own. */
-static int cache_dir_check(const char *dir, struct appl_err *err)
-{
-	struct stat st;
-
-	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-		return appl_err_errno(err, -errno, errno, "cache %s", dir);
-	if (lstat(dir, &st) < 0)
-		return appl_err_errno(err, -errno, errno, "cache %s", dir);
-	if (!S_ISDIR(st.st_mode))
-		return appl_err_set(err, -ENOTDIR, "cache %s: not a directory", dir);
-	if (st.st_uid != geteuid())
-		return appl_err_set(err, -EPERM, "cache %s: owned by uid %u, not by us", dir,
-				    (unsigned)st.st_uid);
-	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return appl_err_set(err, -EPERM, "cache %s: writable by group or others", dir);
-	return 0;
-}
-
 static int cache_fill(int blobs, const struct image_manifest *m, const char *cache,
 		      const char *final, struct appl_err *err)
 {
@@ -219,7 +175,7 @@ static int cache_fill(int blobs, const struct image_manifest *m, const char *cac
 			rc = appl_err_errno(err, -errno, errno, "cache %s", final);
 	}
 	if (rc < 0 || access(tmp, F_OK) == 0)
-		tree_remove(tmp);
+		appl_tree_remove(tmp);
 	return rc;
 }
 
@@ -256,7 +212,7 @@ int image_layout_verify(const char *layout_dir, const char *digest, const char *
 	}
 	if ((rc = manifest_load(blobs, hex, &m, err)) < 0)
 		goto out;
-	if ((rc = cache_dir_check(cache_dir, err)) < 0)
+	if ((rc = appl_private_dir(cache_dir, "cache", err)) < 0)
 		goto out;
 	if (snprintf(final, sizeof(final), "%s/sha256-%s", cache_dir, hex) >= (int)sizeof(final)) {
 		rc = appl_err_set(err, -ENAMETOOLONG, "cache path too long");
@@ -275,21 +231,6 @@ out:
 	return rc;
 }
 
-static int mkdir_parents(char *path, mode_t mode)
-{
-	for (char *p = path + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(path, mode) < 0 && errno != EEXIST) {
-			*p = '/';
-			return -errno;
-		}
-		*p = '/';
-	}
-	return 0;
-}
-
 int image_cache_default(char *out, size_t len, struct appl_err *err)
 {
 	const char *xdg = getenv("XDG_CACHE_HOME");
@@ -306,7 +247,5 @@ int image_cache_default(char *out, size_t len, struct appl_err *err)
 		return appl_err_set(err, -ENOENT, "no cache directory: set HOME or --cache");
 	if (n < 0 || (size_t)n >= len)
 		return appl_err_set(err, -ENAMETOOLONG, "cache path too long");
-	if (mkdir_parents(out, 0700) < 0)
-		return appl_err_errno(err, -errno, errno, "creating %s", out);
 	return 0;
 }

@@ -2,11 +2,8 @@
 #include "json/json.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth)
 {
@@ -72,65 +69,6 @@ json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max
 		return NULL;
 	}
 	return v;
-}
-
-int appl_file_read(const char *path, size_t max_len, char **out, size_t *len, struct appl_err *err)
-{
-	struct stat st;
-	char *buf = NULL;
-	size_t have = 0;
-	int fd, rc = 0;
-
-	*out = NULL;
-	*len = 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	if (fd < 0)
-		return appl_err_errno(err, -errno, errno, "%s", path);
-	if (fstat(fd, &st) < 0) {
-		rc = appl_err_errno(err, -errno, errno, "%s", path);
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode)) {
-		rc = appl_err_set(err, -EINVAL, "%s: not a regular file", path);
-		goto out;
-	}
-	if ((unsigned long long)st.st_size > max_len) {
-		rc = appl_err_set(err, -EFBIG, "%s: %lld bytes, more than the cap of %zu", path,
-				  (long long)st.st_size, max_len);
-		goto out;
-	}
-	buf = malloc(max_len + 1);
-	if (!buf) {
-		rc = appl_err_set(err, -ENOMEM, "%s: out of memory", path);
-		goto out;
-	}
-	/* Read to EOF rather than trusting st_size: the file may grow, and it
-	 * must still not pass the cap. */
-	for (;;) {
-		ssize_t n = read(fd, buf + have, max_len + 1 - have);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			rc = appl_err_errno(err, -errno, errno, "%s", path);
-			goto out;
-		}
-		if (n == 0)
-			break;
-		have += (size_t)n;
-		if (have > max_len) {
-			rc = appl_err_set(err, -EFBIG, "%s: more than the cap of %zu bytes", path,
-					  max_len);
-			goto out;
-		}
-	}
-	buf[have] = '\0';
-	*out = buf;
-	*len = have;
-	buf = NULL;
-out:
-	free(buf);
-	close(fd);
-	return rc;
 }
 
 int appl_json_keys_check(const json_t *obj, const char *const *allowed, const char *path,

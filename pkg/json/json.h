@@ -25,11 +25,6 @@ int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth);
 json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max_depth,
 		       const char *what, struct appl_err *err);
 
-/* Read a whole file (at most max_len bytes, else -EFBIG) into a malloc'ed
- * buffer (new; free() it). The returned buffer has a NUL after *len bytes for
- * convenience, but callers must use *len. */
-int appl_file_read(const char *path, size_t max_len, char **out, size_t *len, struct appl_err *err);
-
 /* Refuse any key of obj not listed in allowed (NULL-terminated). path names
  * obj in messages ("limits", "config.rootfs"); borrowed. */
 int appl_json_keys_check(const json_t *obj, const char *const *allowed, const char *path,

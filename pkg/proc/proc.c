@@ -26,6 +26,28 @@ static int sys_close_range(unsigned first, unsigned last)
 	return (int)syscall(SYS_close_range, first, last, 0);
 }
 
+/* The kernel's struct sigaction, for the raw call below. */
+struct kernel_sigaction {
+	void (*handler)(int);
+	unsigned long flags;
+	void (*restorer)(void);
+	unsigned long mask;
+};
+
+/* Every signal back to its default. glibc's sigaction refuses the two
+ * real-time signals it reserves, so the raw system call is used: a parent
+ * that ignores them (make does) must not pass that on. */
+static void signals_default(void)
+{
+	struct kernel_sigaction dfl;
+
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.handler = SIG_DFL;
+	for (int sig = 1; sig < NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
+}
+
 /* Write errno to the report pipe and leave; only async-signal-safe calls. */
 static void __attribute__((noreturn)) child_fail(int report, int e)
 {
@@ -65,7 +87,6 @@ static void __attribute__((noreturn))
 child_run(const struct proc_spec *spec, pid_t parent, int report)
 {
 	sigset_t none;
-	struct sigaction dfl;
 
 	/* Kill us if the appliance dies, and catch the race where it died
 	 * before the request was made. */
@@ -75,10 +96,7 @@ child_run(const struct proc_spec *spec, pid_t parent, int report)
 		child_fail(report, errno);
 	/* Ignored signals and the mask survive exec: a child must not inherit
 	 * the appliance's SIGPIPE ignore or its blocked SIGTERM. */
-	memset(&dfl, 0, sizeof(dfl));
-	dfl.sa_handler = SIG_DFL;
-	for (int sig = 1; sig < NSIG; sig++)
-		sigaction(sig, &dfl, NULL);
+	signals_default();
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (child_fds(spec->fds, report) < 0)

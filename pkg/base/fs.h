@@ -1,0 +1,37 @@
+/* fs.h: small file-system helpers shared by the modules. */
+#ifndef APPL_BASE_FS_H
+#define APPL_BASE_FS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+
+/* Remove the tree at path: never follows a symlink, never leaves its file
+ * system, makes read-only directories writable first. Best effort. */
+void appl_tree_remove(const char *path);
+
+/* Create every missing parent directory of path (not path itself) with
+ * mode. Returns 0 or -errno. */
+int appl_mkdir_parents(const char *path, mode_t mode);
+
+/* Make sure dir exists (created with mode 0700 and missing parents), is a
+ * directory (not a symlink), belongs to the effective uid and cannot be
+ * written by group or others: a directory someone else could write to would
+ * let them swap what we keep there. what names it in messages. */
+int appl_private_dir(const char *dir, const char *what, struct appl_err *err);
+
+/* out = a + b + c (any may be ""), NUL-terminated. Returns 0, or
+ * -ENAMETOOLONG (out then holds "") when it does not fit in len bytes. */
+int appl_path_join(char *out, size_t len, const char *a, const char *b, const char *c);
+
+/* Read fd (borrowed) to its end, at most max_len bytes (else -EFBIG), into a
+ * new malloc'ed buffer with a NUL after *len bytes (callers use *len; the
+ * bytes may hold NULs). what names the input in messages. */
+int appl_fd_read(int fd, size_t max_len, const char *what, char **out, size_t *len,
+		 struct appl_err *err);
+
+/* The same for the regular file at path (a fifo or device is refused). */
+int appl_file_read(const char *path, size_t max_len, char **out, size_t *len, struct appl_err *err);
+
+#endif

@@ -1,0 +1,73 @@
+/* cell.h: one run of one cell, from a booting sandbox to its result.
+ *
+ * A cell is a small state machine inside the event loop: it reads the
+ * runner's lines (each hostile: capped, strictly parsed, checked against the
+ * protocol's order), sends the code once the runner is ready, keeps what the
+ * code prints up to a cap and stops it past a larger one, hands each tool
+ * call to its owner, and ends on `done`, at the deadline, on a protocol
+ * violation, or when the sandbox dies. Its sandbox is destroyed with it.
+ */
+#ifndef APPL_CELL_CELL_H
+#define APPL_CELL_CELL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "loop/loop.h"
+#include "sandbox/runsc.h"
+
+struct cell;
+
+struct cell_limits {
+	uint64_t deadline_ms;	 /* from arrival; the sandbox is killed then */
+	uint64_t boot_ms;	 /* from start, for the runner to say ready */
+	size_t max_output;	 /* printed bytes kept; more sets truncated */
+	size_t stop_output;	 /* printed bytes that stop the run */
+	unsigned long max_calls; /* calls a run may make; beyond, each is refused */
+};
+
+/* Defaults of limits.h. */
+void cell_limits_init(struct cell_limits *lim);
+
+struct cell_hooks {
+	/* A tool call from the code. tool and args are borrowed for the call's
+	 * duration (take a reference to keep args). The owner answers later,
+	 * or at once, with cell_call_answer or cell_call_refuse. NULL: every
+	 * call is refused. */
+	void (*on_call)(struct cell *c, json_int_t id, const char *tool, json_t *args, void *data);
+	/* The run ended; cell_result() holds its result. Do not free the cell
+	 * inside this callback: it runs inside the cell's own event handler. */
+	void (*on_done)(struct cell *c, void *data);
+	void *data;
+};
+
+/* Start a cell on sb (steals: destroyed with the cell, or at once on
+ * failure). code[0..len) is the program; tools (borrowed, may be NULL) the
+ * runner's `tools` array. arrival_ms (loop_now_ms) is when the request
+ * arrived: the deadline counts from it. New object, or NULL with err
+ * filled. */
+struct cell *cell_start(struct loop *loop, struct sandbox *sb, const char *code, size_t len,
+			const json_t *tools, const struct cell_limits *lim,
+			const struct cell_hooks *hooks, uint64_t arrival_ms, struct appl_err *err);
+
+/* Answer call id with value (borrowed) / with an error message shown to the
+ * code as ToolError. Ignored after the cell ended. */
+void cell_call_answer(struct cell *c, json_int_t id, const json_t *value);
+void cell_call_refuse(struct cell *c, json_int_t id, const char *msg);
+
+/* Stop the run now (a client cancelled it): reason "cancelled". */
+void cell_cancel(struct cell *c);
+
+bool cell_finished(const struct cell *c);
+
+/* The result object (borrowed; valid until cell_free): stdout, error, result,
+ * truncated, stopped, reason, calls, duration_ms. NULL until finished. */
+const json_t *cell_result(const struct cell *c);
+
+/* Destroy the sandbox (if not yet) and free. Safe on NULL. */
+void cell_free(struct cell *c);
+
+#endif

@@ -1,0 +1,31 @@
+/* oneshot.h: run one cell with no tools, start to finish (`appliance cell`).
+ * Verifies the image, opens a sandbox instance, runs the cell in an event
+ * loop that also watches SIGTERM, SIGINT and SIGHUP, and tears everything
+ * down before returning. */
+#ifndef APPL_CELL_ONESHOT_H
+#define APPL_CELL_ONESHOT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+
+struct cell_oneshot {
+	const char *image;     /* OCI layout directory */
+	const char *digest;    /* pinned manifest digest */
+	const char *cache;     /* NULL: image_cache_default */
+	const char *state_dir; /* NULL: the runtime's default */
+	const char *runsc;     /* NULL: the default path */
+	bool rootless;
+	unsigned deadline_s; /* 0: the default */
+	const char *code;    /* borrowed */
+	size_t code_len;
+};
+
+/* Run o. On success *result is the cell's result object (new reference);
+ * failing to run at all (bad image, no runsc, not root) returns a negative
+ * code with err filled. A signal ends the run with reason "signal". */
+int cell_oneshot_run(const struct cell_oneshot *o, json_t **result, struct appl_err *err);
+
+#endif

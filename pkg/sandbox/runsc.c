@@ -1,0 +1,551 @@
+/* runsc.c: the runsc side of a cell sandbox (see runsc.h). */
+#define _GNU_SOURCE
+#include "sandbox/runsc.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <sodium.h>
+
+#include "base/fs.h"
+#include "proc/proc.h"
+
+#define INSTANCE_PREFIX		"i-"
+#define CGROUP_BASE		"appliance"
+#define RUNSC_DELETE_TIMEOUT_MS 5000
+#define RUNSC_EXIT_TIMEOUT_MS	2000
+
+/* runsc gets this environment and nothing else: the appliance's own may
+ * hold credentials for the upstream servers. */
+static char *const runsc_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
+/* The platforms this appliance accepts. Any other runsc flag is fixed by
+ * the code below; none comes from configuration. */
+static const char *const platforms[] = {"ptrace", "kvm", NULL};
+
+/* Every controller a cgroups v1 runsc may populate, for cleaning up. */
+static const char *const cgroup_roots[] = {
+	"/sys/fs/cgroup/memory",
+	"/sys/fs/cgroup/cpu",
+	"/sys/fs/cgroup/cpuacct",
+	"/sys/fs/cgroup/cpuset",
+	"/sys/fs/cgroup/devices",
+	"/sys/fs/cgroup/freezer",
+	"/sys/fs/cgroup/blkio",
+	"/sys/fs/cgroup/pids",
+	"/sys/fs/cgroup/net_cls",
+	"/sys/fs/cgroup/net_prio",
+	"/sys/fs/cgroup/perf_event",
+	"/sys/fs/cgroup/hugetlb",
+	"/sys/fs/cgroup/systemd",
+	"/sys/fs/cgroup/unified",
+	"/sys/fs/cgroup",
+	NULL,
+};
+
+struct sandbox_rt {
+	char runsc[PATH_MAX];
+	char platform[16];
+	bool rootless;
+	char dir[PATH_MAX];  /* this instance */
+	char name[64];	     /* its directory name */
+	int lock;	     /* flock held for our whole life */
+	unsigned long next;  /* sandbox counter */
+	struct sandbox *all; /* running sandboxes */
+};
+
+struct sandbox {
+	struct sandbox_rt *rt;
+	struct sandbox *next, *prev;
+	char id[48];
+	char bundle[PATH_MAX];
+	char cgroup[128]; /* cgroupsPath, "" when rootless */
+	pid_t pid;
+	int pidfd, fd_in, fd_out;
+	int reaped;
+};
+
+static int runsc_check(const char *path, struct appl_err *err)
+{
+	struct stat st;
+
+	if (!path || path[0] != '/')
+		return appl_err_set(err, -EINVAL, "runsc path must be absolute");
+	if (stat(path, &st) < 0)
+		return appl_err_errno(err, -errno, errno, "runsc %s", path);
+	if (!S_ISREG(st.st_mode) || access(path, X_OK) < 0)
+		return appl_err_set(err, -EACCES, "runsc %s: not an executable file", path);
+	return 0;
+}
+
+static int platform_check(const char *p, struct appl_err *err)
+{
+	for (size_t i = 0; platforms[i]; i++)
+		if (strcmp(p, platforms[i]) == 0)
+			return 0;
+	return appl_err_set(err, -EINVAL, "runtime platform %.32s: not one of ptrace, kvm", p);
+}
+
+static int state_dir_default(char *out, size_t len, struct appl_err *err)
+{
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+
+	if (geteuid() == 0)
+		n = snprintf(out, len, "/run/appliance");
+	else if (xdg && xdg[0] == '/')
+		n = snprintf(out, len, "%s/appliance", xdg);
+	else
+		n = snprintf(out, len, "/tmp/appliance-%u", (unsigned)geteuid());
+	if (n < 0 || (size_t)n >= len)
+		return appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
+	return 0;
+}
+
+/* Run `runsc --root=ROOT [--rootless] ARGS...` and wait for it, bounded. */
+static int runsc_call(const char *runsc, const char *root, bool rootless, const char *a1,
+		      const char *a2)
+{
+	char rootarg[PATH_MAX + 8];
+	char *argv[8];
+	int n = 0, pidfd, status;
+	pid_t pid;
+	struct proc_spec spec = {.path = runsc, .envp = runsc_env, .fds = {-1, -1, -1}};
+
+	if (appl_path_join(rootarg, sizeof(rootarg), "--root=", root, "") < 0)
+		return -ENAMETOOLONG;
+	argv[n++] = (char *)runsc;
+	argv[n++] = rootarg;
+	if (rootless)
+		argv[n++] = "--rootless";
+	argv[n++] = (char *)a1;
+	argv[n++] = "-force";
+	argv[n++] = (char *)a2;
+	argv[n] = NULL;
+	spec.argv = argv;
+	if (proc_spawn(&spec, &pid, &pidfd, NULL) < 0)
+		return -1;
+	if (proc_wait_exit(pidfd, RUNSC_DELETE_TIMEOUT_MS) != 1)
+		proc_kill_group(pid);
+	waitpid(pid, &status, 0);
+	close(pidfd);
+	return 0;
+}
+
+/* Remove cgroup directories below rel ("appliance/i-..."), deepest first,
+ * in every controller. rmdir only succeeds on an empty cgroup. */
+static void cgroups_remove(const char *rel)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; cgroup_roots[i]; i++) {
+		DIR *d;
+		struct dirent *de;
+
+		if (appl_path_join(path, sizeof(path), cgroup_roots[i], "/", rel) < 0)
+			continue;
+		d = opendir(path);
+		if (!d)
+			continue;
+		while ((de = readdir(d))) {
+			char sub[PATH_MAX];
+			if (de->d_type != DT_DIR || de->d_name[0] == '.')
+				continue;
+			if (appl_path_join(sub, sizeof(sub), path, "/", de->d_name) == 0)
+				rmdir(sub);
+		}
+		closedir(d);
+		rmdir(path);
+	}
+}
+
+/* Remove what a crashed instance left: its sandboxes' runsc state, its
+ * cgroups, its directory. The caller holds its lock. */
+static void instance_reclaim(const char *runsc, const char *dir, const char *name, bool rootless)
+{
+	char bundles[PATH_MAX], root[PATH_MAX], cg[128];
+	DIR *d;
+	struct dirent *de;
+
+	if (appl_path_join(bundles, sizeof(bundles), dir, "/bundles", "") < 0 ||
+	    appl_path_join(root, sizeof(root), dir, "/runsc", "") < 0)
+		return;
+	d = opendir(bundles);
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.')
+			runsc_call(runsc, root, rootless, "delete", de->d_name);
+	if (d)
+		closedir(d);
+	if (appl_path_join(cg, sizeof(cg), CGROUP_BASE "/", name, "") == 0)
+		cgroups_remove(cg);
+	appl_tree_remove(dir);
+}
+
+/* An instance directory whose lock we can take belongs to an appliance that
+ * is gone; one whose lock is held belongs to a live sibling: leave it. */
+static void instances_reclaim(const char *runsc, const char *state, bool rootless)
+{
+	DIR *d = opendir(state);
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char dir[PATH_MAX], lock[PATH_MAX];
+		int fd;
+
+		if (strncmp(de->d_name, INSTANCE_PREFIX, strlen(INSTANCE_PREFIX)) != 0)
+			continue;
+		if (appl_path_join(dir, sizeof(dir), state, "/", de->d_name) < 0 ||
+		    appl_path_join(lock, sizeof(lock), dir, "/lock", "") < 0)
+			continue;
+		fd = open(lock, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			instance_reclaim(runsc, dir, de->d_name, rootless);
+		close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Make our directory under a temporary name, lock it, then give it its
+ * real name: a sibling cleaning up never sees it unlocked. */
+static int instance_create(struct sandbox_rt *rt, const char *state, struct appl_err *err)
+{
+	unsigned char rnd[6];
+	char hex[13], tmp[PATH_MAX], path[PATH_MAX * 2];
+	int rc = 0;
+
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
+	snprintf(rt->name, sizeof(rt->name), INSTANCE_PREFIX "%d-%s", (int)getpid(), hex);
+	if (appl_path_join(tmp, sizeof(tmp), state, "/.new-", rt->name) < 0 ||
+	    appl_path_join(rt->dir, sizeof(rt->dir), state, "/", rt->name) < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
+	if (mkdir(tmp, 0700) < 0)
+		return appl_err_errno(err, -errno, errno, "creating %s", tmp);
+	appl_path_join(path, sizeof(path), tmp, "/lock", "");
+	rt->lock = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (rt->lock < 0 || flock(rt->lock, LOCK_EX | LOCK_NB) < 0)
+		rc = appl_err_errno(err, -errno, errno, "locking %s", path);
+	static const char *const subdirs[] = {"/runsc", "/bundles"};
+	for (size_t i = 0; rc == 0 && i < 2; i++) {
+		appl_path_join(path, sizeof(path), tmp, subdirs[i], "");
+		if (mkdir(path, 0700) < 0)
+			rc = appl_err_errno(err, -errno, errno, "creating %s", path);
+	}
+	if (rc == 0 && rename(tmp, rt->dir) < 0)
+		rc = appl_err_errno(err, -errno, errno, "creating %s", rt->dir);
+	if (rc < 0)
+		appl_tree_remove(tmp);
+	return rc;
+}
+
+struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct appl_err *err)
+{
+	char state[PATH_MAX];
+	struct sandbox_rt *rt;
+	const char *runsc = cfg->runsc ? cfg->runsc : SANDBOX_RUNSC_DEFAULT;
+	const char *platform = cfg->platform ? cfg->platform : "ptrace";
+
+	if (geteuid() != 0 && !cfg->rootless) {
+		appl_err_set(err, -EPERM,
+			     "not running as root: the sandbox needs root for its cgroups and "
+			     "its privilege separation; the weaker rootless mode must be asked "
+			     "for explicitly (--rootless, or runtime.rootless in the policy)");
+		return NULL;
+	}
+	if (runsc_check(runsc, err) < 0 || platform_check(platform, err) < 0)
+		return NULL;
+	if (sodium_init() < 0) {
+		appl_err_set(err, -EIO, "libsodium failed to initialise");
+		return NULL;
+	}
+	if (cfg->state_dir)
+		snprintf(state, sizeof(state), "%s", cfg->state_dir);
+	else if (state_dir_default(state, sizeof(state), err) < 0)
+		return NULL;
+	if (appl_private_dir(state, "state directory", err) < 0)
+		return NULL;
+	rt = calloc(1, sizeof(*rt));
+	if (!rt) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	snprintf(rt->runsc, sizeof(rt->runsc), "%s", runsc);
+	snprintf(rt->platform, sizeof(rt->platform), "%s", platform);
+	rt->rootless = cfg->rootless;
+	rt->lock = -1;
+	instances_reclaim(rt->runsc, state, rt->rootless);
+	if (instance_create(rt, state, err) < 0) {
+		if (rt->lock >= 0)
+			close(rt->lock);
+		free(rt);
+		return NULL;
+	}
+	return rt;
+}
+
+const char *sandbox_rt_dir(const struct sandbox_rt *rt)
+{
+	return rt->dir;
+}
+
+void sandbox_rt_close(struct sandbox_rt *rt)
+{
+	char cg[128];
+
+	if (!rt)
+		return;
+	while (rt->all)
+		sandbox_destroy(rt->all);
+	if (!rt->rootless && appl_path_join(cg, sizeof(cg), CGROUP_BASE "/", rt->name, "") == 0)
+		cgroups_remove(cg);
+	appl_tree_remove(rt->dir);
+	close(rt->lock);
+	free(rt);
+}
+
+static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct appl_err *err)
+{
+	char path[PATH_MAX + 16];
+	json_t *cfg;
+	int fd, rc = 0;
+
+	if (mkdir(sb->bundle, 0700) < 0)
+		return appl_err_errno(err, -errno, errno, "creating %s", sb->bundle);
+	p->cgroups_path = sb->cgroup[0] ? sb->cgroup : NULL;
+	p->rootless = sb->rt->rootless;
+	cfg = sandbox_ociconfig_new(p, err);
+	if (!cfg)
+		return err ? err->code : -EINVAL;
+	appl_path_join(path, sizeof(path), sb->bundle, "/config.json", "");
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd < 0)
+		rc = appl_err_errno(err, -errno, errno, "%s", path);
+	else if (json_dumpfd(cfg, fd, JSON_COMPACT) < 0)
+		rc = appl_err_set(err, -EIO, "%s: write failed", path);
+	if (fd >= 0)
+		close(fd);
+	json_decref(cfg);
+	return rc;
+}
+
+/* Start `runsc run`: the runner's stdin and stdout are our pipes, stderr and
+ * runsc's own log (--log; by default runsc would log to stdout, which is the
+ * protocol stream) go to a file in the bundle. */
+static int runsc_run(struct sandbox *sb, int child_in, int child_out, struct appl_err *err)
+{
+	struct sandbox_rt *rt = sb->rt;
+	char root[PATH_MAX + 16], log[PATH_MAX + 16], platform[32], logpath[PATH_MAX + 16];
+	char *argv[16];
+	int n = 0, logfd, rc;
+	struct proc_spec spec = {.path = rt->runsc, .envp = runsc_env, .no_new_privs = true};
+
+	appl_path_join(root, sizeof(root), "--root=", rt->dir, "/runsc");
+	appl_path_join(logpath, sizeof(logpath), sb->bundle, "/runsc.log", "");
+	appl_path_join(log, sizeof(log), "--log=", logpath, "");
+	snprintf(platform, sizeof(platform), "--platform=%s", rt->platform);
+	argv[n++] = rt->runsc;
+	argv[n++] = root;
+	argv[n++] = "--network=none";
+	argv[n++] = platform;
+	argv[n++] = log;
+	argv[n++] = "--log-format=text";
+	if (rt->rootless)
+		argv[n++] = "--rootless";
+	argv[n++] = "run";
+	argv[n++] = "--bundle";
+	argv[n++] = sb->bundle;
+	argv[n++] = sb->id;
+	argv[n] = NULL;
+	spec.argv = argv;
+	logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (logfd < 0)
+		return appl_err_errno(err, -errno, errno, "%s", logpath);
+	spec.fds[0] = child_in;
+	spec.fds[1] = child_out;
+	spec.fds[2] = logfd;
+	rc = proc_spawn(&spec, &sb->pid, &sb->pidfd, err);
+	close(logfd);
+	return rc;
+}
+
+static int pipes_open(struct sandbox *sb, int child[2], struct appl_err *err)
+{
+	int in[2], out[2];
+
+	if (pipe2(in, O_CLOEXEC) < 0)
+		return appl_err_errno(err, -errno, errno, "pipe");
+	if (pipe2(out, O_CLOEXEC) < 0) {
+		int e = errno;
+		close(in[0]);
+		close(in[1]);
+		return appl_err_errno(err, -e, e, "pipe");
+	}
+	/* Our ends never block the loop; the runner's ends stay blocking. */
+	fcntl(in[1], F_SETFL, O_NONBLOCK);
+	fcntl(out[0], F_SETFL, O_NONBLOCK);
+	sb->fd_in = in[1];
+	sb->fd_out = out[0];
+	child[0] = in[0];
+	child[1] = out[1];
+	return 0;
+}
+
+struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_params *params,
+			      struct appl_err *err)
+{
+	struct sandbox_oci_params p = *params;
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+	unsigned char rnd[4];
+	char hex[9];
+	int child[2] = {-1, -1}, rc;
+
+	if (!sb) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	sb->rt = rt;
+	sb->pid = -1;
+	sb->pidfd = sb->fd_in = sb->fd_out = -1;
+	randombytes_buf(rnd, sizeof(rnd));
+	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
+	snprintf(sb->id, sizeof(sb->id), "cell-%lu-%s", ++rt->next, hex);
+	if (appl_path_join(sb->bundle, sizeof(sb->bundle), rt->dir, "/bundles/", sb->id) < 0) {
+		appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
+		free(sb);
+		return NULL;
+	}
+	if (!rt->rootless)
+		snprintf(sb->cgroup, sizeof(sb->cgroup), "/" CGROUP_BASE "/%s/%s", rt->name,
+			 sb->id);
+	sb->next = rt->all;
+	if (rt->all)
+		rt->all->prev = sb;
+	rt->all = sb;
+	rc = bundle_write(sb, &p, err);
+	if (rc == 0)
+		rc = pipes_open(sb, child, err);
+	if (rc == 0)
+		rc = runsc_run(sb, child[0], child[1], err);
+	if (child[0] >= 0)
+		close(child[0]);
+	if (child[1] >= 0)
+		close(child[1]);
+	if (rc < 0) {
+		sandbox_destroy(sb);
+		return NULL;
+	}
+	return sb;
+}
+
+int sandbox_fd_in(const struct sandbox *sb)
+{
+	return sb->fd_in;
+}
+
+int sandbox_fd_out(const struct sandbox *sb)
+{
+	return sb->fd_out;
+}
+
+int sandbox_pidfd(const struct sandbox *sb)
+{
+	return sb->pidfd;
+}
+
+const char *sandbox_id(const struct sandbox *sb)
+{
+	return sb->id;
+}
+
+pid_t sandbox_pid(const struct sandbox *sb)
+{
+	return sb->pid;
+}
+
+/* The kernel counts OOM kills per memory cgroup: memory.events (cgroup v2)
+ * or memory.oom_control (v1) say "oom_kill N". */
+int sandbox_oom_killed(const struct sandbox *sb)
+{
+	static const char *const files[][2] = {
+		{"/sys/fs/cgroup/unified", "/memory.events"},
+		{"/sys/fs/cgroup", "/memory.events"},
+		{"/sys/fs/cgroup/memory", "/memory.oom_control"},
+	};
+	char path[PATH_MAX], line[128];
+
+	if (!sb->cgroup[0])
+		return 0;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		FILE *fp;
+		if (appl_path_join(path, sizeof(path), files[i][0], sb->cgroup, files[i][1]) < 0)
+			continue;
+		fp = fopen(path, "re");
+		if (!fp)
+			continue;
+		while (fgets(line, sizeof(line), fp)) {
+			unsigned long n;
+			if (sscanf(line, "oom_kill %lu", &n) == 1 && n > 0) {
+				fclose(fp);
+				return 1;
+			}
+		}
+		fclose(fp);
+	}
+	return 0;
+}
+
+void sandbox_kill(struct sandbox *sb)
+{
+	if (sb && sb->pid > 0)
+		proc_kill_group(sb->pid);
+}
+
+void sandbox_destroy(struct sandbox *sb)
+{
+	struct sandbox_rt *rt;
+	char root[PATH_MAX + 8];
+
+	if (!sb)
+		return;
+	rt = sb->rt;
+	if (sb->pid > 0) {
+		/* runsc run and its gofer share its process group; the sandbox
+		 * process (its own session) dies with runsc run, which started
+		 * it attached. delete -force then clears what remains. */
+		proc_kill_group(sb->pid);
+		if (proc_wait_exit(sb->pidfd, RUNSC_EXIT_TIMEOUT_MS) != 1)
+			kill(sb->pid, SIGKILL);
+		waitpid(sb->pid, NULL, 0);
+		appl_path_join(root, sizeof(root), rt->dir, "/runsc", "");
+		runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
+	}
+	if (sb->cgroup[0])
+		cgroups_remove(sb->cgroup + 1);
+	if (sb->pidfd >= 0)
+		close(sb->pidfd);
+	if (sb->fd_in >= 0)
+		close(sb->fd_in);
+	if (sb->fd_out >= 0)
+		close(sb->fd_out);
+	appl_tree_remove(sb->bundle);
+	if (sb->prev)
+		sb->prev->next = sb->next;
+	else
+		rt->all = sb->next;
+	if (sb->next)
+		sb->next->prev = sb->prev;
+	free(sb);
+}

@@ -1,0 +1,69 @@
+/* runsc.h: running cell sandboxes with runsc, one appliance instance's worth.
+ *
+ * An instance owns a private state directory, held with flock for its whole
+ * life: runsc's --root, the bundles, the logs. Another instance (a sibling
+ * appliance) has its own and never touches ours; an instance that finds a
+ * directory whose lock nobody holds knows its owner crashed, and removes
+ * what it left (runsc state, bundles, cgroups).
+ */
+#ifndef APPL_SANDBOX_RUNSC_H
+#define APPL_SANDBOX_RUNSC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "base/err.h"
+#include "sandbox/ociconfig.h"
+
+struct sandbox_rt;
+struct sandbox;
+
+struct sandbox_rt_config {
+	const char *runsc;     /* absolute path of runsc; NULL: SANDBOX_RUNSC_DEFAULT */
+	const char *state_dir; /* where instances live; NULL: the default for this user */
+	const char *platform;  /* gVisor platform; NULL: "ptrace" */
+	bool rootless;	       /* runsc --rootless (explicit opt-in, weaker) */
+};
+
+#define SANDBOX_RUNSC_DEFAULT "/usr/bin/runsc"
+
+/* Open an instance: refuse a non-root caller unless rootless, check runsc,
+ * clean up crashed instances, create and lock our own directory. New
+ * object, or NULL with err filled. */
+struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct appl_err *err);
+
+/* Destroy every sandbox still running, remove the instance directory. */
+void sandbox_rt_close(struct sandbox_rt *rt);
+
+/* Instance directory (borrowed; for tests and logs). */
+const char *sandbox_rt_dir(const struct sandbox_rt *rt);
+
+/* Boot one sandbox: write its bundle (config.json from p; p->cgroups_path is
+ * set by this call when running as root) and start `runsc run`. The runner's
+ * stdin and stdout are pipes; stderr and runsc's own log go to the bundle's
+ * log file. New object, or NULL with err filled. */
+struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_params *p,
+			      struct appl_err *err);
+
+/* Descriptors of a running sandbox (borrowed, non-blocking, close-on-exec):
+ * to the runner's stdin, from the runner's stdout, and a pidfd that becomes
+ * readable when `runsc run` exits. */
+int sandbox_fd_in(const struct sandbox *sb);
+int sandbox_fd_out(const struct sandbox *sb);
+int sandbox_pidfd(const struct sandbox *sb);
+const char *sandbox_id(const struct sandbox *sb);
+pid_t sandbox_pid(const struct sandbox *sb);
+
+/* 1 when the sandbox's memory cgroup recorded an OOM kill (root only). */
+int sandbox_oom_killed(const struct sandbox *sb);
+
+/* SIGKILL the sandbox now, without waiting or cleaning up: the code stops
+ * at once; sandbox_destroy does the rest later. */
+void sandbox_kill(struct sandbox *sb);
+
+/* Kill the sandbox and everything of it, delete its runsc state, cgroups and
+ * bundle, close its descriptors and free it. Safe on NULL. */
+void sandbox_destroy(struct sandbox *sb);
+
+#endif
