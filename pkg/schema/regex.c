@@ -249,8 +249,9 @@ int schema_regex_compile(struct cc *cc, const char *src, size_t len, pcre2_code 
 	if (!re) {
 		pcre2_get_error_message(code, msg, sizeof(msg));
 		schema_shown(shown, sizeof(shown), src, APPL_SCHEMA_NAME_SHOWN_MAX);
-		return schema_cc_fail(cc, -ENOTSUP, "pattern \"%s\" is not supported: %s at %zu",
-				      shown, (const char *)msg, (size_t)off);
+		/* No offset: it would count in the rewritten pattern. */
+		return schema_cc_fail(cc, -ENOTSUP, "pattern \"%s\" is not supported: %s", shown,
+				      (const char *)msg);
 	}
 	rc = codes_add(cc, re);
 	if (rc < 0)

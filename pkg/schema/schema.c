@@ -35,23 +35,27 @@ int schema_cc_fail(struct cc *cc, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	schema_utf8_trim(msg);
 	cc->rc = code;
 	appl_err_set(cc->err, code, "schema at %s: %s", cc->where_len ? cc->where : "(root)", msg);
+	/* Cut at the cap, the message must still be UTF-8 to travel as JSON. */
+	if (cc->err)
+		schema_utf8_trim(cc->err->msg);
 	return code;
 }
 
 size_t schema_where_push(struct cc *cc, const char *key)
 {
+	char shown[APPL_SCHEMA_NAME_SHOWN_MAX + 4];
 	size_t mark = cc->where_len;
-	size_t room = sizeof(cc->where) - cc->where_len;
-	int n;
 
 	if (!key)
 		return mark;
-	n = snprintf(cc->where + cc->where_len, room, "/%.*s", APPL_SCHEMA_NAME_SHOWN_MAX, key);
+	schema_shown(shown, sizeof(shown), key, APPL_SCHEMA_NAME_SHOWN_MAX);
 	/* A deep location is cut, not overflowed: it only feeds messages. */
-	cc->where_len =
-		(n < 0 || (size_t)n >= room) ? sizeof(cc->where) - 1 : cc->where_len + (size_t)n;
+	snprintf(cc->where + cc->where_len, sizeof(cc->where) - cc->where_len, "/%s", shown);
+	schema_utf8_trim(cc->where);
+	cc->where_len = strlen(cc->where);
 	return mark;
 }
 

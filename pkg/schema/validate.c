@@ -71,7 +71,7 @@ static size_t utf8_seq(unsigned char c)
 
 /* Cut s (NUL-terminated) so it does not end inside a UTF-8 sequence: the
  * message becomes a JSON string, and jansson refuses invalid UTF-8. */
-static void utf8_trim(char *s)
+void schema_utf8_trim(char *s)
 {
 	size_t len = strlen(s), i = len;
 
@@ -94,7 +94,7 @@ void schema_shown(char *out, size_t outsz, const char *s, size_t max)
 		n = outsz - 4;
 	memcpy(out, s, n);
 	out[n] = '\0';
-	utf8_trim(out);
+	schema_utf8_trim(out);
 	if (n < len)
 		memcpy(out + strlen(out), "...", 4);
 }
@@ -195,6 +195,7 @@ int schema_fail(struct vc *vc, const char *kw, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	schema_utf8_trim(msg);
 	path_render(vc, path, sizeof(path));
 	line[0] = '\0';
 	line_put(line, sizeof(line), path);
@@ -204,7 +205,7 @@ int schema_fail(struct vc *vc, const char *kw, const char *fmt, ...)
 		line_put(line, sizeof(line), ": ");
 	}
 	line_put(line, sizeof(line), msg);
-	utf8_trim(line);
+	schema_utf8_trim(line);
 	appl_err_set(vc->err, -EINVAL, "%s", line);
 	return 0;
 }

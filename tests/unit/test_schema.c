@@ -807,6 +807,31 @@ static void test_message_bounded(void **state)
 	assert_true(utf8_ok(err.msg));
 }
 
+/* Compile errors too: a deep location of long multibyte names stays UTF-8. */
+static void test_compile_message_bounded(void **state)
+{
+	char schema[8192], key[400];
+	size_t len = 0;
+	struct appl_err err = {0};
+	struct schema *s = NULL;
+	json_t *doc;
+	(void)state;
+	for (size_t i = 0; i < 100; i++)
+		memcpy(key + 3 * i, "\xe2\x82\xac", 3);
+	key[300] = '\0';
+	for (int i = 0; i < 6; i++)
+		len += (size_t)snprintf(schema + len, sizeof(schema) - len,
+					"{\"properties\": {\"%s\": ", key);
+	len += (size_t)snprintf(schema + len, sizeof(schema) - len, "{\"pattern\": \"%s(\"}", key);
+	for (int i = 0; i < 6; i++)
+		len += (size_t)snprintf(schema + len, sizeof(schema) - len, "}}");
+	doc = parse(schema);
+	assert_int_equal(schema_new(doc, &s, &err), -ENOTSUP);
+	json_decref(doc);
+	assert_true(utf8_ok(err.msg));
+	assert_true(strlen(err.msg) < APPL_ERR_MSG_MAX);
+}
+
 static void test_message_no_value_echo(void **state)
 {
 	struct appl_err err = {0};
@@ -875,6 +900,7 @@ int main(void)
 		cmocka_unit_test(test_cap_regex_backtracking),
 		cmocka_unit_test(test_message_path_escaped),
 		cmocka_unit_test(test_message_bounded),
+		cmocka_unit_test(test_compile_message_bounded),
 		cmocka_unit_test(test_message_no_value_echo),
 		cmocka_unit_test(test_reuse),
 	};
