@@ -16,8 +16,9 @@
 
 /* Base URI of a document without "$id": hierarchical, so relative references
  * resolve to something, and in a scheme nothing real uses. */
-#define ROOT_BASE  "appliance:///schema.json"
-#define CHUNK_SIZE (64u * 1024)
+#define ROOT_BASE "appliance:///schema.json"
+#define CHUNK_MIN (4u * 1024)
+#define CHUNK_MAX (64u * 1024)
 
 struct chunk {
 	struct chunk *next;
@@ -78,7 +79,12 @@ void *schema_arena_alloc(struct cc *cc, size_t size)
 	}
 	size = (size + align - 1) & ~(align - 1);
 	if (!c || c->cap - c->used < size) {
-		size_t cap = size > CHUNK_SIZE ? size : CHUNK_SIZE;
+		/* Chunks double from 4 KiB: a gateway holds one schema per tool,
+		 * most of them small. */
+		size_t grow = s->arena_bytes < CHUNK_MIN   ? CHUNK_MIN
+			      : s->arena_bytes > CHUNK_MAX ? CHUNK_MAX
+							   : s->arena_bytes;
+		size_t cap = size > grow ? size : grow;
 		if (s->arena_bytes + cap > APPL_SCHEMA_MEMORY_MAX) {
 			schema_cc_fail(cc, -E2BIG, "compiled form larger than %u bytes",
 				       APPL_SCHEMA_MEMORY_MAX);
@@ -376,7 +382,6 @@ static int node_keywords(struct cc *cc, struct node *n)
 	bool d07_ref = cc->s->draft == SCHEMA_DRAFT_07 && json_object_get(n->json, "$ref");
 	long count;
 
-	_Static_assert(sizeof(use) / sizeof(use[0]) >= 64, "table fits");
 	if (schema_kw_count > sizeof(use) / sizeof(use[0]))
 		return schema_cc_fail(cc, -EINVAL, "keyword table too large");
 	count = node_kw_scan(cc, n->json, d07_ref, use);
