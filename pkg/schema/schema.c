@@ -330,6 +330,13 @@ static int node_ids(struct cc *cc, struct node *n)
 		if (rc < 0)
 			return rc;
 	}
+	/* The document is a resource even without "$id"; registered before its
+	 * subschemas, so one of them cannot take its URI ("$id": ""). */
+	if (obj == cc->s->doc && !res_find(cc, n->base, strlen(n->base))) {
+		rc = res_add(cc, n->base, n);
+		if (rc < 0)
+			return rc;
+	}
 	if (is_07)
 		return 0;
 	rc = node_anchor(cc, n, "$anchor");
@@ -626,10 +633,6 @@ static int compile_all(struct cc *cc, enum schema_draft dflt)
 		return cc->rc;
 	s->root = schema_node_compile(cc, s->doc, ROOT_BASE, NULL);
 	if (!s->root)
-		return cc->rc;
-	/* Without a root "$id" the document is its own resource at ROOT_BASE. */
-	if (!res_find(cc, s->root->base, strlen(s->root->base)) &&
-	    res_add(cc, s->root->base, s->root) < 0)
 		return cc->rc;
 	/* Resolving may compile subschemas only reachable by pointer, which
 	 * may queue more references: n_pending grows inside the loop. */

@@ -628,6 +628,8 @@ static void test_refuse_malformed(void **state)
 		       "\"http://x/1\"}}}",
 		       -EINVAL, "twice");
 	expect_refused("1", -EINVAL, "object or a boolean");
+	/* a subschema cannot take the document's own URI */
+	expect_refused("{\"$defs\": {\"a\": {\"$id\": \"\"}}}", -EINVAL, "twice");
 }
 
 static void test_new_buf(void **state)
