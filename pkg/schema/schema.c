@@ -697,7 +697,7 @@ int schema_new_buf(const char *buf, size_t len, size_t max_len, struct schema **
 	json_t *doc;
 	int rc;
 
-	struct appl_err local;
+	struct appl_err local = {0};
 
 	*out = NULL;
 	doc = appl_json_load(buf, len, max_len, APPL_SCHEMA_DEPTH_MAX, "schema",

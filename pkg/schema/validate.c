@@ -307,7 +307,7 @@ static int vc_regex_setup(struct vc *vc)
 
 int schema_validate(const struct schema *s, const json_t *instance, struct appl_err *err)
 {
-	struct appl_err local;
+	struct appl_err local = {0};
 	struct vc vc = {.s = s, .err = err ? err : &local};
 	int r;
 

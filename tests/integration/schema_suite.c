@@ -190,7 +190,7 @@ static int run_file(struct run *run, const char *dir, const char *draft, const c
 {
 	char path[4096], file[512];
 	json_error_t jerr;
-	json_t *groups, *g;
+	json_t *groups;
 	size_t i;
 
 	snprintf(path, sizeof(path), "%s/%s/%s", dir, draft, name);
@@ -201,8 +201,8 @@ static int run_file(struct run *run, const char *dir, const char *draft, const c
 		json_decref(groups);
 		return -1;
 	}
-	json_array_foreach(groups, i, g)
-		run_group(run, file, g);
+	for (i = 0; i < json_array_size(groups); i++)
+		run_group(run, file, json_array_get(groups, i));
 	json_decref(groups);
 	return 0;
 }
@@ -231,9 +231,10 @@ static int run_draft(struct run *run, const char *dir, const char *draft)
 		size_t len = strlen(de->d_name);
 		if (len < 6 || strcmp(de->d_name + len - 5, ".json"))
 			continue;
-		names = realloc(names, (n + 1) * sizeof(*names));
-		if (!names || !(names[n] = strdup(de->d_name)))
+		char **grown = realloc(names, (n + 1) * sizeof(*names));
+		if (!grown || !(grown[n] = strdup(de->d_name)))
 			abort();
+		names = grown;
 		n++;
 	}
 	closedir(d);
