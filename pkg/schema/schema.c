@@ -20,6 +20,8 @@
 #define CHUNK_MIN (4u * 1024)
 #define CHUNK_MAX (64u * 1024)
 
+_Static_assert(APPL_TOOL_ERROR_MAX < APPL_ERR_MSG_MAX, "a ToolError fits an error message");
+
 struct chunk {
 	struct chunk *next;
 	size_t used, cap;
@@ -39,9 +41,12 @@ int schema_cc_fail(struct cc *cc, int code, const char *fmt, ...)
 	schema_utf8_trim(msg);
 	cc->rc = code;
 	appl_err_set(cc->err, code, "schema at %s: %s", cc->where_len ? cc->where : "(root)", msg);
-	/* Cut at the cap, the message must still be UTF-8 to travel as JSON. */
-	if (cc->err)
+	/* Cut to what a ToolError may carry, and still UTF-8 so it can travel
+	 * as a JSON string. */
+	if (cc->err) {
+		cc->err->msg[APPL_TOOL_ERROR_MAX] = '\0';
 		schema_utf8_trim(cc->err->msg);
+	}
 	return code;
 }
 

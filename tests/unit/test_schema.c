@@ -831,7 +831,7 @@ static void test_compile_message_bounded(void **state)
 	assert_int_equal(schema_new(doc, &s, &err), -ENOTSUP);
 	json_decref(doc);
 	assert_true(utf8_ok(err.msg));
-	assert_true(strlen(err.msg) < APPL_ERR_MSG_MAX);
+	assert_true(strlen(err.msg) <= APPL_TOOL_ERROR_MAX);
 }
 
 static void test_message_no_value_echo(void **state)
