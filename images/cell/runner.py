@@ -23,6 +23,7 @@ accident, as do the value-safety rules in _plain().
 import ast
 import asyncio
 import builtins
+import fcntl
 import io
 import json
 import keyword
@@ -187,7 +188,7 @@ def _cut(text, cap, what):
     if len(_dumps(text)) <= cap:
         return text
     mark = "... [%s cut, %d characters]" % (what, len(text))
-    keep = len(text)
+    keep = min(len(text), cap)  # every character takes at least one byte
     while True:
         # Escapes make the encoding up to 6 bytes per character: shrink by
         # the measured ratio until it fits.
@@ -220,7 +221,11 @@ def _strip_runner_frames(te, seen):
     if te is None or id(te) in seen:
         return
     seen.add(id(te))
-    te.stack[:] = [f for f in te.stack if f.filename != RUNNER_FILE]
+    stack = [f for f in te.stack if f.filename != RUNNER_FILE]
+    # Frames before the cell's first are how the runner got there (its event
+    # loop's run_until_complete): noise to the reader.
+    first = next((i for i, f in enumerate(stack) if f.filename == CELL_FILE), 0)
+    te.stack[:] = stack[first:]
     _strip_runner_frames(te.__cause__, seen)
     _strip_runner_frames(te.__context__, seen)
     for sub in getattr(te, "exceptions", None) or ():
@@ -229,6 +234,13 @@ def _strip_runner_frames(te, seen):
 
 def _traceback_tail(exc):
     """The last lines of exc's traceback, at most TRACEBACK_KEEP characters."""
+    try:
+        return _format_tail(exc)
+    except BaseException:  # out of memory while formatting: the name still fits
+        return "%s (traceback could not be formatted)" % type(exc).__name__
+
+
+def _format_tail(exc):
     te = traceback.TracebackException.from_exception(exc)
     _strip_runner_frames(te, set())
     lines = _safe_str("".join(te.format())).splitlines()
@@ -480,7 +492,6 @@ def _private_fds():
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
     top = 1024 if soft == resource.RLIM_INFINITY else min(soft, 1024)
     base = max(3, top - 2)  # F_DUPFD takes the lowest free fd >= base
-    import fcntl
     rfd = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, base)
     wfd = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, base)
     try:
@@ -632,7 +643,10 @@ def main():
         code, tools = _read_cell(chan)
     except _Fatal as e:
         _finish(chan, "runner: bad cell message: %s" % e, None)
-    error, value = _run(code, _cell_globals(chan, tools), loop)
+    try:
+        error, value = _run(code, _cell_globals(chan, tools), loop)
+    except BaseException as e:  # the runner's own fault: still say done
+        error, value = "runner: internal error: %s" % type(e).__name__, None
     _finish(chan, error, value)
 
 

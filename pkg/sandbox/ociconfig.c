@@ -17,7 +17,7 @@ void sandbox_oci_params_init(struct sandbox_oci_params *p)
 	p->tmpfs_mb = APPL_TMPFS_MB_DEF;
 }
 
-/* An absolute path with no "." or ".." component and no control character:
+/* An absolute path with no "." or ".." component, printable ASCII only:
  * the rootfs is what runsc serves to the sandbox, so a path that walks
  * elsewhere would serve some other tree. */
 static int path_check(const char *what, const char *path, struct appl_err *err)
@@ -28,9 +28,12 @@ static int path_check(const char *what, const char *path, struct appl_err *err)
 	if (len == 0 || len > APPL_SANDBOX_PATH_MAX || path[0] != '/')
 		return appl_err_set(err, -EINVAL, "%s: not an absolute path of at most %u bytes",
 				    what, APPL_SANDBOX_PATH_MAX);
+	/* Printable ASCII only: the appliance names its own directories, and a
+	 * byte jansson would refuse as UTF-8 is caught here with a clear error. */
 	for (c = path; *c; c++)
-		if ((unsigned char)*c < 0x20 || *c == 0x7f)
-			return appl_err_set(err, -EINVAL, "%s: control character in path", what);
+		if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+			return appl_err_set(err, -EINVAL, "%s: control or non-ASCII byte in path",
+					    what);
 	for (c = path; c; c = strchr(c + 1, '/')) {
 		size_t n = strcspn(c + 1, "/");
 		if ((n == 1 && c[1] == '.') || (n == 2 && c[1] == '.' && c[2] == '.'))
@@ -170,6 +173,6 @@ json_t *sandbox_ociconfig_new(const struct sandbox_oci_params *p, struct appl_er
 			process_new(p), "root", "path", p->rootfs, "readonly", 1, "hostname",
 			SANDBOX_HOSTNAME, "mounts", mounts_new(p), "linux", linux_new(p));
 	if (!cfg)
-		appl_err_set(err, -ENOMEM, "OCI config: out of memory, or a path is not UTF-8");
+		appl_err_set(err, -ENOMEM, "OCI config: out of memory");
 	return cfg;
 }

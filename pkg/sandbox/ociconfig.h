@@ -42,8 +42,8 @@ void sandbox_oci_params_init(struct sandbox_oci_params *p);
  * (memory APPL_MEMORY_MB_MIN..CEIL, pids and nofile 1..CEIL with nofile at
  * least 16 for the interpreter and the runner's private descriptors, tmpfs
  * 1..CEIL); rootfs and cgroups_path are absolute, at most
- * APPL_SANDBOX_PATH_MAX bytes, without "." or ".." components or control
- * characters. Returns a new reference, or NULL with err filled (-EINVAL,
+ * APPL_SANDBOX_PATH_MAX bytes of printable ASCII, without "." or ".."
+ * components. Returns a new reference, or NULL with err filled (-EINVAL,
  * -ENOMEM). */
 json_t *sandbox_ociconfig_new(const struct sandbox_oci_params *p, struct appl_err *err);
 

@@ -323,6 +323,12 @@ def traceback_tail_in_done_error():
     _, _, done = run_cell("def f(n):\n    return f(n + 1)\nf(0)")
     err = done["error"]
     assert len(err) <= 2048 and err.endswith("maximum recursion depth exceeded"), err[-200:]
+    _, _, done = run_cell("import asyncio\nasync def f():\n    raise KeyError(1)\n"
+                          "await asyncio.gather(f(), f())")
+    assert done["error"].startswith("Traceback (most recent call last):\n  File \"<cell>\", line 4"), done
+    assert "base_events" not in done["error"] and done["error"].endswith("KeyError: 1")
+    _, _, done = run_cell("import json\njson.loads('{')")
+    assert 'json/decoder.py' in done["error"], done  # frames under the cell's stay
     _, _, done = run_cell("raise ValueError('m' * 10000)")
     assert len(done["error"]) <= 2048 and done["error"].startswith("ValueError: mmm")
     _, _, done = run_cell("x = (")

@@ -283,7 +283,9 @@ static void test_refusals(void **state)
 	p.rootfs = "/var/x/..";
 	refused(&p, "\"..\" in path");
 	p.rootfs = "/var/x\n";
-	refused(&p, "control character");
+	refused(&p, "control or non-ASCII");
+	p.rootfs = "/var/\xff";
+	refused(&p, "control or non-ASCII");
 	p.cgroups_path = "cell";
 	refused(&p, "cgroups_path: not an absolute path");
 	p.memory_mb = APPL_MEMORY_MB_MIN - 1;
