@@ -196,16 +196,18 @@ def fd_writes_are_invisible():
 
 @test
 def child_process_output_is_invisible():
-    code = ("import subprocess\n"
-            "subprocess.run(['/bin/sh', '-c', 'echo forged; echo forged >&2; cat'])\n"
-            "r = subprocess.run(['/bin/sh', '-c', 'ls /proc/self/fd'], close_fds=False,\n"
-            "                   capture_output=True, text=True)\n"
-            "sorted(int(x) for x in r.stdout.split())\n")
+    # The interpreter itself is the child: the cell image has no shell.
+    code = ("import subprocess, sys\n"
+            "subprocess.run([sys.executable, '-c', 'import os, sys; print(\"forged\"); '\n"
+            "                'print(\"forged\", file=sys.stderr); os.write(1, b\"x\\\\n\")'])\n"
+            "r = subprocess.run([sys.executable, '-c', 'import os; print(os.listdir(\"/proc/self/fd\"))'],\n"
+            "                   close_fds=False, capture_output=True, text=True)\n"
+            "sorted(int(x) for x in r.stdout.strip('[]\\n').replace(\"'\", '').split(', '))\n")
     out, _, done = run_cell(code)
     assert done["error"] is None, done["error"]
     assert out == "", out
     # The protocol descriptors are close-on-exec: a child sees only 0-2 and
-    # the pipe/dir fds of its own (ls opens one for /proc/self/fd).
+    # the pipe/dir fds of its own (listdir opens one for /proc/self/fd).
     assert all(fd < 5 for fd in done["result"]), done["result"]
 
 
