@@ -23,6 +23,7 @@ accident, as do the value-safety rules in _plain().
 import ast
 import asyncio
 import builtins
+import ctypes
 import fcntl
 import io
 import json
@@ -277,7 +278,6 @@ class _Channel:
         self.out_parts = []
         self.out_len = 0
         self.out_since = 0.0
-        self.out_timer = None
         # Threads the code starts may print while the main thread sends: one
         # lock keeps lines whole and keeps everything before `done`.
         self.lock = threading.RLock()
@@ -308,26 +308,29 @@ class _Channel:
             now = time.monotonic()
             if not self.out_parts:
                 self.out_since = now
-                self._out_timer_arm()
             self.out_parts.append(s)
             self.out_len += len(s)
             if self.out_len >= OUT_CHUNK or now - self.out_since >= OUT_FLUSH_S:
                 self.out_flush()
 
-    def _out_timer_arm(self):
-        # Output printed before a long await should not wait for the end.
+    def out_flusher_start(self):
+        """Send output that waited OUT_FLUSH_S even while the code blocks
+        (time.sleep, a busy loop): what it printed before it is stopped at
+        the deadline must already be with the host."""
+        def flusher():
+            while not self.closed:
+                time.sleep(OUT_FLUSH_S)
+                with self.lock:
+                    if self.out_parts and time.monotonic() - self.out_since >= OUT_FLUSH_S:
+                        self.out_flush()
+        old = threading.stack_size(256 * 1024)  # counts against RLIMIT_AS
         try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:
-            return
-        if threading.get_ident() == self.main_thread:
-            self.out_timer = loop.call_later(OUT_FLUSH_S, self.out_flush)
+            threading.Thread(target=flusher, name="appliance-out", daemon=True).start()
+        finally:
+            threading.stack_size(old)
 
     def out_flush(self):
         with self.lock:
-            if self.out_timer is not None:
-                self.out_timer.cancel()
-                self.out_timer = None
             if not self.out_parts:
                 return
             text = "".join(self.out_parts)
@@ -487,6 +490,18 @@ class _Out(io.TextIOBase):
 
 # ---- start ----------------------------------------------------------------------
 
+def _one_malloc_arena():
+    """glibc gives each new thread a malloc arena that reserves 64 MiB of
+    address space, all of it counted against RLIMIT_AS (the cell's memory
+    limit): the runner's output thread, and every thread the code starts,
+    would each eat a quarter of a 256 MiB budget. One arena for all."""
+    M_ARENA_MAX = -8
+    try:
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+    except (OSError, AttributeError):
+        pass
+
+
 def _private_fds():
     """Move the protocol from fds 0 and 1 to two high, close-on-exec fds."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -631,6 +646,7 @@ def _read_cell(chan):
 
 
 def main():
+    _one_malloc_arena()
     rfd, wfd = _private_fds()
     chan = _Channel(rfd, wfd)
     sys.stdout = _Out(chan, "<stdout>")
@@ -643,6 +659,7 @@ def main():
         code, tools = _read_cell(chan)
     except _Fatal as e:
         _finish(chan, "runner: bad cell message: %s" % e, None)
+    chan.out_flusher_start()
     try:
         error, value = _run(code, _cell_globals(chan, tools), loop)
     except BaseException as e:  # the runner's own fault: still say done

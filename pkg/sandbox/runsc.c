@@ -24,6 +24,7 @@
 #define CGROUP_BASE		"appliance"
 #define RUNSC_DELETE_TIMEOUT_MS 5000
 #define RUNSC_EXIT_TIMEOUT_MS	2000
+#define MEMCG_V1		"/sys/fs/cgroup/memory"
 
 /* runsc gets this environment and nothing else: the appliance's own may
  * hold credentials for the upstream servers. */
@@ -69,7 +70,8 @@ struct sandbox {
 	struct sandbox *next, *prev;
 	char id[48];
 	char bundle[PATH_MAX];
-	char cgroup[128]; /* cgroupsPath, "" when rootless */
+	char cgroup[128]; /* "/appliance/INSTANCE/ID", "" when rootless */
+	int memcg;	  /* 1 when we made its memory cgroup */
 	pid_t pid;
 	int pidfd, fd_in, fd_out;
 	int reaped;
@@ -142,31 +144,33 @@ static int runsc_call(const char *runsc, const char *root, bool rootless, const 
 	return 0;
 }
 
-/* Remove cgroup directories below rel ("appliance/i-..."), deepest first,
- * in every controller. rmdir only succeeds on an empty cgroup. */
+/* Remove the cgroup directory path and every one below it, deepest first.
+ * rmdir only succeeds on a cgroup with no tasks left. */
+static void cgroup_rmdir_tree(const char *path, int depth)
+{
+	DIR *d = depth < 8 ? opendir(path) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char sub[PATH_MAX];
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if (appl_path_join(sub, sizeof(sub), path, "/", de->d_name) == 0)
+			cgroup_rmdir_tree(sub, depth + 1);
+	}
+	if (d)
+		closedir(d);
+	rmdir(path);
+}
+
+/* Remove the cgroups at rel ("appliance/i-...") in every controller. */
 static void cgroups_remove(const char *rel)
 {
 	char path[PATH_MAX];
 
-	for (size_t i = 0; cgroup_roots[i]; i++) {
-		DIR *d;
-		struct dirent *de;
-
-		if (appl_path_join(path, sizeof(path), cgroup_roots[i], "/", rel) < 0)
-			continue;
-		d = opendir(path);
-		if (!d)
-			continue;
-		while ((de = readdir(d))) {
-			char sub[PATH_MAX];
-			if (de->d_type != DT_DIR || de->d_name[0] == '.')
-				continue;
-			if (appl_path_join(sub, sizeof(sub), path, "/", de->d_name) == 0)
-				rmdir(sub);
-		}
-		closedir(d);
-		rmdir(path);
-	}
+	for (size_t i = 0; cgroup_roots[i]; i++)
+		if (appl_path_join(path, sizeof(path), cgroup_roots[i], "/", rel) == 0)
+			cgroup_rmdir_tree(path, 0);
 }
 
 /* Remove what a crashed instance left: its sandboxes' runsc state, its
@@ -316,16 +320,56 @@ void sandbox_rt_close(struct sandbox_rt *rt)
 	free(rt);
 }
 
+/* As root, each sandbox gets a memory cgroup of ours, with the limit, and
+ * runsc makes its own below it. runsc removes its cgroup when the sandbox
+ * ends; ours stays until sandbox_destroy, so what happened (the limit was
+ * hit) can still be read after an OOM kill took the sandbox down. */
+static int memcg_make(struct sandbox *sb, unsigned memory_mb, struct appl_err *err)
+{
+	char dir[PATH_MAX], file[PATH_MAX], val[32];
+	unsigned long long limit = ((unsigned long long)memory_mb + APPL_GVISOR_ALLOWANCE_MB) << 20;
+	int fd, n, rc;
+
+	if (access(MEMCG_V1 "/memory.limit_in_bytes", F_OK) < 0)
+		return 0; /* no v1 memory hierarchy: runsc's own cgroup still limits */
+	if (appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
+	    appl_path_join(file, sizeof(file), dir, "/memory.limit_in_bytes", "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	rc = appl_mkdir_parents(dir, 0755);
+	if (rc < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
+		return appl_err_errno(err, rc < 0 ? rc : -errno, rc < 0 ? -rc : errno,
+				      "creating cgroup %s", dir);
+	n = snprintf(val, sizeof(val), "%llu", limit);
+	fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)n) != n) {
+		rc = appl_err_errno(err, -errno, errno, "setting %s", file);
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	close(fd);
+	sb->memcg = 1;
+	return 0;
+}
+
 static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct appl_err *err)
 {
+	char leaf[sizeof(sb->cgroup) + 16];
 	char path[PATH_MAX + 16];
 	json_t *cfg;
 	int fd, rc = 0;
 
 	if (mkdir(sb->bundle, 0700) < 0)
 		return appl_err_errno(err, -errno, errno, "creating %s", sb->bundle);
-	p->cgroups_path = sb->cgroup[0] ? sb->cgroup : NULL;
 	p->rootless = sb->rt->rootless;
+	p->cgroups_path = NULL;
+	if (sb->cgroup[0]) {
+		int made = memcg_make(sb, p->memory_mb, err);
+		if (made < 0)
+			return made;
+		appl_path_join(leaf, sizeof(leaf), sb->cgroup, "/sandbox", "");
+		p->cgroups_path = leaf;
+	}
 	cfg = sandbox_ociconfig_new(p, err);
 	if (!cfg)
 		return err ? err->code : -EINVAL;
@@ -475,36 +519,24 @@ pid_t sandbox_pid(const struct sandbox *sb)
 	return sb->pid;
 }
 
-/* The kernel counts OOM kills per memory cgroup: memory.events (cgroup v2)
- * or memory.oom_control (v1) say "oom_kill N". */
+/* Our memory cgroup counts every time the sandbox hit its limit
+ * (memory.failcnt); a sandbox that died after that died of memory. */
 int sandbox_oom_killed(const struct sandbox *sb)
 {
-	static const char *const files[][2] = {
-		{"/sys/fs/cgroup/unified", "/memory.events"},
-		{"/sys/fs/cgroup", "/memory.events"},
-		{"/sys/fs/cgroup/memory", "/memory.oom_control"},
-	};
-	char path[PATH_MAX], line[128];
+	char path[PATH_MAX];
+	unsigned long long failcnt = 0;
+	FILE *fp;
 
-	if (!sb->cgroup[0])
+	if (!sb->memcg ||
+	    appl_path_join(path, sizeof(path), MEMCG_V1, sb->cgroup, "/memory.failcnt") < 0)
 		return 0;
-	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-		FILE *fp;
-		if (appl_path_join(path, sizeof(path), files[i][0], sb->cgroup, files[i][1]) < 0)
-			continue;
-		fp = fopen(path, "re");
-		if (!fp)
-			continue;
-		while (fgets(line, sizeof(line), fp)) {
-			unsigned long n;
-			if (sscanf(line, "oom_kill %lu", &n) == 1 && n > 0) {
-				fclose(fp);
-				return 1;
-			}
-		}
-		fclose(fp);
-	}
-	return 0;
+	fp = fopen(path, "re");
+	if (!fp)
+		return 0;
+	if (fscanf(fp, "%llu", &failcnt) != 1)
+		failcnt = 0;
+	fclose(fp);
+	return failcnt > 0;
 }
 
 void sandbox_kill(struct sandbox *sb)

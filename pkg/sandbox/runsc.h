@@ -55,7 +55,8 @@ int sandbox_pidfd(const struct sandbox *sb);
 const char *sandbox_id(const struct sandbox *sb);
 pid_t sandbox_pid(const struct sandbox *sb);
 
-/* 1 when the sandbox's memory cgroup recorded an OOM kill (root only). */
+/* 1 when the sandbox hit its memory limit (root only: its memory cgroup
+ * counted a failure to charge). Read it before sandbox_destroy. */
 int sandbox_oom_killed(const struct sandbox *sb);
 
 /* SIGKILL the sandbox now, without waiting or cleaning up: the code stops
