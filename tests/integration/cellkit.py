@@ -1,0 +1,99 @@
+"""cellkit.py: running cells through the real `appliance cell`, as root and as
+an ordinary user in rootless mode, for the integration tests.
+
+Every cell goes through build/appliance, real runsc and the real image
+(build/image, pinned by build/image.digest): nothing is mocked.
+"""
+
+import json
+import os
+import pwd
+import subprocess
+
+from harness import test
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+APPLIANCE = os.path.join(ROOT, "build", "appliance")
+LAYOUT = os.path.join(ROOT, "build", "image")
+TEST_USER = "appliance-test"
+MODES = ("root", "rootless")
+
+
+def digest():
+    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+        return f.read().strip()
+
+
+def ensure_user():
+    """The ordinary user rootless cells run as (created once, as root)."""
+    try:
+        return pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--create-home", "--home-dir",
+                        "/var/lib/" + TEST_USER, "--shell", "/usr/sbin/nologin", TEST_USER],
+                       check=True)
+        return pwd.getpwnam(TEST_USER)
+
+
+def cell_argv(mode, deadline=3, extra=()):
+    argv = [APPLIANCE, "cell", "--image", LAYOUT, "--digest", digest(),
+            "--deadline", str(deadline)]
+    if mode == "rootless":
+        argv.append("--rootless")
+    return argv + list(extra) + ["-"]
+
+
+def cell_env(mode, extra=None):
+    env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"}
+    if mode == "rootless":
+        env["HOME"] = ensure_user().pw_dir
+    if extra:
+        env.update(extra)
+    return env
+
+
+def popen_kwargs(mode):
+    if mode != "rootless":
+        return {}
+    ensure_user()
+    return {"user": TEST_USER, "group": TEST_USER, "extra_groups": []}
+
+
+def start_cell(code, mode="root", deadline=3, env=None, extra=()):
+    """Start a cell; returns the Popen (stdin already written and closed)."""
+    p = subprocess.Popen(cell_argv(mode, deadline, extra), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=cell_env(mode, env), cwd="/", **popen_kwargs(mode))
+    p.stdin.write(code.encode())
+    p.stdin.close()
+    p.stdin = None  # communicate() must not touch it again
+    return p
+
+
+def finish_cell(p, timeout=120):
+    out, err = p.communicate(timeout=timeout)
+    assert p.returncode == 0, "appliance exited %d: %s" % (p.returncode, err.decode())
+    lines = out.decode().splitlines()
+    assert len(lines) == 1, "expected one JSON line, got %r" % out
+    return json.loads(lines[0])
+
+
+def run_cell(code, mode="root", deadline=3, env=None, extra=(), timeout=120):
+    """Run code as one cell and return its result object."""
+    return finish_cell(start_cell(code, mode, deadline, env, extra), timeout)
+
+
+def ok_stdout(r):
+    """The stdout of a cell that must have finished normally."""
+    assert r["error"] is None and not r["stopped"] and r["reason"] is None, r
+    return r["stdout"]
+
+
+def in_both_modes(fn):
+    """Register fn(mode) as two tests, NAME_root and NAME_rootless."""
+    for mode in MODES:
+        def t(mode=mode):
+            fn(mode)
+        t.__name__ = "%s_%s" % (fn.__name__, mode)
+        test(t)
+    return fn
