@@ -113,10 +113,10 @@
 /* The host to runner direction: a `cell` line carries code (escaping can make
  * it six times longer) and the tool list; a `result` line one tool result. */
 #define APPL_RUNNER_HOST_LINE_MAX (4u * 1024 * 1024)
-#define APPL_RUNNER_TOOL_NAME_MAX 256u            /* call.tool, bytes */
-#define APPL_RUNNER_PY_NAME_MAX 64u               /* a tool's ns or fn name */
-#define APPL_RUNNER_DOC_MAX (16u * 1024)          /* a tool's stub text */
-#define APPL_RUNNER_TOOLS_MAX 1024u               /* tools given to one cell */
+#define APPL_RUNNER_TOOL_NAME_MAX 256u	       /* call.tool, bytes */
+#define APPL_RUNNER_PY_NAME_MAX	  64u	       /* a tool's ns or fn name */
+#define APPL_RUNNER_DOC_MAX	  (16u * 1024) /* a tool's stub text */
+#define APPL_RUNNER_TOOLS_MAX	  1024u	       /* tools given to one cell */
 /* done.error: APPL_TRACEBACK_KEEP characters, at most 4 UTF-8 bytes each. */
 #define APPL_RUNNER_ERROR_MAX (4u * APPL_TRACEBACK_KEEP)
 /* Nesting of a value the runner sends (a deeper cell result becomes its
@@ -124,14 +124,14 @@
 #define APPL_RUNNER_VALUE_DEPTH_MAX 32u
 
 /* ---- sandbox ------------------------------------------------------------- */
-#define APPL_SANDBOX_DEV_TMPFS_KB 64u             /* the /dev tmpfs: device nodes only */
-#define APPL_SANDBOX_CPU_PERIOD_US 100000u        /* cgroup CPU period; quota = 1 CPU */
-#define APPL_SANDBOX_PATH_MAX 4096u               /* rootfs and cgroups paths */
+#define APPL_SANDBOX_DEV_TMPFS_KB  64u	   /* the /dev tmpfs: device nodes only */
+#define APPL_SANDBOX_CPU_PERIOD_US 100000u /* cgroup CPU period; quota = 1 CPU */
+#define APPL_SANDBOX_PATH_MAX	   4096u   /* rootfs and cgroups paths */
 
 #endif
 
 /* ---- cell run ------------------------------------------------------------ */
 /* After `done`, how long the host keeps reading for forged lines before it
  * takes the result (it takes it at once when the runner's pipe closes). */
-#define APPL_DONE_GRACE_MS 200
-#define APPL_RUNNER_READ_BLOCK (64u * 1024)       /* one read from the runner */
+#define APPL_DONE_GRACE_MS     200
+#define APPL_RUNNER_READ_BLOCK (64u * 1024) /* one read from the runner */

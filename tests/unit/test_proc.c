@@ -85,8 +85,8 @@ static void test_signals_mask_nnp_and_group(void **state)
 	sigprocmask(SIG_BLOCK, &block, &old);
 	const char *out = run_capture(argv, &status);
 	sigprocmask(SIG_SETMASK, &old, NULL);
-	if (!strstr(out, "SigIgn:\t0000000000000000") || !strstr(out, "SigBlk:\t0000000000000000") ||
-	    !strstr(out, "NoNewPrivs:\t1"))
+	if (!strstr(out, "SigIgn:\t0000000000000000") ||
+	    !strstr(out, "SigBlk:\t0000000000000000") || !strstr(out, "NoNewPrivs:\t1"))
 		fail_msg("child status:\n%s", out);
 }
 
