@@ -5,10 +5,13 @@ Every cell goes through build/appliance, real runsc and the real image
 (build/image, pinned by build/image.digest): nothing is mocked.
 """
 
+import atexit
 import json
 import os
 import pwd
+import shutil
 import subprocess
+import tempfile
 
 from harness import test
 
@@ -35,8 +38,31 @@ def ensure_user():
         return pwd.getpwnam(TEST_USER)
 
 
+_rootless_copy = None
+
+
+def rootless_files():
+    """The binary and the image, copied where the ordinary user can reach
+    them: the checkout may sit below a directory only root may enter."""
+    global _rootless_copy
+    if _rootless_copy is None:
+        d = tempfile.mkdtemp(prefix="appliance-rootless.")
+        os.chmod(d, 0o755)
+        shutil.copy2(APPLIANCE, os.path.join(d, "appliance"))
+        shutil.copytree(LAYOUT, os.path.join(d, "image"))
+        for top, dirs, files in os.walk(d):
+            for n in dirs:
+                os.chmod(os.path.join(top, n), 0o755)
+            for n in files:
+                os.chmod(os.path.join(top, n), 0o755 if n == "appliance" else 0o644)
+        atexit.register(shutil.rmtree, d, True)
+        _rootless_copy = (os.path.join(d, "appliance"), os.path.join(d, "image"))
+    return _rootless_copy
+
+
 def cell_argv(mode, deadline=3, extra=()):
-    argv = [APPLIANCE, "cell", "--image", LAYOUT, "--digest", digest(),
+    app, layout = rootless_files() if mode == "rootless" else (APPLIANCE, LAYOUT)
+    argv = [app, "cell", "--image", layout, "--digest", digest(),
             "--deadline", str(deadline)]
     if mode == "rootless":
         argv.append("--rootless")

@@ -16,8 +16,8 @@ import subprocess
 import time
 
 from harness import main, test
-from cellkit import (ROOT, ensure_user, finish_cell, in_both_modes, ok_stdout, run_cell,
-                     start_cell)
+from cellkit import (ROOT, ensure_user, finish_cell, in_both_modes, ok_stdout, rootless_files,
+                     run_cell, start_cell)
 
 
 def probe(code, mode, deadline=5, env=None):
@@ -626,8 +626,8 @@ def crash_leaves_nothing_and_spares_a_sibling(mode):
 @test
 def non_root_without_rootless_is_refused():
     user = ensure_user()
-    r = subprocess.run([os.path.join(ROOT, "build", "appliance"), "cell", "--image",
-                        os.path.join(ROOT, "build", "image"), "--digest",
+    app, layout = rootless_files()
+    r = subprocess.run([app, "cell", "--image", layout, "--digest",
                         open(os.path.join(ROOT, "build", "image.digest")).read().strip(), "-"],
                        input=b"print(1)", capture_output=True, user=user.pw_name,
                        group=user.pw_name, extra_groups=[],
