@@ -192,6 +192,10 @@ def walk(mode, token, env=None):
     return probe(WALK_PROBE % token, mode, deadline=20, env=env)
 
 
+def bundle_dirs(mode, pid):
+    return glob.glob(os.path.join(state_dir(mode), "i-%d-*" % pid, "bundles", "*"))
+
+
 @in_both_modes
 def host_files_are_invisible(mode):
     token = "marker" + secrets.token_hex(8)
@@ -202,10 +206,22 @@ def host_files_are_invisible(mode):
         with open(p, "w") as f:
             f.write(token)
     try:
-        out = walk(mode, token)
+        # the walk waits until a marker is also in its own bundle directory
+        p = start_cell("import time\ntime.sleep(3)\n" + WALK_PROBE % token, mode, deadline=25)
+        deadline = time.time() + 15
+        while not bundle_dirs(mode, p.pid) and time.time() < deadline:
+            time.sleep(0.05)
+        bundle = bundle_dirs(mode, p.pid)
+        assert bundle, "no bundle directory appeared"
+        marker = os.path.join(bundle[0], token)
+        with open(marker, "w") as f:
+            f.write(token)
+        planted.append(marker)
+        out = json.loads(ok_stdout(finish_cell(p)).strip().splitlines()[-1])
     finally:
-        for p in planted:
-            os.unlink(p)
+        for path in planted:
+            if os.path.exists(path):
+                os.unlink(path)
     assert out["files"] > 500, "the walk read only %d files" % out["files"]
     assert out["found"] == [], out["found"]
     assert out["names"] == [], out["names"]
@@ -619,6 +635,91 @@ def crash_leaves_nothing_and_spares_a_sibling(mode):
     assert leftover == [], "runsc processes of the crashed instance: %r" % leftover
     r = finish_cell(sibling)
     assert ok_stdout(r) == "sibling done\n", r
+
+
+@in_both_modes
+def sigterm_destroys_the_sandbox(mode):
+    p = start_cell("import time\ntime.sleep(30)", mode, deadline=60)
+    deadline = time.time() + 15
+    while not bundle_dirs(mode, p.pid) and time.time() < deadline:
+        time.sleep(0.05)
+    instance = os.path.dirname(os.path.dirname(bundle_dirs(mode, p.pid)[0]))
+    time.sleep(1.5)  # booted and running
+    t = time.time()
+    p.send_signal(signal.SIGTERM)
+    r = finish_cell(p, timeout=20)
+    assert time.time() - t < 8, "SIGTERM took %.1f s" % (time.time() - t)
+    assert r["stopped"] and r["reason"] == "signal", r
+    assert not os.path.exists(instance), "instance directory left behind"
+    name = os.path.basename(instance)
+    assert not glob.glob("/sys/fs/cgroup/*/appliance/%s" % name), "cgroups left behind"
+    for k in runsc_pids():
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                assert name.encode() not in f.read(), "runsc process %d left behind" % k
+        except OSError:
+            pass
+
+
+def image_with_runner(runner_source, out_dir):
+    """A copy of the image whose /runner.py is runner_source: same packing,
+    new layer, config and manifest; returns its digest."""
+    import gzip
+    import hashlib
+    import io
+    import tarfile
+    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+        d = f.read().strip()[7:]
+    blobs = os.path.join(ROOT, "build", "image", "blobs", "sha256")
+    with open(os.path.join(blobs, d)) as f:
+        manifest = json.load(f)
+    src = os.path.join(blobs, manifest["layers"][0]["digest"][7:])
+    raw = io.BytesIO()
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(fileobj=raw, mode="w",
+                                                         format=tarfile.GNU_FORMAT) as tout:
+        for m in tin.getmembers():
+            if m.name in ("./runner.py", "runner.py"):
+                data = runner_source.encode()
+                m.size = len(data)
+                tout.addfile(m, io.BytesIO(data))
+            else:
+                tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
+    layer = gzip.compress(raw.getvalue(), mtime=0)
+    os.makedirs(os.path.join(out_dir, "blobs", "sha256"))
+
+    def put(data):
+        h = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(out_dir, "blobs", "sha256", h), "wb") as f:
+            f.write(data)
+        return h
+    lh = put(layer)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
+        "type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]}}).encode()
+    ch = put(config)
+    manifest["config"].update(digest="sha256:" + ch, size=len(config))
+    manifest["layers"][0].update(digest="sha256:" + lh, size=len(layer))
+    return "sha256:" + put(json.dumps(manifest).encode())
+
+
+@test
+def a_runner_that_never_says_ready_is_a_boot_failure():
+    import tempfile
+    work = tempfile.mkdtemp(prefix="appliance-boot-test.")
+    try:
+        layout = os.path.join(work, "layout")
+        digest = image_with_runner("import time\ntime.sleep(600)\n", layout)
+        t = time.time()
+        r = subprocess.run([os.path.join(ROOT, "build", "appliance"), "cell", "--image", layout,
+                            "--digest", digest, "--cache", os.path.join(work, "cache"),
+                            "--deadline", "60", "-"], input=b"print(1)", capture_output=True,
+                           timeout=60)
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        assert out["stopped"] and out["reason"] == "boot", out
+        # the boot timeout (10 s), not the 60 s deadline, ended it
+        assert time.time() - t < 30, time.time() - t
+    finally:
+        subprocess.run(["rm", "-rf", work])
 
 
 # ---- refusals of the command itself -------------------------------------------
