@@ -16,15 +16,20 @@ static void err_sanitize(char *s)
 	}
 }
 
+static void err_vset(struct appl_err *err, int code, const char *fmt, va_list ap)
+{
+	err->code = code;
+	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+}
+
 int appl_err_set(struct appl_err *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 
 	if (!err)
 		return code;
-	err->code = code;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	err_vset(err, code, fmt, ap);
 	va_end(ap);
 	err_sanitize(err->msg);
 	return code;
@@ -37,9 +42,8 @@ int appl_err_errno(struct appl_err *err, int code, int errnum, const char *fmt, 
 
 	if (!err)
 		return code;
-	err->code = code;
 	va_start(ap, fmt);
-	vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+	err_vset(err, code, fmt, ap);
 	va_end(ap);
 	n = strlen(err->msg);
 	if (n < sizeof(err->msg))

@@ -365,27 +365,30 @@ static void on_exit_event(struct loop *loop, int fd, uint32_t events, void *data
 	ended(c);
 }
 
+/* Consume a timerfd's expiry; 0 when it really fired. */
+static int timer_ack(int fd)
+{
+	uint64_t ticks;
+
+	return read(fd, &ticks, sizeof(ticks)) == (ssize_t)sizeof(ticks) ? 0 : -1;
+}
+
 static void on_deadline(struct loop *loop, int fd, uint32_t events, void *data)
 {
-	struct cell *c = data;
-	uint64_t ticks;
 	(void)loop;
 	(void)events;
-
-	if (read(fd, &ticks, sizeof(ticks)) < 0)
-		return;
-	finish(c, "deadline", "the cell ran past its deadline");
+	if (timer_ack(fd) == 0)
+		finish(data, "deadline", "the cell ran past its deadline");
 }
 
 /* The boot timer doubles as the grace timer after done. */
 static void on_boot_timer(struct loop *loop, int fd, uint32_t events, void *data)
 {
 	struct cell *c = data;
-	uint64_t ticks;
 	(void)loop;
 	(void)events;
 
-	if (read(fd, &ticks, sizeof(ticks)) < 0)
+	if (timer_ack(fd) < 0)
 		return;
 	if (c->phase == PHASE_DRAIN)
 		ended(c);
