@@ -26,11 +26,13 @@
 /* ---- runner protocol: sandbox to host ----------------------------------- */
 /* 16 KiB of arguments made of control characters escape to about 96 KiB;
  * the cap leaves room for that and the envelope. */
-#define APPL_RUNNER_LINE_MAX   (128u * 1024)
-#define APPL_RUNNER_OUTBUF_MAX (1024u * 1024) /* host to runner, queued */
-#define APPL_CELL_RESULT_MAX   (64u * 1024)   /* a cell's result value */
-#define APPL_TRACEBACK_KEEP    2048	      /* tail of a traceback kept */
-#define APPL_BOOT_TIMEOUT_MS   10000	      /* sandbox must say ready */
+#define APPL_RUNNER_LINE_MAX (128u * 1024)
+/* Host to runner, queued: room for the largest host line (a cell line) and
+ * more; it grows only as far as needed. */
+#define APPL_RUNNER_OUTBUF_MAX (APPL_RUNNER_HOST_LINE_MAX + 1024u * 1024)
+#define APPL_CELL_RESULT_MAX   (64u * 1024) /* a cell's result value */
+#define APPL_TRACEBACK_KEEP    2048	    /* tail of a traceback kept */
+#define APPL_BOOT_TIMEOUT_MS   10000	    /* sandbox must say ready */
 
 /* ---- upstream MCP servers ----------------------------------------------- */
 #define APPL_UPSTREAM_MESSAGE_MAX     (4u * 1024 * 1024)

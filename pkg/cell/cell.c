@@ -33,7 +33,7 @@ struct cell {
 	size_t in_len;
 	/* host to runner: bytes queued */
 	char *out;
-	size_t out_len, out_off;
+	size_t out_len, out_off, out_cap;
 	/* what the code printed */
 	char *stdout_buf;
 	size_t stdout_len;
@@ -137,6 +137,24 @@ static void violation(struct cell *c, const char *what)
 	finish(c, "protocol", msg);
 }
 
+/* Grow the queue to hold need bytes (need <= APPL_RUNNER_OUTBUF_MAX). */
+static int out_grow(struct cell *c, size_t need)
+{
+	size_t cap = c->out_cap ? c->out_cap : 64 * 1024;
+	char *p;
+
+	while (cap < need)
+		cap *= 2;
+	if (cap > APPL_RUNNER_OUTBUF_MAX)
+		cap = APPL_RUNNER_OUTBUF_MAX;
+	p = realloc(c->out, cap);
+	if (!p)
+		return -ENOMEM;
+	c->out = p;
+	c->out_cap = cap;
+	return 0;
+}
+
 /* Queue a host-to-runner line (steals line). A runner that stops reading
  * while the code floods calls fills the queue: the run is stopped rather
  * than buffered without end. */
@@ -154,9 +172,7 @@ static void send_line(struct cell *c, char *line, size_t len)
 		c->out_len = pending;
 		c->out_off = 0;
 	}
-	if (!c->out)
-		c->out = malloc(APPL_RUNNER_OUTBUF_MAX);
-	if (!c->out) {
+	if (c->out_len + len > c->out_cap && out_grow(c, c->out_len + len) < 0) {
 		free(line);
 		finish(c, "internal", "out of memory");
 		return;

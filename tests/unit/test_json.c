@@ -87,6 +87,10 @@ static void test_err_sanitizes_control_chars(void **state)
 	(void)state;
 	appl_err_set(&err, -EINVAL, "name %s", "a\nb\x1b");
 	assert_string_equal(err.msg, "name a?b?");
+	/* valid UTF-8 stays; invalid bytes, overlongs, surrogates and a
+	 * sequence cut at the end do not */
+	appl_err_set(&err, -EINVAL, "%s", "h\xc3\xa9 \xff \xc0\xaf \xed\xa0\x80 \xe2\x82");
+	assert_string_equal(err.msg, "h\xc3\xa9 ? ?? ??? ??");
 }
 
 int main(void)
