@@ -137,3 +137,41 @@
  * takes the result (it takes it at once when the runner's pipe closes). */
 #define APPL_DONE_GRACE_MS     200
 #define APPL_RUNNER_READ_BLOCK (64u * 1024) /* one read from the runner */
+
+/* ---- policy document (pkg/policy/policy.c) ------------------------------- */
+/* The least value of each per-cell limit above: a policy sets a limit
+ * anywhere from its _MIN to its _CEIL (APPL_MEMORY_MB_MIN is above). */
+#define APPL_DEADLINE_S_MIN	   1
+#define APPL_MAX_CALLS_MIN	   1
+#define APPL_CALL_TIMEOUT_S_MIN	   1
+#define APPL_MAX_ARGS_BYTES_MIN	   1
+#define APPL_MAX_RESULT_BYTES_MIN  1
+#define APPL_MAX_OUTPUT_BYTES_MIN  1 /* and at most stop_output_bytes */
+#define APPL_STOP_OUTPUT_BYTES_MIN 1
+#define APPL_PIDS_MIN		   1
+#define APPL_NOFILE_MIN		   16 /* the interpreter and the runner's private descriptors */
+#define APPL_TMPFS_MB_MIN	   1
+#define APPL_CONCURRENCY_MIN	   1
+#define APPL_CELLS_MIN		   1
+#define APPL_POOL_MIN		   0 /* no warm sandbox: every cell boots cold */
+
+/* What one policy may hold. The document needs 4 levels of nesting; more is
+ * refused before jansson builds anything. */
+#define APPL_POLICY_DEPTH_MAX	     8
+#define APPL_POLICY_SERVERS_MAX	     64
+#define APPL_POLICY_SERVER_NAME_MAX  32	  /* becomes a Python namespace */
+#define APPL_POLICY_TOOL_NAME_MAX    128  /* the tool part of a server.tool pattern */
+#define APPL_POLICY_TOOL_RULES_MAX   1024 /* entries of `tools` */
+#define APPL_POLICY_ROLES_MAX	     64
+#define APPL_POLICY_ROLE_TOOLS_MAX   1024 /* patterns of one role */
+#define APPL_POLICY_LABEL_MAX	     32	  /* a role or client name */
+#define APPL_POLICY_TOKENS_MAX	     256  /* HTTP clients */
+#define APPL_POLICY_PATH_MAX	     1024 /* a path written in the policy */
+#define APPL_POLICY_ARGV_MAX	     64	  /* elements of a stdio server's command */
+#define APPL_POLICY_ARG_MAX	     4096 /* one element */
+#define APPL_POLICY_ENV_MAX	     64	  /* environment names passed to one server */
+#define APPL_POLICY_ENV_NAME_MAX     128
+#define APPL_POLICY_URL_MAX	     2048
+#define APPL_POLICY_HEADERS_MAX	     32 /* per HTTP server */
+#define APPL_POLICY_HEADER_NAME_MAX  128
+#define APPL_POLICY_HEADER_VALUE_MAX 4096 /* the template, before {env:NAME} is filled */

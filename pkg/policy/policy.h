@@ -1,0 +1,221 @@
+/* policy.h: the policy document, strictly parsed (policy/README.md is the
+ * format reference).
+ *
+ * Pure code: no file is opened and no path is checked on disk here. The
+ * bytes come from a file whose signature the caller checks first
+ * (minisign.h, load.h); even so the parser treats them as hostile: size and
+ * nesting are capped before jansson runs, and unknown keys, duplicate keys,
+ * wrong types, values out of range and names past their caps are refused with
+ * a message that starts with the path of the offending field
+ * ("limits.memory_mb: must be an integer between 16 and 4096").
+ *
+ * A parsed policy is immutable. Every pointer an accessor returns is borrowed
+ * from it and stays valid until policy_free.
+ */
+#ifndef APPL_POLICY_POLICY_H
+#define APPL_POLICY_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "base/limits.h"
+
+struct policy; /* opaque */
+
+/* Parse buf[0..len) (not NUL-terminated, untrusted until verified). base_dir
+ * (borrowed) is the directory of the policy file: a relative image.layout is
+ * resolved against it (lexically, nothing is looked up); pass an absolute
+ * directory to get an absolute layout path. base_dir may be NULL only when
+ * the layout is absolute. Neither expiry nor serial is judged here (load.h
+ * does that). On success *out is a new object (policy_free) and 0 is
+ * returned; else *out is NULL, err is filled, and the return is -EFBIG (over
+ * APPL_POLICY_FILE_MAX), -E2BIG (nested deeper than APPL_POLICY_DEPTH_MAX),
+ * -EINVAL (anything else wrong in the document) or -ENOMEM. */
+int policy_parse(const char *buf, size_t len, const char *base_dir, struct policy **out,
+		 struct appl_err *err);
+
+/* Safe on NULL. */
+void policy_free(struct policy *p);
+
+/* `serial`: at least 1. */
+uint64_t policy_serial(const struct policy *p);
+
+/* `expires` in unix seconds, UTC. */
+int64_t policy_expires(const struct policy *p);
+
+/* ---- image and runtime --------------------------------------------------- */
+
+/* image.layout joined to base_dir (or as written when absolute); borrowed. */
+const char *policy_image_layout(const struct policy *p);
+
+/* image.digest: "sha256:" and 64 lower-case hex digits; borrowed. */
+const char *policy_image_digest(const struct policy *p);
+
+#define POLICY_RUNSC_DEFAULT	"/usr/bin/runsc"
+#define POLICY_PLATFORM_DEFAULT "ptrace"
+
+/* runtime.runsc: an absolute path, POLICY_RUNSC_DEFAULT when absent. */
+const char *policy_runtime_runsc(const struct policy *p);
+
+/* runtime.platform: "ptrace" (the default) or "kvm". */
+const char *policy_runtime_platform(const struct policy *p);
+
+/* runtime.rootless: false unless the policy opts in. */
+bool policy_runtime_rootless(const struct policy *p);
+
+/* ---- limits ------------------------------------------------------------- */
+
+/* Every per-cell limit, each within APPL_<NAME>_MIN..APPL_<NAME>_CEIL of
+ * limits.h and APPL_<NAME>_DEF when the policy leaves it out. */
+struct policy_limits {
+	unsigned deadline_s;	    /* arrival to answer, boot and queueing included */
+	unsigned max_calls;	    /* tool calls per cell */
+	unsigned call_timeout_s;    /* per tool call */
+	unsigned max_args_bytes;    /* one call's arguments */
+	unsigned max_result_bytes;  /* one call's result (refused, not cut) */
+	unsigned max_output_bytes;  /* output kept for the model; <= stop_output_bytes */
+	unsigned stop_output_bytes; /* output that stops the run */
+	unsigned memory_mb;	    /* RLIMIT_AS, and the memory cgroup as root */
+	unsigned pids;		    /* RLIMIT_NPROC inside the sandbox */
+	unsigned nofile;	    /* RLIMIT_NOFILE */
+	unsigned tmpfs_mb;	    /* size of /tmp, and RLIMIT_FSIZE */
+	unsigned concurrency;	    /* calls in flight per cell */
+	unsigned cells;		    /* cells in flight */
+	unsigned pool;		    /* warm sandboxes; 0: every cell boots cold */
+};
+
+/* Fill l with the defaults (APPL_*_DEF). */
+void policy_limits_default(struct policy_limits *l);
+
+/* Copy the policy's limits into out. */
+void policy_limits_get(const struct policy *p, struct policy_limits *out);
+
+/* ---- servers ------------------------------------------------------------ */
+
+enum policy_server_kind {
+	POLICY_SERVER_STDIO,
+	POLICY_SERVER_HTTP,
+};
+
+struct policy_header {
+	const char *name;  /* an HTTP token, as written */
+	const char *value; /* template: {env:NAME} is still to be filled */
+};
+
+/* One upstream server. All pointers are borrowed from the policy. */
+struct policy_server {
+	const char *name; /* [a-z][a-z0-9_]*, at most APPL_POLICY_SERVER_NAME_MAX */
+	enum policy_server_kind kind;
+	/* stdio (NULL and 0 for HTTP) */
+	const char *const *argv; /* argc strings then NULL; argv[0] is an absolute path */
+	size_t argc;
+	const char *const *env; /* nenv names then NULL: variables passed from the
+				 * appliance's environment, nothing else is */
+	size_t nenv;
+	const char *cwd; /* absolute, or NULL: the appliance decides */
+	/* HTTP (NULL and 0 for stdio) */
+	const char *url; /* http:// or https://, no user:password@ */
+	const struct policy_header *headers;
+	size_t nheaders;
+};
+
+/* Servers are kept sorted by name, so the order never depends on the file. */
+size_t policy_server_count(const struct policy *p);
+
+/* The i-th server (i < count), or NULL; borrowed. */
+const struct policy_server *policy_server_get(const struct policy *p, size_t i);
+
+/* The server called name, or NULL; borrowed. */
+const struct policy_server *policy_server_find(const struct policy *p, const char *name);
+
+/* true when any server is HTTP (`run` refuses those until HTTP upstreams
+ * exist). */
+bool policy_http_used(const struct policy *p);
+
+/* ---- tools, roles and access ---------------------------------------------- */
+
+enum policy_access {
+	POLICY_ACCESS_READ,
+	POLICY_ACCESS_WRITE,
+};
+
+/* Why a tool is refused (POLICY_OK: it is not). */
+enum policy_verdict {
+	POLICY_OK = 0,
+	POLICY_DENY_UNLISTED, /* no `tools` entry matches the tool */
+	POLICY_DENY_ROLE,     /* the role's patterns do not name the tool */
+	POLICY_DENY_WRITE,    /* a write tool, and the role has no write: true */
+	POLICY_DENY_NO_ROLE,  /* role is NULL or names no role of the policy */
+};
+
+/* Decide whether role may call server.tool, where read_only_hint is what the
+ * server's tools/list said (annotations.readOnlyHint == true).
+ *
+ * 1. The tool's access comes from `tools`. An exact entry "server.tool" wins
+ *    and its access is the tool's, whatever the hint says. Else a
+ *    "server.*" entry applies: with "read" it admits only tools with
+ *    read_only_hint (as read; the others need their own entry), with
+ *    "write" every tool of the server: read when read_only_hint, else
+ *    write. No entry: POLICY_DENY_UNLISTED.
+ * 2. The role must exist (else POLICY_DENY_NO_ROLE) and one of its patterns
+ *    must be "server.tool" or "server.*" (else POLICY_DENY_ROLE).
+ * 3. A write tool needs the role's write: true (else POLICY_DENY_WRITE).
+ * On POLICY_OK *access (may be NULL) holds the tool's access. All arguments
+ * are borrowed; NULL server or tool is POLICY_DENY_UNLISTED. */
+enum policy_verdict policy_tool_check(const struct policy *p, const char *server, const char *tool,
+				      bool read_only_hint, const char *role,
+				      enum policy_access *access);
+
+/* The same decision as a yes or no: 1 when allowed (*access set), 0 when not.
+ * Never negative, so `if (policy_tool_access(...))` cannot go wrong. */
+int policy_tool_access(const struct policy *p, const char *server, const char *tool,
+		       bool read_only_hint, const char *role, enum policy_access *access);
+
+/* A short text for a verdict ("not allowed by the policy", ...); static. */
+const char *policy_verdict_text(enum policy_verdict v);
+
+/* One role. Pointers borrowed from the policy. */
+struct policy_role {
+	const char *name;	  /* [a-z][a-z0-9_-]*, at most APPL_POLICY_LABEL_MAX */
+	const char *const *tools; /* ntools patterns then NULL: "server.tool" or "server.*" */
+	size_t ntools;
+	bool write; /* may call write tools */
+};
+
+/* Roles are sorted by name. */
+size_t policy_role_count(const struct policy *p);
+const struct policy_role *policy_role_get(const struct policy *p, size_t i);
+const struct policy_role *policy_role_find(const struct policy *p, const char *name);
+
+/* ---- clients -------------------------------------------------------------- */
+
+/* clients.default_role: the role of a stdio client; NULL when the policy
+ * names none (a stdio client then may call nothing). Borrowed. */
+const char *policy_client_default_role(const struct policy *p);
+
+#define POLICY_TOKEN_HASH_LEN 32
+
+/* An HTTP client: a bearer token known only by its SHA-256. */
+struct policy_token {
+	const char *name; /* [a-z][a-z0-9_-]*, unique; for the audit log */
+	unsigned char sha256[POLICY_TOKEN_HASH_LEN];
+	const char *role; /* names a role of the policy */
+};
+
+/* Tokens in file order; names and hashes are unique. */
+size_t policy_token_count(const struct policy *p);
+const struct policy_token *policy_token_get(const struct policy *p, size_t i);
+
+/* The token whose hash is sha256 (POLICY_TOKEN_HASH_LEN bytes, borrowed), or
+ * NULL. Every token is compared in full, in constant time, so the time taken
+ * does not tell how much of a guessed hash was right. */
+const struct policy_token *policy_token_match(const struct policy *p, const unsigned char *sha256);
+
+/* ---- audit ---------------------------------------------------------------- */
+
+/* audit.path: absolute, or NULL when the policy has no `audit`. */
+const char *policy_audit_path(const struct policy *p);
+
+#endif
