@@ -9,6 +9,8 @@
 
 #include "cell/proto.h"
 
+#define CELL_READ_ROUNDS 16 /* blocks read per wakeup */
+
 enum cell_phase {
 	PHASE_BOOT,    /* sandbox starting, waiting for ready */
 	PHASE_RUNNING, /* cell sent */
@@ -316,10 +318,13 @@ static void lines_take(struct cell *c)
 		violation(c, "a line longer than the cap");
 }
 
-/* Read until the pipe is empty. Returns 1 at end of file. */
+/* Read until the pipe is empty, or for a bounded number of blocks: a runner
+ * that writes without pause must not keep the loop from its timers and the
+ * other cells (epoll is level-triggered: the rest comes next round).
+ * Returns 1 at end of file. */
 static int input_read(struct cell *c, int fd)
 {
-	while (c->phase != PHASE_ENDED) {
+	for (int rounds = 0; c->phase != PHASE_ENDED && rounds < CELL_READ_ROUNDS; rounds++) {
 		size_t room = APPL_RUNNER_LINE_MAX + 1 - c->in_len;
 		ssize_t n;
 
