@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -25,7 +26,7 @@ static const char usage_text[] =
 	"        check an OCI image layout against its pinned manifest digest,\n"
 	"        unpack it into the cache and print the rootfs path\n"
 	"  cell --image DIR --digest sha256:HEX [--deadline SECONDS] [--rootless]\n"
-	"       [--cache DIR] [--state DIR] [--runsc PATH] FILE|-\n"
+	"       [--cache DIR] [--runtime-dir DIR] [--runsc PATH] FILE|-\n"
 	"        run one Python cell (no tools) in a fresh gVisor sandbox and print\n"
 	"        its result as one JSON object\n"
 	"  version   print the version\n"
@@ -100,7 +101,7 @@ static int code_read(const char *arg, char **code, size_t *len, struct appl_err 
 	return appl_file_read(arg, APPL_CELL_CODE_MAX, code, len, err);
 }
 
-static int deadline_parse(const char *s, unsigned *out)
+static int deadline_parse(const char *s, uint64_t *ms)
 {
 	char *end;
 	unsigned long v;
@@ -109,7 +110,7 @@ static int deadline_parse(const char *s, unsigned *out)
 	v = strtoul(s, &end, 10);
 	if (errno || end == s || *end || s[0] == '-' || v < 1 || v > APPL_DEADLINE_S_CEIL)
 		return -1;
-	*out = (unsigned)v;
+	*ms = v * 1000ull;
 	return 0;
 }
 
@@ -135,12 +136,13 @@ static int cmd_cell(int argc, char **argv)
 		{"runsc", required_argument, NULL, 'x'},
 		{NULL, 0, NULL, 0},
 	};
-	struct cell_oneshot o = {0};
+	struct cell_oneshot o;
 	struct appl_err err = {0};
 	json_t *result = NULL;
 	char *code = NULL;
 	int c, rc;
 
+	cell_oneshot_init(&o);
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
@@ -151,7 +153,7 @@ static int cmd_cell(int argc, char **argv)
 			o.digest = optarg;
 			break;
 		case 't':
-			if (deadline_parse(optarg, &o.deadline_s) < 0)
+			if (deadline_parse(optarg, &o.lim.deadline_ms) < 0)
 				return usage_error(
 					"cell: --deadline takes whole seconds, 1 to 3600");
 			break;
@@ -162,7 +164,7 @@ static int cmd_cell(int argc, char **argv)
 			o.cache = optarg;
 			break;
 		case 's':
-			o.state_dir = optarg;
+			o.run_dir = optarg;
 			break;
 		case 'x':
 			o.runsc = optarg;

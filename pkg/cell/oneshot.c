@@ -88,11 +88,9 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 	sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	rc = sfd < 0 ? appl_err_errno(err, -errno, errno, "signalfd")
 		     : loop_add(loop, sfd, EPOLLIN, on_signal, &st, err);
-	sandbox_oci_params_init(&p);
+	p = o->oci;
 	p.rootfs = rootfs;
-	cell_limits_init(&lim);
-	if (o->deadline_s)
-		lim.deadline_ms = o->deadline_s * 1000ull;
+	lim = o->lim;
 	sb = rc == 0 ? sandbox_start(rt, &p, err) : NULL;
 	if (sb)
 		st.cell =
@@ -113,18 +111,27 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 	return rc;
 }
 
+void cell_oneshot_init(struct cell_oneshot *o)
+{
+	memset(o, 0, sizeof(*o));
+	sandbox_oci_params_init(&o->oci);
+	cell_limits_init(&o->lim);
+}
+
 int cell_oneshot_run(const struct cell_oneshot *o, json_t **result, struct appl_err *err)
 {
-	struct sandbox_rt_config cfg = {
-		.runsc = o->runsc, .state_dir = o->state_dir, .rootless = o->rootless};
+	struct sandbox_rt_config cfg = {.runsc = o->runsc,
+					.state_dir = o->run_dir,
+					.platform = o->platform,
+					.rootless = o->rootless};
 	uint64_t arrival = loop_now_ms();
 	char rootfs[PATH_MAX];
 	struct sandbox_rt *rt;
 	int rc;
 
 	*result = NULL;
-	if (o->deadline_s > APPL_DEADLINE_S_CEIL)
-		return appl_err_set(err, -EINVAL, "deadline: at most %d seconds",
+	if (o->lim.deadline_ms == 0 || o->lim.deadline_ms > APPL_DEADLINE_S_CEIL * 1000ull)
+		return appl_err_set(err, -EINVAL, "deadline: 1 to %d seconds",
 				    APPL_DEADLINE_S_CEIL);
 	/* Orphaned sandbox processes become ours to reap, not init's. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);

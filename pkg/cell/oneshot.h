@@ -10,18 +10,25 @@
 #include <stddef.h>
 
 #include "base/err.h"
+#include "cell/cell.h"
+#include "sandbox/ociconfig.h"
 
 struct cell_oneshot {
-	const char *image;     /* OCI layout directory */
-	const char *digest;    /* pinned manifest digest */
-	const char *cache;     /* NULL: image_cache_default */
-	const char *state_dir; /* NULL: the runtime's default */
-	const char *runsc;     /* NULL: the default path */
+	const char *image;    /* OCI layout directory */
+	const char *digest;   /* pinned manifest digest */
+	const char *cache;    /* NULL: image_cache_default */
+	const char *run_dir;  /* runsc instances; NULL: the runtime's default */
+	const char *runsc;    /* NULL: the default path */
+	const char *platform; /* NULL: ptrace */
 	bool rootless;
-	unsigned deadline_s; /* 0: the default */
-	const char *code;    /* borrowed */
+	struct sandbox_oci_params oci; /* limits of the sandbox (rootfs is set here) */
+	struct cell_limits lim;	       /* limits of the run */
+	const char *code;	       /* borrowed */
 	size_t code_len;
 };
+
+/* Fill o with the defaults of limits.h (image, digest and code unset). */
+void cell_oneshot_init(struct cell_oneshot *o);
 
 /* Run o. On success *result is the cell's result object (new reference);
  * failing to run at all (bad image, no runsc, not root) returns a negative
