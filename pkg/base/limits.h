@@ -175,3 +175,11 @@
 #define APPL_POLICY_HEADERS_MAX	     32 /* per HTTP server */
 #define APPL_POLICY_HEADER_NAME_MAX  128
 #define APPL_POLICY_HEADER_VALUE_MAX 4096 /* the template, before {env:NAME} is filled */
+
+/* ---- jsonrpc (pkg/jsonrpc) ----------------------------------------------- */
+/* A whole message is capped by its caller (APPL_RPC_MESSAGE_MAX downstream,
+ * APPL_UPSTREAM_MESSAGE_MAX upstream); these bound the parts echoed back or
+ * matched against tables, so a hostile peer cannot make us repeat megabytes. */
+#define APPL_JSONRPC_ID_MAX	       256u  /* bytes of a string id */
+#define APPL_JSONRPC_METHOD_MAX	       256u  /* bytes of a method name */
+#define APPL_JSONRPC_ERROR_MESSAGE_MAX 1024u /* error.message we send, cut at a character */
