@@ -138,6 +138,18 @@
 #define APPL_DONE_GRACE_MS     200
 #define APPL_RUNNER_READ_BLOCK (64u * 1024) /* one read from the runner */
 
+/* ---- policy signatures --------------------------------------------------- */
+/* The files themselves are capped above (APPL_POLICY_FILE_MAX,
+ * APPL_SIGNATURE_FILE_MAX, APPL_KEY_FILE_MAX); these bound what is in them
+ * and around them. */
+#define APPL_SIG_COMMENT_MAX	   1024 /* an untrusted comment line, prefix included */
+#define APPL_TRUSTED_COMMENT_MAX   1024 /* the trusted comment, prefix excluded */
+#define APPL_POLICY_NAME_MAX	   255	/* file:NAME in the trusted comment */
+#define APPL_TRUST_KEYS_MAX	   64	/* keys in one trust directory */
+#define APPL_TRUST_ENTRIES_MAX	   1024 /* entries read from one trust directory */
+#define APPL_TRUST_PATH_DEPTH_MAX  64	/* components of the trust directory path */
+#define APPL_POLICY_STATE_FILE_MAX 1024 /* the rollback state file */
+
 /* ---- policy document (pkg/policy/policy.c) ------------------------------- */
 /* The least value of each per-cell limit above: a policy sets a limit
  * anywhere from its _MIN to its _CEIL (APPL_MEMORY_MB_MIN is above). */
