@@ -151,19 +151,20 @@ enum policy_verdict {
 };
 
 /* Decide whether role may call server.tool, where read_only_hint is what the
- * server's tools/list said (annotations.readOnlyHint == true).
+ * server's tools/list said (annotations.readOnlyHint == true). In order:
  *
- * 1. The tool's access comes from `tools`. An exact entry "server.tool" wins
- *    and its access is the tool's, whatever the hint says. Else a
- *    "server.*" entry applies: with "read" it admits only tools with
- *    read_only_hint (as read; the others need their own entry), with
- *    "write" every tool of the server: read when read_only_hint, else
- *    write. No entry: POLICY_DENY_UNLISTED.
- * 2. The role must exist (else POLICY_DENY_NO_ROLE) and one of its patterns
- *    must be "server.tool" or "server.*" (else POLICY_DENY_ROLE).
- * 3. A write tool needs the role's write: true (else POLICY_DENY_WRITE).
+ * 1. The role must exist (else POLICY_DENY_NO_ROLE; a NULL role is none).
+ * 2. The tool's access comes from `tools`. An exact entry "server.tool" wins
+ *    and its access is the tool's, whatever the hint says. Else a "server.*"
+ *    entry applies: with "read" it admits only tools with read_only_hint
+ *    (as read; the others need their own entry), with "write" every tool of
+ *    the server: read when read_only_hint, else write. No entry admits the
+ *    tool: POLICY_DENY_UNLISTED.
+ * 3. One of the role's patterns must be "server.tool" or "server.*" (else
+ *    POLICY_DENY_ROLE).
+ * 4. A write tool needs the role's write: true (else POLICY_DENY_WRITE).
  * On POLICY_OK *access (may be NULL) holds the tool's access. All arguments
- * are borrowed; NULL server or tool is POLICY_DENY_UNLISTED. */
+ * are borrowed; a NULL p, server or tool is POLICY_DENY_UNLISTED. */
 enum policy_verdict policy_tool_check(const struct policy *p, const char *server, const char *tool,
 				      bool read_only_hint, const char *role,
 				      enum policy_access *access);

@@ -1,0 +1,818 @@
+/* test_policy.c: the policy document parser.
+ *
+ * Data-driven like jansson's suites: every file in tests/data/policy/valid
+ * must parse, every file in tests/data/policy/invalid must be refused with
+ * exactly the message in its .err sidecar. The examples in policy/ must
+ * parse. The tests below cover what a file cannot say: values read back,
+ * defaults, layout resolution, caps, and the tool access rules.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/fs.h"
+#include "policy/policy.h"
+
+#define DATA	"tests/data/policy"
+#define DIGEST	"sha256:3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c"
+#define HASH1	"4f2a0c8e9b1d7e6a5c3b2a19f8e7d6c5b4a39281706f5e4d3c2b1a0918273645"
+#define BASEDIR "/etc/appliance"
+
+/* The required fields; tests append the rest (starting with a comma). */
+#define HEAD                                                                                       \
+	"{\"policy_version\": 1, \"serial\": 5, \"expires\": \"2027-01-31T00:00:00Z\", "           \
+	"\"image\": {\"layout\": \"img\", \"digest\": \"" DIGEST "\"}"
+
+static struct policy *parse_str(const char *s, const char *base, struct appl_err *err)
+{
+	struct policy *p = NULL;
+	int rc = policy_parse(s, strlen(s), base, &p, err);
+
+	if (rc < 0)
+		assert_null(p);
+	else
+		assert_non_null(p);
+	return p;
+}
+
+/* HEAD, then extra, then the closing brace. */
+static struct policy *parse_with(const char *extra, struct appl_err *err)
+{
+	char doc[8192];
+
+	assert_true((size_t)snprintf(doc, sizeof(doc), "%s%s}", HEAD, extra) < sizeof(doc));
+	return parse_str(doc, BASEDIR, err);
+}
+
+static struct policy *parse_file(const char *path, const char *base, struct appl_err *err)
+{
+	struct policy *p = NULL;
+	char *buf;
+	size_t len;
+
+	assert_int_equal(appl_file_read(path, APPL_POLICY_FILE_MAX + 1, &buf, &len, err), 0);
+	policy_parse(buf, len, base, &p, err);
+	free(buf);
+	return p;
+}
+
+/* The names in dir ending in suffix, sorted; returns how many (names is a
+ * new array of new strings). */
+static size_t dir_list(const char *dir, const char *suffix, char ***names)
+{
+	struct dirent **ents;
+	size_t n = 0, slen = strlen(suffix);
+	int count = scandir(dir, &ents, NULL, alphasort);
+
+	assert_true(count >= 0);
+	*names = calloc((size_t)count + 1, sizeof(char *));
+	assert_non_null(*names);
+	for (int i = 0; i < count; i++) {
+		size_t len = strlen(ents[i]->d_name);
+		if (len > slen && strcmp(ents[i]->d_name + len - slen, suffix) == 0)
+			(*names)[n++] = strdup(ents[i]->d_name);
+		free(ents[i]);
+	}
+	free(ents);
+	return n;
+}
+
+static void names_free(char **names)
+{
+	for (size_t i = 0; names[i]; i++)
+		free(names[i]);
+	free(names);
+}
+
+/* ---- data-driven ---------------------------------------------------------- */
+
+static void test_valid_files(void **state)
+{
+	char **names, path[512];
+	size_t n = dir_list(DATA "/valid", ".json", &names);
+	int failed = 0;
+
+	(void)state;
+	assert_true(n >= 20);
+	for (size_t i = 0; i < n; i++) {
+		struct appl_err err = {0};
+		snprintf(path, sizeof(path), "%s/valid/%s", DATA, names[i]);
+		struct policy *p = parse_file(path, BASEDIR, &err);
+		if (!p) {
+			print_error("%s: refused: %s\n", path, err.msg);
+			failed++;
+		}
+		policy_free(p);
+	}
+	names_free(names);
+	assert_int_equal(failed, 0);
+}
+
+static void test_invalid_files(void **state)
+{
+	char **names, path[512];
+	size_t n = dir_list(DATA "/invalid", ".json", &names);
+	int failed = 0;
+
+	(void)state;
+	assert_true(n >= 200);
+	for (size_t i = 0; i < n; i++) {
+		struct appl_err err = {0};
+		char *want;
+		size_t wlen;
+
+		snprintf(path, sizeof(path), "%s/invalid/%.*s.err", DATA,
+			 (int)(strlen(names[i]) - 5), names[i]);
+		assert_int_equal(appl_file_read(path, 4096, &want, &wlen, &err), 0);
+		while (wlen > 0 && want[wlen - 1] == '\n')
+			want[--wlen] = '\0';
+		snprintf(path, sizeof(path), "%s/invalid/%s", DATA, names[i]);
+		struct policy *p = parse_file(path, BASEDIR, &err);
+		if (p) {
+			print_error("%s: accepted\n", path);
+			failed++;
+		} else if (strcmp(err.msg, want) != 0) {
+			print_error("%s:\n  got  %s\n  want %s\n", path, err.msg, want);
+			failed++;
+		} else if (err.code != -EINVAL && err.code != -E2BIG) {
+			print_error("%s: code %d\n", path, err.code);
+			failed++;
+		}
+		policy_free(p);
+		free(want);
+	}
+	names_free(names);
+	assert_int_equal(failed, 0);
+}
+
+/* Every example in policy/ parses; its layout is ../build/image beside it. */
+static void test_examples(void **state)
+{
+	char **names, path[512], dir[PATH_MAX];
+	size_t n = dir_list("policy", ".json", &names);
+
+	(void)state;
+	assert_non_null(realpath("policy", dir));
+	assert_true(n >= 4);
+	for (size_t i = 0; i < n; i++) {
+		struct appl_err err = {0};
+		snprintf(path, sizeof(path), "policy/%s", names[i]);
+		struct policy *p = parse_file(path, dir, &err);
+		if (!p)
+			fail_msg("%s: %s", path, err.msg);
+		assert_int_equal(policy_http_used(p), false);
+		assert_true(strncmp(policy_image_layout(p), dir, strlen(dir)) == 0);
+		assert_string_equal(policy_image_layout(p) + strlen(dir), "/../build/image");
+		policy_free(p);
+	}
+	names_free(names);
+}
+
+/* ---- values read back ------------------------------------------------------ */
+
+static void test_defaults(void **state)
+{
+	struct appl_err err = {0};
+	struct policy_limits l, d;
+	struct policy *p = parse_with("", &err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(policy_serial(p), 5);
+	assert_int_equal(policy_expires(p), 1801353600);
+	assert_string_equal(policy_image_digest(p), DIGEST);
+	assert_string_equal(policy_image_layout(p), BASEDIR "/img");
+	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
+	assert_string_equal(policy_runtime_platform(p), "ptrace");
+	assert_false(policy_runtime_rootless(p));
+	policy_limits_get(p, &l);
+	assert_int_equal(l.deadline_s, APPL_DEADLINE_S_DEF);
+	assert_int_equal(l.max_calls, APPL_MAX_CALLS_DEF);
+	assert_int_equal(l.call_timeout_s, APPL_CALL_TIMEOUT_S_DEF);
+	assert_int_equal(l.max_args_bytes, APPL_MAX_ARGS_BYTES_DEF);
+	assert_int_equal(l.max_result_bytes, APPL_MAX_RESULT_BYTES_DEF);
+	assert_int_equal(l.max_output_bytes, APPL_MAX_OUTPUT_BYTES_DEF);
+	assert_int_equal(l.stop_output_bytes, APPL_STOP_OUTPUT_BYTES_DEF);
+	assert_int_equal(l.memory_mb, APPL_MEMORY_MB_DEF);
+	assert_int_equal(l.pids, APPL_PIDS_DEF);
+	assert_int_equal(l.nofile, APPL_NOFILE_DEF);
+	assert_int_equal(l.tmpfs_mb, APPL_TMPFS_MB_DEF);
+	assert_int_equal(l.concurrency, APPL_CONCURRENCY_DEF);
+	assert_int_equal(l.cells, APPL_CELLS_DEF);
+	assert_int_equal(l.pool, APPL_POOL_DEF);
+	policy_limits_default(&d);
+	assert_memory_equal(&l, &d, sizeof(l));
+	assert_int_equal(policy_server_count(p), 0);
+	assert_null(policy_server_get(p, 0));
+	assert_null(policy_server_find(p, "toy"));
+	assert_false(policy_http_used(p));
+	assert_int_equal(policy_role_count(p), 0);
+	assert_null(policy_role_get(p, 0));
+	assert_null(policy_client_default_role(p));
+	assert_int_equal(policy_token_count(p), 0);
+	assert_null(policy_token_get(p, 0));
+	assert_null(policy_audit_path(p));
+	policy_free(p);
+}
+
+static void test_limits_read(void **state)
+{
+	struct appl_err err = {0};
+	struct policy_limits l;
+	struct policy *p = parse_with(
+		", \"limits\": {\"deadline_s\": 11, \"max_calls\": 12, \"call_timeout_s\": 13, "
+		"\"max_args_bytes\": 14, \"max_result_bytes\": 15, \"max_output_bytes\": 16, "
+		"\"stop_output_bytes\": 17, \"memory_mb\": 18, \"pids\": 19, \"nofile\": 20, "
+		"\"tmpfs_mb\": 21, \"concurrency\": 22, \"cells\": 23, \"pool\": 0}",
+		&err);
+
+	(void)state;
+	assert_non_null(p);
+	policy_limits_get(p, &l);
+	assert_int_equal(l.deadline_s, 11);
+	assert_int_equal(l.max_calls, 12);
+	assert_int_equal(l.call_timeout_s, 13);
+	assert_int_equal(l.max_args_bytes, 14);
+	assert_int_equal(l.max_result_bytes, 15);
+	assert_int_equal(l.max_output_bytes, 16);
+	assert_int_equal(l.stop_output_bytes, 17);
+	assert_int_equal(l.memory_mb, 18);
+	assert_int_equal(l.pids, 19);
+	assert_int_equal(l.nofile, 20);
+	assert_int_equal(l.tmpfs_mb, 21);
+	assert_int_equal(l.concurrency, 22);
+	assert_int_equal(l.cells, 23);
+	assert_int_equal(l.pool, 0);
+	policy_free(p);
+}
+
+/* Each limit against the constants of limits.h: min and ceiling accepted,
+ * one past either refused with the range in the message. */
+static void test_limits_each_side(void **state)
+{
+	static const struct {
+		const char *name;
+		long min, ceil;
+		const char *with; /* keeps max_output_bytes <= stop_output_bytes */
+	} lims[] = {
+		{"deadline_s", APPL_DEADLINE_S_MIN, APPL_DEADLINE_S_CEIL, ""},
+		{"max_calls", APPL_MAX_CALLS_MIN, APPL_MAX_CALLS_CEIL, ""},
+		{"call_timeout_s", APPL_CALL_TIMEOUT_S_MIN, APPL_CALL_TIMEOUT_S_CEIL, ""},
+		{"max_args_bytes", APPL_MAX_ARGS_BYTES_MIN, APPL_MAX_ARGS_BYTES_CEIL, ""},
+		{"max_result_bytes", APPL_MAX_RESULT_BYTES_MIN, APPL_MAX_RESULT_BYTES_CEIL, ""},
+		{"max_output_bytes", APPL_MAX_OUTPUT_BYTES_MIN, APPL_MAX_OUTPUT_BYTES_CEIL,
+		 ", \"stop_output_bytes\": 16777216"},
+		{"stop_output_bytes", APPL_STOP_OUTPUT_BYTES_MIN, APPL_STOP_OUTPUT_BYTES_CEIL,
+		 ", \"max_output_bytes\": 1"},
+		{"memory_mb", APPL_MEMORY_MB_MIN, APPL_MEMORY_MB_CEIL, ""},
+		{"pids", APPL_PIDS_MIN, APPL_PIDS_CEIL, ""},
+		{"nofile", APPL_NOFILE_MIN, APPL_NOFILE_CEIL, ""},
+		{"tmpfs_mb", APPL_TMPFS_MB_MIN, APPL_TMPFS_MB_CEIL, ""},
+		{"concurrency", APPL_CONCURRENCY_MIN, APPL_CONCURRENCY_CEIL, ""},
+		{"cells", APPL_CELLS_MIN, APPL_CELLS_CEIL, ""},
+		{"pool", APPL_POOL_MIN, APPL_POOL_CEIL, ""},
+	};
+
+	(void)state;
+	assert_int_equal(APPL_NOFILE_MIN, 16);
+	assert_int_equal(APPL_POOL_MIN, 0);
+	for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
+		const long vals[] = {lims[i].min - 1, lims[i].min, lims[i].ceil, lims[i].ceil + 1};
+		for (size_t j = 0; j < 4; j++) {
+			struct appl_err err = {0};
+			char extra[256], want[256];
+			snprintf(extra, sizeof(extra), ", \"limits\": {\"%s\": %ld%s}",
+				 lims[i].name, vals[j], lims[i].with);
+			struct policy *p = parse_with(extra, &err);
+			if (j == 1 || j == 2) {
+				if (!p)
+					fail_msg("%s = %ld refused: %s", lims[i].name, vals[j],
+						 err.msg);
+				policy_free(p);
+				continue;
+			}
+			snprintf(want, sizeof(want),
+				 "limits.%s: must be an integer between %ld and %ld", lims[i].name,
+				 lims[i].min, lims[i].ceil);
+			assert_null(p);
+			assert_string_equal(err.msg, want);
+		}
+	}
+}
+
+static void test_output_limits_cross_check(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p;
+
+	(void)state;
+	p = parse_with(", \"limits\": {\"max_output_bytes\": 100, \"stop_output_bytes\": 100}",
+		       &err);
+	assert_non_null(p);
+	policy_free(p);
+	p = parse_with(", \"limits\": {\"max_output_bytes\": 101, \"stop_output_bytes\": 100}",
+		       &err);
+	assert_null(p);
+	assert_string_equal(
+		err.msg, "limits.max_output_bytes: must not exceed limits.stop_output_bytes (100)");
+}
+
+static void test_expires(void **state)
+{
+	static const struct {
+		const char *s;
+		int64_t t;
+	} ok[] = {
+		{"1970-01-01T00:00:00Z", 0},
+		{"1969-12-31T23:59:59Z", -1},
+		{"0000-01-01T00:00:00Z", -62167219200},
+		{"2000-03-01T12:34:56Z", 951914096},
+		{"2027-01-31T00:00:00Z", 1801353600},
+		{"2028-02-29T23:59:59Z", 1835481599},
+		{"9999-12-31T23:59:59Z", 253402300799},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct appl_err err = {0};
+		char doc[512];
+		snprintf(doc, sizeof(doc),
+			 "{\"policy_version\": 1, \"serial\": 1, \"expires\": \"%s\", \"image\": "
+			 "{\"layout\": \"/i\", \"digest\": \"" DIGEST "\"}}",
+			 ok[i].s);
+		struct policy *p = parse_str(doc, NULL, &err);
+		if (!p)
+			fail_msg("%s: %s", ok[i].s, err.msg);
+		assert_int_equal(policy_expires(p), ok[i].t);
+		policy_free(p);
+	}
+}
+
+static void test_layout_resolution(void **state)
+{
+	static const struct {
+		const char *layout, *base, *want;
+	} cases[] = {
+		{"../build/image", "/work/policy", "/work/policy/../build/image"},
+		{"image", "/etc/appliance/", "/etc/appliance/image"},
+		{"image", "/", "/image"},
+		{"/var/lib/appliance/image", "/etc/appliance", "/var/lib/appliance/image"},
+		{"/var/lib/appliance/image", NULL, "/var/lib/appliance/image"},
+		{"image", "relative/dir", "relative/dir/image"},
+		{"image", "", "image"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct appl_err err = {0};
+		char doc[512];
+		snprintf(doc, sizeof(doc),
+			 "{\"policy_version\": 1, \"serial\": 1, \"expires\": "
+			 "\"2027-01-31T00:00:00Z\", \"image\": {\"layout\": \"%s\", \"digest\": "
+			 "\"" DIGEST "\"}}",
+			 cases[i].layout);
+		struct policy *p = parse_str(doc, cases[i].base, &err);
+		if (!p)
+			fail_msg("%s: %s", cases[i].layout, err.msg);
+		assert_string_equal(policy_image_layout(p), cases[i].want);
+		policy_free(p);
+	}
+}
+
+static void test_layout_relative_without_base(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_str(HEAD "}", NULL, &err);
+
+	(void)state;
+	assert_null(p);
+	assert_int_equal(err.code, -EINVAL);
+	assert_string_equal(err.msg,
+			    "image.layout: relative, and no policy directory to resolve it");
+}
+
+static void test_layout_too_long_resolved(void **state)
+{
+	struct appl_err err = {0};
+	char base[PATH_MAX];
+	struct policy *p;
+
+	(void)state;
+	memset(base, 'd', sizeof(base) - 4);
+	base[0] = '/';
+	base[sizeof(base) - 4] = '\0';
+	p = parse_str(HEAD "}", base, &err);
+	assert_null(p);
+	assert_string_equal(err.msg, "image.layout: longer than 4095 bytes once resolved");
+}
+
+static void test_servers_read(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_file(DATA "/valid/full.json", BASEDIR, &err);
+	const struct policy_server *s;
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(policy_server_count(p), 2);
+	assert_true(policy_http_used(p));
+	/* sorted by name, whatever the file's order */
+	s = policy_server_get(p, 0);
+	assert_string_equal(s->name, "remote");
+	assert_int_equal(s->kind, POLICY_SERVER_HTTP);
+	assert_string_equal(s->url, "https://mcp.example.com/mcp");
+	assert_int_equal(s->nheaders, 1);
+	assert_string_equal(s->headers[0].name, "Authorization");
+	assert_string_equal(s->headers[0].value, "Bearer {env:REMOTE_TOKEN}");
+	assert_null(s->argv);
+	assert_int_equal(s->argc, 0);
+	assert_null(s->cwd);
+	s = policy_server_get(p, 1);
+	assert_ptr_equal(s, policy_server_find(p, "toy"));
+	assert_int_equal(s->kind, POLICY_SERVER_STDIO);
+	assert_int_equal(s->argc, 2);
+	assert_string_equal(s->argv[0], "/usr/bin/node");
+	assert_string_equal(s->argv[1], "/srv/toy/server.js");
+	assert_null(s->argv[2]);
+	assert_int_equal(s->nenv, 1);
+	assert_string_equal(s->env[0], "HOME");
+	assert_null(s->env[1]);
+	assert_string_equal(s->cwd, "/srv/toy");
+	assert_null(s->url);
+	assert_null(policy_server_get(p, 2));
+	assert_null(policy_server_find(p, "tox"));
+	assert_null(policy_server_find(p, NULL));
+	assert_int_equal(policy_serial(p), 7);
+	assert_string_equal(policy_audit_path(p), "/var/log/appliance/audit.jsonl");
+	policy_free(p);
+}
+
+static void test_stdio_only_not_http(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(", \"servers\": {\"b\": {\"command\": [\"/bin/b\"]}, \"a\": "
+				      "{\"command\": [\"/bin/a\"], \"env\": []}}",
+				      &err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_false(policy_http_used(p));
+	assert_string_equal(policy_server_get(p, 0)->name, "a");
+	assert_int_equal(policy_server_get(p, 0)->nenv, 0);
+	assert_null(policy_server_get(p, 0)->env[0]);
+	assert_null(policy_server_get(p, 1)->env);
+	policy_free(p);
+}
+
+static void test_roles_and_clients_read(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_file(DATA "/valid/tokens-two.json", BASEDIR, &err);
+	const struct policy_role *r;
+	const struct policy_token *t;
+	unsigned char h[POLICY_TOKEN_HASH_LEN];
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(policy_role_count(p), 2);
+	r = policy_role_get(p, 0);
+	assert_string_equal(r->name, "admin");
+	assert_true(r->write);
+	assert_int_equal(r->ntools, 1);
+	assert_string_equal(r->tools[0], "toy.*");
+	assert_null(r->tools[1]);
+	r = policy_role_find(p, "reader");
+	assert_non_null(r);
+	assert_false(r->write);
+	assert_int_equal(r->ntools, 2);
+	assert_null(policy_role_find(p, "nobody"));
+	assert_null(policy_role_find(p, NULL));
+	assert_string_equal(policy_client_default_role(p), "reader");
+	assert_int_equal(policy_token_count(p), 2);
+	t = policy_token_get(p, 1);
+	assert_string_equal(t->name, "dash-board_2");
+	assert_string_equal(t->role, "reader");
+	t = policy_token_get(p, 0);
+	assert_string_equal(t->name, "ci");
+	assert_string_equal(t->role, "admin");
+	for (size_t i = 0; i < sizeof(h); i++) {
+		unsigned v;
+		assert_int_equal(sscanf(HASH1 + 2 * i, "%2x", &v), 1);
+		h[i] = (unsigned char)v;
+	}
+	assert_memory_equal(t->sha256, h, sizeof(h));
+	assert_ptr_equal(policy_token_match(p, h), t);
+	h[31] ^= 1;
+	assert_null(policy_token_match(p, h));
+	assert_null(policy_token_match(p, NULL));
+	policy_free(p);
+}
+
+static void test_runtime_read(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_file(DATA "/valid/rootless-kvm.json", BASEDIR, &err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_string_equal(policy_runtime_platform(p), "kvm");
+	assert_true(policy_runtime_rootless(p));
+	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
+	policy_free(p);
+	p = parse_with(", \"runtime\": {\"runsc\": \"/opt/gvisor/runsc\"}", &err);
+	assert_non_null(p);
+	assert_string_equal(policy_runtime_runsc(p), "/opt/gvisor/runsc");
+	assert_string_equal(policy_runtime_platform(p), "ptrace");
+	policy_free(p);
+}
+
+static void test_serial_max(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_file(DATA "/valid/serial-max.json", BASEDIR, &err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_true(policy_serial(p) == 9223372036854775807ull);
+	policy_free(p);
+	/* past int64: jansson refuses the number itself */
+	p = parse_str("{\"policy_version\": 1, \"serial\": 9223372036854775808}", BASEDIR, &err);
+	assert_null(p);
+	assert_true(strncmp(err.msg, "policy: invalid JSON", 20) == 0);
+}
+
+/* ---- the document as bytes -------------------------------------------------- */
+
+static void test_size_cap(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = NULL;
+	size_t len = APPL_POLICY_FILE_MAX + 1;
+	char *buf = malloc(len);
+
+	(void)state;
+	assert_non_null(buf);
+	memset(buf, ' ', len);
+	memcpy(buf, HEAD "}", strlen(HEAD "}"));
+	assert_int_equal(policy_parse(buf, len, BASEDIR, &p, &err), -EFBIG);
+	assert_null(p);
+	/* the same bytes one shorter are a policy (trailing spaces) */
+	assert_int_equal(policy_parse(buf, len - 1, BASEDIR, &p, &err), 0);
+	policy_free(p);
+	free(buf);
+}
+
+static void test_depth_cap(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = NULL;
+	const char *deep = "{\"a\":[[[[[[[1]]]]]]]}"; /* 8 levels: parsed, then refused */
+	const char *deeper = "{\"a\":[[[[[[[[1]]]]]]]]}";
+
+	(void)state;
+	assert_int_equal(policy_parse(deep, strlen(deep), BASEDIR, &p, &err), -EINVAL);
+	assert_string_equal(err.msg, "a: unknown key");
+	assert_int_equal(policy_parse(deeper, strlen(deeper), BASEDIR, &p, &err), -E2BIG);
+	assert_null(p);
+}
+
+static void test_json_errors(void **state)
+{
+	static const char *const docs[] = {
+		"",
+		"{",
+		HEAD "} {}",
+		HEAD ", \"audit\": {\"path\": \"/a\\u0000b\"}}",
+		HEAD ",}",
+		"{'policy_version': 1}",
+		"\xef\xbb\xbf{}",
+		HEAD ", \"limits\": {\"pool\": NaN}}",
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		struct appl_err err = {0};
+		assert_null(parse_str(docs[i], BASEDIR, &err));
+		assert_int_equal(err.code, -EINVAL);
+		if (strncmp(err.msg, "policy: invalid JSON", 20) != 0)
+			fail_msg("doc %zu: %s", i, err.msg);
+	}
+}
+
+/* Bytes past len are never read: a policy cut short is refused even when
+ * the buffer goes on, and no NUL is needed. */
+static void test_not_nul_terminated(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = NULL;
+	const char *doc = HEAD "}";
+	size_t len = strlen(doc);
+	char *buf = malloc(len);
+
+	(void)state;
+	assert_non_null(buf);
+	memcpy(buf, doc, len);
+	assert_int_equal(policy_parse(buf, len, BASEDIR, &p, &err), 0);
+	policy_free(p);
+	assert_int_equal(policy_parse(buf, len - 1, BASEDIR, &p, &err), -EINVAL);
+	free(buf);
+}
+
+static void test_duplicate_paths(void **state)
+{
+	static const struct {
+		const char *extra, *want;
+	} cases[] = {
+		{", \"serial\": 6", "serial: duplicate key"},
+		{", \"limits\": {\"pool\": 1, \"pids\": 2, \"pool\": 3}",
+		 "limits.pool: duplicate key"},
+		{", \"servers\": {\"a\": {\"command\": [\"/a\"], \"env\": [\"X\"], \"env\": []}}",
+		 "servers.a.env: duplicate key"},
+		{", \"clients\": {\"tokens\": [{}, {\"name\": \"x\"}, {\"role\": \"r\", "
+		 "\"s\": \"{\\\"role\\\": 1, [\", \"role\": \"q\"}]}",
+		 "clients.tokens[2].role: duplicate key"},
+		{", \"roles\": {\"r\": {\"tools\": [\"a,b\", \"}\"], \"write\": true, \"write\": "
+		 "false}}",
+		 "roles.r.write: duplicate key"},
+		{", \"tools\": {\"a.\\u0062\": {}, \"a.b\": {}}", "tools.a.b: duplicate key"},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct appl_err err = {0};
+		assert_null(parse_with(cases[i].extra, &err));
+		assert_int_equal(err.code, -EINVAL);
+		assert_string_equal(err.msg, cases[i].want);
+	}
+}
+
+static void test_api_misuse(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = (struct policy *)&err;
+
+	(void)state;
+	assert_int_equal(policy_parse(HEAD "}", strlen(HEAD "}"), BASEDIR, NULL, &err), -EINVAL);
+	assert_int_equal(policy_parse(NULL, 5, BASEDIR, &p, &err), -EINVAL);
+	assert_null(p);
+	assert_int_equal(policy_parse(NULL, 0, BASEDIR, &p, &err), -EINVAL);
+	assert_null(p);
+	/* a NULL err is allowed */
+	assert_int_equal(policy_parse("[]", 2, BASEDIR, &p, NULL), -EINVAL);
+	assert_int_equal(policy_parse("{\"a\":1,\"a\":2}", 13, BASEDIR, &p, NULL), -EINVAL);
+	policy_free(NULL);
+}
+
+/* ---- tool access -------------------------------------------------------------- */
+
+#define ACCESS_POLICY                                                                              \
+	", \"servers\": {\"a\": {\"command\": [\"/bin/a\"]}, \"ab\": {\"command\": "               \
+	"[\"/bin/ab\"]}, "                                                                         \
+	"\"b\": {\"command\": [\"/bin/b\"]}, \"c\": {\"command\": [\"/bin/c\"]}}, "                \
+	"\"tools\": {\"a.*\": {\"access\": \"read\"}, \"a.put\": {\"access\": \"write\"}, "        \
+	"\"a.peek\": {\"access\": \"read\"}, \"ab.*\": {\"access\": \"write\"}, "                  \
+	"\"b.*\": {\"access\": \"write\"}, \"b.get\": {\"access\": \"read\"}, "                    \
+	"\"c.only\": {\"access\": \"write\"}}, "                                                   \
+	"\"roles\": {\"reader\": {\"tools\": [\"a.*\", \"b.*\", \"c.*\"]}, "                       \
+	"\"writer\": {\"tools\": [\"a.*\", \"b.*\", \"c.*\"], \"write\": true}, "                  \
+	"\"narrow\": {\"tools\": [\"a.peek\", \"b.get\"], \"write\": true}, "                      \
+	"\"none\": {\"tools\": []}}, \"clients\": {\"default_role\": \"reader\"}"
+
+static void test_tool_access(void **state)
+{
+	enum { R = POLICY_ACCESS_READ, W = POLICY_ACCESS_WRITE, NA = -1 };
+	static const struct {
+		const char *server, *tool;
+		bool hint;
+		const char *role;
+		enum policy_verdict want;
+		int access;
+	} cases[] = {
+		/* "a.*": read admits only hinted tools, as reads */
+		{"a", "list", true, "reader", POLICY_OK, R},
+		{"a", "list", false, "reader", POLICY_DENY_UNLISTED, NA},
+		{"a", "list", false, "writer", POLICY_DENY_UNLISTED, NA},
+		/* an exact entry wins over the hint, both ways */
+		{"a", "put", false, "writer", POLICY_OK, W},
+		{"a", "put", true, "writer", POLICY_OK, W},
+		{"a", "put", true, "reader", POLICY_DENY_WRITE, NA},
+		{"a", "peek", false, "reader", POLICY_OK, R},
+		/* "b.*": write admits everything; hinted tools stay reads */
+		{"b", "anything", false, "reader", POLICY_DENY_WRITE, NA},
+		{"b", "anything", true, "reader", POLICY_OK, R},
+		{"b", "anything", false, "writer", POLICY_OK, W},
+		{"b", "get", false, "reader", POLICY_OK, R},
+		/* c has one exact entry and no wildcard */
+		{"c", "only", false, "writer", POLICY_OK, W},
+		{"c", "other", true, "writer", POLICY_DENY_UNLISTED, NA},
+		/* the role's patterns */
+		{"a", "peek", false, "narrow", POLICY_OK, R},
+		{"b", "get", true, "narrow", POLICY_OK, R},
+		{"a", "list", true, "narrow", POLICY_DENY_ROLE, NA},
+		{"ab", "x", false, "writer", POLICY_DENY_ROLE, NA},
+		{"a", "list", true, "none", POLICY_DENY_ROLE, NA},
+		{"a", "list", true, "ghost", POLICY_DENY_NO_ROLE, NA},
+		{"a", "list", true, NULL, POLICY_DENY_NO_ROLE, NA},
+		/* names that look like patterns or prefixes */
+		{"zz", "x", true, "writer", POLICY_DENY_UNLISTED, NA},
+		{"a", "*", false, "writer", POLICY_DENY_UNLISTED, NA},
+		{"b", "*", false, "reader", POLICY_DENY_WRITE, NA},
+		{"a", "peek.x", false, "writer", POLICY_DENY_UNLISTED, NA},
+		{"a", "pee", false, "writer", POLICY_DENY_UNLISTED, NA},
+		{"", "a.peek", false, "writer", POLICY_DENY_UNLISTED, NA},
+		{"a", "", true, "writer", POLICY_OK, R},
+		{NULL, "peek", false, "writer", POLICY_DENY_UNLISTED, NA},
+		{"a", NULL, false, "writer", POLICY_DENY_UNLISTED, NA},
+	};
+	struct appl_err err = {0};
+	struct policy *p = parse_with(ACCESS_POLICY, &err);
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		enum policy_access acc = (enum policy_access)99;
+		enum policy_verdict v = policy_tool_check(p, cases[i].server, cases[i].tool,
+							  cases[i].hint, cases[i].role, &acc);
+		if (v != cases[i].want)
+			fail_msg("case %zu (%s.%s, %s): verdict %d, want %d", i, cases[i].server,
+				 cases[i].tool, cases[i].role, v, cases[i].want);
+		assert_int_equal(policy_tool_access(p, cases[i].server, cases[i].tool,
+						    cases[i].hint, cases[i].role, NULL),
+				 v == POLICY_OK);
+		if (v == POLICY_OK)
+			assert_int_equal(acc, cases[i].access);
+		else
+			assert_int_equal(acc, 99);
+	}
+	assert_int_equal(policy_tool_check(NULL, "a", "peek", false, "reader", NULL),
+			 POLICY_DENY_UNLISTED);
+	policy_free(p);
+}
+
+static void test_examples_access(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_file("policy/filesystem-readonly.json", "/p", &err);
+	enum policy_access acc;
+
+	(void)state;
+	assert_non_null(p);
+	const char *role = policy_client_default_role(p);
+	assert_string_equal(role, "reader");
+	assert_true(policy_tool_access(p, "files", "read_text_file", false, role, &acc));
+	assert_int_equal(acc, POLICY_ACCESS_READ);
+	/* a server that calls write_file read-only still does not get it */
+	assert_false(policy_tool_access(p, "files", "write_file", true, role, &acc));
+	assert_false(policy_tool_access(p, "files", "edit_file", false, role, &acc));
+	policy_free(p);
+}
+
+static void test_verdict_text(void **state)
+{
+	(void)state;
+	assert_string_equal(policy_verdict_text(POLICY_OK), "allowed");
+	assert_string_equal(policy_verdict_text(POLICY_DENY_UNLISTED), "not allowed by the policy");
+	assert_non_null(policy_verdict_text(POLICY_DENY_ROLE));
+	assert_non_null(policy_verdict_text(POLICY_DENY_WRITE));
+	assert_non_null(policy_verdict_text(POLICY_DENY_NO_ROLE));
+	assert_string_equal(policy_verdict_text((enum policy_verdict)77), "not allowed");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_valid_files),
+		cmocka_unit_test(test_invalid_files),
+		cmocka_unit_test(test_examples),
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_limits_read),
+		cmocka_unit_test(test_limits_each_side),
+		cmocka_unit_test(test_output_limits_cross_check),
+		cmocka_unit_test(test_expires),
+		cmocka_unit_test(test_layout_resolution),
+		cmocka_unit_test(test_layout_relative_without_base),
+		cmocka_unit_test(test_layout_too_long_resolved),
+		cmocka_unit_test(test_servers_read),
+		cmocka_unit_test(test_stdio_only_not_http),
+		cmocka_unit_test(test_roles_and_clients_read),
+		cmocka_unit_test(test_runtime_read),
+		cmocka_unit_test(test_serial_max),
+		cmocka_unit_test(test_size_cap),
+		cmocka_unit_test(test_depth_cap),
+		cmocka_unit_test(test_json_errors),
+		cmocka_unit_test(test_not_nul_terminated),
+		cmocka_unit_test(test_duplicate_paths),
+		cmocka_unit_test(test_api_misuse),
+		cmocka_unit_test(test_tool_access),
+		cmocka_unit_test(test_examples_access),
+		cmocka_unit_test(test_verdict_text),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
