@@ -1,0 +1,834 @@
+/* toy_server.c: a small MCP server over stdio, the appliance's test upstream.
+ *
+ * Newline-delimited JSON-RPC on stdin and stdout (pkg/jsonrpc), one thread,
+ * one event loop (pkg/loop): a `sleep` call is a timerfd, so calls overlap
+ * and are answered in the order their timers fire, and the server can tell
+ * how many were in flight at once. Logs go to stderr only: stdout is the
+ * protocol. See tests/toy/README.md for the tools and options.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "json/json.h"
+#include "jsonrpc/jsonrpc.h"
+#include "loop/loop.h"
+
+#define TOY_IN_LINE_MAX	  APPL_UPSTREAM_MESSAGE_MAX /* what the appliance may send */
+#define TOY_OUT_LINE_MAX  (32u * 1024 * 1024)	    /* room for `bytes` up to its cap */
+#define TOY_OUT_QUEUE_MAX (256u * 1024 * 1024)	    /* a client that stops reading */
+#define TOY_READ_BLOCK	  (64u * 1024)
+#define TOY_PAGE_SIZE	  4
+#define TOY_SLEEP_MS_MAX  60000
+#define TOY_BYTES_MAX	  (16 * 1024 * 1024)
+#define TOY_DEPTH_MAX	  1000
+
+static const char *const toy_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
+					   NULL};
+
+/* A sleep call waiting for its timer. */
+struct call {
+	struct call *next;
+	json_t *id;
+	int tfd;
+	json_int_t ms;
+};
+
+struct toy {
+	struct loop *loop;
+	char *in; /* a partial line, TOY_IN_LINE_MAX at most */
+	size_t in_len;
+	int in_discard; /* skipping the rest of an over-long line */
+	char *out;	/* queued output, out[out_off..out_len) still to write */
+	size_t out_len, out_off;
+	int initialized; /* initialize answered */
+	int stop;	 /* 0 running, 1 clean exit, 2 exit with status 3 */
+	unsigned long calls;
+	long die_after;		 /* -1: never */
+	long list_changed_after; /* -1: never */
+	int list_changed;	 /* the notification was sent: `late` is listed */
+	int fail_init;
+	struct call *sleeping;
+	unsigned inflight, peak;
+	json_t *tools; /* every tool, `late` last */
+	char *note;
+};
+
+static void toy_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static void toy_log(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("toy: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+}
+
+/* ---- the tools ---------------------------------------------------------------- */
+
+#define OBJ_NO_EXTRA "\"type\":\"object\",\"additionalProperties\":false"
+#define RO	     "\"annotations\":{\"readOnlyHint\":true}"
+
+/* Each tool as the JSON tools/list gives; parsed once at start. */
+static const char *const tool_json[] = {
+	"{\"name\":\"add\",\"description\":\"Add two integers.\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}},"
+	"\"required\":[\"a\",\"b\"]},\"outputSchema\":{\"type\":\"object\",\"properties\":{"
+	"\"sum\":{\"type\":\"integer\"}},\"required\":[\"sum\"]}," RO "}",
+	"{\"name\":\"echo\",\"description\":\"Return the text.\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{\"text\":{\"type\":\"string\"}},\"required\":[\"text\"]}," RO "}",
+	"{\"name\":\"sleep\",\"description\":\"Answer after ms "
+	"milliseconds.\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{\"ms\":{\"type\":\"integer\",\"minimum\":0,"
+	"\"maximum\":60000}},\"required\":[\"ms\"]}," RO "}",
+	"{\"name\":\"peak\",\"description\":\"Most sleep calls in flight at once since the last "
+	"peak call.\",\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{}}," RO "}",
+	"{\"name\":\"bytes\",\"description\":\"A text of n bytes.\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{\"n\":{\"type\":\"integer\",\"minimum\":0,\"maximum\":16777216}},"
+	"\"required\":[\"n\"]}," RO "}",
+	"{\"name\":\"fail\",\"description\":\"Always a tool error.\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{}}," RO "}",
+	"{\"name\":\"write_note\",\"description\":\"Keep a note (a "
+	"write).\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{\"text\":{\"type\":\"string\"}},\"required\":[\"text\"]},"
+	"\"annotations\":{\"readOnlyHint\":false,\"destructiveHint\":false}}",
+	"{\"name\":\"unsupported\",\"description\":\"Its schema uses unevaluatedProperties.\","
+	"\"inputSchema\":{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}},"
+	"\"unevaluatedProperties\":false}," RO "}",
+	"{\"name\":\"deep\",\"description\":\"A result nested depth "
+	"levels.\",\"inputSchema\":{" OBJ_NO_EXTRA
+	",\"properties\":{\"depth\":{\"type\":\"integer\",\"minimum\":1,"
+	"\"maximum\":1000}},\"required\":[\"depth\"]}," RO "}",
+	"{\"name\":\"late\",\"description\":\"Listed once tools/list_changed was sent.\","
+	"\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{}}," RO "}",
+	NULL,
+};
+
+static json_t *text_content(const char *text, size_t len)
+{
+	return json_pack("[{s:s, s:s%}]", "type", "text", "text", text, len);
+}
+
+/* A result with structuredContent (stolen) and, as MCP asks of tools that
+ * return structured content, the same JSON as a text block. */
+static json_t *structured(json_t *sc)
+{
+	char *text = json_dumps(sc, JSON_COMPACT);
+	json_t *r = NULL;
+
+	if (text)
+		r = json_pack("{s:o, s:o}", "content", text_content(text, strlen(text)),
+			      "structuredContent", sc);
+	else
+		json_decref(sc);
+	free(text);
+	return r;
+}
+
+static json_t *text_result(const char *text)
+{
+	return json_pack("{s:o}", "content", text_content(text, strlen(text)));
+}
+
+/* A tool execution error: MCP reports these in the result, with isError,
+ * so the model can read them. */
+static json_t *tool_error(const char *text)
+{
+	return json_pack("{s:o, s:b}", "content", text_content(text, strlen(text)), "isError", 1);
+}
+
+static int arg_int(const json_t *args, const char *key, json_int_t lo, json_int_t hi,
+		   json_int_t *out)
+{
+	json_t *v = json_object_get(args, key);
+
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+		return -1;
+	*out = json_integer_value(v);
+	return 0;
+}
+
+static const char *arg_str(const json_t *args, const char *key)
+{
+	return json_string_value(json_object_get(args, key));
+}
+
+struct tool {
+	const char *name;
+	const char *const *keys; /* the arguments it takes */
+	/* Returns the result (new), or NULL when the answer comes later (sleep)
+	 * or memory ran out (*deferred says which). */
+	json_t *(*run)(struct toy *t, const json_t *id, const json_t *args, int *deferred);
+};
+
+static json_t *run_add(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	json_int_t a, b, sum;
+
+	(void)t, (void)id, (void)deferred;
+	if (arg_int(args, "a", INT64_MIN, INT64_MAX, &a) < 0 ||
+	    arg_int(args, "b", INT64_MIN, INT64_MAX, &b) < 0)
+		return tool_error("add: a and b must be integers");
+	if (__builtin_add_overflow(a, b, &sum))
+		return tool_error("add: the sum overflows");
+	return structured(json_pack("{s:I}", "sum", sum));
+}
+
+static json_t *run_echo(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	json_t *text = json_object_get(args, "text");
+
+	(void)t, (void)id, (void)deferred;
+	if (!json_is_string(text))
+		return tool_error("echo: text must be a string");
+	return json_pack("{s:o}", "content",
+			 text_content(json_string_value(text), json_string_length(text)));
+}
+
+static void sleep_fired(struct loop *loop, int fd, uint32_t events, void *data);
+
+static json_t *run_sleep(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	struct call *c;
+	json_int_t ms;
+
+	if (arg_int(args, "ms", 0, TOY_SLEEP_MS_MAX, &ms) < 0)
+		return tool_error("sleep: ms must be an integer from 0 to 60000");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->id = jsonrpc_id_copy(id);
+	c->ms = ms;
+	c->tfd = loop_timer_new(NULL);
+	/* 0 would disarm the timer: a zero sleep fires after 1 ns instead. */
+	if (!c->id || c->tfd < 0 || loop_timer_arm(c->tfd, ms ? (uint64_t)ms : 1) < 0 ||
+	    loop_add(t->loop, c->tfd, EPOLLIN, sleep_fired, t, NULL) < 0) {
+		if (c->tfd >= 0)
+			close(c->tfd);
+		json_decref(c->id);
+		free(c);
+		return NULL;
+	}
+	c->next = t->sleeping;
+	t->sleeping = c;
+	if (++t->inflight > t->peak)
+		t->peak = t->inflight;
+	*deferred = 1;
+	return NULL;
+}
+
+static json_t *run_peak(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	unsigned peak = t->peak;
+
+	(void)id, (void)args, (void)deferred;
+	t->peak = t->inflight;
+	return structured(json_pack("{s:i}", "peak", (int)peak));
+}
+
+static json_t *run_bytes(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	static const char pattern[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	json_int_t n;
+	json_t *r;
+	char *buf;
+
+	(void)t, (void)id, (void)deferred;
+	if (arg_int(args, "n", 0, TOY_BYTES_MAX, &n) < 0)
+		return tool_error("bytes: n must be an integer from 0 to 16777216");
+	buf = malloc((size_t)n + 1);
+	if (!buf)
+		return NULL;
+	for (json_int_t i = 0; i < n; i++)
+		buf[i] = pattern[i % (json_int_t)(sizeof(pattern) - 1)];
+	r = json_pack("{s:o}", "content", text_content(buf, (size_t)n));
+	free(buf);
+	return r;
+}
+
+static json_t *run_fail(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	(void)t, (void)id, (void)args, (void)deferred;
+	return tool_error("fail: this tool always fails");
+}
+
+static json_t *run_write_note(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	const char *text = arg_str(args, "text");
+	char msg[64];
+
+	(void)id, (void)deferred;
+	if (!text)
+		return tool_error("write_note: text must be a string");
+	free(t->note);
+	t->note = strdup(text);
+	if (!t->note)
+		return NULL;
+	snprintf(msg, sizeof(msg), "noted %zu bytes", strlen(text));
+	return text_result(msg);
+}
+
+static json_t *run_unsupported(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	(void)t, (void)id, (void)args, (void)deferred;
+	return text_result("unsupported: the call reached the server");
+}
+
+static json_t *run_deep(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	json_int_t depth;
+	json_t *v;
+
+	(void)t, (void)id, (void)deferred;
+	if (arg_int(args, "depth", 1, TOY_DEPTH_MAX, &depth) < 0)
+		return tool_error("deep: depth must be an integer from 1 to 1000");
+	/* depth 1 is {"v":0}; each level more wraps it in {"d":...}. */
+	v = json_pack("{s:i}", "v", 0);
+	for (json_int_t i = 1; v && i < depth; i++)
+		v = json_pack("{s:o}", "d", v);
+	return v ? structured(v) : NULL;
+}
+
+static json_t *run_late(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	(void)t, (void)id, (void)args, (void)deferred;
+	return text_result("late: listed after tools/list_changed");
+}
+
+static const char *const keys_none[] = {NULL};
+static const char *const keys_add[] = {"a", "b", NULL};
+static const char *const keys_text[] = {"text", NULL};
+static const char *const keys_ms[] = {"ms", NULL};
+static const char *const keys_n[] = {"n", NULL};
+static const char *const keys_x[] = {"x", NULL};
+static const char *const keys_depth[] = {"depth", NULL};
+
+/* In the order of tool_json. */
+static const struct tool tools[] = {
+	{"add", keys_add, run_add},
+	{"echo", keys_text, run_echo},
+	{"sleep", keys_ms, run_sleep},
+	{"peak", keys_none, run_peak},
+	{"bytes", keys_n, run_bytes},
+	{"fail", keys_none, run_fail},
+	{"write_note", keys_text, run_write_note},
+	{"unsupported", keys_x, run_unsupported},
+	{"deep", keys_depth, run_deep},
+	{"late", keys_none, run_late},
+};
+#define TOOLS_N		(sizeof(tools) / sizeof(tools[0]))
+#define TOOLS_LISTED(t) ((t)->list_changed ? TOOLS_N : TOOLS_N - 1)
+
+/* ---- output ------------------------------------------------------------------- */
+
+static void out_flush(struct toy *t)
+{
+	while (t->out_off < t->out_len) {
+		ssize_t n = write(STDOUT_FILENO, t->out + t->out_off, t->out_len - t->out_off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			toy_log("stdout: %s", n < 0 ? strerror(errno) : "closed");
+			t->stop = 1;
+			return;
+		}
+		t->out_off += (size_t)n;
+	}
+	if (t->out_off == t->out_len)
+		t->out_off = t->out_len = 0;
+	loop_mod(t->loop, STDOUT_FILENO, t->out_len ? EPOLLOUT : 0);
+}
+
+/* Queue line (stolen) and write what the pipe takes now. */
+static void out_line(struct toy *t, char *line, size_t len)
+{
+	char *grown;
+
+	if (t->out_len + len > TOY_OUT_QUEUE_MAX) {
+		toy_log("the client does not read: %zu bytes queued", t->out_len);
+		free(line);
+		t->stop = 1;
+		return;
+	}
+	if (t->out_off) {
+		memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
+		t->out_len -= t->out_off;
+		t->out_off = 0;
+	}
+	grown = realloc(t->out, t->out_len + len);
+	if (!grown) {
+		free(line);
+		t->stop = 1;
+		return;
+	}
+	t->out = grown;
+	memcpy(t->out + t->out_len, line, len);
+	t->out_len += len;
+	free(line);
+	out_flush(t);
+}
+
+static void send_result(struct toy *t, const json_t *id, json_t *result)
+{
+	struct appl_err err = {0};
+	char *line;
+	size_t len;
+
+	if (!result) {
+		toy_log("out of memory");
+		t->stop = 2;
+		return;
+	}
+	if (jsonrpc_result_encode(id, result, TOY_OUT_LINE_MAX, &line, &len, &err) < 0)
+		toy_log("result: %s", err.msg);
+	else
+		out_line(t, line, len);
+	json_decref(result);
+}
+
+static void send_error(struct toy *t, const json_t *id, int code, const char *msg)
+{
+	struct appl_err err = {0};
+	char *line;
+	size_t len;
+
+	if (jsonrpc_error_encode(id, code, msg, NULL, TOY_OUT_LINE_MAX, &line, &len, &err) < 0)
+		toy_log("error: %s", err.msg);
+	else
+		out_line(t, line, len);
+}
+
+static void send_list_changed(struct toy *t)
+{
+	char *line;
+	size_t len;
+
+	if (jsonrpc_notification_encode("notifications/tools/list_changed", NULL, TOY_OUT_LINE_MAX,
+					&line, &len, NULL) == 0)
+		out_line(t, line, len);
+	t->list_changed = 1;
+	toy_log("sent notifications/tools/list_changed");
+}
+
+/* A call answered (or cancelled): once --list-changed-after N calls have
+ * come in, announce the `late` tool. */
+static void call_done(struct toy *t)
+{
+	if (t->list_changed_after >= 0 && !t->list_changed &&
+	    t->calls >= (unsigned long)t->list_changed_after)
+		send_list_changed(t);
+}
+
+/* ---- sleeping calls ----------------------------------------------------------- */
+
+static struct call *call_unlink(struct toy *t, int tfd, const json_t *id)
+{
+	for (struct call **p = &t->sleeping; *p; p = &(*p)->next) {
+		struct call *c = *p;
+
+		if ((tfd >= 0 && c->tfd == tfd) || (tfd < 0 && jsonrpc_id_equal(c->id, id))) {
+			*p = c->next;
+			loop_del(t->loop, c->tfd);
+			close(c->tfd);
+			t->inflight--;
+			return c;
+		}
+	}
+	return NULL;
+}
+
+static void call_free(struct call *c)
+{
+	json_decref(c->id);
+	free(c);
+}
+
+static void sleep_fired(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	struct toy *t = data;
+	struct call *c = call_unlink(t, fd, NULL);
+	char text[64];
+
+	(void)loop, (void)events;
+	if (!c)
+		return;
+	snprintf(text, sizeof(text), "slept %" PRId64 " ms", (int64_t)c->ms);
+	send_result(t, c->id,
+		    json_pack("{s:o, s:{s:I}}", "content", text_content(text, strlen(text)),
+			      "structuredContent", "slept_ms", c->ms));
+	call_free(c);
+	call_done(t);
+}
+
+/* ---- methods ------------------------------------------------------------------ */
+
+static const char *version_pick(const json_t *params)
+{
+	const char *want = json_string_value(json_object_get(params, "protocolVersion"));
+
+	for (size_t i = 0; want && toy_versions[i]; i++)
+		if (strcmp(want, toy_versions[i]) == 0)
+			return toy_versions[i];
+	/* MCP: a server that does not speak the client's version answers with
+	 * one it does (its latest); the client then decides. */
+	return toy_versions[0];
+}
+
+static void m_initialize(struct toy *t, const struct jsonrpc_msg *m)
+{
+	const json_t *p = m->params;
+
+	if (t->fail_init) {
+		send_error(t, m->id, JSONRPC_INTERNAL_ERROR, "initialize refused (--fail-init)");
+		return;
+	}
+	if (t->initialized) {
+		send_error(t, m->id, JSONRPC_INVALID_REQUEST, "already initialized");
+		return;
+	}
+	if (!json_is_string(json_object_get(p, "protocolVersion"))) {
+		send_error(t, m->id, JSONRPC_INVALID_PARAMS,
+			   "initialize needs params.protocolVersion");
+		return;
+	}
+	t->initialized = 1;
+	toy_log("initialize: client asked %s, answering %s",
+		json_string_value(json_object_get(p, "protocolVersion")), version_pick(p));
+	send_result(t, m->id,
+		    json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}}", "protocolVersion",
+			      version_pick(p), "capabilities", "tools", "listChanged", 1,
+			      "serverInfo", "name", "toy", "version", "1.0.0"));
+}
+
+static void m_ping(struct toy *t, const struct jsonrpc_msg *m)
+{
+	send_result(t, m->id, json_object());
+}
+
+/* The cursor is the index of the page's first tool, as a decimal string:
+ * opaque to the client, checked here. */
+static void m_tools_list(struct toy *t, const struct jsonrpc_msg *m)
+{
+	json_t *cursor = json_object_get(m->params, "cursor");
+	size_t start = 0, n = TOOLS_LISTED(t);
+	json_t *page;
+	char next[24];
+
+	if (cursor) {
+		const char *s = json_string_value(cursor);
+		char *end;
+		unsigned long v = s ? strtoul(s, &end, 10) : 0;
+
+		if (!s || !*s || *end || v == 0 || v >= n) {
+			send_error(t, m->id, JSONRPC_INVALID_PARAMS, "invalid cursor");
+			return;
+		}
+		start = v;
+	}
+	page = json_array();
+	for (size_t i = start; page && i < n && i < start + TOY_PAGE_SIZE; i++)
+		json_array_append(page, json_array_get(t->tools, i));
+	if (start + TOY_PAGE_SIZE >= n) {
+		send_result(t, m->id, json_pack("{s:o}", "tools", page));
+		return;
+	}
+	snprintf(next, sizeof(next), "%zu", start + TOY_PAGE_SIZE);
+	send_result(t, m->id, json_pack("{s:o, s:s}", "tools", page, "nextCursor", next));
+}
+
+static const struct tool *tool_find(const struct toy *t, const char *name)
+{
+	for (size_t i = 0; name && i < TOOLS_LISTED(t); i++)
+		if (strcmp(tools[i].name, name) == 0)
+			return &tools[i];
+	return NULL;
+}
+
+static void m_tools_call(struct toy *t, const struct jsonrpc_msg *m)
+{
+	const char *name = json_string_value(json_object_get(m->params, "name"));
+	json_t *args = json_object_get(m->params, "arguments");
+	const struct tool *tool = tool_find(t, name);
+	json_t *empty = NULL, *r;
+	int deferred = 0;
+
+	if (!json_is_object(m->params)) {
+		send_error(t, m->id, JSONRPC_INVALID_PARAMS, "tools/call needs params");
+		return;
+	}
+	if (t->die_after >= 0 && t->calls >= (unsigned long)t->die_after) {
+		toy_log("--die-after %ld: exiting at call %lu", t->die_after, t->calls + 1);
+		t->stop = 2;
+		return;
+	}
+	t->calls++;
+	/* MCP: an unknown tool is a protocol error, bad arguments a tool
+	 * error the model can read. */
+	if (!tool) {
+		send_error(t, m->id, JSONRPC_INVALID_PARAMS, "unknown tool");
+		call_done(t);
+		return;
+	}
+	if (!args)
+		args = empty = json_object();
+	if (!json_is_object(args) || appl_json_keys_check(args, tool->keys, "arguments", NULL) < 0)
+		r = tool_error("arguments: not an object, or an unknown argument");
+	else
+		r = tool->run(t, m->id, args, &deferred);
+	json_decref(empty);
+	if (deferred)
+		return;
+	send_result(t, m->id, r);
+	call_done(t);
+}
+
+static void n_initialized(struct toy *t, const struct jsonrpc_msg *m)
+{
+	(void)m;
+	toy_log("client initialized");
+	call_done(t); /* --list-changed-after 0 fires here */
+}
+
+static void n_cancelled(struct toy *t, const struct jsonrpc_msg *m)
+{
+	json_t *id = json_object_get(m->params, "requestId");
+	struct call *c = jsonrpc_id_valid(id) ? call_unlink(t, -1, id) : NULL;
+
+	/* MCP: the receiver does not answer a cancelled request; a cancel for
+	 * something already answered or unknown is ignored. */
+	if (!c) {
+		toy_log("cancel for no call in flight");
+		return;
+	}
+	toy_log("cancelled a sleep of %" PRId64 " ms", (int64_t)c->ms);
+	call_free(c);
+	call_done(t);
+}
+
+struct method {
+	const char *name;
+	int needs_init;
+	void (*fn)(struct toy *t, const struct jsonrpc_msg *m);
+};
+
+static const struct method requests[] = {
+	{"initialize", 0, m_initialize},
+	{"ping", 0, m_ping},
+	{"tools/list", 1, m_tools_list},
+	{"tools/call", 1, m_tools_call},
+};
+
+static const struct method notifications[] = {
+	{"notifications/initialized", 0, n_initialized},
+	{"notifications/cancelled", 0, n_cancelled},
+};
+
+static const struct method *method_find(const struct method *table, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(table[i].name, name) == 0)
+			return &table[i];
+	return NULL;
+}
+
+static void handle_line(struct toy *t, const char *buf, size_t len)
+{
+	struct jsonrpc_msg m;
+	struct appl_err err = {0};
+	const struct method *h;
+
+	if (jsonrpc_msg_parse(buf, len, TOY_IN_LINE_MAX, &m, &err) < 0) {
+		toy_log("refused a line: %s", err.msg);
+		send_error(t, m.id, m.fail, err.msg);
+	} else if (m.kind == JSONRPC_REQUEST) {
+		h = method_find(requests, sizeof(requests) / sizeof(requests[0]), m.method);
+		if (!h)
+			send_error(t, m.id, JSONRPC_METHOD_NOT_FOUND, "method not found");
+		else if (h->needs_init && !t->initialized)
+			send_error(t, m.id, JSONRPC_INVALID_REQUEST, "not initialized");
+		else
+			h->fn(t, &m);
+	} else if (m.kind == JSONRPC_NOTIFICATION) {
+		h = method_find(notifications, sizeof(notifications) / sizeof(notifications[0]),
+				m.method);
+		if (h)
+			h->fn(t, &m);
+	} else {
+		toy_log("ignored a %s: the toy sends no requests", jsonrpc_kind_name(m.kind));
+	}
+	jsonrpc_msg_clear(&m);
+}
+
+/* ---- input -------------------------------------------------------------------- */
+
+/* Take the complete lines out of t->in; a line past the cap is answered
+ * once and its rest skipped up to its newline. */
+static void in_lines(struct toy *t)
+{
+	size_t start = 0;
+
+	for (size_t i = 0; i < t->in_len && t->stop == 0; i++) {
+		if (t->in[i] != '\n')
+			continue;
+		if (!t->in_discard)
+			handle_line(t, t->in + start, i - start);
+		t->in_discard = 0;
+		start = i + 1;
+	}
+	memmove(t->in, t->in + start, t->in_len - start);
+	t->in_len -= start;
+	if (t->in_len >= TOY_IN_LINE_MAX) {
+		if (!t->in_discard)
+			send_error(t, NULL, JSONRPC_INVALID_REQUEST, "message too long");
+		t->in_discard = 1;
+		t->in_len = 0;
+	}
+}
+
+static void stdin_ready(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	struct toy *t = data;
+	size_t room = TOY_IN_LINE_MAX + 1 - t->in_len;
+	ssize_t n;
+
+	(void)loop, (void)events;
+	n = read(fd, t->in + t->in_len, room < TOY_READ_BLOCK ? room : TOY_READ_BLOCK);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		/* MCP stdio shutdown: the client closes our stdin. */
+		toy_log("stdin closed");
+		t->stop = 1;
+		return;
+	}
+	t->in_len += (size_t)n;
+	in_lines(t);
+}
+
+static void stdout_ready(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	(void)loop, (void)fd, (void)events;
+	out_flush(data);
+}
+
+/* ---- start and stop ----------------------------------------------------------- */
+
+static int opt_long(const char *s, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return (errno || !*s || *end || *out < 0) ? -1 : 0;
+}
+
+static int options_parse(struct toy *t, int argc, char **argv)
+{
+	t->die_after = t->list_changed_after = -1;
+	for (int i = 1; i < argc; i++) {
+		long *num = NULL;
+
+		if (strcmp(argv[i], "--fail-init") == 0)
+			t->fail_init = 1;
+		else if (strcmp(argv[i], "--die-after") == 0)
+			num = &t->die_after;
+		else if (strcmp(argv[i], "--list-changed-after") == 0)
+			num = &t->list_changed_after;
+		else
+			return -1;
+		if (num && (i + 1 >= argc || opt_long(argv[++i], num) < 0))
+			return -1;
+	}
+	return 0;
+}
+
+static int tools_load(struct toy *t)
+{
+	t->tools = json_array();
+	for (size_t i = 0; t->tools && tool_json[i]; i++) {
+		json_error_t jerr;
+		json_t *v = json_loads(tool_json[i], 0, &jerr);
+
+		if (!v || strcmp(json_string_value(json_object_get(v, "name")), tools[i].name)) {
+			toy_log("tool %zu: %s", i, v ? "out of order" : jerr.text);
+			json_decref(v);
+			return -1;
+		}
+		json_array_append_new(t->tools, v);
+	}
+	return t->tools && json_array_size(t->tools) == TOOLS_N ? 0 : -1;
+}
+
+static int toy_start(struct toy *t)
+{
+	struct appl_err err = {0};
+
+	signal(SIGPIPE, SIG_IGN);
+	t->in = malloc(TOY_IN_LINE_MAX + 1);
+	t->loop = loop_new(&err);
+	if (!t->in || !t->loop || tools_load(t) < 0)
+		return -1;
+	/* stdin and stdout must be pipes or sockets (epoll refuses files). */
+	if (fcntl(STDIN_FILENO, F_SETFL, O_NONBLOCK) < 0 ||
+	    fcntl(STDOUT_FILENO, F_SETFL, O_NONBLOCK) < 0 ||
+	    loop_add(t->loop, STDIN_FILENO, EPOLLIN, stdin_ready, t, &err) < 0 ||
+	    loop_add(t->loop, STDOUT_FILENO, 0, stdout_ready, t, &err) < 0) {
+		toy_log("start: %s", err.msg[0] ? err.msg : strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Write what is still queued before leaving, blocking if need be: answers
+ * given before --die-after fired must reach the client. */
+static void toy_stop(struct toy *t)
+{
+	fcntl(STDOUT_FILENO, F_SETFL, 0);
+	if (t->out_len)
+		out_flush(t);
+	while (t->sleeping)
+		call_free(call_unlink(t, t->sleeping->tfd, NULL));
+	loop_free(t->loop);
+	json_decref(t->tools);
+	free(t->in);
+	free(t->out);
+	free(t->note);
+}
+
+int main(int argc, char **argv)
+{
+	struct toy t = {0};
+	int status;
+
+	if (options_parse(&t, argc, argv) < 0) {
+		fprintf(stderr, "usage: toy-server [--fail-init] [--die-after N] "
+				"[--list-changed-after N]\n");
+		return 2;
+	}
+	if (toy_start(&t) < 0)
+		return 1;
+	toy_log("ready");
+	while (!t.stop) {
+		int rc = loop_run_once(t.loop, -1);
+
+		if (rc < 0) {
+			toy_log("loop: %s", strerror(-rc));
+			t.stop = 2;
+		}
+	}
+	status = t.stop == 2 ? 3 : 0;
+	toy_stop(&t);
+	return status;
+}
