@@ -15,6 +15,7 @@
 #include "base/fs.h"
 #include "cell/oneshot.h"
 #include "image/image.h"
+#include "policy_cmds.h"
 
 #define APPLIANCE_VERSION "0.1.0"
 
@@ -29,6 +30,14 @@ static const char usage_text[] =
 	"       [--cache DIR] [--runtime-dir DIR] [--runsc PATH] FILE|-\n"
 	"        run one Python cell (no tools) in a fresh gVisor sandbox and print\n"
 	"        its result as one JSON object\n"
+	"  keygen --public FILE --secret FILE\n"
+	"        make a signing key pair (minisign format; the secret key is\n"
+	"        unencrypted, mode 0600)\n"
+	"  sign --secret FILE POLICY\n"
+	"        sign POLICY into POLICY.sig (serial from the policy, signed now)\n"
+	"  verify [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR] POLICY.sig\n"
+	"        check a signed policy (signature, serial, expiry, rollback)\n"
+	"        without changing the state directory\n"
 	"  version   print the version\n"
 	"  help      print this text\n";
 
@@ -207,8 +216,9 @@ static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
 } commands[] = {
-	{"image", cmd_image}, {"cell", cmd_cell},   {"version", cmd_version},
-	{"help", cmd_help},   {"--help", cmd_help},
+	{"image", cmd_image}, {"cell", cmd_cell},     {"version", cmd_version},
+	{"help", cmd_help},   {"--help", cmd_help},   {"keygen", cmd_keygen},
+	{"sign", cmd_sign},   {"verify", cmd_verify},
 };
 
 int main(int argc, char **argv)

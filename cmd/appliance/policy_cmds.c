@@ -1,0 +1,202 @@
+/* policy_cmds.c: keygen, sign and verify: argument parsing and printing
+ * only; the work is in pkg/policy (docs/signing.md). */
+#include "policy_cmds.h"
+
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+#include "policy/load.h"
+#include "policy/minisign.h"
+#include "policy/state.h"
+#include "policy/trust.h"
+
+static int fail(const char *cmd, const struct appl_err *err)
+{
+	fprintf(stderr, "appliance: %s: %s\n", cmd, err->msg[0] ? err->msg : "failed");
+	return 1;
+}
+
+static int usage(const char *cmd, const char *msg)
+{
+	fprintf(stderr, "appliance: %s: %s\n(see appliance help)\n", cmd, msg);
+	return 2;
+}
+
+static void time_text(int64_t t, char out[POLICY_TIME_STR])
+{
+	if (policy_sig_time_format(t, out, POLICY_TIME_STR) < 0)
+		snprintf(out, POLICY_TIME_STR, "%" PRId64, t);
+}
+
+/* ---- keygen --------------------------------------------------------------- */
+
+int cmd_keygen(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"public", required_argument, NULL, 'p'},
+		{"secret", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *pub = NULL, *sec = NULL;
+	struct appl_err err = {0};
+	struct policy_pubkey pk;
+	char hex[POLICY_KEYID_HEX];
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 'p')
+			pub = optarg;
+		else if (c == 's')
+			sec = optarg;
+		else
+			return usage("keygen", "unknown option");
+	}
+	if (!pub || !sec || optind != argc)
+		return usage("keygen", "needs --public FILE and --secret FILE");
+	if (policy_keypair_write(pub, sec, &pk, &err) < 0)
+		return fail("keygen", &err);
+	policy_keyid_hex(pk.keyid, hex);
+	printf("key id %s\npublic key %s\nsecret key %s (unencrypted: keep it offline)\n", hex, pub,
+	       sec);
+	return 0;
+}
+
+/* ---- sign ----------------------------------------------------------------- */
+
+static int sign_report(const char *sig_path, const struct policy_verified *info, int64_t now)
+{
+	char expires[POLICY_TIME_STR];
+
+	time_text(info->expires, expires);
+	printf("signed %s\nkey id %s\nserial %" PRIu64 "\nexpires %s\n", sig_path, info->keyid_hex,
+	       info->serial, expires);
+	if (info->expires <= now)
+		fprintf(stderr,
+			"appliance: sign: warning: the policy expired at %s; the "
+			"appliance will refuse it\n",
+			expires);
+	return 0;
+}
+
+int cmd_sign(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"secret", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *sec = NULL;
+	struct appl_err err = {0};
+	struct policy_seckey *sk;
+	struct policy_verified info;
+	char sig_path[PATH_MAX];
+	int64_t now = (int64_t)time(NULL);
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 's')
+			return usage("sign", "unknown option");
+		sec = optarg;
+	}
+	if (!sec || optind != argc - 1)
+		return usage("sign", "needs --secret FILE and one POLICY");
+	if (policy_seckey_file_read(sec, &sk, &err) < 0)
+		return fail("sign", &err);
+	rc = policy_file_sign(argv[optind], sk, now, sig_path, sizeof(sig_path), &info, &err);
+	policy_seckey_free(sk);
+	if (rc < 0)
+		return fail("sign", &err);
+	return sign_report(sig_path, &info, now);
+}
+
+/* ---- verify --------------------------------------------------------------- */
+
+struct verify_args {
+	const char *trust_file, *trust_dir, *state_dir, *sig_path;
+	char state_buf[PATH_MAX];
+};
+
+static int verify_args_parse(int argc, char **argv, struct verify_args *a)
+{
+	static const struct option opts[] = {
+		{"trust", required_argument, NULL, 't'},
+		{"trust-dir", required_argument, NULL, 'd'},
+		{"state-dir", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c == 't')
+			a->trust_file = optarg;
+		else if (c == 'd')
+			a->trust_dir = optarg;
+		else if (c == 's')
+			a->state_dir = optarg;
+		else
+			return usage("verify", "unknown option");
+	}
+	if (a->trust_file && a->trust_dir)
+		return usage("verify", "--trust and --trust-dir exclude each other");
+	if (optind != argc - 1)
+		return usage("verify", "needs one POLICY.sig");
+	a->sig_path = argv[optind];
+	if (!a->trust_file && !a->trust_dir)
+		a->trust_dir = POLICY_TRUST_DIR_DEFAULT;
+	return 0;
+}
+
+static void verify_report(const struct verify_args *a, const struct policy_verified *info,
+			  const struct policy_state *st)
+{
+	char expires[POLICY_TIME_STR], signed_at[POLICY_TIME_STR];
+
+	time_text(info->expires, expires);
+	time_text(info->signed_at, signed_at);
+	printf("verified %s\nkey id %s\nserial %" PRIu64 "\nsigned %s\nexpires %s\n", a->sig_path,
+	       info->keyid_hex, info->serial, signed_at, expires);
+	if (!st->present)
+		printf("rollback ok: no serial accepted yet in %s\n", a->state_dir);
+	else
+		printf("rollback ok: highest accepted serial %" PRIu64 " in %s\n", st->serial,
+		       a->state_dir);
+}
+
+int cmd_verify(int argc, char **argv)
+{
+	struct verify_args a = {0};
+	struct appl_err err = {0};
+	struct policy_trust *trust = NULL;
+	struct policy_verified info;
+	struct policy_state st;
+	int rc;
+
+	if ((rc = verify_args_parse(argc, argv, &a)) != 0)
+		return rc;
+	if (!a.state_dir) {
+		if (policy_state_dir_default(a.state_buf, sizeof(a.state_buf), &err) < 0)
+			return fail("verify", &err);
+		a.state_dir = a.state_buf;
+	}
+	if (a.trust_file)
+		rc = policy_trust_file_load(a.trust_file, &trust, &err);
+	else
+		rc = policy_trust_dir_load(a.trust_dir, &trust, &err);
+	if (rc < 0)
+		return fail("verify", &err);
+	/* commit false: verify judges the rollback but never moves it. */
+	rc = policy_load(a.sig_path, trust, a.state_dir, (int64_t)time(NULL), false, NULL, &info,
+			 &err);
+	policy_trust_free(trust);
+	if (rc < 0 || policy_state_read(a.state_dir, &st, &err) < 0)
+		return fail("verify", &err);
+	verify_report(&a, &info, &st);
+	return 0;
+}
