@@ -358,6 +358,22 @@ def closing_stdin_ends_the_server():
 
 
 @test
+def a_client_that_stops_reading_ends_the_server():
+    if not os.access(TOY, os.X_OK):
+        skip("no %s" % TOY)
+    p = subprocess.Popen([TOY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    try:
+        p.stdout.close()  # stdin stays open: the server must notice stdout alone
+        assert p.wait(timeout=5) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        p.stdin.close()
+
+
+@test
 def bad_options_are_refused():
     if not os.access(TOY, os.X_OK):
         skip("no %s" % TOY)

@@ -719,8 +719,18 @@ static void stdin_ready(struct loop *loop, int fd, uint32_t events, void *data)
 
 static void stdout_ready(struct loop *loop, int fd, uint32_t events, void *data)
 {
-	(void)loop, (void)fd, (void)events;
-	out_flush(data);
+	struct toy *t = data;
+
+	(void)loop, (void)fd;
+	/* The reader is gone: epoll reports that even with no events asked
+	 * for, so leaving now is also what keeps this from spinning. */
+	if (events & (EPOLLERR | EPOLLHUP)) {
+		toy_log("stdout closed");
+		t->stop = 1;
+		t->out_len = t->out_off = 0;
+		return;
+	}
+	out_flush(t);
 }
 
 /* ---- start and stop ----------------------------------------------------------- */
