@@ -6,15 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <unistd.h>
-
 #include "base/err.h"
-#include "base/fs.h"
-#include "cell/oneshot.h"
 #include "image/image.h"
+#include "cell_cmd.h"
 #include "policy_cmds.h"
 
 #define APPLIANCE_VERSION "0.1.0"
@@ -26,10 +20,14 @@ static const char usage_text[] =
 	"  image verify --image DIR --digest sha256:HEX [--cache DIR]\n"
 	"        check an OCI image layout against its pinned manifest digest,\n"
 	"        unpack it into the cache and print the rootfs path\n"
+	"  cell --policy POLICY.sig [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR]\n"
+	"       [--cache DIR] [--runtime-dir DIR] FILE|-\n"
+	"        run one Python cell (no tools) in a fresh gVisor sandbox, with the\n"
+	"        image, runtime and limits of a verified policy, and print its result\n"
+	"        as one JSON object\n"
 	"  cell --image DIR --digest sha256:HEX [--deadline SECONDS] [--rootless]\n"
-	"       [--cache DIR] [--runtime-dir DIR] [--runsc PATH] FILE|-\n"
-	"        run one Python cell (no tools) in a fresh gVisor sandbox and print\n"
-	"        its result as one JSON object\n"
+	"       [--runsc PATH] [--cache DIR] [--runtime-dir DIR] FILE|-\n"
+	"        the same without a policy (for development)\n"
 	"  keygen --public FILE --secret FILE\n"
 	"        make a signing key pair (minisign format; the secret key is\n"
 	"        unencrypted, mode 0600)\n"
@@ -100,100 +98,6 @@ static int cmd_image(int argc, char **argv)
 	if (argc < 2 || strcmp(argv[1], "verify") != 0)
 		return usage_error("image: the only subcommand is verify");
 	return cmd_image_verify(argc - 1, argv + 1);
-}
-
-static int code_read(const char *arg, char **code, size_t *len, struct appl_err *err)
-{
-	if (strcmp(arg, "-") == 0)
-		return appl_fd_read(STDIN_FILENO, APPL_CELL_CODE_MAX, "standard input", code, len,
-				    err);
-	return appl_file_read(arg, APPL_CELL_CODE_MAX, code, len, err);
-}
-
-static int deadline_parse(const char *s, uint64_t *ms)
-{
-	char *end;
-	unsigned long v;
-
-	errno = 0;
-	v = strtoul(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v < 1 || v > APPL_DEADLINE_S_CEIL)
-		return -1;
-	*ms = v * 1000ull;
-	return 0;
-}
-
-static int cell_print(json_t *result)
-{
-	if (json_dumpf(result, stdout, JSON_COMPACT) < 0 || fputc('\n', stdout) == EOF ||
-	    fflush(stdout) == EOF) {
-		fprintf(stderr, "appliance: writing the result failed\n");
-		return 1;
-	}
-	return 0;
-}
-
-static int cmd_cell(int argc, char **argv)
-{
-	static const struct option opts[] = {
-		{"image", required_argument, NULL, 'i'},
-		{"digest", required_argument, NULL, 'd'},
-		{"deadline", required_argument, NULL, 't'},
-		{"rootless", no_argument, NULL, 'r'},
-		{"cache", required_argument, NULL, 'c'},
-		{"state", required_argument, NULL, 's'},
-		{"runsc", required_argument, NULL, 'x'},
-		{NULL, 0, NULL, 0},
-	};
-	struct cell_oneshot o;
-	struct appl_err err = {0};
-	json_t *result = NULL;
-	char *code = NULL;
-	int c, rc;
-
-	cell_oneshot_init(&o);
-	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		switch (c) {
-		case 'i':
-			o.image = optarg;
-			break;
-		case 'd':
-			o.digest = optarg;
-			break;
-		case 't':
-			if (deadline_parse(optarg, &o.lim.deadline_ms) < 0)
-				return usage_error(
-					"cell: --deadline takes whole seconds, 1 to 3600");
-			break;
-		case 'r':
-			o.rootless = true;
-			break;
-		case 'c':
-			o.cache = optarg;
-			break;
-		case 's':
-			o.run_dir = optarg;
-			break;
-		case 'x':
-			o.runsc = optarg;
-			break;
-		default:
-			return usage_error("cell: unknown option");
-		}
-	}
-	if (!o.image || !o.digest || optind != argc - 1)
-		return usage_error("cell: needs --image DIR, --digest sha256:HEX and FILE or -");
-	if (code_read(argv[optind], &code, &o.code_len, &err) < 0)
-		return fail(&err);
-	o.code = code;
-	rc = cell_oneshot_run(&o, &result, &err);
-	free(code);
-	if (rc < 0)
-		return fail(&err);
-	rc = cell_print(result);
-	json_decref(result);
-	return rc;
 }
 
 static int cmd_version(int argc, char **argv)

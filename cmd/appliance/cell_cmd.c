@@ -1,0 +1,233 @@
+/* cell_cmd.c: `appliance cell` (see cell_cmd.h). */
+#include "cell_cmd.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "cell/oneshot.h"
+#include "policy/load.h"
+
+struct cell_args {
+	struct cell_oneshot o;
+	const char *policy, *trust_file, *trust_dir, *state_dir;
+	bool dev_flags; /* --image, --digest, --deadline, --rootless or --runsc given */
+};
+
+static int fail(const struct appl_err *err)
+{
+	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");
+	return 1;
+}
+
+static int usage(const char *msg)
+{
+	fprintf(stderr,
+		"appliance cell: %s\n"
+		"usage: appliance cell --policy POLICY.sig [--trust PUBKEY | --trust-dir DIR]\n"
+		"                      [--state-dir DIR] [--cache DIR] [--runtime-dir DIR] FILE|-\n"
+		"       appliance cell --image DIR --digest sha256:HEX [--deadline SECONDS]\n"
+		"                      [--rootless] [--runsc PATH] [--cache DIR] [--runtime-dir "
+		"DIR]\n"
+		"                      FILE|-\n",
+		msg);
+	return 2;
+}
+
+static int code_read(const char *arg, char **code, size_t *len, struct appl_err *err)
+{
+	if (strcmp(arg, "-") == 0)
+		return appl_fd_read(STDIN_FILENO, APPL_CELL_CODE_MAX, "standard input", code, len,
+				    err);
+	return appl_file_read(arg, APPL_CELL_CODE_MAX, code, len, err);
+}
+
+static int deadline_parse(const char *s, uint64_t *ms)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v < 1 || v > APPL_DEADLINE_S_CEIL)
+		return -1;
+	*ms = v * 1000ull;
+	return 0;
+}
+
+static int cell_print(json_t *result)
+{
+	if (json_dumpf(result, stdout, JSON_COMPACT) < 0 || fputc('\n', stdout) == EOF ||
+	    fflush(stdout) == EOF) {
+		fprintf(stderr, "appliance: writing the result failed\n");
+		return 1;
+	}
+	return 0;
+}
+
+static int option_take(struct cell_args *a, int c)
+{
+	switch (c) {
+	case 'i':
+		a->o.image = optarg;
+		break;
+	case 'd':
+		a->o.digest = optarg;
+		break;
+	case 't':
+		if (deadline_parse(optarg, &a->o.lim.deadline_ms) < 0)
+			return usage("--deadline takes whole seconds, 1 to 3600");
+		break;
+	case 'r':
+		a->o.rootless = true;
+		break;
+	case 'x':
+		a->o.runsc = optarg;
+		break;
+	case 'c':
+		a->o.cache = optarg;
+		return 0;
+	case 's':
+		a->o.run_dir = optarg;
+		return 0;
+	case 'p':
+		a->policy = optarg;
+		return 0;
+	case 'T':
+		a->trust_file = optarg;
+		return 0;
+	case 'D':
+		a->trust_dir = optarg;
+		return 0;
+	case 'S':
+		a->state_dir = optarg;
+		return 0;
+	default:
+		return usage("unknown option");
+	}
+	a->dev_flags = true;
+	return 0;
+}
+
+static int args_parse(int argc, char **argv, struct cell_args *a)
+{
+	static const struct option opts[] = {
+		{"image", required_argument, NULL, 'i'},
+		{"digest", required_argument, NULL, 'd'},
+		{"deadline", required_argument, NULL, 't'},
+		{"rootless", no_argument, NULL, 'r'},
+		{"runsc", required_argument, NULL, 'x'},
+		{"cache", required_argument, NULL, 'c'},
+		{"runtime-dir", required_argument, NULL, 's'},
+		{"policy", required_argument, NULL, 'p'},
+		{"trust", required_argument, NULL, 'T'},
+		{"trust-dir", required_argument, NULL, 'D'},
+		{"state-dir", required_argument, NULL, 'S'},
+		{NULL, 0, NULL, 0},
+	};
+	int c, rc;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
+		if ((rc = option_take(a, c)) != 0)
+			return rc;
+	if (optind != argc - 1)
+		return usage("needs one FILE, or - for standard input");
+	if (a->policy) {
+		/* Everything the run may do comes from the signed policy: no flag
+		 * may widen or swap it. */
+		if (a->dev_flags)
+			return usage("--policy excludes --image, --digest, --deadline, --rootless, "
+				     "--runsc");
+		if (a->trust_file && a->trust_dir)
+			return usage("--trust and --trust-dir exclude each other");
+	} else if (!a->o.image || !a->o.digest) {
+		return usage("needs --policy POLICY.sig, or --image DIR and --digest sha256:HEX");
+	} else if (a->trust_file || a->trust_dir || a->state_dir) {
+		return usage("--trust, --trust-dir and --state-dir go with --policy");
+	}
+	return 0;
+}
+
+/* Take image, runtime and limits from the verified policy. */
+static void policy_apply(const struct policy *p, struct cell_oneshot *o)
+{
+	struct policy_limits l;
+
+	policy_limits_get(p, &l);
+	o->image = policy_image_layout(p);
+	o->digest = policy_image_digest(p);
+	o->runsc = policy_runtime_runsc(p);
+	o->platform = policy_runtime_platform(p);
+	o->rootless = policy_runtime_rootless(p);
+	o->oci.memory_mb = l.memory_mb;
+	o->oci.pids = l.pids;
+	o->oci.nofile = l.nofile;
+	o->oci.tmpfs_mb = l.tmpfs_mb;
+	o->lim.deadline_ms = l.deadline_s * 1000ull;
+	o->lim.max_calls = l.max_calls;
+	o->lim.max_output = l.max_output_bytes;
+	o->lim.stop_output = l.stop_output_bytes;
+}
+
+/* Verify the policy (trust, rollback recorded, expiry) into *p. */
+static int policy_open(struct cell_args *a, struct policy **p, struct appl_err *err)
+{
+	struct policy_trust *trust = NULL;
+	char state[PATH_MAX];
+	int rc;
+
+	if (!a->state_dir) {
+		if ((rc = policy_state_dir_default(state, sizeof(state), err)) < 0)
+			return rc;
+		a->state_dir = state;
+	}
+	if (a->trust_file)
+		rc = policy_trust_file_load(a->trust_file, &trust, err);
+	else
+		rc = policy_trust_dir_load(a->trust_dir ? a->trust_dir : POLICY_TRUST_DIR_DEFAULT,
+					   &trust, err);
+	if (rc == 0)
+		rc = policy_load(a->policy, trust, a->state_dir, (int64_t)time(NULL), true, p, NULL,
+				 err);
+	policy_trust_free(trust);
+	a->state_dir = NULL; /* pointed into this frame */
+	return rc;
+}
+
+int cmd_cell(int argc, char **argv)
+{
+	struct cell_args a;
+	struct appl_err err = {0};
+	struct policy *policy = NULL;
+	json_t *result = NULL;
+	char *code = NULL;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	cell_oneshot_init(&a.o);
+	if ((rc = args_parse(argc, argv, &a)) != 0)
+		return rc;
+	if (a.policy) {
+		if (policy_open(&a, &policy, &err) < 0)
+			return fail(&err);
+		policy_apply(policy, &a.o);
+	}
+	rc = code_read(argv[optind], &code, &a.o.code_len, &err);
+	if (rc == 0) {
+		a.o.code = code;
+		rc = cell_oneshot_run(&a.o, &result, &err);
+	}
+	free(code);
+	rc = rc < 0 ? fail(&err) : cell_print(result);
+	json_decref(result);
+	policy_free(policy);
+	return rc;
+}
