@@ -1082,7 +1082,8 @@ static int token_hash_parse(struct ctx *c, void *base, const json_t *v, const ch
 	for (size_t i = 0; ok && i < POLICY_TOKEN_HASH_LEN; i++) {
 		int hi = unhex(s[2 * i]), lo = unhex(s[2 * i + 1]);
 		ok = hi >= 0 && lo >= 0;
-		t->sha256[i] = (unsigned char)(hi << 4 | lo);
+		if (ok)
+			t->sha256[i] = (unsigned char)(hi << 4 | lo);
 	}
 	if (!ok)
 		return appl_err_set(c->err, -EINVAL, "%s: must be 64 lower-case hex digits", path);
@@ -1205,7 +1206,7 @@ struct frame {
 
 static void dup_path(const char *buf, size_t pos, char *out, size_t outlen)
 {
-	struct frame st[APPL_POLICY_DEPTH_MAX + 1];
+	struct frame st[APPL_POLICY_DEPTH_MAX + 1] = {0};
 	size_t depth = 0, i = 0, o = 0;
 
 	out[0] = '\0';

@@ -774,6 +774,52 @@ static void test_examples_access(void **state)
 	policy_free(p);
 }
 
+/* The complete example of policy/README.md parses and decides as its table
+ * says, so the reference cannot drift from the parser. */
+static void test_readme_example(void **state)
+{
+	static const struct {
+		const char *server, *tool;
+		bool hint;
+		enum policy_verdict analyst, operator;
+	} rows[] = {
+		{"files", "read_text_file", true, POLICY_OK, POLICY_OK},
+		{"files", "edit_file", false, POLICY_DENY_UNLISTED, POLICY_DENY_UNLISTED},
+		{"files", "write_file", false, POLICY_DENY_WRITE, POLICY_OK},
+		{"files", "write_file", true, POLICY_DENY_WRITE, POLICY_OK},
+		{"tickets", "search", false, POLICY_OK, POLICY_OK},
+		{"tickets", "create", false, POLICY_DENY_ROLE, POLICY_OK},
+		{"tickets", "list", true, POLICY_DENY_ROLE, POLICY_OK},
+	};
+	struct appl_err err = {0};
+	struct policy *p = NULL;
+	char *md, *start, *end;
+	size_t len;
+
+	(void)state;
+	assert_int_equal(appl_file_read("policy/README.md", 1u << 20, &md, &len, &err), 0);
+	start = strstr(md, "```json\n");
+	assert_non_null(start);
+	start += 8;
+	end = strstr(start, "```");
+	assert_non_null(end);
+	if (policy_parse(start, (size_t)(end - start), "/etc/appliance", &p, &err) < 0)
+		fail_msg("README example: %s", err.msg);
+	assert_true(policy_http_used(p));
+	assert_string_equal(policy_client_default_role(p), "analyst");
+	assert_string_equal(policy_token_get(p, 0)->role, "operator");
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		assert_int_equal(policy_tool_check(p, rows[i].server, rows[i].tool, rows[i].hint,
+						   "analyst", NULL),
+				 rows[i].analyst);
+		assert_int_equal(policy_tool_check(p, rows[i].server, rows[i].tool, rows[i].hint,
+						   "operator", NULL),
+				 rows[i].operator);
+	}
+	policy_free(p);
+	free(md);
+}
+
 static void test_verdict_text(void **state)
 {
 	(void)state;
@@ -812,6 +858,7 @@ int main(void)
 		cmocka_unit_test(test_api_misuse),
 		cmocka_unit_test(test_tool_access),
 		cmocka_unit_test(test_examples_access),
+		cmocka_unit_test(test_readme_example),
 		cmocka_unit_test(test_verdict_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
