@@ -61,8 +61,8 @@ RUNNER_FILE = os.path.abspath(__file__)
 CO_COROUTINE = 0x0080            # inspect.CO_COROUTINE, without importing inspect
 
 # Names a tool namespace may not take: they would hide what the code relies on
-# (the builtins, also those `site` adds, which -S leaves out).
-RESERVED = (frozenset(["ToolError", "asyncio", RESULT_NAME, "exit", "quit", "help",
+# (the builtins, also those `site` adds, which -S leaves out; the `tools` helper).
+RESERVED = (frozenset(["ToolError", "asyncio", "tools", RESULT_NAME, "exit", "quit", "help",
                        "copyright", "credits", "license"]) | frozenset(dir(builtins)))
 
 
@@ -573,12 +573,72 @@ def _make_tool(chan, tool, ns, fn, doc):
     return call
 
 
+class _StubList(list):
+    """tools.search's answer: a list of stub strings that prints as the stubs."""
+
+    def __str__(self):
+        return "\n".join(self) if self else "(no tool matches)"
+
+
+class _ToolsHelper:
+    """`tools` in the cell: the tools' stubs (each entry's `doc`), found here
+    without asking the host (docs/stubs.md)."""
+
+    def __init__(self, entries):
+        # (tool, ns, fn, doc, function), sorted by Python name
+        self._entries = sorted(entries, key=lambda e: (e[1], e[2]))
+
+    @staticmethod
+    def _stub(tool, ns, fn, doc):
+        return doc or "async def %s(**kwargs): ...  # %s.%s, MCP tool %s\n" % (fn, ns, fn, tool)
+
+    def search(self, text):
+        """The stubs of the tools whose MCP name ("server.tool"), Python name
+        ("ns.fn") or stub text contains text, ignoring case: name matches
+        first, each group by Python name. "" matches every tool. A list of
+        strings; print() shows the stubs one after the other."""
+        if not isinstance(text, str):
+            raise TypeError("tools.search() takes a str, not %s" % type(text).__name__)
+        needle = text.casefold()
+        names, docs = [], []
+        for tool, ns, fn, doc, _ in self._entries:
+            stub = self._stub(tool, ns, fn, doc)
+            if needle in tool.casefold() or needle in ("%s.%s" % (ns, fn)).casefold():
+                names.append(stub)
+            elif needle in doc.casefold():
+                docs.append(stub)
+        return _StubList(names + docs)
+
+    def describe(self, name):
+        """The stub of one tool: by MCP name ("server.tool"), Python name
+        ("ns.fn") or the function itself (tools.describe(ns.fn))."""
+        for tool, ns, fn, doc, func in self._entries:
+            if name is func:
+                return self._stub(tool, ns, fn, doc)
+        if not isinstance(name, str):
+            raise TypeError("tools.describe() takes a name or a tool function, not %s"
+                            % type(name).__name__)
+        for match in (lambda e: e[0] == name, lambda e: "%s.%s" % (e[1], e[2]) == name):
+            for tool, ns, fn, doc, func in self._entries:
+                if match((tool, ns, fn)):
+                    return self._stub(tool, ns, fn, doc)
+        raise LookupError("no tool named %r; tools.search(\"part of a name\") finds tools"
+                          % name[:200])
+
+    def __repr__(self):
+        return "<tools: search(text), describe(name); %d tools>" % len(self._entries)
+
+
 def _cell_globals(chan, tools):
     g = {"__name__": "__main__", "__builtins__": builtins, "ToolError": ToolError,
          "asyncio": asyncio}
+    entries = []
     for tool, ns, fn, doc in tools:
         space = g.setdefault(ns, ToolNamespace(ns))
-        setattr(space, fn, _make_tool(chan, tool, ns, fn, doc))
+        func = _make_tool(chan, tool, ns, fn, doc)
+        setattr(space, fn, func)
+        entries.append((tool, ns, fn, doc, func))
+    g["tools"] = _ToolsHelper(entries)
     return g
 
 

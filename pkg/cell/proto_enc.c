@@ -22,8 +22,9 @@ static const char *const py_keywords[] = {
 };
 
 /* Names the cell's globals already hold (the builtins, with the ones `site`
- * adds, and what the runner puts there): a namespace with one of these names
- * would hide them from the code. Sorted for bsearch (strcmp order). */
+ * adds, and what the runner puts there: ToolError, asyncio, the `tools`
+ * helper): a namespace with one of these names would hide them from the
+ * code. Sorted for bsearch (strcmp order). */
 static const char *const py_reserved[] = {
 	"ArithmeticError",
 	"AssertionError",
@@ -172,6 +173,7 @@ static const char *const py_reserved[] = {
 	"str",
 	"sum",
 	"super",
+	"tools",
 	"tuple",
 	"type",
 	"vars",

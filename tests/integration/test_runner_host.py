@@ -407,5 +407,55 @@ def host_hangup_exits_quietly():
         r.close()
 
 
+STUBBED = [{"tool": "everything.get-sum", "ns": "everything", "fn": "get_sum",
+            "doc": 'async def get_sum(*, a: int, b: int = 5):\n    """Adds two numbers."""\n'},
+           {"tool": "everything.echo", "ns": "everything", "fn": "echo",
+            "doc": 'async def echo(*, message: str):\n    """Echoes the SUM back."""\n'},
+           {"tool": "fs.read", "ns": "fs", "fn": "read"}]
+
+
+@test
+def tools_search_finds_stubs_in_the_cell():
+    code = ("r = tools.search('SUM')\n"
+            "print(r)\n"
+            "[type(r).__mro__[1].__name__, len(r), tools.search('adds two') == [r[0]],\n"
+            " len(tools.search('')), tools.search('nothing like it'),\n"
+            " str(tools.search('nothing like it')), tools.search('FS.READ')]")
+    out, calls, done = run_cell(code, tools=STUBBED)
+    assert calls == [] and done["error"] is None, done
+    res = done["result"]
+    # name matches (get-sum) before matches in the stub text only (echo)
+    assert res[0:3] == ["list", 2, True], res
+    assert res[3] == 3 and res[4] == [] and res[5] == "(no tool matches)", res
+    assert res[6] == ["async def read(**kwargs): ...  # fs.read, MCP tool fs.read\n"], res
+    assert out == STUBBED[0]["doc"] + "\n" + STUBBED[1]["doc"] + "\n", repr(out)
+
+
+@test
+def tools_describe_by_mcp_name_python_name_or_function():
+    code = ("[tools.describe('everything.get-sum'), tools.describe('everything.get_sum'),\n"
+            " tools.describe(everything.echo), repr(tools)]")
+    _, _, done = run_cell(code, tools=STUBBED)
+    res = done["result"]
+    assert res[0] == res[1] == STUBBED[0]["doc"], res
+    assert res[2] == STUBBED[1]["doc"], res
+    assert res[3] == "<tools: search(text), describe(name); 3 tools>", res
+    _, _, done = run_cell("tools.describe('everything.nope')", tools=STUBBED)
+    assert "LookupError: no tool named 'everything.nope'" in done["error"], done
+    _, _, done = run_cell("tools.describe(3)", tools=STUBBED)
+    assert "TypeError" in done["error"], done
+    _, _, done = run_cell("tools.search(None)", tools=STUBBED)
+    assert "TypeError" in done["error"], done
+
+
+@test
+def tools_is_there_without_tools_and_reserved():
+    _, _, done = run_cell("repr(tools), tools.search('')", tools=[])
+    assert done["result"] == ["<tools: search(text), describe(name); 0 tools>", []], done
+    _, _, done = run_cell("1", tools=[{"tool": "tools.x", "ns": "tools", "fn": "x"}])
+    assert done["error"].startswith("runner: bad cell message"), done
+    assert "reserved" in done["error"], done
+
+
 if __name__ == "__main__":
     main()
