@@ -177,10 +177,13 @@ static void policy_apply(const struct policy *p, struct cell_oneshot *o)
 	o->lim.stop_output = l.stop_output_bytes;
 }
 
-/* Verify the policy (trust, rollback recorded, expiry) into *p. */
+/* Verify the policy (trust, expiry, rollback) into *p, and record its
+ * serial in the state directory. */
 static int policy_open(struct cell_args *a, struct policy **p, struct appl_err *err)
 {
 	struct policy_trust *trust = NULL;
+	struct policy_verified info;
+	int64_t now = (int64_t)time(NULL);
 	char state[PATH_MAX];
 	int rc;
 
@@ -195,9 +198,22 @@ static int policy_open(struct cell_args *a, struct policy **p, struct appl_err *
 		rc = policy_trust_dir_load(a->trust_dir ? a->trust_dir : POLICY_TRUST_DIR_DEFAULT,
 					   &trust, err);
 	if (rc == 0)
-		rc = policy_load(a->policy, trust, a->state_dir, (int64_t)time(NULL), true, p, NULL,
-				 err);
+		rc = policy_load(a->policy, trust, a->state_dir, now, false, p, &info, err);
 	policy_trust_free(trust);
+	/* A policy this appliance cannot run is refused before its serial is
+	 * recorded: accepting it would block the right one at that serial. */
+	if (rc == 0 && geteuid() != 0 && !policy_runtime_rootless(*p))
+		rc = appl_err_set(err, -EPERM,
+				  "%s: not running as root, and the policy does not opt in to the "
+				  "weaker rootless mode (runtime.rootless)",
+				  a->policy);
+	if (rc == 0)
+		rc = policy_state_commit(a->state_dir, info.serial, info.hash, info.keyid_hex, now,
+					 NULL, err);
+	if (rc < 0) {
+		policy_free(*p);
+		*p = NULL;
+	}
 	a->state_dir = NULL; /* pointed into this frame */
 	return rc;
 }

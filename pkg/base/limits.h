@@ -130,8 +130,6 @@
 #define APPL_SANDBOX_CPU_PERIOD_US 100000u /* cgroup CPU period; quota = 1 CPU */
 #define APPL_SANDBOX_PATH_MAX	   4096u   /* rootfs and cgroups paths */
 
-#endif
-
 /* ---- cell run ------------------------------------------------------------ */
 /* After `done`, how long the host keeps reading for forged lines before it
  * takes the result (it takes it at once when the runner's pipe closes). */
@@ -195,3 +193,32 @@
 #define APPL_JSONRPC_ID_MAX	       256u  /* bytes of a string id */
 #define APPL_JSONRPC_METHOD_MAX	       256u  /* bytes of a method name */
 #define APPL_JSONRPC_ERROR_MESSAGE_MAX 1024u /* error.message we send, cut at a character */
+
+/* ---- stubs: Python names and stub text (pkg/stubs) ------------------------ */
+/* Tool names, descriptions and schemas come from upstream servers and are
+ * shown to the model: each piece is escaped, then cut to these sizes (bytes
+ * of output unless the name says otherwise). docs/stubs.md. */
+#define APPL_STUBS_DESC_READ_MAX    (64u * 1024) /* bytes of a description read */
+#define APPL_STUBS_SUMMARY_MAX	    160u	 /* the one-line summary */
+#define APPL_STUBS_DOC_DESC_MAX	    4096u	 /* the description in a stub */
+#define APPL_STUBS_PARAM_DESC_MAX   512u	 /* one parameter's description in a stub */
+#define APPL_STUBS_PROPS_MAX	    256u	 /* properties of an input schema read */
+#define APPL_STUBS_SIGNATURE_MAX    4096u /* a stub's parameter list; the rest go to **kwargs */
+#define APPL_STUBS_TYPE_MAX	    160u  /* one rendered type; a longer one is Any */
+#define APPL_STUBS_UNION_MAX	    8u	  /* members of a union; more is Any */
+#define APPL_STUBS_ENUM_MAX	    16u	  /* values in a Literal[...] */
+#define APPL_STUBS_VALUES_READ_MAX  256u  /* enum values read */
+#define APPL_STUBS_LITERAL_MAX	    64u	  /* a default or value shown as a literal */
+#define APPL_STUBS_SCHEMA_DEPTH_MAX 16u	  /* nesting followed in a schema, $ref hops included */
+#define APPL_STUBS_TYPE_VISITS_MAX  512u  /* subschemas read to render one type */
+#define APPL_STUBS_NAME_SHOWN_MAX   256u  /* the MCP name in a stub */
+#define APPL_STUBS_TEXT_MAX	    APPL_RUNNER_DOC_MAX /* one stub */
+#define APPL_STUBS_LINE_MAX	    400u		/* one tool's line in the description */
+/* All stubs given to one cell. With code of APPL_CELL_CODE_MAX bytes, both
+ * escaped at their worst, the cell line still fits APPL_RUNNER_HOST_LINE_MAX. */
+#define APPL_STUBS_DOCS_TOTAL_MAX   (640u * 1024)
+#define APPL_STUBS_DESCRIPTION_MIN  2048u /* run_python's description */
+#define APPL_STUBS_DESCRIPTION_DEF  (16u * 1024)
+#define APPL_STUBS_DESCRIPTION_CEIL (256u * 1024)
+
+#endif
