@@ -1,0 +1,358 @@
+"""test_signing.py: `appliance keygen`, `sign` and `verify`, and signatures
+that go both ways between the appliance and Debian's stock `minisign`
+(installed by scripts/install-deps).
+
+Runs as root in CI (a trust directory must belong to root); the tests that
+need root skip otherwise, and a skip is a failure under CI=true.
+"""
+
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+import time
+
+from harness import main, skip, test
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+APPLIANCE = os.path.join(ROOT, "build", "appliance")
+DIGEST = "sha256:" + "0" * 64
+
+
+def policy_text(serial, expires="2099-01-01T00:00:00Z", pad=""):
+    return ('{"policy_version": 1, "serial": %d, "expires": "%s",\n'
+            ' "image": {"layout": "image", "digest": "%s"}}\n%s'
+            % (serial, expires, DIGEST, pad))
+
+
+def now_rfc3339():
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def minisign():
+    path = shutil.which("minisign")
+    if not path:
+        skip("minisign is not installed (scripts/install-deps)")
+    return path
+
+
+class Work:
+    """A private temporary directory with a policy in it."""
+
+    def __init__(self, serial=3, **kw):
+        self.dir = tempfile.mkdtemp(prefix="appliance-signing.")
+        self.policy = self.path("policy.json")
+        self.sig = self.policy + ".sig"
+        self.state = self.path("state")
+        self.write_policy(serial, **kw)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def write_policy(self, serial, **kw):
+        with open(self.policy, "w") as f:
+            f.write(policy_text(serial, **kw))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.dir)
+
+
+def run(*args):
+    return subprocess.run(list(args), capture_output=True, text=True)
+
+
+def appliance(*args):
+    return run(APPLIANCE, *args)
+
+
+def keygen(w, name="k"):
+    pub, sec = w.path(name + ".pub"), w.path(name + ".key")
+    r = appliance("keygen", "--public", pub, "--secret", sec)
+    assert r.returncode == 0, r.stderr
+    return pub, sec
+
+
+def verify(w, *trust):
+    return appliance("verify", *(trust or ()), "--state-dir", w.state, w.sig)
+
+
+def refused(r, *words):
+    """r failed with one line on stderr that contains every word."""
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("appliance: verify: "), r.stderr
+    for word in words:
+        assert word in lines[0], (word, lines[0])
+
+
+def keyid_of(pub):
+    """The key id in pub's comment, as the appliance prints it: minisign
+    0.11 writes it without leading zeros, newer versions with them."""
+    with open(pub) as f:
+        return f.readline().split()[-1].zfill(16)
+
+
+def minisign_keygen(w, name="m"):
+    pub, sec = w.path(name + ".pub"), w.path(name + ".key")
+    r = run(minisign(), "-G", "-W", "-p", pub, "-s", sec)
+    assert r.returncode == 0, r.stderr
+    return pub, sec
+
+
+def minisign_sign(w, sec, comment=None, *extra):
+    comment = comment or "file:policy.json serial:3 signed:" + now_rfc3339()
+    r = run(minisign(), "-S", *extra, "-s", sec, "-m", w.policy, "-t", comment, "-x", w.sig)
+    assert r.returncode == 0, r.stderr
+
+
+def minisign_verify(w, pub, *extra):
+    return run(minisign(), "-V", *extra, "-p", pub, "-m", w.policy, "-x", w.sig)
+
+
+def flip_last_byte(path):
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    data[-1] = ord(" ") if data[-1] != ord(" ") else ord("\n")
+    with open(path, "wb") as f:
+        f.write(bytes(data))
+
+
+# ---- the appliance alone ------------------------------------------------------
+
+@test
+def keygen_sign_verify():
+    with Work() as w:
+        pub, sec = keygen(w)
+        assert stat.S_IMODE(os.stat(sec).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(pub).st_mode) == 0o644
+        r = appliance("sign", "--secret", sec, w.policy)
+        assert r.returncode == 0, r.stderr
+        with open(w.sig) as f:
+            lines = f.read().splitlines()
+        assert len(lines) == 4 and lines[2].startswith(
+            "trusted comment: file:policy.json serial:3 signed:"), lines
+        r = verify(w, "--trust", pub)
+        assert r.returncode == 0, r.stderr
+        assert "key id " + keyid_of(pub) in r.stdout, r.stdout
+        assert "serial 3" in r.stdout and "expires 2099-01-01T00:00:00Z" in r.stdout
+        assert "no serial accepted yet" in r.stdout, r.stdout
+        # verify never writes the state directory
+        assert not os.path.exists(w.state)
+
+
+@test
+def keygen_never_replaces_a_key():
+    with Work() as w:
+        pub, sec = keygen(w)
+        with open(sec) as f:
+            before = f.read()
+        r = appliance("keygen", "--public", w.path("other.pub"), "--secret", sec)
+        assert r.returncode == 1 and "exists" in r.stderr, r.stderr
+        with open(sec) as f:
+            assert f.read() == before
+        assert not os.path.exists(w.path("other.pub"))
+
+
+@test
+def sign_refuses_an_open_secret_key_and_warns_on_expiry():
+    with Work(expires="2020-01-01T00:00:00Z") as w:
+        _, sec = keygen(w)
+        os.chmod(sec, 0o644)
+        r = appliance("sign", "--secret", sec, w.policy)
+        assert r.returncode == 1 and "chmod 600" in r.stderr, r.stderr
+        os.chmod(sec, 0o600)
+        r = appliance("sign", "--secret", sec, w.policy)
+        assert r.returncode == 0 and "expired" in r.stderr, r.stderr
+
+
+# ---- interoperability with minisign -------------------------------------------
+
+@test
+def appliance_signature_verifies_with_minisign():
+    with Work() as w:
+        pub, sec = keygen(w)
+        assert appliance("sign", "--secret", sec, w.policy).returncode == 0
+        for extra in ([], ["-H"]):  # -H: prehashed signatures only
+            r = minisign_verify(w, pub, *extra)
+            assert r.returncode == 0, r.stderr
+            assert "Trusted comment: file:policy.json serial:3 signed:" in r.stdout, r.stdout
+
+
+@test
+def minisign_signature_verifies_with_appliance():
+    with Work() as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec)
+        r = verify(w, "--trust", pub)
+        assert r.returncode == 0, r.stderr
+        assert "key id " + keyid_of(pub) in r.stdout, r.stdout
+
+
+@test
+def secret_keys_cross_over():
+    with Work() as w:
+        # minisign signs with the appliance's secret key ...
+        pub, sec = keygen(w)
+        minisign_sign(w, sec)
+        assert verify(w, "--trust", pub).returncode == 0
+        r = run(minisign(), "-R", "-s", sec, "-p", w.path("again.pub"))
+        assert r.returncode == 0, r.stderr
+        with open(pub) as a, open(w.path("again.pub")) as b:
+            assert a.read().splitlines()[1] == b.read().splitlines()[1]
+        # ... and the appliance with minisign's
+        mpub, msec = minisign_keygen(w)
+        r = appliance("sign", "--secret", msec, w.policy)
+        assert r.returncode == 0, r.stderr
+        assert minisign_verify(w, mpub).returncode == 0
+
+
+@test
+def tampered_policy_refused():
+    with Work() as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec)
+        flip_last_byte(w.policy)
+        refused(verify(w, "--trust", pub), "policy.json.sig", "does not match")
+        assert minisign_verify(w, pub).returncode != 0
+
+
+@test
+def tampered_trusted_comment_refused():
+    with Work(serial=4) as w:
+        pub, sec = keygen(w)
+        assert appliance("sign", "--secret", sec, w.policy).returncode == 0
+        # the policy's bytes stay; only the signed comment is edited
+        with open(w.sig) as f:
+            text = f.read()
+        with open(w.sig, "w") as f:
+            f.write(text.replace("serial:4", "serial:3"))
+        refused(verify(w, "--trust", pub), "trusted comment")
+        assert minisign_verify(w, pub).returncode != 0
+
+
+@test
+def comment_serial_must_match():
+    with Work(serial=3) as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec, "file:policy.json serial:4 signed:" + now_rfc3339())
+        refused(verify(w, "--trust", pub), "differs")
+        # minisign's own default comment is not of the fixed form
+        r = run(minisign(), "-S", "-s", sec, "-m", w.policy, "-x", w.sig)
+        assert r.returncode == 0, r.stderr
+        refused(verify(w, "--trust", pub), "file:NAME serial:N")
+
+
+@test
+def legacy_signature_refused():
+    with Work() as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec, None, "-l")
+        # minisign itself still accepts it unless told -H
+        assert minisign_verify(w, pub).returncode == 0
+        assert minisign_verify(w, pub, "-H").returncode != 0
+        refused(verify(w, "--trust", pub), "legacy")
+
+
+@test
+def untrusted_key_refused():
+    with Work() as w:
+        pub, _ = keygen(w, "trusted")
+        other_pub, other_sec = minisign_keygen(w, "other")
+        minisign_sign(w, other_sec)
+        refused(verify(w, "--trust", pub), keyid_of(other_pub), "not trusted")
+
+
+@test
+def expired_refused():
+    with Work(expires="2020-01-01T00:00:00Z") as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec)
+        refused(verify(w, "--trust", pub), "expired at 2020-01-01T00:00:00Z")
+
+
+@test
+def rollback_judged_without_changing_state():
+    with Work(serial=3) as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec)
+        # the state as the appliance writes it after accepting serial 5
+        os.mkdir(w.state, 0o700)
+        state = os.path.join(w.state, "policy.state")
+        text = ("appliance-policy-state 1\nserial 5\nsha256 %s\nkey %s\n"
+                "accepted 2025-01-31T12:00:00Z\n" % ("ab" * 32, keyid_of(pub)))
+        with open(state, "w") as f:
+            f.write(text)
+        os.chmod(state, 0o600)
+        before = os.stat(state)
+        refused(verify(w, "--trust", pub), "rollback", "serial 3")
+        # serial 5 with other bytes than those accepted
+        w.write_policy(5)
+        minisign_sign(w, sec, "file:policy.json serial:5 signed:" + now_rfc3339())
+        refused(verify(w, "--trust", pub), "different content")
+        w.write_policy(6)
+        minisign_sign(w, sec, "file:policy.json serial:6 signed:" + now_rfc3339())
+        r = verify(w, "--trust", pub)
+        assert r.returncode == 0 and "highest accepted serial 5" in r.stdout, r.stderr
+        after = os.stat(state)
+        assert (before.st_mtime_ns, before.st_ino) == (after.st_mtime_ns, after.st_ino)
+        with open(state) as f:
+            assert f.read() == text
+        assert sorted(os.listdir(w.state)) == ["policy.state"]
+
+
+# ---- the trust directory -------------------------------------------------------
+
+def trust_dir(w, pub):
+    d = w.path("trusted.d")
+    os.mkdir(d)
+    os.chmod(d, 0o755)
+    key = os.path.join(d, "admin.pub")
+    shutil.copy(pub, key)
+    os.chmod(key, 0o644)
+    return d, key
+
+
+@test
+def trust_directory_rules():
+    if os.geteuid() != 0:
+        skip("a trust directory must belong to root")
+    with Work() as w:
+        pub, sec = minisign_keygen(w)
+        minisign_sign(w, sec)
+        d, key = trust_dir(w, pub)
+        assert verify(w, "--trust-dir", d).returncode == 0
+        os.chmod(d, 0o757)
+        refused(verify(w, "--trust-dir", d), d, "writable by group or others")
+        os.chmod(d, 0o755)
+        os.chmod(key, 0o666)
+        refused(verify(w, "--trust-dir", d), key, "writable by group or others")
+        os.chmod(key, 0o644)
+        os.chown(key, 65534, 65534)
+        refused(verify(w, "--trust-dir", d), key, "owned by uid 65534")
+        os.chown(key, 0, 0)
+        os.chown(d, 65534, 65534)
+        refused(verify(w, "--trust-dir", d), d, "owned by uid 65534")
+        os.chown(d, 0, 0)
+        link = w.path("link.d")
+        os.symlink(d, link)
+        refused(verify(w, "--trust-dir", link), link, "symlink")
+        os.chmod(w.dir, 0o777)
+        refused(verify(w, "--trust-dir", d), w.dir, "writable by group or others")
+        os.chmod(w.dir, 0o700)
+        assert verify(w, "--trust-dir", d).returncode == 0
+
+
+@test
+def trust_and_trust_dir_exclude_each_other():
+    with Work() as w:
+        r = appliance("verify", "--trust", "a", "--trust-dir", "b", w.sig)
+        assert r.returncode == 2, r.stderr
+
+
+if __name__ == "__main__":
+    main()
