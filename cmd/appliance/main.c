@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "image/image.h"
 #include "cell_cmd.h"
+#include "run_cmd.h"
 #include "policy_cmds.h"
 
 #define APPLIANCE_VERSION "0.1.0"
@@ -20,6 +21,11 @@ static const char usage_text[] =
 	"  image verify --image DIR --digest sha256:HEX [--cache DIR]\n"
 	"        check an OCI image layout against its pinned manifest digest,\n"
 	"        unpack it into the cache and print the rootfs path\n"
+	"  run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR] [--cache DIR]\n"
+	"      [--runtime-dir DIR]\n"
+	"        serve run_python to an MCP client on stdin/stdout, as the verified\n"
+	"        policy allows (keys only from the trust directory,\n"
+	"        default /etc/appliance/trusted.d)\n"
 	"  cell --policy POLICY.sig [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR]\n"
 	"       [--cache DIR] [--runtime-dir DIR] FILE|-\n"
 	"        run one Python cell (no tools) in a fresh gVisor sandbox, with the\n"
@@ -120,9 +126,9 @@ static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
 } commands[] = {
-	{"image", cmd_image}, {"cell", cmd_cell},     {"version", cmd_version},
-	{"help", cmd_help},   {"--help", cmd_help},   {"keygen", cmd_keygen},
-	{"sign", cmd_sign},   {"verify", cmd_verify},
+	{"image", cmd_image},	  {"cell", cmd_cell}, {"run", cmd_run},
+	{"version", cmd_version}, {"help", cmd_help}, {"--help", cmd_help},
+	{"keygen", cmd_keygen},	  {"sign", cmd_sign}, {"verify", cmd_verify},
 };
 
 int main(int argc, char **argv)

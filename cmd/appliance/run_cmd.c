@@ -1,0 +1,157 @@
+/* run_cmd.c: `appliance run` (see run_cmd.h). */
+#include "run_cmd.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway/gateway.h"
+#include "policy/load.h"
+
+struct run_args {
+	const char *policy, *trust_dir, *state_dir, *cache, *run_dir;
+};
+
+static int usage(const char *msg)
+{
+	fprintf(stderr,
+		"appliance run: %s\n"
+		"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
+		"                     [--cache DIR] [--runtime-dir DIR]\n",
+		msg);
+	return 2;
+}
+
+static int fail(const struct appl_err *err)
+{
+	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");
+	return 1;
+}
+
+static int args_parse(int argc, char **argv, struct run_args *a)
+{
+	static const struct option opts[] = {
+		{"policy", required_argument, NULL, 'p'},
+		{"trust-dir", required_argument, NULL, 'D'},
+		{"state-dir", required_argument, NULL, 'S'},
+		{"cache", required_argument, NULL, 'c'},
+		{"runtime-dir", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			a->policy = optarg;
+			break;
+		case 'D':
+			a->trust_dir = optarg;
+			break;
+		case 'S':
+			a->state_dir = optarg;
+			break;
+		case 'c':
+			a->cache = optarg;
+			break;
+		case 's':
+			a->run_dir = optarg;
+			break;
+		default:
+			/* No --trust here: keys come only from a root-owned trust
+			 * directory, so an agent that can edit its own MCP client
+			 * configuration cannot point run at a key of its own. */
+			return usage("unknown option (run takes keys only from --trust-dir)");
+		}
+	}
+	if (!a->policy || optind != argc)
+		return usage("needs --policy POLICY.sig and nothing else");
+	return 0;
+}
+
+/* What this build cannot serve yet is refused, never ignored: a policy that
+ * names upstream servers must not start an appliance without them. */
+static int policy_supported(const struct policy *p, const char *path, struct appl_err *err)
+{
+	if (policy_http_used(p))
+		return appl_err_set(err, -ENOTSUP,
+				    "%s: names an HTTP upstream server; HTTP upstreams are not "
+				    "supported yet",
+				    path);
+	if (policy_server_count(p) > 0)
+		return appl_err_set(err, -ENOTSUP,
+				    "%s: names upstream servers; calling upstream tools is not "
+				    "supported by this build yet",
+				    path);
+	if (geteuid() != 0 && !policy_runtime_rootless(p))
+		return appl_err_set(
+			err, -EPERM,
+			"%s: not running as root, and the policy does not opt in to the "
+			"weaker rootless mode (runtime.rootless)",
+			path);
+	return 0;
+}
+
+static int policy_open(struct run_args *a, struct policy **p, struct policy_verified *info,
+		       struct appl_err *err)
+{
+	struct policy_trust *trust = NULL;
+	int64_t now = (int64_t)time(NULL);
+	char state[PATH_MAX];
+	int rc;
+
+	if (!a->state_dir) {
+		if ((rc = policy_state_dir_default(state, sizeof(state), err)) < 0)
+			return rc;
+		a->state_dir = state;
+	}
+	rc = policy_trust_dir_load(a->trust_dir ? a->trust_dir : POLICY_TRUST_DIR_DEFAULT, &trust,
+				   err);
+	if (rc == 0)
+		rc = policy_load(a->policy, trust, a->state_dir, now, false, p, info, err);
+	policy_trust_free(trust);
+	if (rc == 0)
+		rc = policy_supported(*p, a->policy, err);
+	/* Only a policy this appliance will serve moves the serial on. */
+	if (rc == 0)
+		rc = policy_state_commit(a->state_dir, info->serial, info->hash, info->keyid_hex,
+					 now, NULL, err);
+	a->state_dir = NULL;
+	if (rc < 0) {
+		policy_free(*p);
+		*p = NULL;
+	}
+	return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_args a;
+	struct policy *policy = NULL;
+	struct policy_verified info;
+	struct appl_err err = {0};
+	struct gateway_config cfg;
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	if ((rc = args_parse(argc, argv, &a)) != 0)
+		return rc;
+	if (policy_open(&a, &policy, &info, &err) < 0)
+		return fail(&err);
+	fprintf(stderr, "appliance: serving run_python on stdio: policy %s serial %llu, key %s\n",
+		a.policy, (unsigned long long)info.serial, info.keyid_hex);
+	memset(&cfg, 0, sizeof(cfg));
+	cfg.policy = policy;
+	cfg.cache = a.cache;
+	cfg.run_dir = a.run_dir;
+	cfg.in_fd = STDIN_FILENO;
+	cfg.out_fd = STDOUT_FILENO;
+	rc = gateway_run(&cfg, &err);
+	policy_free(policy);
+	return rc < 0 ? fail(&err) : 0;
+}

@@ -1,0 +1,9 @@
+/* run_cmd.h: `appliance run --policy POLICY.sig`, the MCP server on stdio.
+ * Returns the exit status: 0 after a clean end, 1 when it could not start
+ * (one line on stderr), 2 on a usage error. */
+#ifndef APPL_CMD_RUN_CMD_H
+#define APPL_CMD_RUN_CMD_H
+
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,24 @@
+/* gateway.h: `appliance run`: the MCP server over stdio, serving run_python
+ * from a verified policy. Each call gets a fresh sandbox; at most
+ * limits.cells run at once, the rest wait their turn with their deadline
+ * already running (it counts from arrival). Once the policy has expired no
+ * new cell starts. SIGTERM, SIGINT, SIGHUP and the end of the client's
+ * input stop every cell and destroy every sandbox. */
+#ifndef APPL_GATEWAY_GATEWAY_H
+#define APPL_GATEWAY_GATEWAY_H
+
+#include "base/err.h"
+#include "policy/policy.h"
+
+struct gateway_config {
+	const struct policy *policy; /* verified; borrowed */
+	const char *cache;	     /* image cache; NULL: the default */
+	const char *run_dir;	     /* runsc instances; NULL: the default */
+	int in_fd, out_fd;	     /* the client's stdio */
+};
+
+/* Serve until the client goes away or a signal comes. Returns 0, or a
+ * negative code with err filled when serving could not start. */
+int gateway_run(const struct gateway_config *cfg, struct appl_err *err);
+
+#endif
