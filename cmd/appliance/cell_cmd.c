@@ -1,5 +1,6 @@
 /* cell_cmd.c: `appliance cell` (see cell_cmd.h). */
 #include "cell_cmd.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -134,6 +135,8 @@ static int args_parse(int argc, char **argv, struct cell_args *a)
 	};
 	int c, rc;
 
+	if (cli_inexact_option(argc, argv, opts))
+		return usage("options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1)
 		if ((rc = option_take(a, c)) != 0)

@@ -9,6 +9,7 @@
 #include "base/err.h"
 #include "image/image.h"
 #include "cell_cmd.h"
+#include "cli.h"
 #include "run_cmd.h"
 #include "policy_cmds.h"
 
@@ -70,6 +71,8 @@ static int cmd_image_verify(int argc, char **argv)
 	struct appl_err err = {0};
 	int c;
 
+	if (cli_inexact_option(argc, argv, opts))
+		return usage_error("image verify: options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {

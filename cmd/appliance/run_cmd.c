@@ -1,5 +1,6 @@
 /* run_cmd.c: `appliance run` (see run_cmd.h). */
 #include "run_cmd.h"
+#include "cli.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -44,6 +45,8 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 	};
 	int c;
 
+	if (cli_inexact_option(argc, argv, opts))
+		return usage("options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {

@@ -123,3 +123,37 @@ def in_both_modes(fn):
         t.__name__ = "%s_%s" % (fn.__name__, mode)
         test(t)
     return fn
+
+
+def descendants(pid):
+    """Every process below pid, found through /proc."""
+    import glob
+    kids = {}
+    for d in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            with open(d) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            kids.setdefault(int(fields[1]), []).append(int(d.split("/")[2]))
+        except (OSError, IndexError, ValueError):
+            pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for k in kids.get(p, []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def runsc_pids_of(pid):
+    """The `runsc run` processes pid started (one per live sandbox)."""
+    found = []
+    for k in descendants(pid):
+        try:
+            with open("/proc/%d/cmdline" % k, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"runsc") and b"run" in argv:
+            found.append(k)
+    return found

@@ -16,8 +16,8 @@ import subprocess
 import time
 
 from harness import main, test
-from cellkit import (ROOT, ensure_user, finish_cell, in_both_modes, ok_stdout, rootless_files,
-                     run_cell, start_cell)
+from cellkit import (ROOT, descendants, ensure_user, finish_cell, in_both_modes, ok_stdout,
+                     rootless_files, run_cell, start_cell)
 
 
 def probe(code, mode, deadline=5, env=None):
@@ -538,24 +538,6 @@ def each_cell_starts_fresh(mode):
     assert ok_stdout(r) == "wrote\n"
     r = run_cell("import os\nprint(os.path.exists('/tmp/left-behind'))", mode)
     assert ok_stdout(r) == "False\n"
-
-
-def descendants(pid):
-    kids = {}
-    for d in glob.glob("/proc/[0-9]*/stat"):
-        try:
-            with open(d) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            kids.setdefault(int(fields[1]), []).append(int(d.split("/")[2]))
-        except (OSError, IndexError, ValueError):
-            pass
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for k in kids.get(p, []):
-            out.append(k)
-            todo.append(k)
-    return out
 
 
 def same_file(pid1, fd1, pid2, fd2):

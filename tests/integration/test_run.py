@@ -1,0 +1,280 @@
+"""test_run.py: `appliance run` as an MCP server on stdio, driven by the
+official TypeScript SDK client (tests/mcp-client.mjs) and by raw JSON-RPC
+lines, with policies signed for the test."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from harness import main, test
+from cellkit import APPLIANCE, ROOT, digest, runsc_pids_of
+
+_work = None
+CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
+
+
+def work():
+    global _work
+    if _work is None:
+        _work = tempfile.mkdtemp(prefix="appliance-run-test.")
+        os.chmod(_work, 0o755)
+        os.mkdir(os.path.join(_work, "trusted.d"), 0o755)
+        subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(_work, "trusted.d", "k.pub"),
+                        "--secret", os.path.join(_work, "k.key")], check=True,
+                       capture_output=True)
+    return _work
+
+
+_serial = [100]
+
+
+def policy(limits=None, expires="2099-01-01T00:00:00Z", extra=None):
+    """A freshly signed policy with a serial above every earlier one."""
+    _serial[0] += 1
+    path = os.path.join(work(), "p%d.json" % _serial[0])
+    doc = {"policy_version": 1, "serial": _serial[0], "expires": expires,
+           "image": {"layout": os.path.join(ROOT, "build", "image"), "digest": digest()},
+           "limits": dict({"deadline_s": 20}, **(limits or {}))}
+    doc.update(extra or {})
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    subprocess.run([APPLIANCE, "sign", "--secret", os.path.join(work(), "k.key"), path],
+                   check=True, capture_output=True)
+    return path + ".sig"
+
+
+def run_argv(sig):
+    return [APPLIANCE, "run", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
+            "--state-dir", os.path.join(work(), "state")]
+
+
+def sdk(sig, calls, timeout=120):
+    argv = ["node", CLIENT]
+    for c in calls:
+        argv += ["--call", json.dumps(c)]
+    r = subprocess.run(argv + ["--timeout", "60000", "--"] + run_argv(sig), capture_output=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr.decode()
+    return json.loads(r.stdout)
+
+
+def code(src):
+    return {"name": "run_python", "arguments": {"code": src}}
+
+
+@test
+def the_sdk_client_lists_and_runs_cells():
+    out = sdk(policy(), [code("import asyncio, json\n"
+                              "async def f(x):\n    return x * 2\n"
+                              "print(json.dumps(await asyncio.gather(*(f(i) for i in range(4)))))\n"
+                              "{'ok': True}"),
+                         code("raise KeyError('k')"),
+                         code("while True:\n    pass"),
+                         {"name": "run_python", "arguments": {"code": 5}},
+                         {"name": "run_python", "arguments": {"code": "1", "extra": 1}},
+                         {"name": "shell", "arguments": {}}])
+    assert out["server"]["name"] == "appliance"
+    assert [t["name"] for t in out["tools"]] == ["run_python"]
+    ok, raised, loop, bad, extra, unknown = out["calls"]
+    assert ok["result"]["isError"] is False
+    assert ok["result"]["structuredContent"]["stdout"] == "[0, 2, 4, 6]\n"
+    assert ok["result"]["structuredContent"]["result"] == {"ok": True}
+    assert json.loads(ok["result"]["content"][0]["text"]) == ok["result"]["structuredContent"]
+    assert raised["result"]["isError"] is True
+    assert "KeyError" in raised["result"]["structuredContent"]["error"]
+    assert loop["result"]["isError"] is True
+    assert loop["result"]["structuredContent"]["reason"] == "deadline"
+    assert bad["result"]["isError"] is True and extra["result"]["isError"] is True
+    assert unknown["error"]["code"] == -32602
+
+
+def raw_session(sig, lines, wait=0.0, read_until=None, timeout=60):
+    """Send lines to `appliance run`, then read answers until read_until(list)
+    says enough (or EOF); returns the parsed answers."""
+    p = subprocess.Popen(run_argv(sig), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    for line in lines:
+        p.stdin.write((line if isinstance(line, str) else json.dumps(line)).encode() + b"\n")
+    p.stdin.flush()
+    answers, deadline = [], time.time() + timeout
+    while time.time() < deadline and (read_until is None or not read_until(answers)):
+        line = p.stdout.readline()
+        if not line:
+            break
+        answers.append(json.loads(line))
+    time.sleep(wait)
+    p.stdin.close()
+    p.wait(timeout=30)
+    p.stdout.close()
+    p.stderr.close()
+    return answers, p
+
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(i, src):
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": src}}}
+
+
+def by_id(answers):
+    return {json.dumps(a.get("id")): a for a in answers}
+
+
+@test
+def malformed_input_gets_json_rpc_errors_and_serving_goes_on():
+    lines = [INIT, INITIALIZED, "not json", '{"jsonrpc":"2.0","id":1,"method":"ping","x":1}',
+             "[" + json.dumps(call(2, "print(1)")) + "]", '{"jsonrpc":"1.0","id":3,"method":"ping"}',
+             {"jsonrpc": "2.0", "id": 4, "method": "resources/list"},
+             {"jsonrpc": "2.0", "id": 7, "method": "ping"}, {"jsonrpc": "2.0", "id": "five",
+                                                            "method": "tools/list"},
+             call(6, "print('still here')")]
+    answers, _ = raw_session(policy(), lines,
+                             read_until=lambda a: any(x.get("id") == 6 for x in a))
+    ids = by_id(answers)
+    assert ids["0"]["result"]["protocolVersion"] == "2025-11-25"
+    nulls = [a for a in answers if a.get("id") is None]
+    assert [a["error"]["code"] for a in nulls] == [-32700, -32600], nulls
+    assert ids["1"]["error"]["code"] == -32600
+    assert ids["3"]["error"]["code"] == -32600
+    assert ids["4"]["error"]["code"] == -32601
+    assert ids["7"]["result"] == {}
+    assert ids['"five"']["result"]["tools"][0]["name"] == "run_python"
+    assert ids["6"]["result"]["structuredContent"]["stdout"] == "still here\n"
+
+
+@test
+def two_cells_at_once_see_only_their_own_output():
+    src = "import time\nfor i in range(5):\n    print('%s', i)\n    time.sleep(0.1)\n"
+    answers, _ = raw_session(policy({"cells": 2}), [INIT, INITIALIZED, call("a", src % "A"),
+                                                     call("b", src % "B")],
+                             read_until=lambda a: len(a) >= 3)
+    ids = by_id(answers)
+    a = ids['"a"']["result"]["structuredContent"]["stdout"]
+    b = ids['"b"']["result"]["structuredContent"]["stdout"]
+    assert a == "".join("A %d\n" % i for i in range(5)), a
+    assert b == "".join("B %d\n" % i for i in range(5)), b
+
+
+@test
+def cancellation_stops_the_cell_and_its_sandbox():
+    sig = policy()
+    p = subprocess.Popen(run_argv(sig), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    for m in (INIT, INITIALIZED, call(1, "import time\ntime.sleep(60)")):
+        p.stdin.write(json.dumps(m).encode() + b"\n")
+    p.stdin.flush()
+    assert json.loads(p.stdout.readline())["id"] == 0
+    deadline = time.time() + 20
+    while not runsc_pids_of(p.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert runsc_pids_of(p.pid), "no sandbox started"
+    time.sleep(1)
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                              "params": {"requestId": 1, "reason": "test"}}).encode() + b"\n")
+    p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode() + b"\n")
+    p.stdin.flush()
+    # the cancelled call gets no answer; the ping does
+    assert json.loads(p.stdout.readline()) == {"jsonrpc": "2.0", "id": 2, "result": {}}
+    deadline = time.time() + 10
+    while runsc_pids_of(p.pid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert not runsc_pids_of(p.pid), "the cancelled cell's sandbox is still there"
+    p.stdin.close()
+    assert p.wait(timeout=20) == 0
+    p.stdout.close()
+    p.stderr.close()
+
+
+@test
+def end_of_input_destroys_every_sandbox():
+    sig = policy({"cells": 2})
+    p = subprocess.Popen(run_argv(sig), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE)
+    for m in (INIT, INITIALIZED, call(1, "import time\ntime.sleep(60)"),
+              call(2, "import time\ntime.sleep(60)")):
+        p.stdin.write(json.dumps(m).encode() + b"\n")
+    p.stdin.flush()
+    deadline = time.time() + 20
+    while len(runsc_pids_of(p.pid)) < 2 and time.time() < deadline:
+        time.sleep(0.1)
+    time.sleep(1)
+    t = time.time()
+    p.stdin.close()
+    assert p.wait(timeout=20) == 0
+    assert time.time() - t < 10
+    left = [d for d in os.listdir("/run/appliance") if d.startswith("i-%d-" % p.pid)]
+    assert left == [], left
+    p.stdout.close()
+    p.stderr.close()
+
+
+@test
+def an_expired_policy_stops_new_cells():
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 10))
+    p = subprocess.Popen(run_argv(policy(expires=soon)), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def ask(m):
+        p.stdin.write(json.dumps(m).encode() + b"\n")
+        p.stdin.flush()
+        return json.loads(p.stdout.readline())
+    assert ask(INIT)["id"] == 0
+    p.stdin.write(json.dumps(INITIALIZED).encode() + b"\n")
+    assert ask(call(1, "print(1)"))["result"]["isError"] is False
+    time.sleep(max(0.0, calendar_seconds(soon) - time.time() + 1))
+    late = ask(call(2, "print(2)"))["result"]
+    assert late["isError"] is True and "expired" in late["content"][0]["text"], late
+    p.stdin.close()
+    p.wait(timeout=20)
+    p.stdout.close()
+    p.stderr.close()
+    # a policy that expired before the start is refused outright
+    r = subprocess.run(run_argv(policy(expires="2020-01-01T00:00:00Z")), input=b"",
+                       capture_output=True)
+    assert r.returncode == 1 and b"expire" in r.stderr, r.stderr
+
+
+def calendar_seconds(rfc3339):
+    import calendar
+    return calendar.timegm(time.strptime(rfc3339, "%Y-%m-%dT%H:%M:%SZ"))
+
+
+@test
+def run_takes_keys_only_from_a_trust_directory():
+    sig = policy()
+    r = subprocess.run([APPLIANCE, "run", "--policy", sig, "--trust",
+                        os.path.join(work(), "trusted.d", "k.pub")], input=b"",
+                       capture_output=True)
+    assert r.returncode == 2 and b"spelled out" in r.stderr, r.stderr
+    d = os.path.join(work(), "trusted.d")
+    os.chmod(d, 0o777)
+    try:
+        r = subprocess.run(run_argv(sig), input=b"", capture_output=True)
+        assert r.returncode == 1 and d.encode() in r.stderr, r.stderr
+    finally:
+        os.chmod(d, 0o755)
+
+
+@test
+def a_policy_naming_servers_this_build_cannot_serve_is_refused():
+    for servers in ({"web": {"url": "https://example.invalid/mcp"}},
+                    {"toy": {"command": [os.path.join(ROOT, "build", "toy-server")]}}):
+        r = subprocess.run(run_argv(policy(extra={"servers": servers})), input=b"",
+                           capture_output=True)
+        assert r.returncode == 1 and b"not supported" in r.stderr, r.stderr
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if _work:
+            shutil.rmtree(_work, True)
