@@ -131,6 +131,12 @@ static int b64_take(const char *s, size_t n, unsigned char *bin, size_t bin_len,
 	return 0;
 }
 
+/* Encode bin into out (sized with B64_LEN + 1); -1 if libsodium says no. */
+static int b64_put(char *out, size_t out_len, const unsigned char *bin, size_t n)
+{
+	return sodium_bin2base64(out, out_len, bin, n, sodium_base64_VARIANT_ORIGINAL) ? 0 : -1;
+}
+
 static int end_check(const struct lines *l, const char *what, struct appl_err *err)
 {
 	if (l->pos != l->len)
@@ -281,7 +287,8 @@ int policy_pubkey_format(const struct policy_pubkey *pk, char *out, size_t len, 
 	memcpy(raw, ALG_LEGACY, 2);
 	memcpy(raw + 2, pk->keyid, POLICY_KEYID_BYTES);
 	memcpy(raw + 2 + POLICY_KEYID_BYTES, pk->pk, POLICY_PUBKEY_BYTES);
-	sodium_bin2base64(b64, sizeof(b64), raw, sizeof(raw), sodium_base64_VARIANT_ORIGINAL);
+	if (b64_put(b64, sizeof(b64), raw, sizeof(raw)) < 0)
+		return appl_err_set(err, -EIO, "base64 encoding failed");
 	policy_keyid_hex(pk->keyid, hex);
 	n = snprintf(out, len, COMMENT_PREFIX "minisign public key %s\n%s\n", hex, b64);
 	if (n < 0 || (size_t)n >= len)
@@ -391,10 +398,9 @@ static int sig_text(const unsigned char raw[SIG_RAW_BYTES], const unsigned char 
 	char b64sig[B64_LEN(SIG_RAW_BYTES) + 1], b64global[B64_LEN(POLICY_SIG_BYTES) + 1];
 	int n;
 
-	sodium_bin2base64(b64sig, sizeof(b64sig), raw, SIG_RAW_BYTES,
-			  sodium_base64_VARIANT_ORIGINAL);
-	sodium_bin2base64(b64global, sizeof(b64global), global, POLICY_SIG_BYTES,
-			  sodium_base64_VARIANT_ORIGINAL);
+	if (b64_put(b64sig, sizeof(b64sig), raw, SIG_RAW_BYTES) < 0 ||
+	    b64_put(b64global, sizeof(b64global), global, POLICY_SIG_BYTES) < 0)
+		return appl_err_set(err, -EIO, "base64 encoding failed");
 	n = snprintf(out, len,
 		     COMMENT_PREFIX "signature from appliance secret key\n%s\n" TRUSTED_PREFIX
 				    "%s\n%s\n",
@@ -691,46 +697,47 @@ out:
 	return rc;
 }
 
-int policy_seckey_format(const struct policy_seckey *sk, char **out, size_t *len,
-			 struct appl_err *err)
+/* Algorithm, KDF none (salt and limits stay zero), checksum algorithm, key
+ * id, key, checksum, into x->b64: what minisign -G -W writes. */
+static int seckey_encode(const struct policy_seckey *sk, struct sec_scratch *x)
 {
-	static const char head[] = COMMENT_PREFIX "appliance secret key (unencrypted)\n";
-	size_t b64_len = B64_LEN(SEC_RAW_BYTES), total = sizeof(head) - 1 + b64_len + 1;
-	struct sec_scratch *x;
-	char *text;
-
-	*out = NULL;
-	*len = 0;
-	x = sodium_malloc(sizeof(*x));
-	text = sodium_malloc(total + 1);
-	if (!x || !text) {
-		if (x)
-			sodium_free(x);
-		if (text)
-			sodium_free(text);
-		return appl_err_set(err, -ENOMEM, "no memory for a secret key");
-	}
-	/* Algorithm, KDF none (salt and limits stay zero), checksum algorithm,
-	 * key id, key, checksum: what minisign -G -W writes. */
 	memset(x->raw, 0, SEC_RAW_BYTES);
 	memcpy(x->raw, ALG_LEGACY, 2);
 	memcpy(x->raw + SEC_OFF_CHKA, CHK_BLAKE2, 2);
 	memcpy(x->raw + SEC_OFF_KEYID, sk->keyid, POLICY_KEYID_BYTES);
 	memcpy(x->raw + SEC_OFF_SK, sk->sk, SK_BYTES);
-	if (seckey_chk(x, sk->keyid, sk->sk) != 0) {
-		sodium_free(x);
-		sodium_free(text);
-		return appl_err_set(err, -EIO, "BLAKE2b failed");
-	}
+	if (seckey_chk(x, sk->keyid, sk->sk) != 0)
+		return -1;
 	memcpy(x->raw + SEC_OFF_CHK, x->chk, CHK_BYTES);
-	sodium_bin2base64(x->b64, sizeof(x->b64), x->raw, SEC_RAW_BYTES,
-			  sodium_base64_VARIANT_ORIGINAL);
-	memcpy(text, head, sizeof(head) - 1);
-	memcpy(text + sizeof(head) - 1, x->b64, b64_len);
-	text[total - 1] = '\n';
-	text[total] = '\0';
-	sodium_free(x);
-	*out = text;
-	*len = total;
-	return 0;
+	return b64_put(x->b64, sizeof(x->b64), x->raw, SEC_RAW_BYTES);
+}
+
+int policy_seckey_format(const struct policy_seckey *sk, char **out, size_t *len,
+			 struct appl_err *err)
+{
+	static const char head[] = COMMENT_PREFIX "appliance secret key (unencrypted)\n";
+	size_t b64_len = B64_LEN(SEC_RAW_BYTES), total = sizeof(head) - 1 + b64_len + 1;
+	struct sec_scratch *x = sodium_malloc(sizeof(*x));
+	char *text = sodium_malloc(total + 1);
+	int rc = 0;
+
+	*out = NULL;
+	*len = 0;
+	if (!x || !text)
+		rc = appl_err_set(err, -ENOMEM, "no memory for a secret key");
+	else if (seckey_encode(sk, x) < 0)
+		rc = appl_err_set(err, -EIO, "encoding the secret key failed");
+	if (rc == 0) {
+		memcpy(text, head, sizeof(head) - 1);
+		memcpy(text + sizeof(head) - 1, x->b64, b64_len);
+		text[total - 1] = '\n';
+		text[total] = '\0';
+		*out = text;
+		*len = total;
+	} else if (text) {
+		sodium_free(text);
+	}
+	if (x)
+		sodium_free(x);
+	return rc;
 }
