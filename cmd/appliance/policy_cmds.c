@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "cli.h"
 #include "policy/load.h"
 #include "policy/minisign.h"
 #include "policy/state.h"
@@ -48,6 +49,8 @@ int cmd_keygen(int argc, char **argv)
 	char hex[POLICY_KEYID_HEX];
 	int c;
 
+	if (cli_inexact_option(argc, argv, opts))
+		return usage("keygen", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'p')
@@ -98,6 +101,8 @@ int cmd_sign(int argc, char **argv)
 	int64_t now = (int64_t)time(NULL);
 	int c, rc;
 
+	if (cli_inexact_option(argc, argv, opts))
+		return usage("sign", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c != 's')
@@ -132,6 +137,8 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	};
 	int c;
 
+	if (cli_inexact_option(argc, argv, opts))
+		return usage("verify", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 't')

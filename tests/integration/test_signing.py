@@ -348,10 +348,15 @@ def trust_directory_rules():
 
 
 @test
-def trust_and_trust_dir_exclude_each_other():
+def options_are_exact_and_trust_sources_exclusive():
     with Work() as w:
         r = appliance("verify", "--trust", "a", "--trust-dir", "b", w.sig)
         assert r.returncode == 2, r.stderr
+        # an abbreviated option is not taken for another one
+        for args in (["verify", "--trust-d", w.dir, w.sig], ["sign", "--sec", "k", w.policy],
+                     ["keygen", "--pub", "a", "--secret", "b"]):
+            r = appliance(*args)
+            assert r.returncode == 2 and "spelled out in full" in r.stderr, (args, r.stderr)
 
 
 if __name__ == "__main__":
