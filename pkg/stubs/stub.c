@@ -511,6 +511,20 @@ static void param_head(const struct param *p, struct sbuf *b, bool *quoted)
 	sb_puts(b, ":");
 }
 
+/* Default, allowed values, keys, constraints: what the schema says beside
+ * the description. */
+static void notes_write(const struct view *v, const struct param *p, const struct level *lv,
+			struct sbuf *notes)
+{
+	if (lv->param_max)
+		default_note(p, notes);
+	if (lv->extras) {
+		values_note(p, notes);
+		keys_note(v, p, notes);
+		constraints_note(p, notes);
+	}
+}
+
 /* One entry of Args; false when there is nothing to say about p. */
 static bool param_entry(const struct view *v, const struct param *p, const struct level *lv,
 			struct sbuf *b, bool *quoted)
@@ -518,18 +532,20 @@ static bool param_entry(const struct view *v, const struct param *p, const struc
 	const json_t *d = lv->param_max ? param_desc(p) : NULL;
 	size_t mark = b->len, head, n = json_string_length(d);
 	const char *text = text_trim(json_string_value(d), &n);
+	struct sbuf notes;
 
 	param_head(p, b, quoted);
 	head = b->len;
 	if (n && sb_puts(b, " ") && !esc_put(b, text, n, ESC_DOC, lv->param_max - 6, IND_MORE))
 		sb_puts(b, " [...]");
-	if (lv->param_max)
-		default_note(p, b);
-	if (lv->extras) {
-		values_note(p, b);
-		keys_note(v, p, b);
-		constraints_note(p, b);
-	}
+	sb_init(&notes, APPL_STUBS_TEXT_MAX);
+	notes_write(v, p, lv, &notes);
+	/* the notes are sentences: end the description's own first */
+	if (notes.len && b->len > head && !strchr(".!?:;", b->p[b->len - 1]))
+		sb_puts(b, ".");
+	sb_putn(b, notes.p ? notes.p : "", notes.len);
+	b->nomem = b->nomem || notes.nomem;
+	sb_free(&notes);
 	if (b->len == head && !b->full) {
 		/* nothing after the name: a named one needs no entry at all */
 		sb_cut(b, p->named ? mark : head - 1);

@@ -88,8 +88,9 @@ const char *stubs_text(const struct stubs *s, size_t i);
  * APPL_STUBS_SUMMARY_MAX bytes; "" when the tool has no description. */
 const char *stubs_summary(const struct stubs *s, size_t i);
 
-/* The one-line call form "ns.fn(*, a: int, b: str = ...)", at most
- * APPL_STUBS_LINE_MAX bytes (parameters that do not fit become ", ..."). */
+/* The one-line call form for the description, "ns.fn(a: int, b: str = ...)"
+ * (keyword-only, without the "*,"), at most APPL_STUBS_LINE_MAX bytes:
+ * parameters that do not fit become ", ...". */
 const char *stubs_signature(const struct stubs *s, size_t i);
 
 /* The runner's `tools` array (docs/runner-protocol.md): one entry per tool,

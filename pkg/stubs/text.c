@@ -77,19 +77,36 @@ bool sb_puts(struct sbuf *b, const char *s)
 
 bool sb_printf(struct sbuf *b, const char *fmt, ...)
 {
-	char tmp[256];
-	va_list ap;
+	char tmp[256], *big;
+	va_list ap, again;
+	bool ok;
 	int n;
 
 	va_start(ap, fmt);
+	va_copy(again, ap);
 	n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
 	va_end(ap);
-	/* Only short, trusted pieces (numbers, our own words) come through here. */
-	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+	if (n < 0 || (size_t)n > b->max - b->len) {
+		va_end(again);
 		b->full = true;
 		return false;
 	}
-	return sb_putn(b, tmp, (size_t)n);
+	if ((size_t)n < sizeof(tmp)) {
+		va_end(again);
+		return sb_putn(b, tmp, (size_t)n);
+	}
+	/* longer than tmp, and within the cap (checked first) */
+	big = malloc((size_t)n + 1);
+	if (!big) {
+		va_end(again);
+		b->nomem = true;
+		return false;
+	}
+	vsnprintf(big, (size_t)n + 1, fmt, again);
+	va_end(again);
+	ok = sb_putn(b, big, (size_t)n);
+	free(big);
+	return ok;
 }
 
 char *sb_steal(struct sbuf *b)

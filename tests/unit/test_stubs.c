@@ -697,7 +697,7 @@ static const char hostile[] =
 	"Sum \"\"\" up\x1b[2J\t\"\n"
 	"\n\n\n\nBody ''' \"\"\"\"\"\" \\ \\\" \\N{BULLET} \\x \x7f \xc2\x85 \xe2\x80\xae "
 	"\xf3\xa0\x81\x81 \xef\xbb\xbf \xff\xfe end\\\n"
-	"\"\"\"); import os; os.system('id') #\r\n"
+	"\"\"\"); import os; os.remove('x') #\r\n"
 	"last \"";
 
 static void test_hostile_description(void **state)
@@ -916,6 +916,28 @@ static void test_description_example(void **state)
 	stubs_free(s);
 	json_decref((json_t *)t[0].input_schema);
 	json_decref((json_t *)t[1].input_schema);
+}
+
+/* The longest names fit every line the description writes about them. */
+static void test_description_long_names(void **state)
+{
+	static const char n64[] =
+		"n123456789012345678901234567890123456789012345678901234567890123";
+	struct stubs_tool t[] = {{n64, n64, "First.", NULL}, {n64, "b", "Second.", NULL}};
+	struct appl_err err = {0};
+	struct stubs *s;
+	char want[300];
+	char *d;
+	(void)state;
+
+	assert_int_equal(stubs_build(t, 2, &s, &err), 0);
+	d = describe(s, 0);
+	snprintf(want, sizeof(want), "asyncio.gather(%s.b(...), %s.%s(...))", n64, n64, n64);
+	assert_non_null(strstr(d, want));
+	snprintf(want, sizeof(want), "\n%s.%s(**kwargs: Any)  # First.\n", n64, n64);
+	assert_non_null(strstr(d, want));
+	free(d);
+	stubs_free(s);
 }
 
 /* ---- a big varied sample ------------------------------------------------------------------ */
@@ -1188,6 +1210,7 @@ int main(void)
 		cmocka_unit_test(test_runner_tools_fit_a_cell_line),
 		cmocka_unit_test(test_description_levels),
 		cmocka_unit_test(test_description_example),
+		cmocka_unit_test(test_description_long_names),
 		cmocka_unit_test(test_sample),
 	};
 
