@@ -221,4 +221,19 @@
 #define APPL_STUBS_DESCRIPTION_DEF  (16u * 1024)
 #define APPL_STUBS_DESCRIPTION_CEIL (256u * 1024)
 
+/* ---- upstream client (pkg/mcp/upstream.c) ------------------------------- */
+/* A server is started, and answers, within these; a hostile or broken one
+ * costs at most a bounded wait and bounded memory (docs/upstream.md). */
+#define APPL_UPSTREAM_INIT_TIMEOUT_MS 10000 /* initialize and the whole first tools/list */
+#define APPL_UPSTREAM_BACKOFF_MIN_MS  500   /* wait after the first death */
+#define APPL_UPSTREAM_BACKOFF_MAX_MS  30000 /* doubling stops here */
+/* A run that lasted this long resets the wait to APPL_UPSTREAM_BACKOFF_MIN_MS. */
+#define APPL_UPSTREAM_STABLE_MS	     60000
+#define APPL_UPSTREAM_KILL_WAIT_MS   1000		 /* upstream_free waits this long to reap */
+#define APPL_UPSTREAM_PENDING_MAX    4096		 /* calls pending per server */
+#define APPL_UPSTREAM_OUTBUF_MAX     (16u * 1024 * 1024) /* queued for the server's stdin */
+#define APPL_UPSTREAM_LIST_BYTES_MAX (16u * 1024 * 1024) /* all pages of one tools/list */
+#define APPL_UPSTREAM_CURSOR_MAX     1024		 /* bytes of one nextCursor */
+#define APPL_UPSTREAM_TOOL_NAME_MAX  128 /* MCP asks 1 to 128; longer tools are skipped */
+
 #endif
