@@ -1,0 +1,1111 @@
+/* test_upstream.c: the upstream MCP client against build/toy-server and a
+ * scripted fake server (this program, run again as `--fake-server MODE`):
+ * handshake and paging, calls, concurrency, timeouts and cancellation, late
+ * answers, errors, refused answers, death and restart, failed handshakes,
+ * list refresh, server-to-client requests, the environment, the stderr
+ * relay and its escaping. Run from the top of the tree (make unit). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "loop/loop.h"
+#include "mcp/upstream.h"
+
+static char self_exe[PATH_MAX];
+static char toy_path[PATH_MAX];
+
+/* ---- the fake server ---------------------------------------------------------- */
+
+extern char **environ;
+
+static void fake_send(json_t *msg)
+{
+	char *s = json_dumps(msg, JSON_COMPACT);
+
+	fputs(s, stdout);
+	fputc('\n', stdout);
+	fflush(stdout);
+	free(s);
+	json_decref(msg);
+}
+
+static void fake_result(json_t *id, json_t *result)
+{
+	fake_send(json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result", result));
+}
+
+static json_t *fake_tool(const char *name, const char *desc)
+{
+	return json_pack("{s:s, s:s, s:{s:s}}", "name", name, "description", desc, "inputSchema",
+			 "type", "object");
+}
+
+/* What the server was started with: its environment and working directory. */
+static json_t *fake_env_tool(void)
+{
+	char buf[8192], cwd[PATH_MAX];
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (char **e = environ; *e; e++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s\n", *e);
+	snprintf(buf + n, sizeof(buf) - n, "cwd=%s", getcwd(cwd, sizeof(cwd)) ? cwd : "?");
+	return fake_tool("env", buf);
+}
+
+static void fake_initialize(const char *mode, json_t *id)
+{
+	if (strcmp(mode, "silent") == 0)
+		return;
+	fake_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
+				  strcmp(mode, "version") == 0 ? "1999-01-01" : "2025-06-18",
+				  "capabilities", "tools", "serverInfo", "name", "fake", "version",
+				  "1"));
+}
+
+/* One tools/list page for mode; page counts from 0. */
+static json_t *fake_page(const char *mode, int page)
+{
+	json_t *tools = json_array(), *r;
+	char name[32], next[32];
+
+	snprintf(next, sizeof(next), "c%d", page + 1);
+	if (strcmp(mode, "env") == 0) {
+		json_array_append_new(tools, fake_env_tool());
+	} else if (strcmp(mode, "dup") == 0) {
+		json_array_append_new(tools, fake_tool("a", "one"));
+		json_array_append_new(tools, fake_tool("a", "two"));
+	} else if (strcmp(mode, "skip") == 0) {
+		json_array_append_new(tools, json_pack("{s:s}", "description", "no name"));
+		json_array_append_new(tools, json_pack("{s:s}", "name", "no_schema"));
+		json_array_append_new(tools, fake_tool("bad\x01name", "control"));
+		json_array_append_new(tools, json_pack("{s:s, s:i, s:{}}", "name", "baddesc",
+						       "description", 3, "inputSchema"));
+		json_array_append_new(tools, json_string("not an object"));
+		json_array_append_new(tools,
+				      json_pack("{s:s, s:{}, s:{s:b}}", "name", "good",
+						"inputSchema", "annotations", "readOnlyHint", 1));
+	} else {
+		int each = strcmp(mode, "toomany") == 0 ? 300 : 1;
+
+		for (int i = 0; i < each; i++) {
+			snprintf(name, sizeof(name), "t%d_%d", page, i);
+			json_array_append_new(tools, fake_tool(name, "a tool"));
+		}
+	}
+	r = json_pack("{s:o}", "tools", tools);
+	if (strcmp(mode, "cursor") == 0)
+		json_object_set_new(r, "nextCursor", json_string("same"));
+	else if (strcmp(mode, "pages") == 0 || (strcmp(mode, "toomany") == 0 && page < 3))
+		json_object_set_new(r, "nextCursor", json_string(next));
+	return r;
+}
+
+/* Requests a server may send its client; only ping is answered with a
+ * result. Then a line that is not JSON and a notification. */
+static void fake_requests(void)
+{
+	fake_send(json_pack("{s:s, s:s, s:s}", "jsonrpc", "2.0", "id", "s1", "method", "ping"));
+	fake_send(
+		json_pack("{s:s, s:s, s:s}", "jsonrpc", "2.0", "id", "s2", "method", "roots/list"));
+	fake_send(json_pack("{s:s, s:i, s:s, s:{}}", "jsonrpc", "2.0", "id", 3, "method",
+			    "sampling/createMessage", "params"));
+	fputs("this is not json\n", stdout);
+	fake_send(json_pack("{s:s, s:s, s:{s:s, s:s}}", "jsonrpc", "2.0", "method",
+			    "notifications/message", "params", "level", "info", "data", "hi"));
+}
+
+static void fake_error(json_t *id)
+{
+	char msg[4096] = "bad\001thing ";
+	size_t n = strlen(msg);
+
+	while (n + 2 < sizeof(msg) - 1) {
+		memcpy(msg + n, "\xc3\xa9", 2); /* e acute: cutting must not split it */
+		n += 2;
+	}
+	msg[n] = '\0';
+	fake_send(json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error", "code",
+			    -32000, "message", msg));
+}
+
+struct fake {
+	const char *mode;
+	int page;
+	json_t *held;	 /* a call left unanswered */
+	json_t *answers; /* what the client answered our requests */
+};
+
+static void fake_call(struct fake *f, json_t *id, json_t *params)
+{
+	const char *tool = json_string_value(json_object_get(params, "name"));
+	const char *arg =
+		json_string_value(json_object_get(json_object_get(params, "arguments"), "mode"));
+
+	if (strcmp(f->mode, "error") == 0) {
+		fake_error(id);
+	} else if (strcmp(tool, "report") == 0) {
+		fake_result(id, json_pack("{s:[], s:{s:O}}", "content", "structuredContent",
+					  "answers", f->answers));
+	} else if (arg && strcmp(arg, "hold") == 0) {
+		json_decref(f->held);
+		f->held = json_incref(id);
+	} else {
+		fake_result(id, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+					  arg ? arg : "done"));
+	}
+}
+
+/* A cancelled call is answered anyway (late), and so are ids nobody asked. */
+static void fake_cancelled(struct fake *f)
+{
+	if (!f->held)
+		return;
+	fake_result(f->held,
+		    json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", "late"));
+	fake_send(json_pack("{s:s, s:i, s:{s:[]}}", "jsonrpc", "2.0", "id", 999999, "result",
+			    "content"));
+	fake_send(json_pack("{s:s, s:s, s:{s:[]}}", "jsonrpc", "2.0", "id", "1", "result",
+			    "content"));
+	fake_send(json_pack("{s:s, s:n, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", "error", "code",
+			    -32700, "message", "parse error"));
+	json_decref(f->held);
+	f->held = NULL;
+}
+
+static void fake_line(struct fake *f, json_t *m)
+{
+	const char *method = json_string_value(json_object_get(m, "method"));
+	json_t *id = json_object_get(m, "id");
+
+	if (!method)
+		json_array_append(f->answers, m);
+	else if (strcmp(method, "initialize") == 0)
+		fake_initialize(f->mode, id);
+	else if (strcmp(method, "notifications/initialized") == 0 &&
+		 strcmp(f->mode, "requests") == 0)
+		fake_requests();
+	else if (strcmp(method, "tools/list") == 0)
+		fake_result(id, fake_page(f->mode, f->page++));
+	else if (strcmp(method, "tools/call") == 0)
+		fake_call(f, id, json_object_get(m, "params"));
+	else if (strcmp(method, "notifications/cancelled") == 0)
+		fake_cancelled(f);
+}
+
+static int fake_main(const char *mode)
+{
+	struct fake f = {.mode = mode, .answers = json_array()};
+	char *line = NULL;
+	size_t cap = 0;
+
+	if (strcmp(mode, "stderr") == 0) {
+		fputs("plain line\n", stderr);
+		fputs("esc \x1b[31m red \x01 \\ \xff\xfe \xc3\xa9 \xc2\x9b\r\n", stderr);
+		for (int i = 0; i < 3000; i++)
+			fputc('x', stderr);
+		fputs("\nno newline at the end", stderr);
+		fflush(stderr);
+	}
+	while (getline(&line, &cap, stdin) > 0) {
+		json_t *m = json_loads(line, 0, NULL);
+
+		if (m)
+			fake_line(&f, m);
+		json_decref(m);
+	}
+	free(line);
+	json_decref(f.held);
+	json_decref(f.answers);
+	return 0;
+}
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+struct srvbuf {
+	const char *argv[8];
+	const char *env[8];
+	struct policy_server srv;
+};
+
+static const struct policy_server *srv_make(struct srvbuf *b, const char *name,
+					    const char *const *argv, const char *const *env,
+					    const char *cwd)
+{
+	memset(b, 0, sizeof(*b));
+	for (size_t i = 0; argv[i]; i++)
+		b->argv[b->srv.argc++] = argv[i];
+	for (size_t i = 0; env && env[i]; i++)
+		b->env[b->srv.nenv++] = env[i];
+	b->srv.name = name;
+	b->srv.kind = POLICY_SERVER_STDIO;
+	b->srv.argv = b->argv;
+	b->srv.env = b->env;
+	b->srv.cwd = cwd;
+	return &b->srv;
+}
+
+static const struct policy_server *toy(struct srvbuf *b, const char *opt, const char *val)
+{
+	const char *argv[] = {toy_path, opt, val, NULL};
+
+	return srv_make(b, "toy", argv, NULL, NULL);
+}
+
+static const struct policy_server *fake(struct srvbuf *b, const char *mode)
+{
+	const char *argv[] = {self_exe, "--fake-server", mode, NULL};
+
+	return srv_make(b, "fake", argv, NULL, NULL);
+}
+
+struct hookrec {
+	int ready, changed, down;
+	char why[APPL_ERR_MSG_MAX];
+};
+
+static void h_ready(struct upstream *u, void *data)
+{
+	(void)u;
+	((struct hookrec *)data)->ready++;
+}
+
+static void h_changed(struct upstream *u, void *data)
+{
+	(void)u;
+	((struct hookrec *)data)->changed++;
+}
+
+static void h_down(struct upstream *u, const char *why, void *data)
+{
+	struct hookrec *h = data;
+
+	(void)u;
+	h->down++;
+	snprintf(h->why, sizeof(h->why), "%s", why);
+}
+
+struct cap {
+	int done, status, seq;
+	json_t *result;
+	char reason[APPL_ERR_MSG_MAX];
+};
+
+static int g_seq;
+
+static void cap_cb(void *ctx, int status, const json_t *result, const char *reason)
+{
+	struct cap *c = ctx;
+
+	c->done++;
+	c->status = status;
+	c->seq = ++g_seq;
+	json_decref(c->result);
+	c->result = result ? json_incref((json_t *)result) : NULL;
+	snprintf(c->reason, sizeof(c->reason), "%s", reason ? reason : "");
+}
+
+static int caps_done(const struct cap *c, int n)
+{
+	int done = 0;
+
+	for (int i = 0; i < n; i++)
+		done += c[i].done;
+	return done;
+}
+
+static void cap_clear(struct cap *c)
+{
+	json_decref(c->result);
+	memset(c, 0, sizeof(*c));
+}
+
+#define RUN_UNTIL(l, cond, ms)                                                                     \
+	do {                                                                                       \
+		uint64_t t0_ = loop_now_ms();                                                      \
+		while (!(cond) && loop_now_ms() - t0_ < (ms))                                      \
+			loop_run_once((l), 20);                                                    \
+	} while (0)
+
+struct env_t {
+	struct loop *loop;
+	struct upstream *u;
+	struct hookrec h;
+};
+
+static void start(struct env_t *e, const struct policy_server *srv,
+		  const struct upstream_opts *opts)
+{
+	struct upstream_hooks hooks = {h_ready, h_changed, h_down, &e->h};
+	struct appl_err err = {0};
+
+	memset(e, 0, sizeof(*e));
+	e->loop = loop_new(&err);
+	assert_non_null(e->loop);
+	hooks.data = &e->h;
+	e->u = upstream_new(e->loop, srv, &hooks, opts, &err);
+	if (!e->u)
+		fail_msg("upstream_new: %s", err.msg);
+}
+
+static void start_ready(struct env_t *e, const struct policy_server *srv,
+			const struct upstream_opts *opts)
+{
+	struct appl_err err = {0};
+
+	start(e, srv, opts);
+	if (upstream_wait_ready(e->u, 5000, &err) < 0)
+		fail_msg("wait_ready: %s", err.msg);
+	assert_int_equal(upstream_state(e->u), UPSTREAM_READY);
+}
+
+static void stop(struct env_t *e)
+{
+	upstream_free(e->u);
+	loop_free(e->loop);
+}
+
+/* Call and wait for the answer. */
+static void call_wait(struct env_t *e, const char *tool, json_t *args, unsigned timeout_ms,
+		      struct cap *c)
+{
+	struct appl_err err = {0};
+
+	if (upstream_call(e->u, tool, args, timeout_ms, cap_cb, c, NULL, &err) < 0)
+		fail_msg("upstream_call %s: %s", tool, err.msg);
+	json_decref(args);
+	RUN_UNTIL(e->loop, c->done, 10000);
+	assert_int_equal(c->done, 1);
+}
+
+static json_int_t sc_int(const struct cap *c, const char *key)
+{
+	return json_integer_value(
+		json_object_get(json_object_get(c->result, "structuredContent"), key));
+}
+
+static const char *text0(const struct cap *c)
+{
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(c->result, "content"), 0), "text"));
+}
+
+/* ---- escaping and the environment (pure) ---------------------------------------- */
+
+static void test_escape(void **state)
+{
+	char out[64];
+	bool cut;
+	size_t n;
+	(void)state;
+
+	n = upstream_line_escape("plain é €", strlen("plain é €"), out, sizeof(out), &cut);
+	assert_string_equal(out, "plain é €");
+	assert_int_equal(n, strlen("plain é €"));
+	assert_false(cut);
+	upstream_line_escape("a\x1b[1m\x01\x7f\\b", 9, out, sizeof(out), &cut);
+	assert_string_equal(out, "a\\x1b[1m\\x01\\x7f\\x5cb");
+	/* invalid UTF-8 (a lone continuation, an overlong, a surrogate, a cut
+	 * sequence) and C1 controls are escaped byte by byte */
+	upstream_line_escape("\x80|\xc0\xaf|\xed\xa0\x80|\xc2\x9b|\xe2\x82", 14, out, sizeof(out),
+			     &cut);
+	assert_string_equal(out, "\\x80|\\xc0\\xaf|\\xed\\xa0\\x80|\\xc2\\x9b|\\xe2\\x82");
+	/* a NUL in the middle is a byte like any other */
+	upstream_line_escape("a\0b", 3, out, sizeof(out), &cut);
+	assert_string_equal(out, "a\\x00b");
+	/* the cap never splits an escape or a character */
+	n = upstream_line_escape("ab\x01", 3, out, 6, &cut);
+	assert_string_equal(out, "ab");
+	assert_true(cut);
+	n = upstream_line_escape("ab\xc3\xa9", 4, out, 4, &cut);
+	assert_string_equal(out, "ab");
+	assert_true(cut);
+	n = upstream_line_escape("abc", 3, out, 4, &cut);
+	assert_string_equal(out, "abc");
+	assert_false(cut);
+	n = upstream_line_escape("abc", 3, out, 1, &cut);
+	assert_int_equal(n, 0);
+	assert_string_equal(out, "");
+	assert_true(cut);
+}
+
+static void test_env_build(void **state)
+{
+	const char *names[] = {"APPL_T_SET", "APPL_T_UNSET", "", "A=B", "APPL_T_EMPTY"};
+	char **env = NULL;
+	struct appl_err err = {0};
+	(void)state;
+
+	setenv("APPL_T_SET", "yes", 1);
+	setenv("APPL_T_EMPTY", "", 1);
+	setenv("APPL_T_SECRET", "hunter2", 1);
+	unsetenv("APPL_T_UNSET");
+	setenv("HOME", "/home/someone", 1);
+	assert_int_equal(upstream_env_build(names, 5, &env, &err), 0);
+	assert_string_equal(env[0], "PATH=/usr/local/bin:/usr/bin:/bin");
+	assert_string_equal(env[1], "HOME=/home/someone");
+	assert_string_equal(env[2], "APPL_T_SET=yes");
+	assert_string_equal(env[3], "APPL_T_EMPTY=");
+	assert_null(env[4]);
+	upstream_env_free(env);
+
+	/* no HOME: "/"; a listed PATH that is set replaces the default */
+	const char *path[] = {"PATH"};
+	unsetenv("HOME");
+	setenv("PATH", "/opt/bin", 1);
+	assert_int_equal(upstream_env_build(path, 1, &env, &err), 0);
+	assert_string_equal(env[0], "PATH=/opt/bin");
+	assert_string_equal(env[1], "HOME=/");
+	assert_null(env[2]);
+	upstream_env_free(env);
+	setenv("PATH", "/usr/bin:/bin", 1);
+	assert_int_equal(upstream_env_build(NULL, 0, &env, &err), 0);
+	assert_null(env[2]);
+	upstream_env_free(env);
+}
+
+/* ---- the toy ------------------------------------------------------------------- */
+
+static void test_handshake_and_paging(void **state)
+{
+	static const char *const names[] = {"add",  "echo",	  "sleep",	 "peak", "bytes",
+					    "fail", "write_note", "unsupported", "deep"};
+	struct srvbuf b;
+	struct env_t e;
+	(void)state;
+
+	start(&e, toy(&b, NULL, NULL), NULL);
+	assert_int_equal(upstream_state(e.u), UPSTREAM_STARTING);
+	assert_true(upstream_pid(e.u) > 0);
+	assert_int_equal(upstream_tool_count(e.u), 0);
+	assert_string_equal(upstream_protocol_version(e.u), "");
+	assert_int_equal(upstream_wait_ready(e.u, 5000, NULL), 0);
+	assert_int_equal(e.h.ready, 1);
+	/* 9 tools on pages of 4: three pages followed */
+	assert_int_equal(upstream_tool_count(e.u), 9);
+	for (size_t i = 0; i < 9; i++)
+		assert_string_equal(upstream_tool_get(e.u, i)->name, names[i]);
+	assert_null(upstream_tool_get(e.u, 9));
+	assert_string_equal(upstream_tool_get(e.u, 0)->description, "Add two integers.");
+	assert_true(upstream_tool_get(e.u, 0)->read_only_hint);
+	assert_false(upstream_tool_get(e.u, 6)->read_only_hint);
+	assert_non_null(json_object_get(upstream_tool_get(e.u, 0)->input_schema, "properties"));
+	assert_string_equal(upstream_protocol_version(e.u), UPSTREAM_PROTOCOL_VERSION);
+	assert_string_equal(upstream_name(e.u), "toy");
+	stop(&e);
+}
+
+static void test_calls_add_echo(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	call_wait(&e, "add", json_pack("{s:i, s:i}", "a", 2, "b", 3), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_int_equal(sc_int(&c, "sum"), 5);
+	cap_clear(&c);
+	call_wait(&e, "echo", json_pack("{s:s}", "text", "héllo\nworld"), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(text0(&c), "héllo\nworld");
+	cap_clear(&c);
+	/* a tool error is a result: isError is the caller's business */
+	call_wait(&e, "fail", NULL, 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_true(json_is_true(json_object_get(c.result, "isError")));
+	cap_clear(&c);
+	stop(&e);
+}
+
+/* 20 sleeps in flight at once, answered in reverse order of asking: each
+ * answer reaches the caller that asked for it. */
+static void test_concurrent_out_of_order(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c[20] = {0}, peak = {0};
+	uint64_t ids[20];
+	struct appl_err err = {0};
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	for (int i = 0; i < 20; i++) {
+		json_t *args = json_pack("{s:i}", "ms", 50 + 20 * (20 - i));
+
+		assert_int_equal(upstream_call(e.u, "sleep", args, 0, cap_cb, &c[i], &ids[i], &err),
+				 0);
+		json_decref(args);
+		if (i > 0)
+			assert_true(ids[i] > ids[i - 1]);
+	}
+	RUN_UNTIL(e.loop, caps_done(c, 20) == 20, 10000);
+	for (int i = 0; i < 20; i++) {
+		assert_int_equal(c[i].done, 1);
+		assert_int_equal(c[i].status, UPSTREAM_OK);
+		assert_int_equal(sc_int(&c[i], "slept_ms"), 50 + 20 * (20 - i));
+		if (i > 0)
+			assert_true(c[i].seq < c[i - 1].seq); /* out of order */
+	}
+	for (int i = 0; i < 20; i++)
+		cap_clear(&c[i]);
+	call_wait(&e, "peak", NULL, 0, &peak);
+	assert_int_equal(sc_int(&peak, "peak"), 20);
+	cap_clear(&peak);
+	stop(&e);
+}
+
+/* The toy's peak: after a call, peak resets to the sleeps in flight now, so
+ * a second peak tells whether a cancelled sleep is still running. */
+static json_int_t toy_inflight(struct env_t *e)
+{
+	struct cap c = {0};
+	json_int_t v;
+
+	call_wait(e, "peak", NULL, 0, &c);
+	cap_clear(&c);
+	call_wait(e, "peak", NULL, 0, &c);
+	v = sc_int(&c, "peak");
+	cap_clear(&c);
+	return v;
+}
+
+static void test_timeout_sends_cancelled(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	uint64_t t0;
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	t0 = loop_now_ms();
+	call_wait(&e, "sleep", json_pack("{s:i}", "ms", 5000), 150, &c);
+	assert_int_equal(c.status, UPSTREAM_TIMEOUT);
+	assert_string_equal(c.reason, "timeout");
+	assert_null(c.result);
+	assert_true(loop_now_ms() - t0 >= 150);
+	assert_true(loop_now_ms() - t0 < 2000);
+	/* the toy dropped the sleep: notifications/cancelled reached it */
+	assert_int_equal(toy_inflight(&e), 0);
+	cap_clear(&c);
+	stop(&e);
+}
+
+static void test_cancel_by_caller(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	struct appl_err err = {0};
+	uint64_t id;
+	json_t *args = json_pack("{s:i}", "ms", 300);
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	assert_int_equal(upstream_call(e.u, "sleep", args, 0, cap_cb, &c, &id, &err), 0);
+	json_decref(args);
+	upstream_call_cancel(e.u, id);
+	upstream_call_cancel(e.u, id);	   /* twice: ignored */
+	upstream_call_cancel(e.u, 123456); /* never given: ignored */
+	assert_int_equal(toy_inflight(&e), 0);
+	RUN_UNTIL(e.loop, 0, 450);
+	assert_int_equal(c.done, 0);
+	stop(&e);
+}
+
+static void test_jsonrpc_error_passes_message(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	call_wait(&e, "no_such_tool", json_object(), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_ERROR);
+	assert_string_equal(c.reason, "unknown tool");
+	cap_clear(&c);
+	stop(&e);
+}
+
+/* Answers the parser refuses fail their call at once, not at its timeout,
+ * and the server stays usable. */
+static void test_refused_answers(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	uint64_t t0;
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	t0 = loop_now_ms();
+	call_wait(&e, "bytes", json_pack("{s:i}", "n", 5 * 1024 * 1024), 20000, &c);
+	assert_int_equal(c.status, UPSTREAM_ERROR);
+	assert_string_equal(c.reason, "the server's answer was refused: larger than the cap");
+	cap_clear(&c);
+	call_wait(&e, "deep", json_pack("{s:i}", "depth", 100), 20000, &c);
+	assert_int_equal(c.status, UPSTREAM_ERROR);
+	assert_string_equal(c.reason, "the server's answer was refused: nested too deeply");
+	cap_clear(&c);
+	assert_true(loop_now_ms() - t0 < 10000);
+	call_wait(&e, "add", json_pack("{s:i, s:i}", "a", 1, "b", 1), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_int_equal(sc_int(&c, "sum"), 2);
+	cap_clear(&c);
+	stop(&e);
+}
+
+static void test_die_after_and_restart(void **state)
+{
+	struct upstream_opts opts = {.backoff_min_ms = 300};
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0}, s = {0}, d = {0};
+	struct appl_err err = {0};
+	json_t *args = json_pack("{s:i, s:i}", "a", 2, "b", 2);
+	json_t *sleep = json_pack("{s:i}", "ms", 5000);
+	pid_t first;
+	(void)state;
+
+	start_ready(&e, toy(&b, "--die-after", "1"), &opts);
+	first = upstream_pid(e.u);
+	call_wait(&e, "add", json_incref(args), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	cap_clear(&c);
+	/* the second call kills it: both pending calls fail, with no detail */
+	assert_int_equal(upstream_call(e.u, "sleep", sleep, 0, cap_cb, &s, NULL, &err), 0);
+	assert_int_equal(upstream_call(e.u, "add", args, 0, cap_cb, &d, NULL, &err), 0);
+	RUN_UNTIL(e.loop, s.done && d.done, 5000);
+	assert_int_equal(s.status, UPSTREAM_UNAVAILABLE);
+	assert_string_equal(s.reason, "upstream_unavailable");
+	assert_int_equal(d.status, UPSTREAM_UNAVAILABLE);
+	assert_int_equal(e.h.down, 1);
+	assert_string_equal(e.h.why, "exited");
+	assert_int_equal(upstream_state(e.u), UPSTREAM_BACKOFF);
+	assert_int_equal(upstream_pid(e.u), 0);
+	assert_int_equal(kill(first, 0), -1); /* reaped: the pid is gone */
+	/* the tool list is kept while it is down */
+	assert_int_equal(upstream_tool_count(e.u), 9);
+	/* during the backoff a call fails at once */
+	cap_clear(&c);
+	assert_int_equal(upstream_call(e.u, "add", args, 0, cap_cb, &c, NULL, &err), -EAGAIN);
+	assert_string_equal(err.msg, "upstream_unavailable");
+	RUN_UNTIL(e.loop, upstream_state(e.u) == UPSTREAM_DOWN, 2000);
+	assert_int_equal(upstream_state(e.u), UPSTREAM_DOWN);
+	/* the next call restarts it and waits for the handshake */
+	assert_int_equal(upstream_call(e.u, "add", args, 0, cap_cb, &c, NULL, &err), 0);
+	assert_int_equal(upstream_state(e.u), UPSTREAM_STARTING);
+	assert_true(upstream_pid(e.u) > 0 && upstream_pid(e.u) != first);
+	RUN_UNTIL(e.loop, c.done, 5000);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_int_equal(sc_int(&c, "sum"), 4);
+	assert_int_equal(e.h.ready, 2);
+	cap_clear(&c);
+	cap_clear(&s);
+	cap_clear(&d);
+	json_decref(args);
+	json_decref(sleep);
+	stop(&e);
+}
+
+static void test_fail_init(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct appl_err err = {0};
+	pid_t pid;
+	(void)state;
+
+	start(&e, toy(&b, "--fail-init", NULL), NULL);
+	pid = upstream_pid(e.u);
+	assert_true(pid > 0);
+	assert_int_equal(upstream_wait_ready(e.u, 5000, &err), -EIO);
+	assert_non_null(strstr(err.msg, "initialize"));
+	assert_non_null(strstr(err.msg, "-32603"));
+	assert_int_equal(e.h.down, 1);
+	assert_int_equal(e.h.ready, 0);
+	assert_int_equal(upstream_state(e.u), UPSTREAM_BACKOFF);
+	assert_int_equal(upstream_tool_count(e.u), 0);
+	/* killed, then reaped from the loop */
+	RUN_UNTIL(e.loop, kill(pid, 0) < 0, 2000);
+	assert_int_equal(kill(pid, 0), -1);
+	assert_int_equal(errno, ESRCH);
+	assert_int_equal(upstream_wait_ready(e.u, 100, &err), -EAGAIN);
+	stop(&e);
+}
+
+static void test_list_changed_refresh(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	(void)state;
+
+	start_ready(&e, toy(&b, "--list-changed-after", "1"), NULL);
+	assert_int_equal(upstream_tool_count(e.u), 9);
+	call_wait(&e, "add", json_pack("{s:i, s:i}", "a", 1, "b", 2), 0, &c);
+	cap_clear(&c);
+	RUN_UNTIL(e.loop, e.h.changed, 5000);
+	assert_int_equal(e.h.changed, 1);
+	assert_int_equal(e.h.ready, 1);
+	assert_int_equal(upstream_tool_count(e.u), 10);
+	assert_string_equal(upstream_tool_get(e.u, 9)->name, "late");
+	call_wait(&e, "late", NULL, 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	cap_clear(&c);
+	stop(&e);
+}
+
+static void test_free_cancels_pending(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	struct appl_err err = {0};
+	json_t *args = json_pack("{s:i}", "ms", 5000);
+	pid_t pid;
+	(void)state;
+
+	start_ready(&e, toy(&b, NULL, NULL), NULL);
+	pid = upstream_pid(e.u);
+	assert_int_equal(upstream_call(e.u, "sleep", args, 0, cap_cb, &c, NULL, &err), 0);
+	json_decref(args);
+	upstream_free(e.u);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(c.status, UPSTREAM_CANCELLED);
+	assert_string_equal(c.reason, "cancelled");
+	assert_int_equal(kill(pid, 0), -1);
+	loop_free(e.loop);
+}
+
+/* ---- refusals ---------------------------------------------------------------- */
+
+static void test_bad_arguments(void **state)
+{
+	const char *rel[] = {"build/toy-server", NULL}, *none[] = {"/nonexistent/server", NULL};
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	struct appl_err err = {0};
+	struct loop *l = loop_new(&err);
+	json_t *arr = json_array();
+	(void)state;
+
+	assert_null(upstream_new(l, srv_make(&b, "x", rel, NULL, NULL), NULL, NULL, &err));
+	assert_int_equal(err.code, -EINVAL);
+	b.srv.kind = POLICY_SERVER_HTTP;
+	assert_null(upstream_new(l, &b.srv, NULL, NULL, &err));
+	loop_free(l);
+
+	/* a program that cannot start: the upstream exists, in backoff */
+	start(&e, srv_make(&b, "gone", none, NULL, NULL), NULL);
+	assert_int_equal(upstream_state(e.u), UPSTREAM_BACKOFF);
+	assert_non_null(strstr(upstream_last_error(e.u), "could not start"));
+	assert_int_equal(e.h.down, 0);
+	assert_int_equal(upstream_call(e.u, "t", NULL, 0, cap_cb, &c, NULL, &err), -EAGAIN);
+	assert_string_equal(err.msg, "upstream_unavailable");
+	stop(&e);
+
+	start(&e, toy(&b, NULL, NULL), NULL);
+	assert_int_equal(upstream_call(e.u, "add", arr, 0, cap_cb, &c, NULL, &err), -EINVAL);
+	assert_int_equal(upstream_call(e.u, "", NULL, 0, cap_cb, &c, NULL, &err), -EINVAL);
+	assert_int_equal(upstream_call(e.u, "add", NULL, 0, NULL, &c, NULL, &err), -EINVAL);
+	json_decref(arr);
+	stop(&e);
+	assert_int_equal(c.done, 0);
+}
+
+/* Calls made while the server starts wait for it; past the cap they are
+ * refused, and upstream_free cancels the ones that wait. */
+static void test_pending_cap(void **state)
+{
+	static struct cap c[APPL_UPSTREAM_PENDING_MAX + 1];
+	struct srvbuf b;
+	struct env_t e;
+	struct appl_err err = {0};
+	int cancelled = 0;
+	(void)state;
+
+	start(&e, toy(&b, NULL, NULL), NULL);
+	for (int i = 0; i < APPL_UPSTREAM_PENDING_MAX; i++)
+		assert_int_equal(upstream_call(e.u, "add", NULL, 0, cap_cb, &c[i], NULL, &err), 0);
+	assert_int_equal(upstream_call(e.u, "add", NULL, 0, cap_cb, &c[APPL_UPSTREAM_PENDING_MAX],
+				       NULL, &err),
+			 -EBUSY);
+	stop(&e);
+	for (int i = 0; i <= APPL_UPSTREAM_PENDING_MAX; i++)
+		cancelled += c[i].done == 1 && c[i].status == UPSTREAM_CANCELLED;
+	assert_int_equal(cancelled, APPL_UPSTREAM_PENDING_MAX);
+}
+
+/* ---- the fake server ---------------------------------------------------------- */
+
+/* A cancelled call answered anyway, answers to ids never given, string ids
+ * and null ids: all dropped; the next call gets its own answer. */
+static void test_late_answer_dropped(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0}, d = {0};
+	(void)state;
+
+	start_ready(&e, fake(&b, "late"), NULL);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "hold"), 150, &c);
+	assert_int_equal(c.status, UPSTREAM_TIMEOUT);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "now"), 0, &d);
+	assert_int_equal(d.status, UPSTREAM_OK);
+	assert_string_equal(text0(&d), "now");
+	RUN_UNTIL(e.loop, 0, 200);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(d.done, 1);
+	assert_int_equal(e.h.down, 0);
+	cap_clear(&c);
+	cap_clear(&d);
+	stop(&e);
+}
+
+static void test_server_requests(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	json_t *answers, *a;
+	(void)state;
+
+	start_ready(&e, fake(&b, "requests"), NULL);
+	RUN_UNTIL(e.loop, 0, 100);
+	call_wait(&e, "report", NULL, 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	answers = json_object_get(json_object_get(c.result, "structuredContent"), "answers");
+	assert_int_equal(json_array_size(answers), 3);
+	/* ping: {} */
+	a = json_array_get(answers, 0);
+	assert_string_equal(json_string_value(json_object_get(a, "id")), "s1");
+	assert_true(json_is_object(json_object_get(a, "result")));
+	assert_int_equal(json_object_size(json_object_get(a, "result")), 0);
+	/* roots/list and sampling: method not found, with their ids */
+	a = json_array_get(answers, 1);
+	assert_string_equal(json_string_value(json_object_get(a, "id")), "s2");
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "error"), "code")),
+			 -32601);
+	a = json_array_get(answers, 2);
+	assert_int_equal(json_integer_value(json_object_get(a, "id")), 3);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(a, "error"), "code")),
+			 -32601);
+	assert_int_equal(e.h.down, 0);
+	cap_clear(&c);
+	stop(&e);
+}
+
+static void test_error_message_cleaned(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	size_t len;
+	(void)state;
+
+	start_ready(&e, fake(&b, "error"), NULL);
+	call_wait(&e, "t", NULL, 0, &c);
+	assert_int_equal(c.status, UPSTREAM_ERROR);
+	len = strlen(c.reason);
+	assert_true(len <= APPL_TOOL_ERROR_MAX && len >= APPL_TOOL_ERROR_MAX - 1);
+	assert_memory_equal(c.reason, "bad?thing \xc3\xa9", 12);
+	assert_memory_equal(c.reason + len - 2, "\xc3\xa9", 2); /* not cut inside */
+	cap_clear(&c);
+	stop(&e);
+}
+
+static void handshake_fails(const char *mode, const char *expect, unsigned init_ms)
+{
+	struct upstream_opts opts = {.init_timeout_ms = init_ms};
+	struct srvbuf b;
+	struct env_t e;
+	struct appl_err err = {0};
+
+	start(&e, fake(&b, mode), &opts);
+	assert_int_equal(upstream_wait_ready(e.u, 5000, &err), -EIO);
+	if (!strstr(err.msg, expect))
+		fail_msg("%s: %s does not say %s", mode, err.msg, expect);
+	assert_int_equal(e.h.down, 1);
+	assert_int_equal(upstream_tool_count(e.u), 0);
+	stop(&e);
+}
+
+static void test_bad_handshakes(void **state)
+{
+	(void)state;
+	handshake_fails("version", "no protocol version we speak", 0);
+	handshake_fails("silent", "initialize: no answer in time", 200);
+	handshake_fails("dup", "two tools have the same name", 0);
+	handshake_fails("cursor", "a cursor came back", 0);
+	handshake_fails("pages", "more pages than the cap", 0);
+	handshake_fails("toomany", "more tools than the cap", 0);
+}
+
+static void test_bad_tools_skipped(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	(void)state;
+
+	start_ready(&e, fake(&b, "skip"), NULL);
+	assert_int_equal(upstream_tool_count(e.u), 1);
+	assert_string_equal(upstream_tool_get(e.u, 0)->name, "good");
+	assert_null(upstream_tool_get(e.u, 0)->description);
+	assert_true(upstream_tool_get(e.u, 0)->read_only_hint);
+	stop(&e);
+}
+
+/* The server sees PATH, HOME and the listed names that are set, nothing
+ * else, in the working directory the policy names. */
+static void test_env_passed(void **state)
+{
+	const char *argv[] = {self_exe, "--fake-server", "env", NULL};
+	const char *names[] = {"APPL_T_PASSED", "APPL_T_UNSET", NULL};
+	struct srvbuf b;
+	struct env_t e;
+	(void)state;
+
+	setenv("APPL_T_PASSED", "yes it is", 1);
+	unsetenv("APPL_T_UNSET");
+	setenv("APPL_T_SECRET", "hunter2", 1);
+	setenv("HOME", "/home/appliance", 1);
+	start_ready(&e, srv_make(&b, "fake", argv, names, "/tmp"), NULL);
+	assert_string_equal(upstream_tool_get(e.u, 0)->description,
+			    "PATH=/usr/local/bin:/usr/bin:/bin\nHOME=/home/appliance\n"
+			    "APPL_T_PASSED=yes it is\ncwd=/tmp");
+	stop(&e);
+	/* no cwd in the policy: "/" */
+	start_ready(&e, srv_make(&b, "fake", argv, NULL, NULL), NULL);
+	assert_non_null(strstr(upstream_tool_get(e.u, 0)->description, "\ncwd=/"));
+	assert_null(strstr(upstream_tool_get(e.u, 0)->description, "hunter2"));
+	stop(&e);
+}
+
+/* Run fn with the process's stderr going to a pipe; return what came. */
+static char *stderr_capture(void (*fn)(void))
+{
+	static char out[65536];
+	int p[2], saved = dup(STDERR_FILENO);
+	size_t have = 0;
+	ssize_t n;
+
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	fflush(stderr);
+	dup2(p[1], STDERR_FILENO);
+	close(p[1]);
+	fn();
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	while ((n = read(p[0], out + have, sizeof(out) - 1 - have)) > 0)
+		have += (size_t)n;
+	close(p[0]);
+	out[have] = '\0';
+	return out;
+}
+
+static void relay_run(void)
+{
+	struct srvbuf b;
+	struct env_t e;
+
+	start_ready(&e, fake(&b, "stderr"), NULL);
+	RUN_UNTIL(e.loop, 0, 200);
+	stop(&e);
+}
+
+static void test_stderr_relay(void **state)
+{
+	char cut[APPL_UPSTREAM_STDERR_LINE_MAX + 64];
+	const char *out;
+	(void)state;
+
+	out = stderr_capture(relay_run);
+	assert_non_null(strstr(out, "appliance: upstream fake: stderr: plain line\n"));
+	assert_non_null(strstr(out, "appliance: upstream fake: stderr: esc \\x1b[31m red \\x01 "
+				    "\\x5c \\xff\\xfe \xc3\xa9 \\xc2\\x9b\n"));
+	memset(cut, 'x', APPL_UPSTREAM_STDERR_LINE_MAX);
+	snprintf(cut + APPL_UPSTREAM_STDERR_LINE_MAX, 64, " [cut]\n");
+	assert_non_null(strstr(out, cut));
+	assert_non_null(strstr(out, "appliance: upstream fake: stderr: no newline at the end\n"));
+	/* one log line per line: no x-run longer than the cap */
+	memset(cut, 'x', APPL_UPSTREAM_STDERR_LINE_MAX + 1);
+	cut[APPL_UPSTREAM_STDERR_LINE_MAX + 1] = '\0';
+	assert_null(strstr(out, cut));
+}
+
+/* ---- main --------------------------------------------------------------------- */
+
+static int paths_find(void)
+{
+	char dir[PATH_MAX], cand[PATH_MAX + 32];
+	ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+	const char *env = getenv("TOY_SERVER");
+
+	if (n <= 0)
+		return -1;
+	self_exe[n] = '\0';
+	snprintf(dir, sizeof(dir), "%s", self_exe);
+	/* build/tests/test_upstream -> build/toy-server; the same under
+	 * BUILD=build/asan; else the top of the tree's build/. */
+	snprintf(cand, sizeof(cand), "%s/../toy-server", dirname(dir));
+	if (env && realpath(env, toy_path))
+		return 0;
+	if (realpath(cand, toy_path) && access(toy_path, X_OK) == 0)
+		return 0;
+	if (realpath("build/toy-server", toy_path) && access(toy_path, X_OK) == 0)
+		return 0;
+	fprintf(stderr, "test_upstream: no toy server: make build/toy-server\n");
+	return -1;
+}
+
+int main(int argc, char **argv)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_escape),
+		cmocka_unit_test(test_env_build),
+		cmocka_unit_test(test_handshake_and_paging),
+		cmocka_unit_test(test_calls_add_echo),
+		cmocka_unit_test(test_concurrent_out_of_order),
+		cmocka_unit_test(test_timeout_sends_cancelled),
+		cmocka_unit_test(test_cancel_by_caller),
+		cmocka_unit_test(test_jsonrpc_error_passes_message),
+		cmocka_unit_test(test_refused_answers),
+		cmocka_unit_test(test_die_after_and_restart),
+		cmocka_unit_test(test_fail_init),
+		cmocka_unit_test(test_list_changed_refresh),
+		cmocka_unit_test(test_free_cancels_pending),
+		cmocka_unit_test(test_bad_arguments),
+		cmocka_unit_test(test_pending_cap),
+		cmocka_unit_test(test_late_answer_dropped),
+		cmocka_unit_test(test_server_requests),
+		cmocka_unit_test(test_error_message_cleaned),
+		cmocka_unit_test(test_bad_handshakes),
+		cmocka_unit_test(test_bad_tools_skipped),
+		cmocka_unit_test(test_env_passed),
+		cmocka_unit_test(test_stderr_relay),
+	};
+
+	if (argc == 3 && strcmp(argv[1], "--fake-server") == 0)
+		return fake_main(argv[2]);
+	signal(SIGPIPE, SIG_IGN);
+	if (paths_find() < 0)
+		return 1;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
