@@ -275,7 +275,11 @@ static void serve(struct gateway *gw)
 			break;
 		runs_reap(gw);
 	}
-	/* Stop every cell; the answers would have nowhere to go. */
+	/* Stop every cell; the answers would have nowhere to go. Kill them all
+	 * first, so the sandboxes go down together, then clean up. */
+	for (struct gw_run *r = gw->runs; r; r = r->next)
+		if (r->cell)
+			cell_cancel(r->cell);
 	while (gw->runs) {
 		struct gw_run *r = gw->runs;
 		r->run = NULL;

@@ -5,7 +5,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <dirent.h>
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
@@ -15,6 +18,37 @@
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
+
+/* The children proc_spawn started and nobody has reaped yet: everything
+ * else that turns into a zombie child of ours is an orphan we adopted. One
+ * thread owns the process, so a plain array serves. */
+#define PROC_TRACK_MAX 4096
+static pid_t tracked[PROC_TRACK_MAX];
+static size_t ntracked;
+
+static void track(pid_t pid)
+{
+	if (ntracked < PROC_TRACK_MAX)
+		tracked[ntracked++] = pid;
+}
+
+static void untrack(pid_t pid)
+{
+	for (size_t i = 0; i < ntracked; i++) {
+		if (tracked[i] == pid) {
+			tracked[i] = tracked[--ntracked];
+			return;
+		}
+	}
+}
+
+static int is_tracked(pid_t pid)
+{
+	for (size_t i = 0; i < ntracked; i++)
+		if (tracked[i] == pid)
+			return 1;
+	return 0;
+}
 
 static int sys_pidfd_open(pid_t pid)
 {
@@ -154,6 +188,7 @@ int proc_spawn(const struct proc_spec *spec, pid_t *pid, int *pidfd, struct appl
 		return appl_err_errno(err, -e, e, "pidfd_open");
 	}
 	*pid = child;
+	track(child);
 	return 0;
 }
 
@@ -175,7 +210,66 @@ int proc_reap(pid_t pid, int *status)
 	while (r < 0 && errno == EINTR);
 	if (r < 0)
 		return -errno;
+	if (r == pid)
+		untrack(pid);
 	return r == pid ? 1 : 0;
+}
+
+int proc_wait(pid_t pid)
+{
+	int status;
+	pid_t r;
+
+	do
+		r = waitpid(pid, &status, 0);
+	while (r < 0 && errno == EINTR);
+	untrack(pid);
+	return r == pid ? status : -1;
+}
+
+/* Parent pid and state of /proc/PID/stat; -1 when unreadable. */
+static int stat_read(const char *pid, pid_t *ppid, char *state)
+{
+	char path[64], buf[512], *close_paren;
+	FILE *fp;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	fp = fopen(path, "re");
+	if (!fp)
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	/* the command name may hold anything, so parse after the last ')' */
+	close_paren = strrchr(buf, ')');
+	if (!close_paren || sscanf(close_paren + 1, " %c %d", state, ppid) != 2)
+		return -1;
+	return 0;
+}
+
+int proc_reap_orphans(void)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	pid_t self = getpid();
+	int reaped = 0;
+
+	while (d && (de = readdir(d))) {
+		pid_t ppid, pid;
+		char state;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		if (stat_read(de->d_name, &ppid, &state) < 0 || ppid != self || state != 'Z')
+			continue;
+		pid = (pid_t)strtol(de->d_name, NULL, 10);
+		if (!is_tracked(pid) && waitpid(pid, NULL, WNOHANG) == pid)
+			reaped++;
+	}
+	if (d)
+		closedir(d);
+	return reaped;
 }
 
 int proc_wait_exit(int pidfd, int timeout_ms)

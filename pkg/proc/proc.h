@@ -38,6 +38,15 @@ int proc_kill_group(pid_t pid);
  * still running, -errno on error. */
 int proc_reap(pid_t pid, int *status);
 
+/* Reap pid (blocking) and forget it; returns its status, or -1. */
+int proc_wait(pid_t pid);
+
+/* The appliance is a child subreaper (sandbox processes that runsc leaves
+ * orphaned become its children). Reap every zombie child that proc_spawn
+ * did not start itself: runsc waits for its sandbox process to vanish,
+ * which it cannot while it is our unreaped zombie. Returns how many. */
+int proc_reap_orphans(void);
+
 /* Wait up to timeout_ms for pidfd to become readable (the child exited).
  * Returns 1 when it did, 0 on timeout, -errno on error. */
 int proc_wait_exit(int pidfd, int timeout_ms);

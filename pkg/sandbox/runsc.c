@@ -24,6 +24,7 @@
 #define CGROUP_BASE		"appliance"
 #define RUNSC_DELETE_TIMEOUT_MS 5000
 #define RUNSC_EXIT_TIMEOUT_MS	2000
+#define RUNSC_POLL_MS		20
 #define MEMCG_V1		"/sys/fs/cgroup/memory"
 
 /* runsc gets this environment and nothing else: the appliance's own may
@@ -120,7 +121,7 @@ static int runsc_call(const char *runsc, const char *root, bool rootless, const 
 {
 	char rootarg[PATH_MAX + 8];
 	char *argv[8];
-	int n = 0, pidfd, status;
+	int n = 0, pidfd;
 	pid_t pid;
 	struct proc_spec spec = {.path = runsc, .envp = runsc_env, .fds = {-1, -1, -1}};
 
@@ -137,9 +138,16 @@ static int runsc_call(const char *runsc, const char *root, bool rootless, const 
 	spec.argv = argv;
 	if (proc_spawn(&spec, &pid, &pidfd, NULL) < 0)
 		return -1;
-	if (proc_wait_exit(pidfd, RUNSC_DELETE_TIMEOUT_MS) != 1)
+	/* runsc waits for the sandbox process to vanish; orphaned, it is our
+	 * zombie, so reap such orphans while waiting. */
+	for (int waited = 0; waited < RUNSC_DELETE_TIMEOUT_MS; waited += RUNSC_POLL_MS) {
+		proc_reap_orphans();
+		if (proc_wait_exit(pidfd, RUNSC_POLL_MS) == 1)
+			break;
+	}
+	if (proc_wait_exit(pidfd, 0) != 1)
 		proc_kill_group(pid);
-	waitpid(pid, &status, 0);
+	proc_wait(pid);
 	close(pidfd);
 	return 0;
 }
@@ -560,7 +568,7 @@ void sandbox_destroy(struct sandbox *sb)
 		proc_kill_group(sb->pid);
 		if (proc_wait_exit(sb->pidfd, RUNSC_EXIT_TIMEOUT_MS) != 1)
 			kill(sb->pid, SIGKILL);
-		waitpid(sb->pid, NULL, 0);
+		proc_wait(sb->pid);
 		appl_path_join(root, sizeof(root), rt->dir, "/runsc", "");
 		runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
 	}
