@@ -145,6 +145,34 @@ static void test_failed_exec_reported(void **state)
 	assert_int_equal(proc_spawn(&spec, &pid, &pidfd, &err), -EINVAL);
 }
 
+static void test_orphans_reaped_tracked_children_kept(void **state)
+{
+	char *const argv[] = {"/bin/true", NULL};
+	struct appl_err err = {0};
+	struct proc_spec spec = {
+		.path = argv[0], .argv = argv, .envp = clean_env, .fds = {-1, -1, -1}};
+	pid_t mine, stray;
+	int pidfd, status;
+	(void)state;
+	/* a child we did not start through proc_spawn stands for an adopted
+	 * orphan; both exit and become zombies */
+	stray = fork();
+	if (stray == 0)
+		_exit(0);
+	assert_int_equal(proc_spawn(&spec, &mine, &pidfd, &err), 0);
+	assert_int_equal(proc_wait_exit(pidfd, 5000), 1);
+	for (int i = 0; i < 100 && kill(stray, 0) == 0; i++) {
+		if (proc_reap_orphans() == 1)
+			break;
+		usleep(10000);
+	}
+	/* the stray one is gone; ours is still ours to reap */
+	assert_int_equal(waitpid(stray, &status, WNOHANG), -1);
+	assert_int_equal(proc_reap(mine, &status), 1);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	close(pidfd);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -153,6 +181,7 @@ int main(void)
 		cmocka_unit_test(test_signals_mask_nnp_and_group),
 		cmocka_unit_test(test_own_group_killed_whole),
 		cmocka_unit_test(test_failed_exec_reported),
+		cmocka_unit_test(test_orphans_reaped_tracked_children_kept),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
