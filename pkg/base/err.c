@@ -1,37 +1,10 @@
 /* err.c: filling struct appl_err. */
 #include "base/err.h"
+#include "base/utf8.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-
-/* Length of the valid UTF-8 sequence at s (1 to 4), or 0 when invalid:
- * overlong forms, surrogates and code points past U+10FFFF are invalid. */
-static size_t utf8_len(const unsigned char *s)
-{
-	unsigned c = s[0], cp;
-	size_t n;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		n = 2, cp = c & 0x1F;
-	else if (c >= 0xE0 && c <= 0xEF)
-		n = 3, cp = c & 0x0F;
-	else if (c >= 0xF0 && c <= 0xF4)
-		n = 4, cp = c & 0x07;
-	else
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-	    (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-		return 0;
-	return n;
-}
 
 /* Messages may quote untrusted names (a blob digest from a manifest, a tar
  * entry name, a JSON token): keep them on one printable line, so a log line
@@ -41,7 +14,7 @@ static void err_sanitize(char *msg)
 	unsigned char *s = (unsigned char *)msg;
 
 	while (*s) {
-		size_t n = utf8_len(s);
+		size_t n = appl_utf8_decode(s, strlen((const char *)s), NULL);
 		if (n == 0 || *s < 0x20 || *s == 0x7f) {
 			*s++ = '?';
 			continue;

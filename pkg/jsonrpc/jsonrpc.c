@@ -1,5 +1,6 @@
 /* jsonrpc.c: JSON-RPC 2.0 envelopes (see jsonrpc.h). */
 #include "jsonrpc/jsonrpc.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -292,37 +293,6 @@ static int line_write(json_t *msg, size_t max_len, char **line, size_t *len, str
 	return 0;
 }
 
-/* Length of the valid UTF-8 sequence at s[0..n), 1 to 4, or 0 when it is
- * not one: overlong forms, surrogates and code points past U+10FFFF are
- * invalid, as is a sequence cut by the end of the buffer. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-	unsigned c = s[0], cp;
-	size_t k;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		k = 2, cp = c & 0x1F;
-	else if (c >= 0xE0 && c <= 0xEF)
-		k = 3, cp = c & 0x0F;
-	else if (c >= 0xF0 && c <= 0xF4)
-		k = 4, cp = c & 0x07;
-	else
-		return 0;
-	if (k > n)
-		return 0;
-	for (size_t i = 1; i < k; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-	    (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-		return 0;
-	return k;
-}
-
 /* A JSON string of at most APPL_JSONRPC_ERROR_MESSAGE_MAX bytes from text
  * that may be anything: invalid bytes become '?' and the cut falls between
  * characters (jansson refuses a string that is not UTF-8). New reference. */
@@ -333,7 +303,7 @@ static json_t *message_string(const char *text)
 	size_t n = strlen(text), i = 0, o = 0;
 
 	while (i < n) {
-		size_t k = utf8_seq(s + i, n - i);
+		size_t k = appl_utf8_decode(s + i, n - i, NULL);
 
 		if (o + (k ? k : 1) > sizeof(out))
 			break;

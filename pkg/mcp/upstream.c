@@ -2,6 +2,7 @@
  * docs/upstream.md). */
 #define _GNU_SOURCE
 #include "mcp/upstream.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -121,37 +122,6 @@ static void proc_lost(struct upstream *u, const char *why);
 
 /* ---- text ------------------------------------------------------------------ */
 
-/* Length of the valid UTF-8 character at s (avail bytes there), or 0 when
- * the byte at s starts none: overlong forms, surrogates, past U+10FFFF and
- * sequences cut by the end are invalid. */
-static size_t utf8_char(const unsigned char *s, size_t avail)
-{
-	unsigned c = s[0], cp;
-	size_t n;
-
-	if (c < 0x80)
-		return 1;
-	if (c >= 0xC2 && c <= 0xDF)
-		n = 2, cp = c & 0x1F;
-	else if (c >= 0xE0 && c <= 0xEF)
-		n = 3, cp = c & 0x0F;
-	else if (c >= 0xF0 && c <= 0xF4)
-		n = 4, cp = c & 0x07;
-	else
-		return 0;
-	if (n > avail)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 0;
-		cp = (cp << 6) | (s[i] & 0x3F);
-	}
-	if ((n == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
-	    (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-		return 0;
-	return n;
-}
-
 /* Bytes a terminal or a log reader could take for something else: controls
  * (C0, DEL, C1) could move the cursor or forge a line, and the backslash is
  * escaped so that an escape in the log is always ours. */
@@ -173,7 +143,7 @@ size_t upstream_line_escape(const char *in, size_t len, char *out, size_t cap, b
 	if (cap == 0)
 		return 0;
 	while (i < len) {
-		size_t n = utf8_char(s + i, len - i);
+		size_t n = appl_utf8_decode(s + i, len - i, NULL);
 		bool esc = byte_needs_escape(s + i, n);
 		size_t take = n ? n : 1;
 		size_t need = esc ? 4 * take : take;
@@ -205,7 +175,7 @@ static void reason_clean(const char *in, char *out, size_t cap)
 	size_t len = strlen(in), o = 0, i = 0;
 
 	while (i < len) {
-		size_t n = utf8_char(s + i, len - i);
+		size_t n = appl_utf8_decode(s + i, len - i, NULL);
 		bool bad = n == 0 || s[i] < 0x20 || s[i] == 0x7f;
 		size_t take = bad ? 1 : n;
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "stubs/stubs.h"
+#include "base/utf8.h"
 #include "stubs/internal.h"
 
 void sb_init(struct sbuf *b, size_t max)
@@ -124,36 +125,12 @@ char *sb_steal(struct sbuf *b)
 
 size_t utf8_next(const char *str, size_t n, uint32_t *cp)
 {
-	const unsigned char *s = (const unsigned char *)str;
-	unsigned c = s[0];
-	size_t len;
-	uint32_t v;
+	size_t len = appl_utf8_decode((const unsigned char *)str, n, cp);
 
-	*cp = 0xFFFD;
-	if (c < 0x80) {
-		*cp = c;
+	if (len == 0) {
+		*cp = 0xFFFD; /* one bad byte stands for one replacement character */
 		return 1;
 	}
-	if (c >= 0xC2 && c <= 0xDF)
-		len = 2, v = c & 0x1F;
-	else if (c >= 0xE0 && c <= 0xEF)
-		len = 3, v = c & 0x0F;
-	else if (c >= 0xF0 && c <= 0xF4)
-		len = 4, v = c & 0x07;
-	else
-		return 1;
-	if (len > n)
-		return 1;
-	for (size_t i = 1; i < len; i++) {
-		if ((s[i] & 0xC0) != 0x80)
-			return 1;
-		v = (v << 6) | (s[i] & 0x3F);
-	}
-	/* overlong forms, surrogates, past U+10FFFF */
-	if ((len == 3 && (v < 0x800 || (v >= 0xD800 && v <= 0xDFFF))) ||
-	    (len == 4 && (v < 0x10000 || v > 0x10FFFF)))
-		return 1;
-	*cp = v;
 	return len;
 }
 

@@ -695,10 +695,13 @@ static void test_die_after_and_restart(void **state)
 	assert_string_equal(s.reason, "upstream_unavailable");
 	assert_int_equal(d.status, UPSTREAM_UNAVAILABLE);
 	assert_int_equal(e.h.down, 1);
-	assert_string_equal(e.h.why, "exited");
+	/* the pipe may close a moment before the process is seen to exit */
+	assert_true(strcmp(e.h.why, "exited") == 0 || strcmp(e.h.why, "closed its output") == 0);
 	assert_int_equal(upstream_state(e.u), UPSTREAM_BACKOFF);
 	assert_int_equal(upstream_pid(e.u), 0);
-	assert_int_equal(kill(first, 0), -1); /* reaped: the pid is gone */
+	/* reaped (at once, or from the loop once the process is fully gone) */
+	RUN_UNTIL(e.loop, kill(first, 0) == -1, 2000);
+	assert_int_equal(kill(first, 0), -1);
 	/* the tool list is kept while it is down */
 	assert_int_equal(upstream_tool_count(e.u), 9);
 	/* during the backoff a call fails at once */

@@ -1,0 +1,16 @@
+/* utf8.h: one strict UTF-8 decoder for every module that must tell valid
+ * text from bytes (error messages, JSON-RPC messages, upstream stderr, stub
+ * text). */
+#ifndef APPL_BASE_UTF8_H
+#define APPL_BASE_UTF8_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The length (1 to 4) of the valid UTF-8 character at s, with avail bytes
+ * there, and its code point in *cp (may be NULL); 0 when the bytes start no
+ * valid character: overlong forms, surrogates, code points past U+10FFFF
+ * and sequences cut by the end are invalid. avail must be at least 1. */
+size_t appl_utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp);
+
+#endif
