@@ -236,4 +236,9 @@
 #define APPL_UPSTREAM_CURSOR_MAX     1024		 /* bytes of one nextCursor */
 #define APPL_UPSTREAM_TOOL_NAME_MAX  128 /* MCP asks 1 to 128; longer tools are skipped */
 
+/* ---- gateway ------------------------------------------------------------- */
+/* run_python calls waiting for a free cell slot: beyond, a call is refused at
+ * once, so a client cannot make the appliance hold unbounded code. */
+#define APPL_RUNS_WAITING_MAX 64
+
 #endif

@@ -44,6 +44,7 @@ struct gateway {
 	char *description;
 	struct gw_run *runs; /* waiting and running, oldest last */
 	unsigned running;
+	unsigned waiting;
 	bool stop;
 };
 
@@ -59,6 +60,8 @@ static void run_unlink(struct gateway *gw, struct gw_run *r)
 
 static void run_free(struct gw_run *r)
 {
+	if (!r->cell)
+		r->gw->waiting--; /* it never left the queue */
 	if (r->cell) {
 		cell_free(r->cell);
 		r->gw->running--;
@@ -108,6 +111,7 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	if (!r->cell)
 		return err->code;
 	gw->running++;
+	gw->waiting--;
 	return 0;
 }
 
@@ -177,6 +181,10 @@ static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, 
 		mcp_run_fail(s, run, "the appliance's policy has expired: no new cells run");
 		return;
 	}
+	if (gw->waiting >= APPL_RUNS_WAITING_MAX) {
+		mcp_run_fail(s, run, "too many runs are waiting: try again when some have ended");
+		return;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r || !(r->code = malloc(len + 1))) {
 		free(r);
@@ -194,6 +202,7 @@ static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, 
 	if (gw->runs)
 		gw->runs->prev = r;
 	gw->runs = r;
+	gw->waiting++;
 	queue_advance(gw);
 }
 

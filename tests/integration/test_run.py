@@ -164,6 +164,23 @@ def two_cells_at_once_see_only_their_own_output():
 
 
 @test
+def waiting_runs_are_capped():
+    calls = [call("long", "import time\ntime.sleep(20)")]
+    calls += [call(i, "print(%d)" % i) for i in range(70)]
+
+    def refusals(answers):
+        return [a for a in answers if a.get("result", {}).get("isError") and
+                "too many runs" in a["result"]["content"][0]["text"]]
+    answers, _ = raw_session(policy({"cells": 1, "deadline_s": 30}),
+                             [INIT, INITIALIZED] + calls,
+                             read_until=lambda a: len(refusals(a)) >= 6, timeout=30)
+    refused = refusals(answers)
+    # one runs, 64 wait their turn, the other 6 are refused at once
+    assert len(refused) == 6, answers
+    assert sorted(a["id"] for a in refused) == list(range(64, 70)), refused
+
+
+@test
 def cancellation_stops_the_cell_and_its_sandbox():
     sig = policy()
     p = subprocess.Popen(run_argv(sig), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
