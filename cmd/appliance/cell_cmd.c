@@ -4,12 +4,10 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -21,12 +19,6 @@ struct cell_args {
 	const char *policy, *trust_file, *trust_dir, *state_dir;
 	bool dev_flags; /* --image, --digest, --deadline, --rootless or --runsc given */
 };
-
-static int fail(const struct appl_err *err)
-{
-	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");
-	return 1;
-}
 
 static int usage(const char *msg)
 {
@@ -180,47 +172,6 @@ static void policy_apply(const struct policy *p, struct cell_oneshot *o)
 	o->lim.stop_output = l.stop_output_bytes;
 }
 
-/* Verify the policy (trust, expiry, rollback) into *p, and record its
- * serial in the state directory. */
-static int policy_open(struct cell_args *a, struct policy **p, struct appl_err *err)
-{
-	struct policy_trust *trust = NULL;
-	struct policy_verified info;
-	int64_t now = (int64_t)time(NULL);
-	char state[PATH_MAX];
-	int rc;
-
-	if (!a->state_dir) {
-		if ((rc = policy_state_dir_default(state, sizeof(state), err)) < 0)
-			return rc;
-		a->state_dir = state;
-	}
-	if (a->trust_file)
-		rc = policy_trust_file_load(a->trust_file, &trust, err);
-	else
-		rc = policy_trust_dir_load(a->trust_dir ? a->trust_dir : POLICY_TRUST_DIR_DEFAULT,
-					   &trust, err);
-	if (rc == 0)
-		rc = policy_load(a->policy, trust, a->state_dir, now, false, p, &info, err);
-	policy_trust_free(trust);
-	/* A policy this appliance cannot run is refused before its serial is
-	 * recorded: accepting it would block the right one at that serial. */
-	if (rc == 0 && geteuid() != 0 && !policy_runtime_rootless(*p))
-		rc = appl_err_set(err, -EPERM,
-				  "%s: not running as root, and the policy does not opt in to the "
-				  "weaker rootless mode (runtime.rootless)",
-				  a->policy);
-	if (rc == 0)
-		rc = policy_state_commit(a->state_dir, info.serial, info.hash, info.keyid_hex, now,
-					 NULL, err);
-	if (rc < 0) {
-		policy_free(*p);
-		*p = NULL;
-	}
-	a->state_dir = NULL; /* pointed into this frame */
-	return rc;
-}
-
 int cmd_cell(int argc, char **argv)
 {
 	struct cell_args a;
@@ -235,8 +186,9 @@ int cmd_cell(int argc, char **argv)
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
 	if (a.policy) {
-		if (policy_open(&a, &policy, &err) < 0)
-			return fail(&err);
+		if (cli_policy_accept(a.policy, a.trust_file, a.trust_dir, a.state_dir,
+				      cli_policy_runnable, &policy, NULL, &err) < 0)
+			return cli_fail(&err);
 		policy_apply(policy, &a.o);
 	}
 	rc = code_read(argv[optind], &code, &a.o.code_len, &err);
@@ -245,7 +197,7 @@ int cmd_cell(int argc, char **argv)
 		rc = cell_oneshot_run(&a.o, &result, &err);
 	}
 	free(code);
-	rc = rc < 0 ? fail(&err) : cell_print(result);
+	rc = rc < 0 ? cli_fail(&err) : cell_print(result);
 	json_decref(result);
 	policy_free(policy);
 	return rc;

@@ -46,12 +46,6 @@ static const char usage_text[] =
 	"  version   print the version\n"
 	"  help      print this text\n";
 
-static int fail(const struct appl_err *err)
-{
-	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");
-	return 1;
-}
-
 static int usage_error(const char *msg)
 {
 	fprintf(stderr, "appliance: %s\n%s", msg, usage_text);
@@ -93,11 +87,11 @@ static int cmd_image_verify(int argc, char **argv)
 		return usage_error("image verify: needs --image DIR and --digest sha256:HEX");
 	if (!cache) {
 		if (image_cache_default(cache_buf, sizeof(cache_buf), &err) < 0)
-			return fail(&err);
+			return cli_fail(&err);
 		cache = cache_buf;
 	}
 	if (image_layout_verify(layout, digest, cache, rootfs, sizeof(rootfs), &err) < 0)
-		return fail(&err);
+		return cli_fail(&err);
 	printf("%s\n", rootfs);
 	return 0;
 }

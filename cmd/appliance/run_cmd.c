@@ -4,10 +4,8 @@
 
 #include <errno.h>
 #include <getopt.h>
-#include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "gateway/gateway.h"
@@ -25,12 +23,6 @@ static int usage(const char *msg)
 		"                     [--cache DIR] [--runtime-dir DIR]\n",
 		msg);
 	return 2;
-}
-
-static int fail(const struct appl_err *err)
-{
-	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");
-	return 1;
 }
 
 static int args_parse(int argc, char **argv, struct run_args *a)
@@ -91,45 +83,7 @@ static int policy_supported(const struct policy *p, const char *path, struct app
 				    "%s: names upstream servers; calling upstream tools is not "
 				    "supported by this build yet",
 				    path);
-	if (geteuid() != 0 && !policy_runtime_rootless(p))
-		return appl_err_set(
-			err, -EPERM,
-			"%s: not running as root, and the policy does not opt in to the "
-			"weaker rootless mode (runtime.rootless)",
-			path);
-	return 0;
-}
-
-static int policy_open(struct run_args *a, struct policy **p, struct policy_verified *info,
-		       struct appl_err *err)
-{
-	struct policy_trust *trust = NULL;
-	int64_t now = (int64_t)time(NULL);
-	char state[PATH_MAX];
-	int rc;
-
-	if (!a->state_dir) {
-		if ((rc = policy_state_dir_default(state, sizeof(state), err)) < 0)
-			return rc;
-		a->state_dir = state;
-	}
-	rc = policy_trust_dir_load(a->trust_dir ? a->trust_dir : POLICY_TRUST_DIR_DEFAULT, &trust,
-				   err);
-	if (rc == 0)
-		rc = policy_load(a->policy, trust, a->state_dir, now, false, p, info, err);
-	policy_trust_free(trust);
-	if (rc == 0)
-		rc = policy_supported(*p, a->policy, err);
-	/* Only a policy this appliance will serve moves the serial on. */
-	if (rc == 0)
-		rc = policy_state_commit(a->state_dir, info->serial, info->hash, info->keyid_hex,
-					 now, NULL, err);
-	a->state_dir = NULL;
-	if (rc < 0) {
-		policy_free(*p);
-		*p = NULL;
-	}
-	return rc;
+	return cli_policy_runnable(p, path, err);
 }
 
 int cmd_run(int argc, char **argv)
@@ -144,8 +98,9 @@ int cmd_run(int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
-	if (policy_open(&a, &policy, &info, &err) < 0)
-		return fail(&err);
+	if (cli_policy_accept(a.policy, NULL, a.trust_dir, a.state_dir, policy_supported, &policy,
+			      &info, &err) < 0)
+		return cli_fail(&err);
 	fprintf(stderr, "appliance: serving run_python on stdio: policy %s serial %llu, key %s\n",
 		a.policy, (unsigned long long)info.serial, info.keyid_hex);
 	memset(&cfg, 0, sizeof(cfg));
@@ -156,5 +111,5 @@ int cmd_run(int argc, char **argv)
 	cfg.out_fd = STDOUT_FILENO;
 	rc = gateway_run(&cfg, &err);
 	policy_free(policy);
-	return rc < 0 ? fail(&err) : 0;
+	return rc < 0 ? cli_fail(&err) : 0;
 }
