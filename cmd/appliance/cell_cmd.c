@@ -12,6 +12,7 @@
 
 #include "base/fs.h"
 #include "cell/oneshot.h"
+#include "gateway/gateway.h"
 #include "policy/load.h"
 
 struct cell_args {
@@ -162,14 +163,7 @@ static void policy_apply(const struct policy *p, struct cell_oneshot *o)
 	o->runsc = policy_runtime_runsc(p);
 	o->platform = policy_runtime_platform(p);
 	o->rootless = policy_runtime_rootless(p);
-	o->oci.memory_mb = l.memory_mb;
-	o->oci.pids = l.pids;
-	o->oci.nofile = l.nofile;
-	o->oci.tmpfs_mb = l.tmpfs_mb;
-	o->lim.deadline_ms = l.deadline_s * 1000ull;
-	o->lim.max_calls = l.max_calls;
-	o->lim.max_output = l.max_output_bytes;
-	o->lim.stop_output = l.stop_output_bytes;
+	gateway_limits_split(&l, &o->oci, &o->lim);
 }
 
 int cmd_cell(int argc, char **argv)

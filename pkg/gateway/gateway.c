@@ -37,6 +37,8 @@ struct gw_run {
 struct gateway {
 	const struct policy *policy;
 	struct policy_limits lim;
+	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
+	struct cell_limits cell_lim;   /* every run's */
 	struct loop *loop;
 	struct mcp_server *srv;
 	struct sandbox_rt *rt;
@@ -47,6 +49,24 @@ struct gateway {
 	unsigned waiting;
 	bool stop;
 };
+
+void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
+			  struct cell_limits *cell)
+{
+	const char *rootfs = oci->rootfs;
+
+	sandbox_oci_params_init(oci);
+	oci->rootfs = rootfs;
+	oci->memory_mb = l->memory_mb;
+	oci->pids = l->pids;
+	oci->nofile = l->nofile;
+	oci->tmpfs_mb = l->tmpfs_mb;
+	cell_limits_init(cell);
+	cell->deadline_ms = l->deadline_s * 1000ull;
+	cell->max_calls = l->max_calls;
+	cell->max_output = l->max_output_bytes;
+	cell->stop_output = l->stop_output_bytes;
+}
 
 static void run_unlink(struct gateway *gw, struct gw_run *r)
 {
@@ -87,27 +107,14 @@ static void on_cell_done(struct cell *c, void *data)
 
 static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err)
 {
-	struct sandbox_oci_params p;
-	struct cell_limits lim;
 	struct cell_hooks hooks = {.on_done = on_cell_done, .data = r};
 	struct sandbox *sb;
 
-	sandbox_oci_params_init(&p);
-	p.rootfs = gw->rootfs;
-	p.memory_mb = gw->lim.memory_mb;
-	p.pids = gw->lim.pids;
-	p.nofile = gw->lim.nofile;
-	p.tmpfs_mb = gw->lim.tmpfs_mb;
-	cell_limits_init(&lim);
-	lim.deadline_ms = gw->lim.deadline_s * 1000ull;
-	lim.max_calls = gw->lim.max_calls;
-	lim.max_output = gw->lim.max_output_bytes;
-	lim.stop_output = gw->lim.stop_output_bytes;
-	sb = sandbox_start(gw->rt, &p, err);
+	sb = sandbox_start(gw->rt, &gw->oci, err);
 	if (!sb)
 		return err->code;
-	r->cell =
-		cell_start(gw->loop, sb, r->code, r->code_len, NULL, &lim, &hooks, r->arrival, err);
+	r->cell = cell_start(gw->loop, sb, r->code, r->code_len, NULL, &gw->cell_lim, &hooks,
+			     r->arrival, err);
 	if (!r->cell)
 		return err->code;
 	gw->running++;
@@ -313,6 +320,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 
 	gw->policy = cfg->policy;
 	policy_limits_get(cfg->policy, &gw->lim);
+	gateway_limits_split(&gw->lim, &gw->oci, &gw->cell_lim);
+	gw->oci.rootfs = gw->rootfs;
 	if (!(gw->description = description_new(&gw->lim)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)

@@ -8,7 +8,9 @@
 #define APPL_GATEWAY_GATEWAY_H
 
 #include "base/err.h"
+#include "cell/cell.h"
 #include "policy/policy.h"
+#include "sandbox/ociconfig.h"
 
 struct gateway_config {
 	const struct policy *policy; /* verified; borrowed */
@@ -16,6 +18,12 @@ struct gateway_config {
 	const char *run_dir;	     /* runsc instances; NULL: the default */
 	int in_fd, out_fd;	     /* the client's stdio */
 };
+
+/* Split a policy's limits into what the sandbox gets (oci; rootfs left as
+ * it was) and what the run gets (cell): the one mapping from policy limits
+ * to the running parts, for `run` and `cell --policy` alike. */
+void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
+			  struct cell_limits *cell);
 
 /* Serve until the client goes away or a signal comes. Returns 0, or a
  * negative code with err filled when serving could not start. */
