@@ -241,4 +241,12 @@
  * once, so a client cannot make the appliance hold unbounded code. */
 #define APPL_RUNS_WAITING_MAX 64
 
+/* ---- bridge -------------------------------------------------------------- */
+/* A tool's value for the code nests at most this deep (as the runner's own
+ * values do); a deeper result is refused, not cut. */
+#define APPL_TOOL_RESULT_DEPTH_MAX APPL_RUNNER_VALUE_DEPTH_MAX
+/* Calls of one cell waiting for an in-flight slot: beyond, a call is refused
+ * (each holds at most max_args_bytes of arguments). */
+#define APPL_BRIDGE_WAITING_MAX 1024
+
 #endif

@@ -33,3 +33,12 @@ size_t appl_utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp)
 		*cp = v;
 	return n;
 }
+
+size_t appl_utf8_prefix(const char *s, size_t len)
+{
+	size_t i = 0, n;
+
+	while (i < len && (n = appl_utf8_decode((const unsigned char *)s + i, len - i, NULL)))
+		i += n;
+	return i;
+}

@@ -13,4 +13,8 @@
  * and sequences cut by the end are invalid. avail must be at least 1. */
 size_t appl_utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp);
 
+/* The bytes of the longest prefix of s[0..len) that is valid UTF-8: where a
+ * text cut at a byte count should end so no character is left in halves. */
+size_t appl_utf8_prefix(const char *s, size_t len);
+
 #endif

@@ -381,30 +381,6 @@ int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tool
 		line, len, err);
 }
 
-/* 1 when v nests at most `left` levels of arrays and objects. The recursion
- * is bounded by `left`, not by v. */
-static int depth_within(const json_t *v, unsigned left)
-{
-	const char *key;
-	json_t *x;
-	size_t i;
-
-	if (!json_is_object(v) && !json_is_array(v))
-		return 1;
-	if (left == 0)
-		return 0;
-	if (json_is_array(v)) {
-		json_array_foreach(v, i, x)
-			if (!depth_within(x, left - 1))
-				return 0;
-		return 1;
-	}
-	json_object_foreach((json_t *)v, key, x)
-		if (!depth_within(x, left - 1))
-			return 0;
-	return 1;
-}
-
 int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, size_t *len,
 			     struct appl_err *err)
 {
@@ -414,7 +390,7 @@ int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, si
 		return appl_err_set(err, -EINVAL, "result for a negative call id");
 	if (!value)
 		return appl_err_set(err, -EINVAL, "result without a value");
-	if (!depth_within(value, APPL_JSON_DEPTH_MAX - 1))
+	if (!appl_json_depth_within(value, APPL_JSON_DEPTH_MAX - 1))
 		return appl_err_set(err, -E2BIG, "result nested deeper than %u levels",
 				    APPL_JSON_DEPTH_MAX - 1);
 	return line_write(

@@ -111,3 +111,27 @@ const char *appl_json_type_name(const json_t *v)
 	}
 	return "unknown";
 }
+
+/* 1 when v nests at most `left` levels of arrays and objects. The recursion
+ * is bounded by `left`, not by v. */
+int appl_json_depth_within(const json_t *v, unsigned left)
+{
+	const char *key;
+	json_t *x;
+	size_t i;
+
+	if (!json_is_object(v) && !json_is_array(v))
+		return 1;
+	if (left == 0)
+		return 0;
+	if (json_is_array(v)) {
+		json_array_foreach(v, i, x)
+			if (!appl_json_depth_within(x, left - 1))
+				return 0;
+		return 1;
+	}
+	json_object_foreach((json_t *)v, key, x)
+		if (!appl_json_depth_within(x, left - 1))
+			return 0;
+	return 1;
+}

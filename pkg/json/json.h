@@ -30,6 +30,10 @@ json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max
 int appl_json_keys_check(const json_t *obj, const char *const *allowed, const char *path,
 			 struct appl_err *err);
 
+/* 1 when v (a parsed value) nests at most levels levels of arrays and
+ * objects, else 0. The recursion is bounded by levels, not by v. */
+int appl_json_depth_within(const json_t *v, unsigned levels);
+
 /* jansson's name for a value's type, for messages. */
 const char *appl_json_type_name(const json_t *v);
 

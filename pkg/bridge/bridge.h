@@ -1,0 +1,154 @@
+/* bridge.h: every tool call a cell makes passes here before any upstream
+ * sees it (docs/bridge.md).
+ *
+ * A catalog is what one role may see and call: built from the upstreams'
+ * tool lists and the policy, immutable, shared by reference. Each cell gets
+ * the catalog that was current when it started, so a tool list that changes
+ * under a running cell changes nothing for it.
+ *
+ * A call's checks, in order, each a refusal the code sees as ToolError:
+ *   1. the tool exists and the role may call it (policy_tool_check: the
+ *      allowlist, write tools only for a role with write);
+ *   2. its input schema could be compiled (a schema the validator reports
+ *      unsupported or malformed refuses every call); the arguments are an
+ *      object of at most max_args_bytes (compact JSON) that validates, and
+ *      names the schema does not declare are refused unless it allows them;
+ *   3. the run has calls left (every call counts, refused ones too);
+ *      calls beyond `concurrency` in flight wait their turn (FIFO);
+ *   4. the upstream answers within the per-call timeout, with a result of at
+ *      most max_result_bytes (refused, not cut) that nests at most
+ *      APPL_RUNNER_VALUE_DEPTH_MAX levels once turned into a value.
+ * Refusals are at most APPL_TOOL_ERROR_MAX bytes and carry no host detail: a
+ * host-side fault reaches the code only as a type name.
+ */
+#ifndef APPL_BRIDGE_BRIDGE_H
+#define APPL_BRIDGE_BRIDGE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "policy/policy.h"
+#include "stubs/stubs.h"
+
+/* One tool of one upstream's list, as the caller has it; borrowed, and only
+ * read during bridge_catalog_new. */
+struct bridge_tool_in {
+	const char *server;
+	const char *name;
+	const char *description;    /* may be NULL */
+	const json_t *input_schema; /* may be NULL: then every call is refused */
+	bool read_only_hint;
+};
+
+struct bridge_catalog;
+
+/* Build the catalog of role (borrowed; NULL: a role that may call nothing)
+ * from tools[0..n) under policy p (borrowed; it must outlive the catalog).
+ * Every tool is kept with its verdict; those allowed whose schema compiles
+ * and whose names can become Python names are offered (stubs). A (server,
+ * name) given twice keeps the first. *out is new with one reference; 0, or
+ * -ENOMEM / -E2BIG (more than APPL_RUNNER_TOOLS_MAX offered) with err. */
+int bridge_catalog_new(const struct policy *p, const char *role, const struct bridge_tool_in *tools,
+		       size_t n, struct bridge_catalog **out, struct appl_err *err);
+
+struct bridge_catalog *bridge_catalog_ref(struct bridge_catalog *c);
+void bridge_catalog_unref(struct bridge_catalog *c); /* safe on NULL */
+
+/* The offered tools' names and stubs (stubs.h); borrowed. */
+const struct stubs *bridge_catalog_stubs(const struct bridge_catalog *c);
+
+/* The runner's `tools` array for a cell; borrowed. */
+const json_t *bridge_catalog_runner_tools(const struct bridge_catalog *c);
+
+/* Every tool given, sorted by server then name, with why it is not offered
+ * (NULL when it is): for the log and `appliance stubs`. */
+struct bridge_tool_info {
+	const char *server, *name;
+	const char *why_not; /* static or owned by the catalog */
+};
+size_t bridge_catalog_count(const struct bridge_catalog *c);
+int bridge_catalog_info(const struct bridge_catalog *c, size_t i, struct bridge_tool_info *out);
+
+/* ---- one run's calls ------------------------------------------------------ */
+
+struct bridge_limits {
+	unsigned max_calls;	 /* calls per run */
+	unsigned concurrency;	 /* in flight at once; the rest wait */
+	unsigned call_timeout_ms;
+	size_t max_args_bytes;
+	size_t max_result_bytes;
+};
+
+void bridge_limits_from_policy(const struct policy_limits *l, struct bridge_limits *out);
+
+/* How an upstream answered (the same codes as upstream.h's callback). */
+typedef void (*bridge_result_fn)(void *ctx, int status, const json_t *result, const char *reason);
+
+enum {
+	BRIDGE_UP_OK = 0,
+	BRIDGE_UP_TIMEOUT = -1,
+	BRIDGE_UP_UNAVAILABLE = -2,
+	BRIDGE_UP_ERROR = -3, /* reason: the server's error text, sanitized */
+	BRIDGE_UP_CANCELLED = -4,
+};
+
+/* What a run needs from its owner. Each is called from the owner's loop,
+ * never from inside send. data is the pointer given to bridge_run_new. */
+struct bridge_ops {
+	/* Send server.tool(args) upstream; on 0 cb runs once later (unless
+	 * cancel comes first) and *call_id names the call. On failure a
+	 * negative errno: -EAGAIN the server is unavailable, -EBUSY too many
+	 * calls pending there, -EFBIG the request is too large, else a host
+	 * fault. */
+	int (*send)(void *data, const char *server, const char *tool, const json_t *args,
+		    unsigned timeout_ms, bridge_result_fn cb, void *ctx, uint64_t *call_id);
+	void (*cancel)(void *data, const char *server, uint64_t call_id);
+	/* The call's value for the code, or its refusal (at most
+	 * APPL_TOOL_ERROR_MAX bytes). */
+	void (*answer)(void *data, json_int_t id, const json_t *value);
+	void (*refuse)(void *data, json_int_t id, const char *msg);
+};
+
+struct bridge_run;
+
+/* A run of catalog c (a reference is taken) under lim, speaking through ops
+ * (copied) with data. NULL with err on -ENOMEM. */
+struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_limits *lim,
+				  const struct bridge_ops *ops, void *data, struct appl_err *err);
+
+/* A call from the code: id (the runner's), tool ("server.tool" as call.tool
+ * carries it) and args (borrowed; a reference is taken when the call has to
+ * wait). Answered or refused through ops, at once or later. */
+void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args);
+
+/* Calls in flight now, and the most ever in flight at once. */
+unsigned bridge_run_inflight(const struct bridge_run *r);
+unsigned bridge_run_peak(const struct bridge_run *r);
+
+/* Cancel what is in flight (ops.cancel, no answer), drop what waits, free.
+ * Safe on NULL. Not from inside an ops callback. */
+void bridge_run_free(struct bridge_run *r);
+
+/* ---- pure steps, exported for their tests --------------------------------- */
+
+/* Steps 1 and 2 for tool and args: 0 when the call may go on, with *server
+ * and *name (borrowed from c) set; else -EPERM (not allowed or unknown),
+ * -EINVAL (arguments refused) or -ENOTSUP (schema unusable), with msg
+ * (cap bytes, cap > 0) the refusal for the code. */
+int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t *args,
+		 size_t max_args_bytes, const char **server, const char **name, char *msg,
+		 size_t cap);
+
+/* Turn a tools/call result object into the code's value: structuredContent
+ * (an object) as it is; else, when every content block is text (at least
+ * one), their texts joined by newlines; else the content array. 0 with
+ * *value new; 1 when the result has isError: true (msg has the tool's text,
+ * or a fixed text when it has none); -EFBIG / -E2BIG / -EINVAL refused (too
+ * large, too deep, not a result) with msg. */
+int bridge_result_value(const json_t *result, size_t max_bytes, json_t **value, char *msg,
+			size_t cap);
+
+#endif

@@ -1,0 +1,234 @@
+/* catalog.c: what one role may see and call (see bridge.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge/bridge.h"
+#include "bridge/internal.h"
+#include "schema/schema.h"
+
+static int entry_cmp(const void *a, const void *b)
+{
+	const struct bridge_entry *x = a, *y = b;
+	int d = strcmp(x->server, y->server);
+
+	return d ? d : strcmp(x->name, y->name);
+}
+
+/* The same order, ties broken by arrival, so the first of twins leads. */
+static int entry_cmp_order(const void *a, const void *b)
+{
+	const struct bridge_entry *x = a, *y = b;
+	int d = entry_cmp(a, b);
+
+	if (d)
+		return d;
+	return x->order < y->order ? -1 : x->order > y->order;
+}
+
+/* Whether undeclared argument names are refused: the root is a plain object
+ * schema with `properties` and says nothing else about names. With
+ * additionalProperties or patternProperties it allows what it says (the
+ * validator judges); with composition or a $ref at the root the names may be
+ * declared elsewhere, so the validator alone decides. */
+static bool strict_names(const json_t *schema)
+{
+	static const char *const open[] = {
+		"additionalProperties", "patternProperties", "unevaluatedProperties",
+		"allOf",		"anyOf",	     "oneOf",
+		"not",			"if",		     "$ref",
+		"$dynamicRef",		"dependentSchemas",  "dependencies",
+		"propertyNames",	NULL,
+	};
+
+	if (!json_is_object(schema) || !json_is_object(json_object_get(schema, "properties")))
+		return false;
+	for (size_t i = 0; open[i]; i++)
+		if (json_object_get(schema, open[i]))
+			return false;
+	return true;
+}
+
+static int entry_fill(struct bridge_entry *e, const struct policy *p, const char *role,
+		      const struct bridge_tool_in *t)
+{
+	struct appl_err serr = {0};
+	int rc;
+
+	e->server = strdup(t->server);
+	e->name = strdup(t->name);
+	e->description = t->description ? strdup(t->description) : NULL;
+	if (!e->server || !e->name || (t->description && !e->description))
+		return -ENOMEM;
+	e->verdict = policy_tool_check(p, t->server, t->name, t->read_only_hint, role, &e->access);
+	if (!t->input_schema) {
+		e->schema_why = strdup("the tool has no input schema");
+		return e->schema_why ? 0 : -ENOMEM;
+	}
+	e->input_schema = json_incref((json_t *)t->input_schema);
+	rc = schema_new(t->input_schema, &e->schema, &serr);
+	if (rc == -ENOMEM)
+		return -ENOMEM;
+	if (rc < 0) {
+		if (asprintf(&e->schema_why, "its input schema cannot be checked (%s): %s",
+			     rc == -ENOTSUP ? "unsupported" : "invalid", serr.msg) < 0) {
+			e->schema_why = NULL;
+			return -ENOMEM;
+		}
+		return 0;
+	}
+	e->strict = strict_names(t->input_schema);
+	return 0;
+}
+
+static void entry_clear(struct bridge_entry *e)
+{
+	free(e->server);
+	free(e->name);
+	free(e->description);
+	free(e->schema_why);
+	json_decref(e->input_schema);
+	schema_free(e->schema);
+}
+
+/* Offered: allowed, schema compiled, and names stubs can take. */
+static int stubs_make(struct bridge_catalog *c, struct appl_err *err)
+{
+	struct stubs_tool *st = calloc(c->n ? c->n : 1, sizeof(*st));
+	size_t k = 0;
+	int rc;
+
+	if (!st)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < c->n; i++) {
+		struct bridge_entry *e = &c->e[i];
+		struct stubs_tool t = {.server = e->server,
+				       .name = e->name,
+				       .description = e->description,
+				       .input_schema = e->input_schema};
+		struct appl_err terr = {0};
+
+		if (e->verdict != POLICY_OK || !e->schema)
+			continue;
+		if (stubs_tool_check(&t, &terr) < 0) {
+			e->name_bad = true;
+			continue;
+		}
+		st[k++] = t;
+	}
+	rc = stubs_build(st, k, &c->stubs, err);
+	free(st);
+	if (rc < 0)
+		return rc;
+	c->runner_tools = stubs_runner_tools(c->stubs, err);
+	return c->runner_tools ? 0 : err->code;
+}
+
+int bridge_catalog_new(const struct policy *p, const char *role, const struct bridge_tool_in *tools,
+		       size_t n, struct bridge_catalog **out, struct appl_err *err)
+{
+	struct bridge_catalog *c = calloc(1, sizeof(*c));
+	size_t k = 0;
+
+	*out = NULL;
+	if (!c || !(c->e = calloc(n ? n : 1, sizeof(*c->e)))) {
+		free(c);
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	}
+	c->refs = 1;
+	for (size_t i = 0; i < n; i++) {
+		if (!tools[i].server || !tools[i].name)
+			continue;
+		c->e[k].order = i;
+		if (entry_fill(&c->e[k], p, role, &tools[i]) < 0) {
+			c->n = k + 1;
+			bridge_catalog_unref(c);
+			return appl_err_set(err, -ENOMEM, "out of memory");
+		}
+		k++;
+	}
+	c->n = k;
+	qsort(c->e, c->n, sizeof(*c->e), entry_cmp_order);
+	/* A (server, name) given twice: keep the first given. */
+	k = c->n ? 1 : 0;
+	for (size_t i = 1; i < c->n; i++) {
+		if (entry_cmp(&c->e[i], &c->e[k - 1]) == 0)
+			entry_clear(&c->e[i]);
+		else
+			c->e[k++] = c->e[i];
+	}
+	c->n = k;
+	if (stubs_make(c, err) < 0) {
+		bridge_catalog_unref(c);
+		return err->code;
+	}
+	*out = c;
+	return 0;
+}
+
+struct bridge_catalog *bridge_catalog_ref(struct bridge_catalog *c)
+{
+	if (c)
+		c->refs++;
+	return c;
+}
+
+void bridge_catalog_unref(struct bridge_catalog *c)
+{
+	if (!c || --c->refs > 0)
+		return;
+	for (size_t i = 0; i < c->n; i++)
+		entry_clear(&c->e[i]);
+	free(c->e);
+	stubs_free(c->stubs);
+	json_decref(c->runner_tools);
+	free(c);
+}
+
+const struct stubs *bridge_catalog_stubs(const struct bridge_catalog *c)
+{
+	return c->stubs;
+}
+
+const json_t *bridge_catalog_runner_tools(const struct bridge_catalog *c)
+{
+	return c->runner_tools;
+}
+
+size_t bridge_catalog_count(const struct bridge_catalog *c)
+{
+	return c->n;
+}
+
+const char *bridge_entry_why_not(const struct bridge_entry *e)
+{
+	if (e->verdict != POLICY_OK)
+		return policy_verdict_text(e->verdict);
+	if (!e->schema)
+		return e->schema_why;
+	if (e->name_bad)
+		return "its name cannot become a Python name";
+	return NULL;
+}
+
+int bridge_catalog_info(const struct bridge_catalog *c, size_t i, struct bridge_tool_info *out)
+{
+	if (i >= c->n)
+		return -ENOENT;
+	out->server = c->e[i].server;
+	out->name = c->e[i].name;
+	out->why_not = bridge_entry_why_not(&c->e[i]);
+	return 0;
+}
+
+const struct bridge_entry *bridge_catalog_find(const struct bridge_catalog *c, const char *server,
+					       const char *name)
+{
+	struct bridge_entry key = {.server = (char *)server, .name = (char *)name};
+
+	if (!c->n)
+		return NULL;
+	return bsearch(&key, c->e, c->n, sizeof(*c->e), entry_cmp);
+}

@@ -1,0 +1,600 @@
+/* test_bridge.c: every refusal of the bridge (pkg/bridge), the result's turn
+ * into a value, and a run's budget, in-flight cap, queue and teardown, with
+ * a fake upstream that records what it was sent. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/utf8.h"
+#include "bridge/bridge.h"
+#include "policy/policy.h"
+
+/* Server a: its read tools, plus a.put as a write. Server b: everything.
+ * reader may call a's tools and never write; writer may call all. */
+static const char POLICY[] =
+	"{\"policy_version\":1,\"serial\":1,\"expires\":\"2099-01-01T00:00:00Z\","
+	"\"image\":{\"layout\":\"/img\",\"digest\":\"sha256:"
+	"0000000000000000000000000000000000000000000000000000000000000000\"},"
+	"\"servers\":{\"a\":{\"command\":[\"/bin/true\"]},\"b\":{\"command\":[\"/bin/true\"]}},"
+	"\"tools\":{\"a.*\":{\"access\":\"read\"},\"a.put\":{\"access\":\"write\"},"
+	"\"b.*\":{\"access\":\"write\"}},"
+	"\"roles\":{\"reader\":{\"tools\":[\"a.*\"],\"write\":false},"
+	"\"writer\":{\"tools\":[\"a.*\",\"b.*\"],\"write\":true}}}";
+
+static const char SUM_SCHEMA[] =
+	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\"},"
+	"\"b\":{\"type\":\"number\"}},\"required\":[\"a\",\"b\"]}";
+
+static struct policy *pol;
+
+static json_t *load(const char *text)
+{
+	json_error_t jerr;
+	json_t *v = json_loads(text, JSON_DECODE_ANY, &jerr);
+
+	if (!v)
+		fail_msg("bad test JSON %s: %s", text, jerr.text);
+	return v;
+}
+
+static int setup(void **state)
+{
+	struct appl_err err = {0};
+	(void)state;
+
+	if (policy_parse(POLICY, strlen(POLICY), "/", &pol, &err) != 0)
+		fail_msg("policy: %s", err.msg);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	policy_free(pol);
+	return 0;
+}
+
+/* The catalog every test uses, for role. */
+static struct bridge_catalog *catalog(const char *role)
+{
+	json_t *sum = load(SUM_SCHEMA);
+	json_t *open = load("{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"string\"}},"
+			    "\"additionalProperties\":true}");
+	json_t *bare = load("{\"type\":\"object\"}");
+	json_t *unsup = load("{\"type\":\"object\",\"unevaluatedProperties\":false}");
+	json_t *bad = load("{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/nowhere\"}}}");
+	struct bridge_tool_in t[] = {
+		{"a", "sum", "Add.", sum, true},
+		{"a", "open", "Open.", open, true},
+		{"a", "bare", NULL, bare, true},
+		{"a", "put", "Write.", sum, false},
+		{"a", "hidden", "Not read-only, not listed.", sum, false},
+		{"a", "unsup", NULL, unsup, true},
+		{"a", "bad", NULL, bad, true},
+		{"a", "noschema", NULL, NULL, true},
+		{"b", "echo", "Echo.", open, false},
+		{"a", "sum", "A twin: dropped.", bare, true},
+		{"c", "x", "A server the policy does not name.", bare, true},
+	};
+	struct bridge_catalog *c = NULL;
+	struct appl_err err = {0};
+
+	if (bridge_catalog_new(pol, role, t, sizeof(t) / sizeof(t[0]), &c, &err) != 0)
+		fail_msg("catalog: %s", err.msg);
+	json_decref(sum);
+	json_decref(open);
+	json_decref(bare);
+	json_decref(unsup);
+	json_decref(bad);
+	return c;
+}
+
+static const char *why_not(const struct bridge_catalog *c, const char *server, const char *name)
+{
+	struct bridge_tool_info info;
+
+	for (size_t i = 0; bridge_catalog_info(c, i, &info) == 0; i++)
+		if (!strcmp(info.server, server) && !strcmp(info.name, name))
+			return info.why_not ? info.why_not : "offered";
+	return "absent";
+}
+
+static void test_catalog_offers_only_allowed_checkable_tools(void **state)
+{
+	struct bridge_catalog *r = catalog("reader"), *w = catalog("writer"), *n = catalog(NULL);
+	const struct stubs *s = bridge_catalog_stubs(r);
+	(void)state;
+
+	assert_int_equal(bridge_catalog_count(r), 10); /* the twin is gone */
+	assert_string_equal(why_not(r, "a", "sum"), "offered");
+	assert_string_equal(why_not(r, "a", "bare"), "offered");
+	assert_string_equal(why_not(r, "a", "put"), policy_verdict_text(POLICY_DENY_WRITE));
+	assert_string_equal(why_not(w, "a", "put"), "offered");
+	assert_string_equal(why_not(r, "a", "hidden"), policy_verdict_text(POLICY_DENY_UNLISTED));
+	assert_string_equal(why_not(r, "b", "echo"), policy_verdict_text(POLICY_DENY_ROLE));
+	assert_string_equal(why_not(w, "b", "echo"), "offered");
+	assert_string_equal(why_not(r, "c", "x"), policy_verdict_text(POLICY_DENY_UNLISTED));
+	assert_string_equal(why_not(n, "a", "sum"), policy_verdict_text(POLICY_DENY_NO_ROLE));
+	assert_non_null(strstr(why_not(r, "a", "unsup"), "unsupported"));
+	assert_non_null(strstr(why_not(r, "a", "bad"), "invalid"));
+	assert_non_null(strstr(why_not(r, "a", "noschema"), "no input schema"));
+	/* reader: a.bare, a.open, a.sum */
+	assert_int_equal(stubs_count(s), 3);
+	assert_string_equal(stubs_mcp_name(s, 2), "a.sum");
+	assert_non_null(strstr(stubs_text(s, 2), "Add.")); /* the first of the twins */
+	assert_int_equal(json_array_size(bridge_catalog_runner_tools(r)), 3);
+	assert_int_equal(stubs_count(bridge_catalog_stubs(w)), 5);
+	assert_int_equal(stubs_count(bridge_catalog_stubs(n)), 0);
+	bridge_catalog_unref(r);
+	bridge_catalog_unref(w);
+	bridge_catalog_unref(n);
+}
+
+/* Check tool(args) as role; returns the code and leaves the refusal in msg. */
+static char msg[APPL_TOOL_ERROR_MAX + 1];
+
+static int check(const char *role, const char *tool, const char *args, size_t cap)
+{
+	struct bridge_catalog *c = catalog(role);
+	json_t *a = load(args);
+	const char *server, *name;
+	int rc;
+
+	msg[0] = '\0';
+	rc = bridge_check(c, tool, a, cap, &server, &name, msg, sizeof(msg));
+	if (rc == 0) {
+		assert_non_null(server);
+		assert_non_null(name);
+	} else {
+		assert_null(server);
+		assert_true(strlen(msg) > 0 && strlen(msg) <= APPL_TOOL_ERROR_MAX);
+		assert_int_equal(appl_utf8_prefix(msg, strlen(msg)), strlen(msg));
+	}
+	json_decref(a);
+	bridge_catalog_unref(c);
+	return rc;
+}
+
+static void test_check_allows_a_good_call(void **state)
+{
+	(void)state;
+	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2.5}", 16384), 0);
+	assert_int_equal(check("reader", "a.open", "{\"x\":\"s\",\"y\":[1]}", 16384), 0);
+	assert_int_equal(check("reader", "a.bare", "{\"anything\":1}", 16384), 0);
+	assert_int_equal(check("writer", "a.put", "{\"a\":1,\"b\":2}", 16384), 0);
+}
+
+static void test_check_refuses_unknown_tools(void **state)
+{
+	(void)state;
+	assert_int_equal(check("writer", "nodot", "{}", 16384), -EPERM);
+	assert_non_null(strstr(msg, "no such tool"));
+	assert_int_equal(check("writer", "z.sum", "{}", 16384), -EPERM);
+	assert_int_equal(check("writer", "a.nope", "{}", 16384), -EPERM);
+	assert_int_equal(check("writer", ".sum", "{}", 16384), -EPERM);
+	assert_int_equal(check("writer", "a.", "{}", 16384), -EPERM);
+	/* a server part longer than any server name */
+	assert_int_equal(check("writer", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sum", "{}", 16384),
+			 -EPERM);
+}
+
+static void test_check_refuses_by_policy(void **state)
+{
+	(void)state;
+	assert_int_equal(check("reader", "a.put", "{\"a\":1,\"b\":2}", 16384), -EPERM);
+	assert_non_null(strstr(msg, policy_verdict_text(POLICY_DENY_WRITE)));
+	assert_int_equal(check("reader", "b.echo", "{}", 16384), -EPERM);
+	assert_non_null(strstr(msg, policy_verdict_text(POLICY_DENY_ROLE)));
+	assert_int_equal(check("writer", "a.hidden", "{\"a\":1,\"b\":2}", 16384), -EPERM);
+	assert_int_equal(check("nobody", "a.sum", "{\"a\":1,\"b\":2}", 16384), -EPERM);
+	assert_int_equal(check("writer", "c.x", "{}", 16384), -EPERM);
+}
+
+static void test_check_refuses_unusable_schemas(void **state)
+{
+	(void)state;
+	assert_int_equal(check("reader", "a.unsup", "{}", 16384), -ENOTSUP);
+	assert_non_null(strstr(msg, "unsupported"));
+	assert_int_equal(check("reader", "a.bad", "{}", 16384), -ENOTSUP);
+	assert_int_equal(check("reader", "a.noschema", "{}", 16384), -ENOTSUP);
+}
+
+static void test_check_refuses_bad_arguments(void **state)
+{
+	(void)state;
+	/* wrong type */
+	assert_int_equal(check("reader", "a.sum", "{\"a\":\"1\",\"b\":2}", 16384), -EINVAL);
+	assert_non_null(strstr(msg, "invalid arguments"));
+	/* missing */
+	assert_int_equal(check("reader", "a.sum", "{\"a\":1}", 16384), -EINVAL);
+	/* undeclared name, in a schema that says nothing of others */
+	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2,\"c\":3}", 16384), -EINVAL);
+	assert_non_null(strstr(msg, "'c' is not a parameter"));
+	/* not an object */
+	assert_int_equal(check("reader", "a.sum", "[1,2]", 16384), -EINVAL);
+	/* too large: {"a":1,"b":2} is 13 bytes */
+	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2}", 12), -EINVAL);
+	assert_non_null(strstr(msg, "13 bytes"));
+	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2}", 13), 0);
+}
+
+static void test_refusals_are_capped_and_whole_characters(void **state)
+{
+	char tool[1200], args[1200];
+	(void)state;
+
+	/* a long undeclared name of three-byte characters */
+	strcpy(args, "{\"a\":1,\"b\":2,\"");
+	for (int i = 0; i < 300; i++)
+		strcat(args, "\xe2\x82\xac");
+	strcat(args, "\":1}");
+	assert_int_equal(check("reader", "a.sum", args, 16384), -EINVAL);
+	assert_true(strlen(msg) < 200);
+	/* a long unknown tool name */
+	memset(tool, 'x', 1000);
+	tool[1000] = '\0';
+	assert_int_equal(check("reader", tool, "{}", 16384), -EPERM);
+	assert_true(strlen(msg) <= 100);
+}
+
+/* ---- results -------------------------------------------------------------------- */
+
+static int value_of(const char *result, size_t cap, json_t **v)
+{
+	json_t *r = load(result);
+	int rc;
+
+	msg[0] = '\0';
+	rc = bridge_result_value(r, cap, v, msg, sizeof(msg));
+	json_decref(r);
+	if (rc != 0)
+		assert_null(*v);
+	return rc;
+}
+
+static void test_result_values(void **state)
+{
+	json_t *v = NULL;
+	(void)state;
+
+	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"t\"}],"
+				  "\"structuredContent\":{\"k\":1}}",
+				  65536, &v),
+			 0);
+	assert_int_equal(json_integer_value(json_object_get(v, "k")), 1);
+	json_decref(v);
+	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"one\"}]}", 65536, &v),
+			 0);
+	assert_string_equal(json_string_value(v), "one");
+	json_decref(v);
+	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+				  "{\"type\":\"text\",\"text\":\"b\"}]}",
+				  65536, &v),
+			 0);
+	assert_string_equal(json_string_value(v), "a\nb");
+	json_decref(v);
+	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+				  "{\"type\":\"image\",\"data\":\"AA==\",\"mimeType\":\"image/png\"}]}",
+				  65536, &v),
+			 0);
+	assert_int_equal(json_array_size(v), 2);
+	json_decref(v);
+	assert_int_equal(value_of("{\"content\":[]}", 65536, &v), 0);
+	assert_int_equal(json_array_size(v), 0);
+	json_decref(v);
+	assert_int_equal(value_of("{}", 65536, &v), 0);
+	assert_true(json_is_array(v));
+	json_decref(v);
+}
+
+static void test_result_errors_and_refusals(void **state)
+{
+	char deep[400] = "{\"structuredContent\":";
+	json_t *v = NULL;
+	(void)state;
+
+	assert_int_equal(value_of("{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":"
+				  "\"it broke\"}],\"structuredContent\":{\"k\":1}}",
+				  65536, &v),
+			 1);
+	assert_string_equal(msg, "it broke");
+	assert_int_equal(value_of("{\"isError\":true,\"content\":[]}", 65536, &v), 1);
+	assert_non_null(strstr(msg, "no text"));
+	/* refused, not cut: the result is 49 bytes */
+	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 48,
+				  &v),
+			 -EFBIG);
+	assert_non_null(strstr(msg, "49 bytes"));
+	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 49,
+				  &v),
+			 0);
+	json_decref(v);
+	/* 33 levels of value: refused; 32: passed */
+	for (int i = 0; i < 33; i++)
+		strcat(deep, "{\"k\":");
+	strcat(deep, "1");
+	for (int i = 0; i < 33; i++)
+		strcat(deep, "}");
+	strcat(deep, "}");
+	assert_int_equal(value_of(deep, 65536, &v), -E2BIG);
+	assert_non_null(strstr(msg, "deeper"));
+	memmove(deep + 21, deep + 26, strlen(deep + 26) + 1);
+	deep[strlen(deep) - 1] = '\0';
+	assert_int_equal(value_of(deep, 65536, &v), 0);
+	json_decref(v);
+	assert_int_equal(value_of("[1]", 65536, &v), -EINVAL);
+}
+
+static void test_tool_error_text_is_cut_at_a_character(void **state)
+{
+	char big[2000] = "{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":\"";
+	json_t *v = NULL;
+	(void)state;
+
+	for (int i = 0; i < 300; i++)
+		strcat(big, "\xe2\x82\xac");
+	strcat(big, "\"}]}");
+	assert_int_equal(value_of(big, 65536, &v), 1);
+	assert_true(strlen(msg) <= APPL_TOOL_ERROR_MAX);
+	assert_true(strlen(msg) >= APPL_TOOL_ERROR_MAX - 3);
+	assert_int_equal(appl_utf8_prefix(msg, strlen(msg)), strlen(msg));
+}
+
+/* ---- runs ----------------------------------------------------------------------------- */
+
+struct sent {
+	char server[32], tool[32];
+	bridge_result_fn cb;
+	void *ctx;
+	uint64_t id;
+	bool cancelled, done;
+};
+
+struct fake {
+	struct sent sent[2048];
+	size_t nsent;
+	int send_rc;
+	json_int_t answered[2048], refused[2048];
+	size_t nanswered, nrefused;
+	char last_refusal[APPL_TOOL_ERROR_MAX + 1];
+	json_t *last_value;
+};
+
+static int fake_send(void *data, const char *server, const char *tool, const json_t *args,
+		     unsigned timeout_ms, bridge_result_fn cb, void *ctx, uint64_t *call_id)
+{
+	struct fake *f = data;
+	struct sent *s = &f->sent[f->nsent];
+
+	assert_true(json_is_object(args));
+	assert_int_equal(timeout_ms, 30000);
+	if (f->send_rc)
+		return f->send_rc;
+	snprintf(s->server, sizeof(s->server), "%s", server);
+	snprintf(s->tool, sizeof(s->tool), "%s", tool);
+	s->cb = cb;
+	s->ctx = ctx;
+	s->id = 1000 + f->nsent;
+	*call_id = s->id;
+	f->nsent++;
+	return 0;
+}
+
+static void fake_cancel(void *data, const char *server, uint64_t call_id)
+{
+	struct fake *f = data;
+	(void)server;
+
+	assert_true(call_id >= 1000 && call_id < 1000 + f->nsent);
+	assert_false(f->sent[call_id - 1000].done);
+	f->sent[call_id - 1000].cancelled = true;
+}
+
+static void fake_answer(void *data, json_int_t id, const json_t *value)
+{
+	struct fake *f = data;
+
+	f->answered[f->nanswered++] = id;
+	json_decref(f->last_value);
+	f->last_value = json_deep_copy(value);
+}
+
+static void fake_refuse(void *data, json_int_t id, const char *m)
+{
+	struct fake *f = data;
+
+	assert_true(strlen(m) <= APPL_TOOL_ERROR_MAX);
+	f->refused[f->nrefused++] = id;
+	snprintf(f->last_refusal, sizeof(f->last_refusal), "%s", m);
+}
+
+static const struct bridge_ops OPS = {fake_send, fake_cancel, fake_answer, fake_refuse};
+
+static struct bridge_run *run_new(struct fake *f, const char *role, unsigned max_calls,
+				  unsigned concurrency)
+{
+	struct bridge_catalog *c = catalog(role);
+	struct bridge_limits lim = {.max_calls = max_calls,
+				    .concurrency = concurrency,
+				    .call_timeout_ms = 30000,
+				    .max_args_bytes = 16384,
+				    .max_result_bytes = 65536};
+	struct appl_err err = {0};
+	struct bridge_run *r;
+
+	memset(f, 0, sizeof(*f));
+	r = bridge_run_new(c, &lim, &OPS, f, &err);
+	assert_non_null(r);
+	bridge_catalog_unref(c); /* the run holds its own reference */
+	return r;
+}
+
+static void call(struct bridge_run *r, json_int_t id, const char *tool, const char *args)
+{
+	json_t *a = load(args);
+
+	bridge_run_call(r, id, tool, a);
+	json_decref(a);
+}
+
+static void finish(struct fake *f, size_t i, int status, const char *result, const char *reason)
+{
+	json_t *res = result ? load(result) : NULL;
+
+	assert_false(f->sent[i].done);
+	f->sent[i].done = true;
+	f->sent[i].cb(f->sent[i].ctx, status, res, reason);
+	json_decref(res);
+}
+
+static void test_run_caps_calls_in_flight(void **state)
+{
+	struct fake f;
+	struct bridge_run *r = run_new(&f, "reader", 200, 16);
+	(void)state;
+
+	for (int i = 1; i <= 20; i++)
+		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nsent, 16);
+	assert_int_equal(bridge_run_inflight(r), 16);
+	/* the oldest waiting call goes when one ends, in order */
+	finish(&f, 3, BRIDGE_UP_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}", NULL);
+	assert_int_equal(f.nanswered, 1);
+	assert_int_equal(f.answered[0], 4);
+	assert_string_equal(json_string_value(f.last_value), "3");
+	assert_int_equal(f.nsent, 17);
+	for (size_t i = 0; i < 20; i++)
+		if (i != 3 && !f.sent[i].done && i < f.nsent)
+			finish(&f, i, BRIDGE_UP_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	for (size_t i = 17; i < f.nsent; i++)
+		if (!f.sent[i].done)
+			finish(&f, i, BRIDGE_UP_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	assert_int_equal(f.nsent, 20);
+	assert_int_equal(f.nanswered, 20);
+	assert_int_equal(bridge_run_peak(r), 16);
+	assert_int_equal(bridge_run_inflight(r), 0);
+	assert_string_equal(f.sent[0].server, "a");
+	assert_string_equal(f.sent[0].tool, "sum");
+	bridge_run_free(r);
+	json_decref(f.last_value);
+}
+
+static void test_run_budget_counts_every_call(void **state)
+{
+	struct fake f;
+	struct bridge_run *r = run_new(&f, "reader", 3, 16);
+	(void)state;
+
+	call(r, 1, "a.nope", "{}");			/* refused, and counted */
+	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}");	/* sent */
+	call(r, 3, "a.sum", "{\"a\":1,\"b\":2}");	/* sent */
+	call(r, 4, "a.sum", "{\"a\":1,\"b\":2}");	/* over budget */
+	assert_int_equal(f.nsent, 2);
+	assert_int_equal(f.nrefused, 2);
+	assert_int_equal(f.refused[1], 4);
+	assert_non_null(strstr(f.last_refusal, "budget exhausted"));
+	bridge_run_free(r);
+}
+
+static void test_run_upstream_failures_become_refusals(void **state)
+{
+	struct fake f;
+	struct bridge_run *r = run_new(&f, "reader", 200, 16);
+	(void)state;
+
+	for (int i = 1; i <= 6; i++)
+		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
+	finish(&f, 0, BRIDGE_UP_TIMEOUT, NULL, "timeout");
+	assert_non_null(strstr(f.last_refusal, "timeout"));
+	finish(&f, 1, BRIDGE_UP_UNAVAILABLE, NULL, "upstream_unavailable");
+	assert_non_null(strstr(f.last_refusal, "upstream_unavailable"));
+	finish(&f, 2, BRIDGE_UP_ERROR, NULL, "Unknown tool: sum");
+	assert_non_null(strstr(f.last_refusal, "Unknown tool: sum"));
+	finish(&f, 3, BRIDGE_UP_OK, "{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":"
+				    "\"bad input\"}]}",
+	       NULL);
+	assert_string_equal(f.last_refusal, "bad input");
+	finish(&f, 4, BRIDGE_UP_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}",
+	       NULL);
+	assert_int_equal(f.nanswered, 1);
+	assert_int_equal(f.nrefused, 4);
+	/* the sixth is cancelled by the teardown, and answered never */
+	bridge_run_free(r);
+	assert_true(f.sent[5].cancelled);
+	assert_false(f.sent[4].cancelled);
+	json_decref(f.last_value);
+}
+
+static void test_run_send_failures(void **state)
+{
+	static const struct {
+		int rc;
+		const char *says;
+	} cases[] = {{-EAGAIN, "upstream_unavailable"},
+		     {-EBUSY, "too many calls"},
+		     {-EFBIG, "too large"},
+		     {-ENOMEM, "host fault: MemoryError"},
+		     {-EIO, "host fault: OSError"}};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fake f;
+		struct bridge_run *r = run_new(&f, "reader", 200, 1);
+
+		f.send_rc = cases[i].rc;
+		call(r, 1, "a.sum", "{\"a\":1,\"b\":2}");
+		call(r, 2, "a.sum", "{\"a\":1,\"b\":2}"); /* the slot was given back */
+		assert_int_equal(f.nrefused, 2);
+		assert_non_null(strstr(f.last_refusal, cases[i].says));
+		assert_null(strstr(f.last_refusal, "/"));
+		assert_int_equal(bridge_run_inflight(r), 0);
+		bridge_run_free(r);
+	}
+}
+
+static void test_run_waiting_is_bounded_and_freed(void **state)
+{
+	struct fake f;
+	struct bridge_run *r = run_new(&f, "reader", 5000, 1);
+	(void)state;
+
+	for (int i = 1; i <= APPL_BRIDGE_WAITING_MAX + 3; i++)
+		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nsent, 1);
+	assert_int_equal(f.nrefused, 2);
+	assert_non_null(strstr(f.last_refusal, "already waiting"));
+	bridge_run_free(r); /* one cancelled, the rest dropped without a word */
+	assert_true(f.sent[0].cancelled);
+	assert_int_equal(f.nanswered, 0);
+	assert_int_equal(f.nrefused, 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_catalog_offers_only_allowed_checkable_tools),
+		cmocka_unit_test(test_check_allows_a_good_call),
+		cmocka_unit_test(test_check_refuses_unknown_tools),
+		cmocka_unit_test(test_check_refuses_by_policy),
+		cmocka_unit_test(test_check_refuses_unusable_schemas),
+		cmocka_unit_test(test_check_refuses_bad_arguments),
+		cmocka_unit_test(test_refusals_are_capped_and_whole_characters),
+		cmocka_unit_test(test_result_values),
+		cmocka_unit_test(test_result_errors_and_refusals),
+		cmocka_unit_test(test_tool_error_text_is_cut_at_a_character),
+		cmocka_unit_test(test_run_caps_calls_in_flight),
+		cmocka_unit_test(test_run_budget_counts_every_call),
+		cmocka_unit_test(test_run_upstream_failures_become_refusals),
+		cmocka_unit_test(test_run_send_failures),
+		cmocka_unit_test(test_run_waiting_is_bounded_and_freed),
+	};
+
+	return cmocka_run_group_tests(tests, setup, teardown);
+}
