@@ -70,18 +70,13 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 }
 
 /* What this build cannot serve yet is refused, never ignored: a policy that
- * names upstream servers must not start an appliance without them. */
+ * names an HTTP server must not start an appliance without it. */
 static int policy_supported(const struct policy *p, const char *path, struct appl_err *err)
 {
 	if (policy_http_used(p))
 		return appl_err_set(err, -ENOTSUP,
 				    "%s: names an HTTP upstream server; HTTP upstreams are not "
 				    "supported yet",
-				    path);
-	if (policy_server_count(p) > 0)
-		return appl_err_set(err, -ENOTSUP,
-				    "%s: names upstream servers; calling upstream tools is not "
-				    "supported by this build yet",
 				    path);
 	return cli_policy_runnable(p, path, err);
 }

@@ -26,7 +26,6 @@ struct cell_limits {
 	uint64_t boot_ms;	 /* from start, for the runner to say ready */
 	size_t max_output;	 /* printed bytes kept; more sets truncated */
 	size_t stop_output;	 /* printed bytes that stop the run */
-	unsigned long max_calls; /* calls a run may make; beyond, each is refused */
 };
 
 /* Defaults of limits.h. */

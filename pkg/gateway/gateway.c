@@ -14,11 +14,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bridge/bridge.h"
 #include "cell/cell.h"
 #include "image/image.h"
 #include "loop/loop.h"
 #include "mcp/server.h"
+#include "mcp/upstream.h"
 #include "sandbox/runsc.h"
+#include "stubs/stubs.h"
 
 #define GATEWAY_DRAIN_MS 2000 /* at shutdown, for answers still queued */
 
@@ -27,6 +30,7 @@ struct gw_run {
 	struct gateway *gw;
 	struct mcp_run *run; /* NULL once the client cancelled it */
 	struct cell *cell;   /* NULL while waiting for a slot */
+	struct bridge_run *br;
 	uint64_t arrival;
 	char *code;
 	size_t code_len;
@@ -43,6 +47,11 @@ struct gateway {
 	struct mcp_server *srv;
 	struct sandbox_rt *rt;
 	char rootfs[PATH_MAX];
+	const char *role;		   /* the stdio client's; NULL: none */
+	struct upstream **ups;		   /* one per stdio server, policy order */
+	size_t nups;
+	struct bridge_catalog *cat;	   /* current; each run holds its own */
+	struct bridge_limits blim;
 	char *description;
 	struct gw_run *runs; /* waiting and running, oldest last */
 	unsigned running;
@@ -63,9 +72,154 @@ void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_para
 	oci->tmpfs_mb = l->tmpfs_mb;
 	cell_limits_init(cell);
 	cell->deadline_ms = l->deadline_s * 1000ull;
-	cell->max_calls = l->max_calls;
 	cell->max_output = l->max_output_bytes;
 	cell->stop_output = l->stop_output_bytes;
+}
+
+/* ---- the catalog: what the client's role may call -------------------------- */
+
+static void catalog_log(const struct bridge_catalog *c)
+{
+	struct bridge_tool_info info;
+
+	for (size_t i = 0; bridge_catalog_info(c, i, &info) == 0; i++)
+		if (info.why_not)
+			fprintf(stderr, "appliance: tool %s.%s is not offered: %s\n", info.server,
+				info.name, info.why_not);
+}
+
+/* Build the catalog from every upstream's last tool list, and the
+ * run_python description from it; tell the client when the description
+ * changed. Runs already started keep the catalog they began with. */
+static int catalog_rebuild(struct gateway *gw, struct appl_err *err)
+{
+	struct stubs_limits sl = {.deadline_s = gw->lim.deadline_s,
+				  .max_calls = gw->lim.max_calls,
+				  .max_output_bytes = gw->lim.max_output_bytes};
+	struct bridge_tool_in *in;
+	struct bridge_catalog *cat = NULL;
+	size_t n = 0, k = 0;
+	char *desc;
+	int rc;
+
+	for (size_t i = 0; i < gw->nups; i++)
+		n += upstream_tool_count(gw->ups[i]);
+	if (!(in = calloc(n ? n : 1, sizeof(*in))))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < gw->nups; i++)
+		for (size_t j = 0; j < upstream_tool_count(gw->ups[i]); j++) {
+			const struct upstream_tool *t = upstream_tool_get(gw->ups[i], j);
+
+			in[k++] = (struct bridge_tool_in){upstream_name(gw->ups[i]), t->name,
+							  t->description, t->input_schema,
+							  t->read_only_hint};
+		}
+	rc = bridge_catalog_new(gw->policy, gw->role, in, k, &cat, err);
+	free(in);
+	if (rc < 0)
+		return rc;
+	if (!(desc = stubs_description(bridge_catalog_stubs(cat), &sl, err))) {
+		bridge_catalog_unref(cat);
+		return err->code;
+	}
+	catalog_log(cat);
+	bridge_catalog_unref(gw->cat);
+	gw->cat = cat;
+	if (gw->description && strcmp(gw->description, desc) != 0 && gw->srv)
+		mcp_server_tools_changed(gw->srv);
+	free(gw->description);
+	gw->description = desc;
+	return 0;
+}
+
+static void catalog_refresh(struct gateway *gw, const char *why)
+{
+	struct appl_err err = {0};
+
+	if (catalog_rebuild(gw, &err) < 0)
+		fprintf(stderr, "appliance: the tool list was not rebuilt after %s: %s\n", why,
+			err.msg);
+}
+
+static void on_upstream_ready(struct upstream *u, void *data)
+{
+	struct gateway *gw = data;
+	(void)u;
+
+	/* At startup the catalog is built once, after every server had its
+	 * chance; later, a server that (re)started changes it. */
+	if (gw->srv)
+		catalog_refresh(gw, "a server (re)started");
+}
+
+static void on_upstream_tools_changed(struct upstream *u, void *data)
+{
+	struct gateway *gw = data;
+	(void)u;
+
+	if (gw->srv)
+		catalog_refresh(gw, "a server's tool list changed");
+}
+
+static void on_upstream_down(struct upstream *u, const char *why, void *data)
+{
+	(void)data;
+	fprintf(stderr, "appliance: upstream %s stopped: %s\n", upstream_name(u), why);
+}
+
+/* Start every stdio server of the policy and give each its handshake time:
+ * they start together, so the wait is the slowest one's. A server that does
+ * not come up is logged and offers no tools until it does (it is started
+ * again when a run arrives). */
+static int upstreams_open(struct gateway *gw, struct appl_err *err)
+{
+	struct upstream_hooks hooks = {.on_ready = on_upstream_ready,
+				       .on_tools_changed = on_upstream_tools_changed,
+				       .on_down = on_upstream_down,
+				       .data = gw};
+	size_t n = policy_server_count(gw->policy);
+
+	if (!(gw->ups = calloc(n ? n : 1, sizeof(*gw->ups))))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const struct policy_server *srv = policy_server_get(gw->policy, i);
+
+		if (srv->kind != POLICY_SERVER_STDIO)
+			continue;
+		if (!(gw->ups[gw->nups] = upstream_new(gw->loop, srv, &hooks, NULL, err)))
+			return err->code;
+		gw->nups++;
+	}
+	for (size_t i = 0; i < gw->nups; i++) {
+		struct appl_err werr = {0};
+
+		if (upstream_wait_ready(gw->ups[i], APPL_UPSTREAM_INIT_TIMEOUT_MS, &werr) < 0)
+			fprintf(stderr, "appliance: upstream %s is not available: %s%s%s\n",
+				upstream_name(gw->ups[i]), werr.msg,
+				*upstream_last_error(gw->ups[i]) ? ": " : "",
+				upstream_last_error(gw->ups[i]));
+	}
+	return catalog_rebuild(gw, err);
+}
+
+/* A server that is down offers nothing: try it again when work arrives. */
+static void upstreams_wake(struct gateway *gw)
+{
+	for (size_t i = 0; i < gw->nups; i++)
+		if (upstream_state(gw->ups[i]) == UPSTREAM_DOWN) {
+			struct appl_err err = {0};
+
+			upstream_start(gw->ups[i], &err);
+		}
+}
+
+static void upstreams_close(struct gateway *gw)
+{
+	for (size_t i = 0; i < gw->nups; i++)
+		upstream_free(gw->ups[i]);
+	free(gw->ups);
+	gw->ups = NULL;
+	gw->nups = 0;
 }
 
 static void run_unlink(struct gateway *gw, struct gw_run *r)
@@ -80,6 +234,8 @@ static void run_unlink(struct gateway *gw, struct gw_run *r)
 
 static void run_free(struct gw_run *r)
 {
+	/* In-flight calls are cancelled upstream before the cell goes. */
+	bridge_run_free(r->br);
 	if (!r->cell)
 		r->gw->waiting--; /* it never left the queue */
 	if (r->cell) {
@@ -105,16 +261,79 @@ static void on_cell_done(struct cell *c, void *data)
 	r->done = true;
 }
 
+/* ---- tool calls: the bridge's ops --------------------------------------- */
+
+static struct upstream *upstream_of(struct gateway *gw, const char *server)
+{
+	for (size_t i = 0; i < gw->nups; i++)
+		if (strcmp(upstream_name(gw->ups[i]), server) == 0)
+			return gw->ups[i];
+	return NULL;
+}
+
+static int op_send(void *data, const char *server, const char *tool, const json_t *args,
+		   unsigned timeout_ms, bridge_result_fn cb, void *ctx, uint64_t *call_id)
+{
+	struct gw_run *r = data;
+	struct upstream *u = upstream_of(r->gw, server);
+	struct appl_err err = {0};
+	int rc;
+
+	if (!u)
+		return -EAGAIN;
+	rc = upstream_call(u, tool, args, timeout_ms, cb, ctx, call_id, &err);
+	if (rc < 0 && rc != -EAGAIN)
+		fprintf(stderr, "appliance: calling %s.%s: %s\n", server, tool, err.msg);
+	return rc;
+}
+
+static void op_cancel(void *data, const char *server, uint64_t call_id)
+{
+	struct gw_run *r = data;
+	struct upstream *u = upstream_of(r->gw, server);
+
+	if (u)
+		upstream_call_cancel(u, call_id);
+}
+
+static void op_answer(void *data, json_int_t id, const json_t *value)
+{
+	struct gw_run *r = data;
+
+	cell_call_answer(r->cell, id, value);
+}
+
+static void op_refuse(void *data, json_int_t id, const char *msg)
+{
+	struct gw_run *r = data;
+
+	cell_call_refuse(r->cell, id, msg);
+}
+
+static const struct bridge_ops gateway_ops = {op_send, op_cancel, op_answer, op_refuse};
+
+static void on_cell_call(struct cell *c, json_int_t id, const char *tool, json_t *args, void *data)
+{
+	struct gw_run *r = data;
+	(void)c;
+
+	bridge_run_call(r->br, id, tool, args);
+}
+
 static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err)
 {
-	struct cell_hooks hooks = {.on_done = on_cell_done, .data = r};
+	struct cell_hooks hooks = {.on_call = on_cell_call, .on_done = on_cell_done, .data = r};
 	struct sandbox *sb;
 
+	r->br = bridge_run_new(gw->cat, &gw->blim, &gateway_ops, r, err);
+	if (!r->br)
+		return err->code;
 	sb = sandbox_start(gw->rt, &gw->oci, err);
 	if (!sb)
 		return err->code;
-	r->cell = cell_start(gw->loop, sb, r->code, r->code_len, NULL, &gw->cell_lim, &hooks,
-			     r->arrival, err);
+	r->cell = cell_start(gw->loop, sb, r->code, r->code_len,
+			     bridge_catalog_runner_tools(gw->cat), &gw->cell_lim, &hooks, r->arrival,
+			     err);
 	if (!r->cell)
 		return err->code;
 	gw->running++;
@@ -198,6 +417,7 @@ static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, 
 		mcp_run_fail(s, run, "out of memory");
 		return;
 	}
+	upstreams_wake(gw);
 	memcpy(r->code, code, len);
 	r->code[len] = '\0';
 	r->code_len = len;
@@ -237,22 +457,6 @@ static void on_closed(struct mcp_server *s, const char *why, void *data)
 static const char *description(void *data)
 {
 	return ((struct gateway *)data)->description;
-}
-
-static char *description_new(const struct policy_limits *l)
-{
-	char *d = NULL;
-
-	if (asprintf(&d,
-		     "Run a Python 3.11 program in a fresh, isolated sandbox (gVisor; no "
-		     "network, no host files) and get back what it printed. Top-level await "
-		     "works. The value of a final expression is returned as the result. Print "
-		     "only what you need: at most %u bytes of output are kept, and the run is "
-		     "stopped after %u seconds or %u bytes of output. No upstream tools are "
-		     "available to this appliance's programs.",
-		     l->max_output_bytes, l->deadline_s, l->stop_output_bytes) < 0)
-		return NULL;
-	return d;
 }
 
 static int on_signal_setup(struct gateway *gw, sigset_t *old, int *sfd, struct appl_err *err);
@@ -319,17 +523,19 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	const char *dir = cfg->cache;
 
 	gw->policy = cfg->policy;
+	gw->role = policy_client_default_role(cfg->policy);
 	policy_limits_get(cfg->policy, &gw->lim);
 	gateway_limits_split(&gw->lim, &gw->oci, &gw->cell_lim);
+	bridge_limits_from_policy(&gw->lim, &gw->blim);
 	gw->oci.rootfs = gw->rootfs;
-	if (!(gw->description = description_new(&gw->lim)))
-		return appl_err_set(err, -ENOMEM, "out of memory");
 	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
 		return err->code;
 	if (image_layout_verify(policy_image_layout(cfg->policy), policy_image_digest(cfg->policy),
 				dir ? dir : cache, gw->rootfs, sizeof(gw->rootfs), err) < 0)
 		return err->code;
 	if (!(gw->rt = sandbox_rt_open(&rc, err)) || !(gw->loop = loop_new(err)))
+		return err->code;
+	if (upstreams_open(gw, err) < 0)
 		return err->code;
 	gw->srv = mcp_server_new(gw->loop, cfg->in_fd, cfg->out_fd, &hooks, err);
 	return gw->srv ? 0 : err->code;
@@ -355,6 +561,8 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 		loop_del(gw.loop, sfd);
 		close(sfd);
 	}
+	upstreams_close(&gw);
+	bridge_catalog_unref(gw.cat);
 	loop_free(gw.loop);
 	sandbox_rt_close(gw.rt);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
