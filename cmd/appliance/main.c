@@ -27,6 +27,10 @@ static const char usage_text[] =
 	"        serve run_python to an MCP client on stdin/stdout, as the verified\n"
 	"        policy allows (keys only from the trust directory,\n"
 	"        default /etc/appliance/trusted.d)\n"
+	"  stubs --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR] [--role NAME]\n"
+	"        start the policy's servers and print run_python's description and\n"
+	"        the stub of every tool the role (default: clients.default_role)\n"
+	"        may call, then each tool not offered and why\n"
 	"  cell --policy POLICY.sig [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR]\n"
 	"       [--cache DIR] [--runtime-dir DIR] FILE|-\n"
 	"        run one Python cell (no tools) in a fresh gVisor sandbox, with the\n"
@@ -126,6 +130,7 @@ static const struct command {
 	{"image", cmd_image},	  {"cell", cmd_cell}, {"run", cmd_run},
 	{"version", cmd_version}, {"help", cmd_help}, {"--help", cmd_help},
 	{"keygen", cmd_keygen},	  {"sign", cmd_sign}, {"verify", cmd_verify},
+	{"stubs", cmd_stubs},
 };
 
 int main(int argc, char **argv)

@@ -3,6 +3,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,16 +13,27 @@
 #include "policy/load.h"
 
 struct run_args {
-	const char *policy, *trust_dir, *state_dir, *cache, *run_dir;
+	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
+	bool stubs; /* `appliance stubs`: --role instead of --cache/--runtime-dir */
 };
+
+static bool stubs_mode;
 
 static int usage(const char *msg)
 {
-	fprintf(stderr,
-		"appliance run: %s\n"
-		"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
-		"                     [--cache DIR] [--runtime-dir DIR]\n",
-		msg);
+	if (stubs_mode)
+		fprintf(stderr,
+			"appliance stubs: %s\n"
+			"usage: appliance stubs --policy POLICY.sig [--trust-dir DIR] "
+			"[--state-dir DIR] [--role NAME]\n",
+			msg);
+	else
+		fprintf(stderr,
+			"appliance run: %s\n"
+			"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir "
+			"DIR]\n"
+			"                     [--cache DIR] [--runtime-dir DIR]\n",
+			msg);
 	return 2;
 }
 
@@ -35,12 +47,20 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 		{"runtime-dir", required_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
+	static const struct option stubs_opts[] = {
+		{"policy", required_argument, NULL, 'p'},
+		{"trust-dir", required_argument, NULL, 'D'},
+		{"state-dir", required_argument, NULL, 'S'},
+		{"role", required_argument, NULL, 'r'},
+		{NULL, 0, NULL, 0},
+	};
+	const struct option *o = a->stubs ? stubs_opts : opts;
 	int c;
 
-	if (cli_inexact_option(argc, argv, opts))
+	if (cli_inexact_option(argc, argv, o))
 		return usage("options must be spelled out in full");
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "", o, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			a->policy = optarg;
@@ -56,6 +76,9 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 			break;
 		case 's':
 			a->run_dir = optarg;
+			break;
+		case 'r':
+			a->role = optarg;
 			break;
 		default:
 			/* No --trust here: keys come only from a root-owned trust
@@ -105,6 +128,25 @@ int cmd_run(int argc, char **argv)
 	cfg.in_fd = STDIN_FILENO;
 	cfg.out_fd = STDOUT_FILENO;
 	rc = gateway_run(&cfg, &err);
+	policy_free(policy);
+	return rc < 0 ? cli_fail(&err) : 0;
+}
+
+int cmd_stubs(int argc, char **argv)
+{
+	struct run_args a;
+	struct policy *policy = NULL;
+	struct appl_err err = {0};
+	int rc;
+
+	memset(&a, 0, sizeof(a));
+	a.stubs = stubs_mode = true;
+	if ((rc = args_parse(argc, argv, &a)) != 0)
+		return rc;
+	if (cli_policy_accept(a.policy, NULL, a.trust_dir, a.state_dir, policy_supported, &policy,
+			      NULL, &err) < 0)
+		return cli_fail(&err);
+	rc = gateway_stubs(policy, a.role, stdout, &err);
 	policy_free(policy);
 	return rc < 0 ? cli_fail(&err) : 0;
 }

@@ -6,4 +6,9 @@
 
 int cmd_run(int argc, char **argv);
 
+/* `appliance stubs --policy POLICY.sig [--role NAME]`: start the policy's
+ * servers and print run_python's description and every tool's stub, as the
+ * role (default: the stdio client's) sees them. */
+int cmd_stubs(int argc, char **argv);
+
 #endif

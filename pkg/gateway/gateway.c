@@ -571,3 +571,47 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	free(gw.description);
 	return rc;
 }
+
+int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err)
+{
+	struct gateway gw;
+	const struct stubs *st;
+	struct bridge_tool_info info;
+	int rc;
+
+	memset(&gw, 0, sizeof(gw));
+	gw.policy = policy;
+	gw.role = role ? role : policy_client_default_role(policy);
+	policy_limits_get(policy, &gw.lim);
+	if (gw.role && !policy_role_find(policy, gw.role)) {
+		rc = appl_err_set(err, -EINVAL, "the policy has no role \"%s\"", gw.role);
+		goto out;
+	}
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	if (!(gw.loop = loop_new(err))) {
+		rc = err->code;
+		goto out;
+	}
+	if ((rc = upstreams_open(&gw, err)) < 0)
+		goto out;
+	st = bridge_catalog_stubs(gw.cat);
+	fprintf(out, "# role: %s\n# run_python's description:\n\n%s\n", gw.role ? gw.role : "(none)",
+		gw.description);
+	fprintf(out, "\n# %zu tool stubs:\n", stubs_count(st));
+	for (size_t i = 0; i < stubs_count(st); i++)
+		fprintf(out, "\n# %s\n%s", stubs_mcp_name(st, i), stubs_text(st, i));
+	for (size_t i = 0; bridge_catalog_info(gw.cat, i, &info) == 0; i++)
+		if (info.why_not)
+			fprintf(out, "\n# not offered: %s.%s: %s", info.server, info.name,
+				info.why_not);
+	fputs("\n", out);
+	rc = fflush(out) == 0 ? 0 : appl_err_errno(err, -EIO, errno, "writing the stubs");
+out:
+	upstreams_close(&gw);
+	bridge_catalog_unref(gw.cat);
+	free(gw.description);
+	loop_free(gw.loop);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	return rc;
+}

@@ -7,6 +7,8 @@
 #ifndef APPL_GATEWAY_GATEWAY_H
 #define APPL_GATEWAY_GATEWAY_H
 
+#include <stdio.h>
+
 #include "base/err.h"
 #include "cell/cell.h"
 #include "policy/policy.h"
@@ -28,5 +30,11 @@ void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_para
 /* Serve until the client goes away or a signal comes. Returns 0, or a
  * negative code with err filled when serving could not start. */
 int gateway_run(const struct gateway_config *cfg, struct appl_err *err);
+
+/* `appliance stubs`: start the policy's servers, build what role (NULL:
+ * the stdio client's) may call, and write run_python's description, every
+ * stub, and each tool not offered with why, to out. 0, or negative with err
+ * (-EINVAL: no such role). */
+int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err);
 
 #endif
