@@ -9,7 +9,7 @@
 // It connects (initialize, notifications/initialized), lists every tool
 // (following nextCursor), makes each --call in order (JSON: {"name": ...,
 // "arguments": {...}}), and prints one JSON document on stdout:
-//   {"server": serverInfo, "tools": [{"name", "readOnlyHint"}...],
+//   {"server": serverInfo, "tools": [{"name", "readOnlyHint", "description"}...],
 //    "calls": [{"result": CallToolResult} or {"error": {"code", "message"}}...]}
 // Exit status 0 when it got that far (a tool error is a result, a JSON-RPC
 // error is recorded), 1 with {"fatal": message} when the connection or the
@@ -87,7 +87,8 @@ async function main() {
     out.server = client.getServerVersion() ?? null;
     const tools = await listAll(client, opts.timeout);
     out.tools = tools.map((t) => ({ name: t.name,
-                                    readOnlyHint: t.annotations?.readOnlyHint ?? null }));
+                                    readOnlyHint: t.annotations?.readOnlyHint ?? null,
+                                    description: t.description ?? null }));
     for (const call of opts.calls) out.calls.push(await callOne(client, call, opts.timeout));
   } catch (e) {
     process.stdout.write(JSON.stringify({ fatal: String(e.message ?? e), ...out }) + "\n");

@@ -247,6 +247,6 @@
 #define APPL_TOOL_RESULT_DEPTH_MAX APPL_RUNNER_VALUE_DEPTH_MAX
 /* Calls of one cell waiting for an in-flight slot: beyond, a call is refused
  * (each holds at most max_args_bytes of arguments). */
-#define APPL_BRIDGE_WAITING_MAX 1024
+#define APPL_BRIDGE_WAITING_MAX 1024u
 
 #endif

@@ -75,8 +75,8 @@ int bridge_catalog_info(const struct bridge_catalog *c, size_t i, struct bridge_
 /* ---- one run's calls ------------------------------------------------------ */
 
 struct bridge_limits {
-	unsigned max_calls;	 /* calls per run */
-	unsigned concurrency;	 /* in flight at once; the rest wait */
+	unsigned max_calls;   /* calls per run */
+	unsigned concurrency; /* in flight at once; the rest wait */
 	unsigned call_timeout_ms;
 	size_t max_args_bytes;
 	size_t max_result_bytes;
@@ -146,8 +146,9 @@ int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t 
  * (an object) as it is; else, when every content block is text (at least
  * one), their texts joined by newlines; else the content array. 0 with
  * *value new; 1 when the result has isError: true (msg has the tool's text,
- * or a fixed text when it has none); -EFBIG / -E2BIG / -EINVAL refused (too
- * large, too deep, not a result) with msg. */
+ * or a fixed text when it has none); -EFBIG / -E2BIG / -EINVAL / -ENOMEM
+ * refused (too large, too deep, not a result) with msg saying why, to be
+ * put after "refused: server.tool: ". */
 int bridge_result_value(const json_t *result, size_t max_bytes, json_t **value, char *msg,
 			size_t cap);
 

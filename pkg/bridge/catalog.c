@@ -36,11 +36,20 @@ static int entry_cmp_order(const void *a, const void *b)
 static bool strict_names(const json_t *schema)
 {
 	static const char *const open[] = {
-		"additionalProperties", "patternProperties", "unevaluatedProperties",
-		"allOf",		"anyOf",	     "oneOf",
-		"not",			"if",		     "$ref",
-		"$dynamicRef",		"dependentSchemas",  "dependencies",
-		"propertyNames",	NULL,
+		"additionalProperties",
+		"patternProperties",
+		"unevaluatedProperties",
+		"allOf",
+		"anyOf",
+		"oneOf",
+		"not",
+		"if",
+		"$ref",
+		"$dynamicRef",
+		"dependentSchemas",
+		"dependencies",
+		"propertyNames",
+		NULL,
 	};
 
 	if (!json_is_object(schema) || !json_is_object(json_object_get(schema, "properties")))

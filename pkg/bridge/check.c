@@ -158,15 +158,14 @@ int bridge_result_value(const json_t *result, size_t max_bytes, json_t **value, 
 
 	*value = NULL;
 	if (!json_is_object(result))
-		return say(msg, cap, -EINVAL, "refused: the server's answer is not a tool result");
+		return say(msg, cap, -EINVAL, "the server's answer is not a tool result");
 	size = json_dumpb(result, NULL, 0, JSON_COMPACT);
 	if (size > max_bytes)
-		return say(msg, cap, -EFBIG,
-			   "refused: the tool's result is %zu bytes, over the cap of %zu", size,
-			   max_bytes);
+		return say(msg, cap, -EFBIG, "the tool's result is %zu bytes, over the cap of %zu",
+			   size, max_bytes);
 	if (json_is_true(json_object_get(result, "isError"))) {
 		v = texts_join(content, &all_text);
-		if (v)
+		if (v && json_string_value(v)[0])
 			say(msg, cap, 1, "%s", json_string_value(v));
 		else
 			say(msg, cap, 1, "the tool reported an error and gave no text");
@@ -183,11 +182,10 @@ int bridge_result_value(const json_t *result, size_t max_bytes, json_t **value, 
 		}
 	}
 	if (!v)
-		return say(msg, cap, -ENOMEM, "refused: host fault: MemoryError");
+		return say(msg, cap, -ENOMEM, "host fault: MemoryError");
 	if (!appl_json_depth_within(v, APPL_TOOL_RESULT_DEPTH_MAX)) {
 		json_decref(v);
-		return say(msg, cap, -E2BIG,
-			   "refused: the tool's result nests deeper than %u levels",
+		return say(msg, cap, -E2BIG, "the tool's result nests deeper than %u levels",
 			   APPL_TOOL_RESULT_DEPTH_MAX);
 	}
 	*value = v;

@@ -113,8 +113,10 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 		rc = bridge_result_value(result, r->lim.max_result_bytes, &value, msg, sizeof(msg));
 		if (rc == 0)
 			r->ops.answer(r->data, c->id, value);
-		else
+		else if (rc == 1) /* the tool's own error: its text, as it is */
 			r->ops.refuse(r->data, c->id, msg);
+		else
+			refuse(r, c->id, (struct say){"refused: ", ": "}, c->tool, msg);
 		json_decref(value);
 		break;
 	case BRIDGE_UP_TIMEOUT:
@@ -123,8 +125,8 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 		r->ops.refuse(r->data, c->id, msg);
 		break;
 	case BRIDGE_UP_ERROR:
-		refuse(r, c->id, (struct say){"", ": the server answered with an error: "},
-		       c->tool, reason);
+		refuse(r, c->id, (struct say){"", ": the server answered with an error: "}, c->tool,
+		       reason);
 		break;
 	case BRIDGE_UP_CANCELLED:
 		refuse(r, c->id, (struct say){"cancelled: ", ""}, c->tool, NULL);
@@ -160,8 +162,8 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 	list_push(&r->inflight, c);
 	if (r->inflight.n > r->peak)
 		r->peak = r->inflight.n;
-	rc = r->ops.send(r->data, c->server, c->name, c->args, r->lim.call_timeout_ms, on_result,
-			 c, &c->up_id);
+	rc = r->ops.send(r->data, c->server, c->name, c->args, r->lim.call_timeout_ms, on_result, c,
+			 &c->up_id);
 	if (rc == 0) {
 		c->sent = true;
 		json_decref(c->args);
@@ -220,9 +222,8 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 		return;
 	}
 	if (r->calls > r->lim.max_calls) {
-		snprintf(msg, sizeof(msg),
-			 "refused: %s: call budget exhausted (%u calls per run)", tool,
-			 r->lim.max_calls);
+		snprintf(msg, sizeof(msg), "refused: %s: call budget exhausted (%u calls per run)",
+			 tool, r->lim.max_calls);
 		r->ops.refuse(r->data, id, msg);
 		return;
 	}

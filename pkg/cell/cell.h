@@ -22,10 +22,10 @@
 struct cell;
 
 struct cell_limits {
-	uint64_t deadline_ms;	 /* from arrival; the sandbox is killed then */
-	uint64_t boot_ms;	 /* from start, for the runner to say ready */
-	size_t max_output;	 /* printed bytes kept; more sets truncated */
-	size_t stop_output;	 /* printed bytes that stop the run */
+	uint64_t deadline_ms; /* from arrival; the sandbox is killed then */
+	uint64_t boot_ms;     /* from start, for the runner to say ready */
+	size_t max_output;    /* printed bytes kept; more sets truncated */
+	size_t stop_output;   /* printed bytes that stop the run */
 };
 
 /* Defaults of limits.h. */

@@ -47,10 +47,10 @@ struct gateway {
 	struct mcp_server *srv;
 	struct sandbox_rt *rt;
 	char rootfs[PATH_MAX];
-	const char *role;		   /* the stdio client's; NULL: none */
-	struct upstream **ups;		   /* one per stdio server, policy order */
+	const char *role;      /* the stdio client's; NULL: none */
+	struct upstream **ups; /* one per stdio server, policy order */
 	size_t nups;
-	struct bridge_catalog *cat;	   /* current; each run holds its own */
+	struct bridge_catalog *cat; /* current; each run holds its own */
 	struct bridge_limits blim;
 	char *description;
 	struct gw_run *runs; /* waiting and running, oldest last */
@@ -331,9 +331,9 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	sb = sandbox_start(gw->rt, &gw->oci, err);
 	if (!sb)
 		return err->code;
-	r->cell = cell_start(gw->loop, sb, r->code, r->code_len,
-			     bridge_catalog_runner_tools(gw->cat), &gw->cell_lim, &hooks, r->arrival,
-			     err);
+	r->cell =
+		cell_start(gw->loop, sb, r->code, r->code_len, bridge_catalog_runner_tools(gw->cat),
+			   &gw->cell_lim, &hooks, r->arrival, err);
 	if (!r->cell)
 		return err->code;
 	gw->running++;
@@ -595,8 +595,8 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 	if ((rc = upstreams_open(&gw, err)) < 0)
 		goto out;
 	st = bridge_catalog_stubs(gw.cat);
-	fprintf(out, "# role: %s\n# run_python's description:\n\n%s\n", gw.role ? gw.role : "(none)",
-		gw.description);
+	fprintf(out, "# role: %s\n# run_python's description:\n\n%s\n",
+		gw.role ? gw.role : "(none)", gw.description);
 	fprintf(out, "\n# %zu tool stubs:\n", stubs_count(st));
 	for (size_t i = 0; i < stubs_count(st); i++)
 		fprintf(out, "\n# %s\n%s", stubs_mcp_name(st, i), stubs_text(st, i));

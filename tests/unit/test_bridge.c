@@ -28,9 +28,8 @@ static const char POLICY[] =
 	"\"roles\":{\"reader\":{\"tools\":[\"a.*\"],\"write\":false},"
 	"\"writer\":{\"tools\":[\"a.*\",\"b.*\"],\"write\":true}}}";
 
-static const char SUM_SCHEMA[] =
-	"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\"},"
-	"\"b\":{\"type\":\"number\"}},\"required\":[\"a\",\"b\"]}";
+static const char SUM_SCHEMA[] = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\"},"
+				 "\"b\":{\"type\":\"number\"}},\"required\":[\"a\",\"b\"]}";
 
 static struct policy *pol;
 
@@ -137,6 +136,15 @@ static void test_catalog_offers_only_allowed_checkable_tools(void **state)
 	bridge_catalog_unref(n);
 }
 
+/* Append text to buf (of cap bytes), which must have room. */
+static void append(char *buf, size_t cap, const char *text)
+{
+	size_t n = strlen(buf), t = strlen(text);
+
+	assert_true(n + t < cap);
+	memcpy(buf + n, text, t + 1);
+}
+
 /* Check tool(args) as role; returns the code and leaves the refusal in msg. */
 static char msg[APPL_TOOL_ERROR_MAX + 1];
 
@@ -181,8 +189,9 @@ static void test_check_refuses_unknown_tools(void **state)
 	assert_int_equal(check("writer", ".sum", "{}", 16384), -EPERM);
 	assert_int_equal(check("writer", "a.", "{}", 16384), -EPERM);
 	/* a server part longer than any server name */
-	assert_int_equal(check("writer", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sum", "{}", 16384),
-			 -EPERM);
+	assert_int_equal(
+		check("writer", "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa.sum", "{}", 16384),
+		-EPERM);
 }
 
 static void test_check_refuses_by_policy(void **state)
@@ -231,10 +240,11 @@ static void test_refusals_are_capped_and_whole_characters(void **state)
 	(void)state;
 
 	/* a long undeclared name of three-byte characters */
-	strcpy(args, "{\"a\":1,\"b\":2,\"");
+	args[0] = '\0';
+	append(args, sizeof(args), "{\"a\":1,\"b\":2,\"");
 	for (int i = 0; i < 300; i++)
-		strcat(args, "\xe2\x82\xac");
-	strcat(args, "\":1}");
+		append(args, sizeof(args), "\xe2\x82\xac");
+	append(args, sizeof(args), "\":1}");
 	assert_int_equal(check("reader", "a.sum", args, 16384), -EINVAL);
 	assert_true(strlen(msg) < 200);
 	/* a long unknown tool name */
@@ -270,8 +280,8 @@ static void test_result_values(void **state)
 			 0);
 	assert_int_equal(json_integer_value(json_object_get(v, "k")), 1);
 	json_decref(v);
-	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"one\"}]}", 65536, &v),
-			 0);
+	assert_int_equal(
+		value_of("{\"content\":[{\"type\":\"text\",\"text\":\"one\"}]}", 65536, &v), 0);
 	assert_string_equal(json_string_value(v), "one");
 	json_decref(v);
 	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
@@ -280,10 +290,11 @@ static void test_result_values(void **state)
 			 0);
 	assert_string_equal(json_string_value(v), "a\nb");
 	json_decref(v);
-	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
-				  "{\"type\":\"image\",\"data\":\"AA==\",\"mimeType\":\"image/png\"}]}",
-				  65536, &v),
-			 0);
+	assert_int_equal(
+		value_of("{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"
+			 "{\"type\":\"image\",\"data\":\"AA==\",\"mimeType\":\"image/png\"}]}",
+			 65536, &v),
+		0);
 	assert_int_equal(json_array_size(v), 2);
 	json_decref(v);
 	assert_int_equal(value_of("{\"content\":[]}", 65536, &v), 0);
@@ -307,22 +318,27 @@ static void test_result_errors_and_refusals(void **state)
 	assert_string_equal(msg, "it broke");
 	assert_int_equal(value_of("{\"isError\":true,\"content\":[]}", 65536, &v), 1);
 	assert_non_null(strstr(msg, "no text"));
+	/* an empty text is no text either (found by fuzz_bridge) */
+	assert_int_equal(
+		value_of("{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":\"\"}]}",
+			 65536, &v),
+		1);
+	assert_non_null(strstr(msg, "no text"));
 	/* refused, not cut: the result is 49 bytes */
-	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 48,
-				  &v),
-			 -EFBIG);
+	assert_int_equal(
+		value_of("{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 48, &v),
+		-EFBIG);
 	assert_non_null(strstr(msg, "49 bytes"));
-	assert_int_equal(value_of("{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 49,
-				  &v),
-			 0);
+	assert_int_equal(
+		value_of("{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}", 49, &v), 0);
 	json_decref(v);
 	/* 33 levels of value: refused; 32: passed */
 	for (int i = 0; i < 33; i++)
-		strcat(deep, "{\"k\":");
-	strcat(deep, "1");
+		append(deep, sizeof(deep), "{\"k\":");
+	append(deep, sizeof(deep), "1");
 	for (int i = 0; i < 33; i++)
-		strcat(deep, "}");
-	strcat(deep, "}");
+		append(deep, sizeof(deep), "}");
+	append(deep, sizeof(deep), "}");
 	assert_int_equal(value_of(deep, 65536, &v), -E2BIG);
 	assert_non_null(strstr(msg, "deeper"));
 	memmove(deep + 21, deep + 26, strlen(deep + 26) + 1);
@@ -339,8 +355,8 @@ static void test_tool_error_text_is_cut_at_a_character(void **state)
 	(void)state;
 
 	for (int i = 0; i < 300; i++)
-		strcat(big, "\xe2\x82\xac");
-	strcat(big, "\"}]}");
+		append(big, sizeof(big), "\xe2\x82\xac");
+	append(big, sizeof(big), "\"}]}");
 	assert_int_equal(value_of(big, 65536, &v), 1);
 	assert_true(strlen(msg) <= APPL_TOOL_ERROR_MAX);
 	assert_true(strlen(msg) >= APPL_TOOL_ERROR_MAX - 3);
@@ -492,10 +508,10 @@ static void test_run_budget_counts_every_call(void **state)
 	struct bridge_run *r = run_new(&f, "reader", 3, 16);
 	(void)state;
 
-	call(r, 1, "a.nope", "{}");			/* refused, and counted */
-	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}");	/* sent */
-	call(r, 3, "a.sum", "{\"a\":1,\"b\":2}");	/* sent */
-	call(r, 4, "a.sum", "{\"a\":1,\"b\":2}");	/* over budget */
+	call(r, 1, "a.nope", "{}");		  /* refused, and counted */
+	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}"); /* sent */
+	call(r, 3, "a.sum", "{\"a\":1,\"b\":2}"); /* sent */
+	call(r, 4, "a.sum", "{\"a\":1,\"b\":2}"); /* over budget */
 	assert_int_equal(f.nsent, 2);
 	assert_int_equal(f.nrefused, 2);
 	assert_int_equal(f.refused[1], 4);
@@ -517,8 +533,9 @@ static void test_run_upstream_failures_become_refusals(void **state)
 	assert_non_null(strstr(f.last_refusal, "upstream_unavailable"));
 	finish(&f, 2, BRIDGE_UP_ERROR, NULL, "Unknown tool: sum");
 	assert_non_null(strstr(f.last_refusal, "Unknown tool: sum"));
-	finish(&f, 3, BRIDGE_UP_OK, "{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":"
-				    "\"bad input\"}]}",
+	finish(&f, 3, BRIDGE_UP_OK,
+	       "{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":"
+	       "\"bad input\"}]}",
 	       NULL);
 	assert_string_equal(f.last_refusal, "bad input");
 	finish(&f, 4, BRIDGE_UP_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}",
@@ -530,6 +547,26 @@ static void test_run_upstream_failures_become_refusals(void **state)
 	assert_true(f.sent[5].cancelled);
 	assert_false(f.sent[4].cancelled);
 	json_decref(f.last_value);
+}
+
+static void test_run_result_refusals_name_the_tool(void **state)
+{
+	char deep[400] = "{\"structuredContent\":";
+	struct fake f;
+	struct bridge_run *r = run_new(&f, "reader", 200, 16);
+	(void)state;
+
+	for (int i = 0; i < 40; i++)
+		append(deep, sizeof(deep), "{\"k\":");
+	append(deep, sizeof(deep), "1");
+	for (int i = 0; i < 41; i++)
+		append(deep, sizeof(deep), "}");
+	call(r, 1, "a.sum", "{\"a\":1,\"b\":2}");
+	finish(&f, 0, BRIDGE_UP_OK, deep, NULL);
+	assert_int_equal(f.nanswered, 0);
+	assert_string_equal(f.last_refusal,
+			    "refused: a.sum: the tool's result nests deeper than 32 levels");
+	bridge_run_free(r);
 }
 
 static void test_run_send_failures(void **state)
@@ -565,7 +602,7 @@ static void test_run_waiting_is_bounded_and_freed(void **state)
 	struct bridge_run *r = run_new(&f, "reader", 5000, 1);
 	(void)state;
 
-	for (int i = 1; i <= APPL_BRIDGE_WAITING_MAX + 3; i++)
+	for (json_int_t i = 1; i <= (json_int_t)APPL_BRIDGE_WAITING_MAX + 3; i++)
 		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
 	assert_int_equal(f.nsent, 1);
 	assert_int_equal(f.nrefused, 2);
@@ -592,6 +629,7 @@ int main(void)
 		cmocka_unit_test(test_run_caps_calls_in_flight),
 		cmocka_unit_test(test_run_budget_counts_every_call),
 		cmocka_unit_test(test_run_upstream_failures_become_refusals),
+		cmocka_unit_test(test_run_result_refusals_name_the_tool),
 		cmocka_unit_test(test_run_send_failures),
 		cmocka_unit_test(test_run_waiting_is_bounded_and_freed),
 	};
