@@ -57,13 +57,15 @@ def serve(r):
         sys.stdin = io.StringIO("")
         loop = asyncio.new_event_loop()
         asyncio.set_event_loop(loop)
+        chan.out_flusher_start()  # as the runner does: before `ready`
         chan.send({"t": "ready", "v": r.PROTOCOL_VERSION})
         try:
             code, tools = r._read_cell(chan)  # exits 3 at EOF: the harness is done
         except r._Fatal as e:
             finish(r, chan, "runner: bad cell message: %s" % e, None)
+            chan.out_flusher_go()  # lets the waiting flusher see `closed` and end
         else:
-            chan.out_flusher_start()
+            chan.out_flusher_go()
             try:
                 error, value = r._run(code, r._cell_globals(chan, tools), loop)
             except BaseException as e:

@@ -316,8 +316,13 @@ class _Channel:
     def out_flusher_start(self):
         """Send output that waited OUT_FLUSH_S even while the code blocks
         (time.sleep, a busy loop): what it printed before it is stopped at
-        the deadline must already be with the host."""
+        the deadline must already be with the host. The thread is made
+        before `ready` (a new thread costs milliseconds under gVisor) and
+        sleeps on an event, using no CPU, until out_flusher_go."""
+        go = self.flusher_go = threading.Event()
+
         def flusher():
+            go.wait()
             while not self.closed:
                 time.sleep(OUT_FLUSH_S)
                 with self.lock:
@@ -328,6 +333,9 @@ class _Channel:
             threading.Thread(target=flusher, name="appliance-out", daemon=True).start()
         finally:
             threading.stack_size(old)
+
+    def out_flusher_go(self):
+        self.flusher_go.set()
 
     def out_flush(self):
         with self.lock:
@@ -714,12 +722,13 @@ def main():
     sys.stdin = io.StringIO("")
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    chan.out_flusher_start()
     chan.send({"t": "ready", "v": PROTOCOL_VERSION})
     try:
         code, tools = _read_cell(chan)
     except _Fatal as e:
         _finish(chan, "runner: bad cell message: %s" % e, None)
-    chan.out_flusher_start()
+    chan.out_flusher_go()
     try:
         error, value = _run(code, _cell_globals(chan, tools), loop)
     except BaseException as e:  # the runner's own fault: still say done

@@ -131,9 +131,6 @@
 #define APPL_SANDBOX_PATH_MAX	   4096u   /* rootfs and cgroups paths */
 
 /* ---- cell run ------------------------------------------------------------ */
-/* After `done`, how long the host keeps reading for forged lines before it
- * takes the result (it takes it at once when the runner's pipe closes). */
-#define APPL_DONE_GRACE_MS     200
 #define APPL_RUNNER_READ_BLOCK (64u * 1024) /* one read from the runner */
 
 /* ---- policy signatures --------------------------------------------------- */
@@ -248,5 +245,9 @@
 /* Calls of one cell waiting for an in-flight slot: beyond, a call is refused
  * (each holds at most max_args_bytes of arguments). */
 #define APPL_BRIDGE_WAITING_MAX 1024u
+
+/* ---- warm pool ------------------------------------------------------------ */
+#define APPL_POOL_BACKOFF_MIN_MS 500   /* wait after a failed boot */
+#define APPL_POOL_BACKOFF_MAX_MS 30000 /* doubling stops here */
 
 #endif

@@ -13,6 +13,7 @@
 
 enum cell_phase {
 	PHASE_BOOT,    /* sandbox starting, waiting for ready */
+	PHASE_IDLE,    /* ready, waiting for its code (a pooled sandbox) */
 	PHASE_RUNNING, /* cell sent */
 	PHASE_DRAIN,   /* done seen; anything more is a violation */
 	PHASE_ENDED,
@@ -27,7 +28,7 @@ struct cell {
 	enum cell_phase phase;
 	uint64_t arrival_ms;
 	int deadline_fd, boot_fd;
-	char *code;
+	char *code; /* NULL until cell_run */
 	size_t code_len;
 	json_t *tools;
 	/* runner to host: one line being assembled */
@@ -116,8 +117,8 @@ static void finish(struct cell *c, const char *reason, const char *error)
 	else
 		err_v = json_null();
 	c->result = json_pack(
-		"{s:s%,s:o,s:o,s:b,s:b,s:o,s:I,s:I}", "stdout", c->stdout_buf, c->stdout_len,
-		"error", err_v ? err_v : json_null(), "result",
+		"{s:s%,s:o,s:o,s:b,s:b,s:o,s:I,s:I}", "stdout", c->stdout_buf ? c->stdout_buf : "",
+		c->stdout_len, "error", err_v ? err_v : json_null(), "result",
 		reason ? json_null() : result_value(c), "truncated", c->truncated, "stopped",
 		reason != NULL, "reason", reason ? json_string(reason) : json_null(), "calls",
 		(json_int_t)c->calls, "duration_ms", (json_int_t)(loop_now_ms() - c->arrival_ms));
@@ -206,13 +207,13 @@ static void on_writable(struct loop *loop, int fd, uint32_t events, void *data)
 	loop_mod(c->loop, fd, 0);
 }
 
-static void on_ready(struct cell *c)
+/* Send the cell line: the runner is ready and the code is known. */
+static void cell_send(struct cell *c)
 {
 	struct appl_err err = {0};
 	char *line;
 	size_t len;
 
-	loop_timer_arm(c->boot_fd, 0);
 	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, &line, &len, &err) < 0) {
 		finish(c, "internal", err.msg);
 		return;
@@ -224,6 +225,18 @@ static void on_ready(struct cell *c)
 	}
 	c->phase = PHASE_RUNNING;
 	send_line(c, line, len);
+}
+
+static void on_ready(struct cell *c)
+{
+	loop_timer_arm(c->boot_fd, 0);
+	if (!c->code) {
+		c->phase = PHASE_IDLE;
+		if (c->hooks.on_ready)
+			c->hooks.on_ready(c, c->hooks.data);
+		return;
+	}
+	cell_send(c);
 }
 
 static void on_out(struct cell *c, const json_t *data)
@@ -252,10 +265,10 @@ static void on_done(struct cell *c, const struct cell_msg *m)
 {
 	c->done_error = m->u.done.error ? json_incref(m->u.done.error) : NULL;
 	c->done_result = json_incref(m->u.done.result);
+	/* Lines after done are a violation: those that came in the same read
+	 * are judged (lines_take), then the run ends at once. The runner's
+	 * exit is not waited for: its sandbox is destroyed anyway. */
 	c->phase = PHASE_DRAIN;
-	/* Lines after done are a violation: keep reading until the runner's
-	 * pipe closes, or for a short grace, before taking the result. */
-	loop_timer_arm(c->boot_fd, APPL_DONE_GRACE_MS);
 }
 
 static void line_handle(struct cell *c, const char *buf, size_t len)
@@ -309,6 +322,13 @@ static void lines_take(struct cell *c)
 		return;
 	memmove(c->in, c->in + start, c->in_len - start);
 	c->in_len -= start;
+	if (c->phase == PHASE_DRAIN) {
+		if (c->in_len)
+			violation(c, "an unfinished line after done");
+		else
+			finish(c, NULL, NULL);
+		return;
+	}
 	if (c->in_len > APPL_RUNNER_LINE_MAX)
 		violation(c, "a line longer than the cap");
 }
@@ -355,6 +375,8 @@ static void ended(struct cell *c)
 		finish(c, "memory", "the sandbox was killed: out of memory");
 	else if (c->phase == PHASE_BOOT)
 		finish(c, "boot", "the sandbox ended before its runner was ready");
+	else if (c->phase == PHASE_IDLE)
+		finish(c, "exit", "the sandbox ended while it waited for a cell");
 	else
 		finish(c, "exit", "the cell ended without finishing (the runner exited)");
 }
@@ -397,7 +419,6 @@ static void on_deadline(struct loop *loop, int fd, uint32_t events, void *data)
 		finish(data, "deadline", "the cell ran past its deadline");
 }
 
-/* The boot timer doubles as the grace timer after done. */
 static void on_boot_timer(struct loop *loop, int fd, uint32_t events, void *data)
 {
 	struct cell *c = data;
@@ -406,16 +427,22 @@ static void on_boot_timer(struct loop *loop, int fd, uint32_t events, void *data
 
 	if (timer_ack(fd) < 0)
 		return;
-	if (c->phase == PHASE_DRAIN)
-		ended(c);
-	else if (c->phase == PHASE_BOOT)
+	if (c->phase == PHASE_BOOT)
 		finish(c, "boot", "the sandbox did not become ready in time");
 }
 
-static int watches_add(struct cell *c, uint64_t now, struct appl_err *err)
+/* The deadline counts from arrival: what is left of it now. */
+static void deadline_arm(struct cell *c)
 {
+	uint64_t now = loop_now_ms();
 	uint64_t elapsed = now > c->arrival_ms ? now - c->arrival_ms : 0;
-	uint64_t left = c->lim.deadline_ms > elapsed ? c->lim.deadline_ms - elapsed : 1;
+
+	loop_timer_arm(c->deadline_fd,
+		       c->lim.deadline_ms > elapsed ? c->lim.deadline_ms - elapsed : 1);
+}
+
+static int watches_add(struct cell *c, struct appl_err *err)
+{
 	int rc;
 
 	c->deadline_fd = loop_timer_new(err);
@@ -424,7 +451,6 @@ static int watches_add(struct cell *c, uint64_t now, struct appl_err *err)
 	c->boot_fd = loop_timer_new(err);
 	if (c->boot_fd < 0)
 		return c->boot_fd;
-	loop_timer_arm(c->deadline_fd, left);
 	loop_timer_arm(c->boot_fd, c->lim.boot_ms);
 	if ((rc = loop_add(c->loop, c->deadline_fd, EPOLLIN, on_deadline, c, err)) < 0 ||
 	    (rc = loop_add(c->loop, c->boot_fd, EPOLLIN, on_boot_timer, c, err)) < 0 ||
@@ -435,9 +461,8 @@ static int watches_add(struct cell *c, uint64_t now, struct appl_err *err)
 	return 0;
 }
 
-struct cell *cell_start(struct loop *loop, struct sandbox *sb, const char *code, size_t len,
-			const json_t *tools, const struct cell_limits *lim,
-			const struct cell_hooks *hooks, uint64_t arrival_ms, struct appl_err *err)
+struct cell *cell_boot(struct loop *loop, struct sandbox *sb, const struct cell_limits *lim,
+		       const struct cell_hooks *hooks, struct appl_err *err)
 {
 	struct cell *c = calloc(1, sizeof(*c));
 
@@ -451,22 +476,64 @@ struct cell *cell_start(struct loop *loop, struct sandbox *sb, const char *code,
 	c->lim = *lim;
 	if (hooks)
 		c->hooks = *hooks;
-	c->arrival_ms = arrival_ms;
+	c->arrival_ms = loop_now_ms();
 	c->deadline_fd = c->boot_fd = -1;
 	c->proto = cell_proto_state_new();
 	c->in = malloc(APPL_RUNNER_LINE_MAX + 1);
-	c->stdout_buf = malloc(c->lim.max_output + 1);
-	c->code = malloc(len + 1);
-	c->tools = tools ? json_deep_copy(tools) : json_array();
-	if (!c->proto || !c->in || !c->stdout_buf || !c->code || !c->tools) {
+	if (!c->proto || !c->in) {
 		appl_err_set(err, -ENOMEM, "out of memory");
 		cell_free(c);
 		return NULL;
 	}
+	if (watches_add(c, err) < 0) {
+		cell_free(c);
+		return NULL;
+	}
+	return c;
+}
+
+bool cell_idle(const struct cell *c)
+{
+	return c->phase == PHASE_IDLE;
+}
+
+int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
+	     const struct cell_limits *lim, const struct cell_hooks *hooks, uint64_t arrival_ms,
+	     struct appl_err *err)
+{
+	if (c->code || (c->phase != PHASE_BOOT && c->phase != PHASE_IDLE))
+		return appl_err_set(err, -EINVAL, "the cell is not waiting for code");
+	c->lim.deadline_ms = lim->deadline_ms;
+	c->lim.max_output = lim->max_output;
+	c->lim.stop_output = lim->stop_output;
+	c->hooks = hooks ? *hooks : (struct cell_hooks){0};
+	c->arrival_ms = arrival_ms;
+	c->stdout_buf = malloc(c->lim.max_output + 1);
+	c->code = malloc(len + 1);
+	c->tools = tools ? json_deep_copy(tools) : json_array();
+	if (!c->stdout_buf || !c->code || !c->tools) {
+		free(c->code);
+		c->code = NULL;
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	}
 	memcpy(c->code, code, len);
 	c->code[len] = '\0';
 	c->code_len = len;
-	if (watches_add(c, loop_now_ms(), err) < 0) {
+	deadline_arm(c);
+	if (c->phase == PHASE_IDLE)
+		cell_send(c);
+	return 0;
+}
+
+struct cell *cell_start(struct loop *loop, struct sandbox *sb, const char *code, size_t len,
+			const json_t *tools, const struct cell_limits *lim,
+			const struct cell_hooks *hooks, uint64_t arrival_ms, struct appl_err *err)
+{
+	struct cell *c = cell_boot(loop, sb, lim, NULL, err);
+
+	if (!c)
+		return NULL;
+	if (cell_run(c, code, len, tools, lim, hooks, arrival_ms, err) < 0) {
 		cell_free(c);
 		return NULL;
 	}

@@ -37,20 +37,43 @@ struct cell_hooks {
 	 * or at once, with cell_call_answer or cell_call_refuse. NULL: every
 	 * call is refused. */
 	void (*on_call)(struct cell *c, json_int_t id, const char *tool, json_t *args, void *data);
-	/* The run ended; cell_result() holds its result. Do not free the cell
-	 * inside this callback: it runs inside the cell's own event handler. */
+	/* The run ended (or, for a cell not yet given its code, the sandbox
+	 * died or never became ready); cell_result() holds its result. Do not
+	 * free the cell inside this callback: it runs inside the cell's own
+	 * event handler. */
 	void (*on_done)(struct cell *c, void *data);
+	/* A cell booted without code (cell_boot) is ready for it. */
+	void (*on_ready)(struct cell *c, void *data);
 	void *data;
 };
 
-/* Start a cell on sb (steals: destroyed with the cell, or at once on
- * failure). code[0..len) is the program; tools (borrowed, may be NULL) the
+/* cell_boot and cell_run at once: start a cell on sb (steals: destroyed
+ * with the cell, or at once on failure). code[0..len) is the program; tools (borrowed, may be NULL) the
  * runner's `tools` array. arrival_ms (loop_now_ms) is when the request
  * arrived: the deadline counts from it. New object, or NULL with err
  * filled. */
 struct cell *cell_start(struct loop *loop, struct sandbox *sb, const char *code, size_t len,
 			const json_t *tools, const struct cell_limits *lim,
 			const struct cell_hooks *hooks, uint64_t arrival_ms, struct appl_err *err);
+
+/* Boot a cell on sb (steals it) without code: the runner starts and, once
+ * it says ready, waits for its cell line (a pooled sandbox: it has run no
+ * code). The boot timer (lim->boot_ms) runs; no deadline yet. hooks
+ * (on_ready, on_done) say when it is ready or died. New object, or NULL
+ * with err filled. */
+struct cell *cell_boot(struct loop *loop, struct sandbox *sb, const struct cell_limits *lim,
+		       const struct cell_hooks *hooks, struct appl_err *err);
+
+/* Whether a booted cell is ready and waiting for its code. */
+bool cell_idle(const struct cell *c);
+
+/* Give a booted cell its code (once): sent at once when it is ready, else
+ * as soon as it is. lim's deadline and output caps apply from now, the
+ * deadline counting from arrival_ms; hooks replace the boot hooks. 0, or
+ * -EINVAL (already given, or the cell ended) / -ENOMEM with err. */
+int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
+	     const struct cell_limits *lim, const struct cell_hooks *hooks, uint64_t arrival_ms,
+	     struct appl_err *err);
 
 /* Answer call id with value (borrowed) / with an error message shown to the
  * code as ToolError. Ignored after the cell ended. */

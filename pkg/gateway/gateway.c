@@ -20,6 +20,7 @@
 #include "loop/loop.h"
 #include "mcp/server.h"
 #include "mcp/upstream.h"
+#include "pool/pool.h"
 #include "sandbox/runsc.h"
 #include "stubs/stubs.h"
 
@@ -46,6 +47,7 @@ struct gateway {
 	struct loop *loop;
 	struct mcp_server *srv;
 	struct sandbox_rt *rt;
+	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
 	const char *role;      /* the stdio client's; NULL: none */
 	struct upstream **ups; /* one per stdio server, policy order */
@@ -328,14 +330,24 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	r->br = bridge_run_new(gw->cat, &gw->blim, &gateway_ops, r, err);
 	if (!r->br)
 		return err->code;
-	sb = sandbox_start(gw->rt, &gw->oci, err);
-	if (!sb)
+	/* A warm sandbox when one is ready, else one booted for this run. */
+	r->cell = pool_take(gw->pool);
+	if (r->cell && cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(gw->cat),
+				&gw->cell_lim, &hooks, r->arrival, err) < 0) {
+		cell_free(r->cell);
+		r->cell = NULL;
 		return err->code;
-	r->cell =
-		cell_start(gw->loop, sb, r->code, r->code_len, bridge_catalog_runner_tools(gw->cat),
-			   &gw->cell_lim, &hooks, r->arrival, err);
-	if (!r->cell)
-		return err->code;
+	}
+	if (!r->cell) {
+		sb = sandbox_start(gw->rt, &gw->oci, err);
+		if (!sb)
+			return err->code;
+		r->cell = cell_start(gw->loop, sb, r->code, r->code_len,
+				     bridge_catalog_runner_tools(gw->cat), &gw->cell_lim, &hooks,
+				     r->arrival, err);
+		if (!r->cell)
+			return err->code;
+	}
 	gw->running++;
 	gw->waiting--;
 	return 0;
@@ -385,6 +397,7 @@ static void run_answer(struct gateway *gw, struct gw_run *r)
 static void runs_reap(struct gateway *gw)
 {
 	struct gw_run *r = gw->runs, *next;
+	bool ended = false;
 
 	for (; r; r = next) {
 		next = r->next;
@@ -393,8 +406,15 @@ static void runs_reap(struct gateway *gw)
 		run_answer(gw, r);
 		run_unlink(gw, r);
 		run_free(r);
+		ended = true;
 	}
 	queue_advance(gw);
+	/* Replacements boot once a run has ended and its answer is out, not
+	 * while a taken sandbox runs its code. */
+	if (ended)
+		pool_fill(gw->pool);
+	else
+		pool_tend(gw->pool);
 }
 
 static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, size_t len,
@@ -506,6 +526,8 @@ static void serve(struct gateway *gw)
 		run_unlink(gw, r);
 		run_free(r);
 	}
+	pool_free(gw->pool);
+	gw->pool = NULL;
 }
 
 static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
@@ -537,6 +559,9 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (upstreams_open(gw, err) < 0)
 		return err->code;
+	if (!(gw->pool = pool_new(gw->loop, gw->rt, &gw->oci, &gw->cell_lim, gw->lim.pool, err)))
+		return err->code;
+	pool_fill(gw->pool);
 	gw->srv = mcp_server_new(gw->loop, cfg->in_fd, cfg->out_fd, &hooks, err);
 	return gw->srv ? 0 : err->code;
 }
@@ -561,6 +586,7 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 		loop_del(gw.loop, sfd);
 		close(sfd);
 	}
+	pool_free(gw.pool);
 	upstreams_close(&gw);
 	bridge_catalog_unref(gw.cat);
 	loop_free(gw.loop);

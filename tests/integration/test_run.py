@@ -182,7 +182,7 @@ def waiting_runs_are_capped():
 
 @test
 def cancellation_stops_the_cell_and_its_sandbox():
-    sig = policy()
+    sig = policy({"pool": 0})  # so the only sandbox is the cancelled cell's
     p = subprocess.Popen(run_argv(sig), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE)
     for m in (INIT, INITIALIZED, call(1, "import time\ntime.sleep(60)")):

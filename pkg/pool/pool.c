@@ -1,0 +1,251 @@
+/* pool.c: warm sandboxes (see pool.h). */
+#include "pool/pool.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+struct slot {
+	struct slot *next;
+	struct pool *pool;
+	struct cell *cell;
+	bool ready, dead;
+};
+
+struct pool {
+	struct loop *loop;
+	struct sandbox_rt *rt;
+	const struct sandbox_oci_params *oci;
+	struct cell_limits lim;
+	unsigned size;
+	struct slot *slots;
+	unsigned failures;
+	bool died; /* a slot died since the last fill */
+	uint64_t retry_at;
+	int timer_fd;
+};
+
+static void on_slot_ready(struct cell *c, void *data)
+{
+	struct slot *s = data;
+	(void)c;
+
+	s->ready = true;
+	s->pool->failures = 0;
+}
+
+static void on_slot_done(struct cell *c, void *data)
+{
+	struct slot *s = data;
+	(void)c;
+
+	/* Freed from pool_fill: this runs inside the cell's own handler. */
+	s->dead = true;
+	s->pool->died = true;
+}
+
+static void on_timer(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	uint64_t ticks;
+	(void)loop;
+	(void)events;
+
+	if (read(fd, &ticks, sizeof(ticks)) == (ssize_t)sizeof(ticks))
+		pool_fill(data);
+}
+
+struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
+		      const struct sandbox_oci_params *oci, const struct cell_limits *lim,
+		      unsigned size, struct appl_err *err)
+{
+	struct pool *p = calloc(1, sizeof(*p));
+
+	if (!p) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	p->loop = loop;
+	p->rt = rt;
+	p->oci = oci;
+	p->lim = *lim;
+	p->size = size;
+	p->timer_fd = loop_timer_new(err);
+	if (p->timer_fd < 0 || loop_add(loop, p->timer_fd, EPOLLIN, on_timer, p, err) < 0) {
+		if (p->timer_fd >= 0)
+			close(p->timer_fd);
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* A boot failed: wait longer before the next, up to the cap. */
+static void backoff(struct pool *p, const char *why)
+{
+	uint64_t wait = APPL_POOL_BACKOFF_MIN_MS;
+
+	p->failures++;
+	for (unsigned i = 1; i < p->failures && wait < APPL_POOL_BACKOFF_MAX_MS; i++)
+		wait *= 2;
+	if (wait > APPL_POOL_BACKOFF_MAX_MS)
+		wait = APPL_POOL_BACKOFF_MAX_MS;
+	p->retry_at = loop_now_ms() + wait;
+	loop_timer_arm(p->timer_fd, wait);
+	fprintf(stderr,
+		"appliance: pool: a warm sandbox failed to boot (%u in a row): %s; next try in "
+		"%llu ms\n",
+		p->failures, why, (unsigned long long)wait);
+}
+
+static const char *death_reason(struct cell *c)
+{
+	const char *e = json_string_value(json_object_get(cell_result(c), "error"));
+
+	return e ? e : "it ended";
+}
+
+/* Free the slots whose sandbox died; a death before ready is a failed boot. */
+static void reap(struct pool *p)
+{
+	struct slot **pp = &p->slots;
+
+	while (*pp) {
+		struct slot *s = *pp;
+
+		if (!s->dead) {
+			pp = &s->next;
+			continue;
+		}
+		if (!s->ready)
+			backoff(p, death_reason(s->cell));
+		else
+			fprintf(stderr,
+				"appliance: pool: an idle sandbox ended (%s); replacing it\n",
+				death_reason(s->cell));
+		*pp = s->next;
+		cell_free(s->cell);
+		free(s);
+	}
+}
+
+static unsigned held(const struct pool *p)
+{
+	unsigned n = 0;
+
+	for (const struct slot *s = p->slots; s; s = s->next)
+		n++;
+	return n;
+}
+
+static int boot_one(struct pool *p)
+{
+	struct cell_hooks hooks = {.on_ready = on_slot_ready, .on_done = on_slot_done};
+	struct appl_err err = {0};
+	struct slot *s = calloc(1, sizeof(*s));
+	struct sandbox *sb;
+
+	if (!s)
+		return -ENOMEM;
+	s->pool = p;
+	hooks.data = s;
+	sb = sandbox_start(p->rt, p->oci, &err);
+	if (sb)
+		s->cell = cell_boot(p->loop, sb, &p->lim, &hooks, &err);
+	if (!s->cell) {
+		free(s);
+		backoff(p, err.msg);
+		return err.code ? err.code : -EIO;
+	}
+	s->next = p->slots;
+	p->slots = s;
+	return 0;
+}
+
+void pool_fill(struct pool *p)
+{
+	if (!p)
+		return;
+	p->died = false;
+	reap(p);
+	if (p->retry_at && loop_now_ms() < p->retry_at)
+		return;
+	p->retry_at = 0;
+	while (held(p) < p->size)
+		if (boot_one(p) < 0)
+			break;
+}
+
+void pool_tend(struct pool *p)
+{
+	if (p && p->died)
+		pool_fill(p);
+}
+
+struct cell *pool_take(struct pool *p)
+{
+	struct slot **pp;
+
+	if (!p)
+		return NULL;
+	for (pp = &p->slots; *pp; pp = &(*pp)->next) {
+		struct slot *s = *pp;
+		struct cell *c;
+
+		if (!s->ready || s->dead || !cell_idle(s->cell))
+			continue;
+		*pp = s->next;
+		c = s->cell;
+		free(s);
+		return c;
+	}
+	return NULL;
+}
+
+unsigned pool_ready(const struct pool *p)
+{
+	unsigned n = 0;
+
+	for (const struct slot *s = p ? p->slots : NULL; s; s = s->next)
+		n += s->ready && !s->dead;
+	return n;
+}
+
+unsigned pool_booting(const struct pool *p)
+{
+	unsigned n = 0;
+
+	for (const struct slot *s = p ? p->slots : NULL; s; s = s->next)
+		n += !s->ready && !s->dead;
+	return n;
+}
+
+unsigned pool_failures(const struct pool *p)
+{
+	return p->failures;
+}
+
+uint64_t pool_retry_at(const struct pool *p)
+{
+	return p->retry_at;
+}
+
+void pool_free(struct pool *p)
+{
+	if (!p)
+		return;
+	/* Kill them all first, so they go down together, then clean up. */
+	for (struct slot *s = p->slots; s; s = s->next)
+		cell_cancel(s->cell);
+	while (p->slots) {
+		struct slot *s = p->slots;
+
+		p->slots = s->next;
+		cell_free(s->cell);
+		free(s);
+	}
+	loop_del(p->loop, p->timer_fd);
+	close(p->timer_fd);
+	free(p);
+}

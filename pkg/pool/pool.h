@@ -1,0 +1,59 @@
+/* pool.h: warm sandboxes, booted ahead of need (docs/pool.md).
+ *
+ * A pooled sandbox is a cell booted without code (cell_boot): runsc has
+ * started, the runner has imported what it needs and said `ready`, and it
+ * waits for its one cell line. It has run no code. A run takes one, uses it
+ * once, and frees it (its sandbox destroyed); the pool never gets it back.
+ *
+ * The pool keeps `size` sandboxes ready or booting. It boots replacements
+ * when its owner calls pool_fill (after a run ended: the cores are then
+ * free), at once at start, and when an idle one died. A boot that fails
+ * (the sandbox never said ready within the boot timeout, or died first)
+ * counts toward a backoff: 0.5 s, doubling to 30 s, logged, reset by the
+ * next success. pool_free destroys every sandbox it holds.
+ */
+#ifndef APPL_POOL_POOL_H
+#define APPL_POOL_POOL_H
+
+#include <stdint.h>
+
+#include "base/err.h"
+#include "cell/cell.h"
+#include "loop/loop.h"
+#include "sandbox/ociconfig.h"
+#include "sandbox/runsc.h"
+
+struct pool;
+
+/* A pool of size (0: none; every take misses) sandboxes made by rt with oci
+ * and booted with lim's boot timeout (all borrowed: they must outlive the
+ * pool). Nothing boots until pool_fill. NULL with err on -ENOMEM. */
+struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
+		      const struct sandbox_oci_params *oci, const struct cell_limits *lim,
+		      unsigned size, struct appl_err *err);
+
+/* A ready cell (the caller owns it: cell_run, then cell_free), or NULL when
+ * none is ready. */
+struct cell *pool_take(struct pool *p);
+
+/* Free what died, then boot until size are ready or booting, unless a
+ * backoff is running (its timer calls this when it ends). From the loop,
+ * never from inside a cell's hook. */
+void pool_fill(struct pool *p);
+
+/* pool_fill, but only when a sandbox of the pool died since the last one:
+ * for every loop round. */
+void pool_tend(struct pool *p);
+
+unsigned pool_ready(const struct pool *p);
+unsigned pool_booting(const struct pool *p);
+
+/* Boots that failed in a row (0 after a success), and when the next may
+ * start (loop_now_ms time; 0 when none waits). */
+unsigned pool_failures(const struct pool *p);
+uint64_t pool_retry_at(const struct pool *p);
+
+/* Destroy every sandbox held. Safe on NULL. */
+void pool_free(struct pool *p);
+
+#endif
