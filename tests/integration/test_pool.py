@@ -1,0 +1,595 @@
+"""test_pool.py: the warm pool of `appliance run` (docs/pool.md), against real
+runsc and the real image: sandboxes booted ahead of need, used once, replaced
+after a run, replaced when killed while idle, retried with a growing backoff
+when they fail to boot, and all destroyed at shutdown.
+
+Each appliance gets a private --runtime-dir, so its instance directory
+(i-PID-RAND/ with runsc/ and bundles/) can be inspected. A pooled sandbox is
+counted as ready when its `runsc run` process is below the appliance, its
+gVisor sandbox process has started the application, and its whole process
+tree has used no CPU for a while: a booting sandbox burns CPU, a ready one
+waits for its cell line and uses none.
+"""
+
+import glob
+import json
+import os
+import queue
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from harness import main, test
+from cellkit import APPLIANCE, ROOT, descendants, digest, runsc_pids_of
+
+# ---- helpers (copied from test_run.py: importing it would register its tests)
+
+_work = None
+
+
+def work():
+    global _work
+    if _work is None:
+        _work = tempfile.mkdtemp(prefix="appliance-pool-test.")
+        os.chmod(_work, 0o755)
+        os.mkdir(os.path.join(_work, "trusted.d"), 0o755)
+        subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(_work, "trusted.d", "k.pub"),
+                        "--secret", os.path.join(_work, "k.key")], check=True,
+                       capture_output=True)
+    return _work
+
+
+_serial = [100]
+
+
+def policy(limits=None, image=None):
+    """A freshly signed policy with a serial above every earlier one; image is
+    (layout, digest), the built image by default."""
+    _serial[0] += 1
+    path = os.path.join(work(), "p%d.json" % _serial[0])
+    layout, dig = image or (os.path.join(ROOT, "build", "image"), digest())
+    doc = {"policy_version": 1, "serial": _serial[0], "expires": "2099-01-01T00:00:00Z",
+           "image": {"layout": layout, "digest": dig},
+           "limits": dict({"deadline_s": 20}, **(limits or {}))}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    subprocess.run([APPLIANCE, "sign", "--secret", os.path.join(work(), "k.key"), path],
+                   check=True, capture_output=True)
+    return path + ".sig"
+
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(i, src):
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": src}}}
+
+
+class Appliance:
+    """One `appliance run` with a private runtime directory, spoken to with raw
+    JSON-RPC lines; its stderr goes to a file that can be read at any time."""
+
+    def __init__(self, sig, extra=()):
+        self.runtime = tempfile.mkdtemp(prefix="rt.", dir=work())
+        self.errpath = os.path.join(self.runtime + ".stderr")
+        self.errfile = open(self.errpath, "wb")
+        self.p = subprocess.Popen(
+            [APPLIANCE, "run", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
+             "--state-dir", os.path.join(work(), "state"), "--runtime-dir", self.runtime]
+            + list(extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile)
+        self.pid = self.p.pid
+        self.started = time.time()
+        self.answers = queue.Queue()
+        self.kept = {}
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.answers.put(json.loads(line))
+        self.answers.put(None)
+
+    def send(self, *msgs):
+        for m in msgs:
+            self.p.stdin.write(json.dumps(m).encode() + b"\n")
+        self.p.stdin.flush()
+
+    def answer(self, i, timeout=60):
+        """The answer with id i (others that arrive first are kept)."""
+        deadline = time.time() + timeout
+        while i not in self.kept:
+            left = deadline - time.time()
+            assert left > 0, "no answer to %r within %d s" % (i, timeout)
+            try:
+                a = self.answers.get(timeout=left)
+            except queue.Empty:
+                continue
+            assert a is not None, "the appliance closed its output: %s" % self.stderr()
+            self.kept[a.get("id")] = a
+        return self.kept.pop(i)
+
+    def initialize(self):
+        self.send(INIT, INITIALIZED)
+        assert self.answer(0)["result"]["protocolVersion"] == "2025-11-25"
+
+    def run(self, i, src, timeout=60):
+        """Run src as call id i; returns (structuredContent, seconds)."""
+        t = time.time()
+        self.send(call(i, src))
+        a = self.answer(i, timeout)
+        return a["result"]["structuredContent"], time.time() - t
+
+    def stderr(self):
+        with open(self.errpath, "rb") as f:
+            return f.read().decode(errors="replace")
+
+    def instance(self):
+        """Its instance directory (i-PID-RAND), or None when there is none."""
+        found = glob.glob(os.path.join(self.runtime, "i-%d-*" % self.pid))
+        assert len(found) <= 1, found
+        return found[0] if found else None
+
+    def bundles(self):
+        return sorted(os.listdir(os.path.join(self.instance(), "bundles")))
+
+    def close(self, timeout=20):
+        """End of input; returns the exit status."""
+        self.p.stdin.close()
+        return self.p.wait(timeout=timeout)
+
+    def stop(self):
+        """Whatever happened, leave nothing running."""
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.close()
+            except OSError:
+                pass
+            try:
+                self.p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.errfile.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def ok(sc, stdout):
+    assert sc["error"] is None and sc["stopped"] is False and sc["reason"] is None, sc
+    assert sc["stdout"] == stdout, sc
+
+
+# ---- the processes of a sandbox ------------------------------------------------
+
+def stat_fields(pid):
+    """/proc/pid/stat from the state on (field 3), or None when pid is gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+
+
+def cmdline(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def snapshot(pids):
+    """pid -> cmdline, to tell later whether the same processes still live."""
+    return {k: cmdline(k) for k in pids if cmdline(k) is not None}
+
+
+def still_alive(snap):
+    """Those of a snapshot still running (not gone, not a zombie, same cmdline)."""
+    alive = []
+    for k, argv in snap.items():
+        f = stat_fields(k)
+        if f and f[0] != "Z" and cmdline(k) == argv:
+            alive.append(k)
+    return alive
+
+
+def tree_cpu(pid):
+    """CPU ticks used so far by pid and every process below it."""
+    total = 0
+    for k in [pid] + descendants(pid):
+        f = stat_fields(k)
+        if f:
+            total += int(f[11]) + int(f[12])
+    return total
+
+
+def has_started(pid):
+    """Whether the sandbox of `runsc run` pid runs its application: its
+    runsc-sandbox process exists and has a child (the traced stub)."""
+    for k in descendants(pid):
+        argv = cmdline(k) or b""
+        if argv.startswith(b"runsc-sandbox") and descendants(k):
+            return True
+    return False
+
+
+QUIET_S = 0.8  # a sandbox whose tree used no CPU this long is waiting
+
+
+def wait_ready(app, n, timeout=20, exclude=()):
+    """Wait until exactly n sandboxes below app are booted and idle (none of
+    them in exclude); returns their `runsc run` pids."""
+    deadline = time.time() + timeout
+    quiet_since, last = {}, {}
+    while time.time() < deadline:
+        pids = sorted(runsc_pids_of(app.pid))
+        now = time.time()
+        for k in pids:
+            cpu = tree_cpu(k)
+            if k not in last or cpu > last[k] + 1 or not has_started(k):
+                quiet_since[k] = now
+            last[k] = cpu
+        if (len(pids) == n and not set(pids) & set(exclude) and
+                all(now - quiet_since[k] >= QUIET_S for k in pids)):
+            return pids
+        time.sleep(0.1)
+    raise AssertionError("not %d ready sandboxes within %d s: runsc %r, stderr: %s"
+                         % (n, timeout, runsc_pids_of(app.pid), app.stderr()))
+
+
+def wait_for(pred, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError("%s: not within %d s" % (what, timeout))
+
+
+def cgroups_of(instance_name):
+    """The cgroup directories of an instance, in every controller."""
+    return (glob.glob("/sys/fs/cgroup/*/appliance/" + instance_name) +
+            glob.glob("/sys/fs/cgroup/appliance/" + instance_name))
+
+
+# ---- the tests -------------------------------------------------------------------
+
+@test
+def the_pool_refills_after_use_and_a_warm_cell_is_fast():
+    with Appliance(policy({"pool": 0})) as cold_app:
+        cold_app.initialize()
+        sc, cold = cold_app.run(1, "print('cold')")
+        ok(sc, "cold\n")
+        assert cold_app.close() == 0
+    with Appliance(policy({"pool": 2})) as app:
+        app.initialize()
+        before = wait_ready(app, 2)
+        assert len(app.bundles()) == 2, app.bundles()
+        sc, first = app.run(1, "print('warm')")
+        ok(sc, "warm\n")
+        # the used sandbox is destroyed, one new one boots: two again
+        gone = wait_for(lambda: [k for k in before if k not in runsc_pids_of(app.pid)], 10,
+                        "the used sandbox is destroyed")
+        assert len(gone) == 1, (before, gone)
+        after = wait_ready(app, 2, timeout=20, exclude=gone)
+        kept = set(before) & set(after)
+        assert len(kept) == 1, (before, after)
+        assert len(app.bundles()) == 2, app.bundles()
+        sc, warm = app.run(2, "print('warm again')")
+        ok(sc, "warm again\n")
+        assert app.close() == 0
+    print("# cold cell %.3f s, warm cells %.3f s and %.3f s" % (cold, first, warm))
+    assert warm < cold / 3, (warm, cold)
+    assert first < cold / 3, (first, cold)
+
+
+@test
+def a_pooled_sandbox_killed_from_outside_is_replaced():
+    with Appliance(policy({"pool": 1})) as app:
+        app.initialize()
+        [old] = wait_ready(app, 1)
+        [old_bundle] = app.bundles()
+        old_tree = snapshot([old] + descendants(old))
+        assert len(old_tree) >= 3, old_tree  # runsc run, gofer, sandbox, ...
+        os.kill(old, signal.SIGKILL)
+        [new] = wait_ready(app, 1, timeout=20, exclude=[old])
+        assert new != old
+        assert "an idle sandbox ended" in app.stderr() and "replacing it" in app.stderr(), \
+            app.stderr()
+        # the killed one is cleaned up: its processes and its bundle
+        wait_for(lambda: not still_alive(old_tree), 10, "the killed sandbox's processes end")
+        assert old_bundle not in app.bundles() and len(app.bundles()) == 1, app.bundles()
+        sc, t = app.run(1, "print(6 * 7)")
+        ok(sc, "42\n")
+        assert t < 1.0, "the replacement was not used: %.3f s" % t
+        # the same when the gVisor sandbox process dies, not `runsc run`
+        [old] = wait_ready(app, 1, exclude=[new])
+        old_tree = snapshot([old] + descendants(old))
+        [sandbox] = [k for k, argv in old_tree.items() if argv.startswith(b"runsc-sandbox")]
+        os.kill(sandbox, signal.SIGKILL)
+        wait_ready(app, 1, timeout=20, exclude=[old])
+        assert app.stderr().count("an idle sandbox ended") == 2, app.stderr()
+        wait_for(lambda: not still_alive(old_tree), 10, "the killed sandbox's processes end")
+        assert len(app.bundles()) == 1, app.bundles()
+        sc, t = app.run(2, "print(7 * 7)")
+        ok(sc, "49\n")
+        assert t < 1.0, "the second replacement was not used: %.3f s" % t
+        assert app.close() == 0
+
+
+CELL = """
+import builtins, json, os, sys
+previous = %r
+mine = %r
+home = os.path.expanduser("~")
+places = ["/tmp/token", os.path.join(home, "token"), "/token"]
+found = []
+for path in places:
+    try:
+        with open(path) as f:
+            found.append([path, f.read()])
+    except OSError:
+        pass
+for k, v in os.environ.items():
+    if any(t in v for t in previous):
+        found.append(["env " + k, v])
+if hasattr(builtins, "_pool_token"):
+    found.append(["builtins", builtins._pool_token])
+if "_pool_token_mod" in sys.modules:
+    found.append(["sys.modules", sys.modules["_pool_token_mod"]])
+wrote = []
+for path in places:
+    try:
+        with open(path, "w") as f:
+            f.write(mine)
+        wrote.append(path)
+    except OSError:
+        pass
+os.environ["POOL_TOKEN"] = mine
+builtins._pool_token = mine
+sys.modules["_pool_token_mod"] = mine
+print(json.dumps({"found": found, "wrote": wrote, "check": open("/tmp/token").read()}))
+"""
+
+
+@test
+def two_cells_never_share_a_sandbox():
+    tokens, used = [], []
+    with Appliance(policy({"pool": 2})) as app:
+        app.initialize()
+        for i in range(5):
+            ready = wait_ready(app, 2)
+            token = secrets.token_hex(16)
+            sc, t = app.run(i + 1, CELL % (tokens, token))
+            assert sc["error"] is None and not sc["stopped"], sc
+            out = json.loads(sc["stdout"])
+            # nothing any earlier cell left behind is seen
+            assert out["found"] == [], (i, out)
+            assert "/tmp/token" in out["wrote"] and out["check"] == token, out
+            # the cell ran in one of the pooled sandboxes, which is gone now
+            gone = wait_for(lambda: [k for k in ready if k not in runsc_pids_of(app.pid)], 10,
+                            "the used sandbox is destroyed")
+            assert len(gone) == 1, (ready, gone)
+            assert t < 1.0, "cell %d did not take a warm sandbox: %.3f s" % (i, t)
+            used.append(gone[0])
+            tokens.append(token)
+        assert app.close() == 0
+    assert len(set(used)) == 5, used
+
+
+def shut_down_a_full_pool(how):
+    with Appliance(policy({"pool": 2})) as app:
+        app.initialize()
+        sandboxes = wait_ready(app, 2)
+        inst = app.instance()
+        name = os.path.basename(inst)
+        assert len(app.bundles()) == 2
+        assert len(os.listdir(os.path.join(inst, "runsc"))) > 0
+        assert cgroups_of(name), "no cgroup for %s while the pool is up" % name
+        tree = snapshot(descendants(app.pid))
+        assert len(tree) >= 6 and all(k in tree for k in sandboxes), tree
+        t = time.time()
+        if how == "eof":
+            app.p.stdin.close()
+        else:
+            app.p.send_signal(signal.SIGTERM)
+        rc = app.p.wait(timeout=20)
+        took = time.time() - t
+        assert rc == 0, (rc, app.stderr())
+        assert took < 8, took
+        assert still_alive(tree) == [], still_alive(tree)
+        assert os.listdir(app.runtime) == [], os.listdir(app.runtime)
+        assert cgroups_of(name) == [], cgroups_of(name)
+        print("# shutdown by %s with a full pool: %.2f s" % (how, took))
+
+
+@test
+def shutdown_with_a_full_pool_leaves_nothing_behind_at_end_of_input():
+    shut_down_a_full_pool("eof")
+
+
+@test
+def shutdown_with_a_full_pool_leaves_nothing_behind_on_sigterm():
+    shut_down_a_full_pool("sigterm")
+
+
+@test
+def a_signal_while_the_pool_boots_at_start_leaves_nothing_behind():
+    # SIGTERM the moment the first pooled sandbox is spawned, while the
+    # appliance is still starting (it boots the pool before it serves): it must
+    # still stop every sandbox and remove its instance, as on any other SIGTERM.
+    # Three tries, since the signal may also land once serving began.
+    for attempt in range(3):
+        with Appliance(policy({"pool": 4})) as app:
+            deadline = time.time() + 20
+            while not runsc_pids_of(app.pid) and time.time() < deadline:
+                pass
+            assert runsc_pids_of(app.pid), app.stderr()
+            app.p.send_signal(signal.SIGTERM)
+            rc = app.p.wait(timeout=20)
+            left = os.listdir(app.runtime)
+            cgroups = cgroups_of("i-%d-*" % app.pid)
+            bundles = [sorted(os.listdir(os.path.join(app.runtime, d, "bundles")))
+                       for d in left]
+            if left:
+                reclaim(app.runtime)
+            what = (attempt, rc, left, bundles, cgroups)
+            assert left == [], "instance left behind: %r" % (what,)
+            assert cgroups == [], "cgroups left behind: %r" % (what,)
+            assert rc == 0, "the appliance died of the signal: %r" % (what,)
+
+
+def reclaim(runtime):
+    """Clean up what a dead appliance left in runtime: the next instance there
+    removes it (runsc state, bundles, cgroups) as it starts."""
+    r = subprocess.run([APPLIANCE, "cell", "--image", os.path.join(ROOT, "build", "image"),
+                        "--digest", digest(), "--runtime-dir", runtime, "-"], input=b"pass",
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0 and os.listdir(runtime) == [], (r, os.listdir(runtime))
+
+
+@test
+def a_burst_larger_than_the_pool_completes_within_the_deadlines():
+    with Appliance(policy({"pool": 1, "cells": 4, "deadline_s": 30})) as app:
+        app.initialize()
+        wait_ready(app, 1)
+        t = time.time()
+        app.send(*[call(i, "import time\ntime.sleep(0.3)\nprint('cell %d')" % i)
+                   for i in range(1, 7)])
+        for i in range(1, 7):
+            a = app.answer(i, timeout=40)
+            assert a["result"]["isError"] is False, a
+            ok(a["result"]["structuredContent"], "cell %d\n" % i)
+        took = time.time() - t
+        print("# 6 cells at once, pool 1, 4 slots: %.2f s" % took)
+        assert took < 30, took
+        # afterwards the pool is full again and nothing else runs
+        wait_ready(app, 1, timeout=20)
+        assert len(app.bundles()) == 1, app.bundles()
+        assert app.close() == 0
+
+
+def image_with_runner(runner_source, out_dir):
+    """A copy of the image whose /runner.py is runner_source: same packing,
+    new layer, config and manifest; returns its digest (from
+    test_containment.py)."""
+    import gzip
+    import hashlib
+    import io
+    import tarfile
+    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+        d = f.read().strip()[7:]
+    blobs = os.path.join(ROOT, "build", "image", "blobs", "sha256")
+    with open(os.path.join(blobs, d)) as f:
+        manifest = json.load(f)
+    src = os.path.join(blobs, manifest["layers"][0]["digest"][7:])
+    raw = io.BytesIO()
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(fileobj=raw, mode="w",
+                                                         format=tarfile.GNU_FORMAT) as tout:
+        for m in tin.getmembers():
+            if m.name in ("./runner.py", "runner.py"):
+                data = runner_source.encode()
+                m.size = len(data)
+                tout.addfile(m, io.BytesIO(data))
+            else:
+                tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
+    layer = gzip.compress(raw.getvalue(), mtime=0)
+    os.makedirs(os.path.join(out_dir, "blobs", "sha256"))
+
+    def put(data):
+        h = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(out_dir, "blobs", "sha256", h), "wb") as f:
+            f.write(data)
+        return h
+    lh = put(layer)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
+        "type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]}}).encode()
+    ch = put(config)
+    manifest["config"].update(digest="sha256:" + ch, size=len(config))
+    manifest["layers"][0].update(digest="sha256:" + lh, size=len(layer))
+    return "sha256:" + put(json.dumps(manifest).encode())
+
+
+BOOT_FAILED = re.compile(r"appliance: pool: a warm sandbox failed to boot \((\d+) in a row\): "
+                         r"(.*); next try in (\d+) ms")
+
+
+@test
+def a_sandbox_that_never_says_ready_is_dropped_at_the_boot_timeout():
+    layout = os.path.join(work(), "never-ready")
+    dig = image_with_runner("import time\ntime.sleep(600)\n", layout)
+    sig = policy({"pool": 1, "deadline_s": 30}, image=(layout, dig))
+    with Appliance(sig, extra=["--cache", os.path.join(work(), "cache")]) as app:
+        app.initialize()
+        [first] = wait_for(lambda: runsc_pids_of(app.pid), 20, "the pooled sandbox boots")
+        booted = time.time()
+        first_tree = snapshot([first] + descendants(first))
+        # a run finds no ready sandbox, boots its own, which fails the same way
+        t = time.time()
+        app.send(call(1, "print(1)"))
+        seen = {}  # failure number -> (when it was logged, its match)
+
+        def failures():
+            for m in BOOT_FAILED.finditer(app.stderr()):
+                seen.setdefault(int(m.group(1)), (time.time(), m))
+            return seen
+        wait_for(lambda: 1 in failures(), 15, "the first failed boot is logged")
+        first_at = seen[1][0] - booted
+        assert 9 <= first_at <= 15, first_at
+        assert seen[1][1].group(2) == "the sandbox did not become ready in time", seen[1][1].group(0)
+        wait_for(lambda: not still_alive(first_tree), 10, "the failed sandbox's processes end")
+        a = app.answer(1, timeout=20)
+        answered = time.time() - t
+        res = a["result"]
+        assert res["isError"] is True, a
+        sc = res["structuredContent"]
+        assert sc["stopped"] is True and sc["reason"] == "boot", sc
+        assert sc["error"] == "the sandbox did not become ready in time", sc
+        assert 9 <= answered <= 15, answered
+        # the second pooled boot starts after the backoff and fails at its timeout
+        wait_for(lambda: 2 in failures(), 20, "the second failed boot is logged")
+        gap = seen[2][0] - seen[1][0]
+        waits = [int(seen[k][1].group(3)) for k in (1, 2)]
+        print("# failed boots logged at %.1f s and %.1f s; backoffs %r ms; the run "
+              "answered after %.1f s" % (first_at, first_at + gap, waits, answered))
+        assert waits == [500, 1000], waits
+        assert 10 <= gap <= 15, gap
+        assert app.close() == 0
+        assert app.p.returncode == 0
+
+
+@test
+def pool_zero_never_boots_ahead():
+    with Appliance(policy({"pool": 0})) as app:
+        app.initialize()
+        time.sleep(3)
+        assert runsc_pids_of(app.pid) == []
+        assert app.bundles() == []
+        sc, _ = app.run(1, "print('cold')")
+        ok(sc, "cold\n")
+        time.sleep(2)
+        # nothing is booted after a run either
+        assert runsc_pids_of(app.pid) == []
+        assert app.bundles() == []
+        assert app.close() == 0
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if _work:
+            shutil.rmtree(_work, True)
