@@ -590,7 +590,7 @@ void cell_free(struct cell *c)
 	if (!c)
 		return;
 	unwatch(c);
-	sandbox_destroy(c->sb);
+	sandbox_destroy_async(c->sb, c->loop);
 	if (c->deadline_fd >= 0)
 		close(c->deadline_fd);
 	if (c->boot_fd >= 0)

@@ -102,6 +102,7 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 	if (st.signalled && *result)
 		json_object_set_new(*result, "reason", json_string("signal"));
 	cell_free(st.cell);
+	sandbox_rt_settle(rt); /* its teardown ran from this loop */
 	if (sfd >= 0) {
 		loop_del(loop, sfd);
 		close(sfd);

@@ -479,8 +479,6 @@ static const char *description(void *data)
 	return ((struct gateway *)data)->description;
 }
 
-static int on_signal_setup(struct gateway *gw, sigset_t *old, int *sfd, struct appl_err *err);
-
 static void on_signal(struct loop *loop, int fd, uint32_t events, void *data)
 {
 	struct gateway *gw = data;
@@ -492,16 +490,22 @@ static void on_signal(struct loop *loop, int fd, uint32_t events, void *data)
 		gw->stop = true;
 }
 
-static int on_signal_setup(struct gateway *gw, sigset_t *old, int *sfd, struct appl_err *err)
+static void stop_signals(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+}
+
+/* The stop signals were blocked before anything started (gateway_run): one
+ * that came while upstreams and the pool were starting is pending, and the
+ * signalfd delivers it now. */
+static int on_signal_setup(struct gateway *gw, int *sfd, struct appl_err *err)
 {
 	sigset_t set;
 
-	sigemptyset(&set);
-	sigaddset(&set, SIGTERM);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGHUP);
-	if (sigprocmask(SIG_BLOCK, &set, old) < 0)
-		return appl_err_errno(err, -errno, errno, "sigprocmask");
+	stop_signals(&set);
 	*sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 	if (*sfd < 0)
 		return appl_err_errno(err, -errno, errno, "signalfd");
@@ -569,16 +573,20 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 {
 	struct gateway gw;
-	sigset_t old;
+	sigset_t set, old;
 	int sfd = -1, rc;
 
 	memset(&gw, 0, sizeof(gw));
 	/* Orphaned sandbox processes become ours to reap, not init's. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	sigprocmask(SIG_SETMASK, NULL, &old);
+	/* Blocked from the start: a signal while servers and sandboxes start
+	 * must not kill the appliance before it can clean up after them. */
+	stop_signals(&set);
+	if (sigprocmask(SIG_BLOCK, &set, &old) < 0)
+		return appl_err_errno(err, -errno, errno, "sigprocmask");
 	rc = gateway_open(&gw, cfg, err);
 	if (rc == 0)
-		rc = on_signal_setup(&gw, &old, &sfd, err);
+		rc = on_signal_setup(&gw, &sfd, err);
 	if (rc == 0)
 		serve(&gw);
 	mcp_server_free(gw.srv, GATEWAY_DRAIN_MS);
@@ -589,8 +597,8 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	pool_free(gw.pool);
 	upstreams_close(&gw);
 	bridge_catalog_unref(gw.cat);
+	sandbox_rt_close(gw.rt); /* before the loop: it finishes teardowns from it */
 	loop_free(gw.loop);
-	sandbox_rt_close(gw.rt);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
 	sigprocmask(SIG_SETMASK, &old, NULL);

@@ -18,6 +18,7 @@
 #include <sodium.h>
 
 #include "base/fs.h"
+#include "loop/loop.h"
 #include "proc/proc.h"
 
 #define INSTANCE_PREFIX		"i-"
@@ -76,6 +77,12 @@ struct sandbox {
 	pid_t pid;
 	int pidfd, fd_in, fd_out;
 	int reaped;
+	/* teardown from the loop (sandbox_destroy_async) */
+	struct loop *td_loop; /* NULL: not being torn down */
+	int td_timer;
+	pid_t del_pid; /* runsc delete, once started */
+	int del_pidfd;
+	unsigned td_waited; /* ms waited for runsc delete */
 };
 
 static int runsc_check(const char *path, struct appl_err *err)
@@ -115,14 +122,13 @@ static int state_dir_default(char *out, size_t len, struct appl_err *err)
 	return 0;
 }
 
-/* Run `runsc --root=ROOT [--rootless] ARGS...` and wait for it, bounded. */
-static int runsc_call(const char *runsc, const char *root, bool rootless, const char *a1,
-		      const char *a2)
+/* Start `runsc --root=ROOT [--rootless] A1 -force A2`. */
+static int runsc_spawn(const char *runsc, const char *root, bool rootless, const char *a1,
+		       const char *a2, pid_t *pid, int *pidfd)
 {
 	char rootarg[PATH_MAX + 8];
 	char *argv[8];
-	int n = 0, pidfd;
-	pid_t pid;
+	int n = 0;
 	struct proc_spec spec = {.path = runsc, .envp = runsc_env, .fds = {-1, -1, -1}};
 
 	if (appl_path_join(rootarg, sizeof(rootarg), "--root=", root, "") < 0)
@@ -136,7 +142,17 @@ static int runsc_call(const char *runsc, const char *root, bool rootless, const 
 	argv[n++] = (char *)a2;
 	argv[n] = NULL;
 	spec.argv = argv;
-	if (proc_spawn(&spec, &pid, &pidfd, NULL) < 0)
+	return proc_spawn(&spec, pid, pidfd, NULL);
+}
+
+/* Run `runsc --root=ROOT [--rootless] A1 -force A2` and wait for it, bounded. */
+static int runsc_call(const char *runsc, const char *root, bool rootless, const char *a1,
+		      const char *a2)
+{
+	int pidfd;
+	pid_t pid;
+
+	if (runsc_spawn(runsc, root, rootless, a1, a2, &pid, &pidfd) < 0)
 		return -1;
 	/* runsc waits for the sandbox process to vanish; orphaned, it is our
 	 * zombie, so reap such orphans while waiting. */
@@ -320,7 +336,7 @@ void sandbox_rt_close(struct sandbox_rt *rt)
 	if (!rt)
 		return;
 	while (rt->all)
-		sandbox_destroy(rt->all);
+		sandbox_destroy(rt->all); /* also finishes those torn down from a loop */
 	if (!rt->rootless && appl_path_join(cg, sizeof(cg), CGROUP_BASE "/", rt->name, "") == 0)
 		cgroups_remove(cg);
 	appl_tree_remove(rt->dir);
@@ -471,6 +487,7 @@ struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_pa
 	sb->rt = rt;
 	sb->pid = -1;
 	sb->pidfd = sb->fd_in = sb->fd_out = -1;
+	sb->td_timer = sb->del_pidfd = -1;
 	randombytes_buf(rnd, sizeof(rnd));
 	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
 	snprintf(sb->id, sizeof(sb->id), "cell-%lu-%s", ++rt->next, hex);
@@ -553,25 +570,11 @@ void sandbox_kill(struct sandbox *sb)
 		proc_kill_group(sb->pid);
 }
 
-void sandbox_destroy(struct sandbox *sb)
+/* The last of a teardown: nothing of the sandbox runs any more. */
+static void teardown_finish(struct sandbox *sb)
 {
-	struct sandbox_rt *rt;
-	char root[PATH_MAX + 8];
+	struct sandbox_rt *rt = sb->rt;
 
-	if (!sb)
-		return;
-	rt = sb->rt;
-	if (sb->pid > 0) {
-		/* runsc run and its gofer share its process group; the sandbox
-		 * process (its own session) dies with runsc run, which started
-		 * it attached. delete -force then clears what remains. */
-		proc_kill_group(sb->pid);
-		if (proc_wait_exit(sb->pidfd, RUNSC_EXIT_TIMEOUT_MS) != 1)
-			kill(sb->pid, SIGKILL);
-		proc_wait(sb->pid);
-		appl_path_join(root, sizeof(root), rt->dir, "/runsc", "");
-		runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
-	}
 	if (sb->cgroup[0])
 		cgroups_remove(sb->cgroup + 1);
 	if (sb->pidfd >= 0)
@@ -588,4 +591,166 @@ void sandbox_destroy(struct sandbox *sb)
 	if (sb->next)
 		sb->next->prev = sb->prev;
 	free(sb);
+}
+
+/* Stop watching: what is left of a loop teardown is done here and now. */
+static void teardown_unwatch(struct sandbox *sb)
+{
+	if (!sb->td_loop)
+		return;
+	if (sb->pidfd >= 0)
+		loop_del(sb->td_loop, sb->pidfd);
+	if (sb->del_pidfd >= 0)
+		loop_del(sb->td_loop, sb->del_pidfd);
+	if (sb->td_timer >= 0) {
+		loop_del(sb->td_loop, sb->td_timer);
+		close(sb->td_timer);
+		sb->td_timer = -1;
+	}
+	sb->td_loop = NULL;
+}
+
+void sandbox_destroy(struct sandbox *sb)
+{
+	struct sandbox_rt *rt;
+	char root[PATH_MAX + 8];
+
+	if (!sb)
+		return;
+	rt = sb->rt;
+	teardown_unwatch(sb);
+	if (sb->del_pid > 0) {
+		/* a loop teardown was waiting for runsc delete: finish it */
+		if (proc_wait_exit(sb->del_pidfd, RUNSC_DELETE_TIMEOUT_MS) != 1)
+			proc_kill_group(sb->del_pid);
+		proc_wait(sb->del_pid);
+		close(sb->del_pidfd);
+		sb->del_pid = 0;
+	} else if (sb->pid > 0) {
+		/* runsc run and its gofer share its process group; the sandbox
+		 * process (its own session) dies with runsc run, which started
+		 * it attached. delete -force then clears what remains. */
+		proc_kill_group(sb->pid);
+		if (proc_wait_exit(sb->pidfd, RUNSC_EXIT_TIMEOUT_MS) != 1)
+			kill(sb->pid, SIGKILL);
+		proc_wait(sb->pid);
+		appl_path_join(root, sizeof(root), rt->dir, "/runsc", "");
+		runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
+	}
+	teardown_finish(sb);
+}
+
+static void on_delete_exit(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	struct sandbox *sb = data;
+	(void)loop;
+	(void)fd;
+	(void)events;
+
+	teardown_unwatch(sb);
+	proc_wait(sb->del_pid);
+	close(sb->del_pidfd);
+	sb->del_pid = 0;
+	sb->del_pidfd = -1;
+	teardown_finish(sb);
+}
+
+/* runsc run has exited: reap it and start runsc delete. */
+static void teardown_delete(struct sandbox *sb)
+{
+	struct sandbox_rt *rt = sb->rt;
+	char root[PATH_MAX + 8];
+	struct loop *loop = sb->td_loop;
+
+	loop_del(loop, sb->pidfd);
+	proc_wait(sb->pid);
+	sb->pid = 0;
+	if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") < 0 ||
+	    runsc_spawn(rt->runsc, root, rt->rootless, "delete", sb->id, &sb->del_pid,
+			&sb->del_pidfd) < 0 ||
+	    loop_add(loop, sb->del_pidfd, EPOLLIN, on_delete_exit, sb, NULL) < 0) {
+		sandbox_destroy(sb); /* the slow way, as a last resort */
+		return;
+	}
+	/* runsc delete waits for the sandbox process, our zombie once orphaned:
+	 * the timer reaps orphans while it waits, and bounds the wait. */
+	sb->td_waited = 0;
+	loop_timer_arm(sb->td_timer, RUNSC_POLL_MS);
+}
+
+static void on_run_exit(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	(void)loop;
+	(void)fd;
+	(void)events;
+	teardown_delete(data);
+}
+
+static void on_teardown_timer(struct loop *loop, int fd, uint32_t events, void *data)
+{
+	struct sandbox *sb = data;
+	uint64_t ticks;
+	(void)loop;
+	(void)events;
+
+	if (read(fd, &ticks, sizeof(ticks)) != (ssize_t)sizeof(ticks))
+		return;
+	if (sb->del_pid <= 0) {
+		/* runsc run did not go within RUNSC_EXIT_TIMEOUT_MS */
+		kill(sb->pid, SIGKILL);
+		return;
+	}
+	proc_reap_orphans();
+	sb->td_waited += RUNSC_POLL_MS;
+	if (sb->td_waited >= RUNSC_DELETE_TIMEOUT_MS)
+		proc_kill_group(sb->del_pid);
+	else
+		loop_timer_arm(sb->td_timer, RUNSC_POLL_MS);
+}
+
+void sandbox_rt_settle(struct sandbox_rt *rt)
+{
+	struct sandbox *sb = rt ? rt->all : NULL, *next;
+
+	for (; sb; sb = next) {
+		next = sb->next;
+		if (sb->td_loop)
+			sandbox_destroy(sb);
+	}
+}
+
+void sandbox_destroy_async(struct sandbox *sb, struct loop *loop)
+{
+	if (!sb)
+		return;
+	if (sb->pid <= 0 || sb->td_loop) {
+		if (!sb->td_loop)
+			sandbox_destroy(sb);
+		return;
+	}
+	/* Nothing more is read from or written to it. */
+	if (sb->fd_in >= 0) {
+		close(sb->fd_in);
+		sb->fd_in = -1;
+	}
+	if (sb->fd_out >= 0) {
+		close(sb->fd_out);
+		sb->fd_out = -1;
+	}
+	proc_kill_group(sb->pid);
+	sb->td_timer = loop_timer_new(NULL);
+	if (sb->td_timer < 0 ||
+	    loop_add(loop, sb->td_timer, EPOLLIN, on_teardown_timer, sb, NULL) < 0) {
+		if (sb->td_timer >= 0)
+			close(sb->td_timer);
+		sb->td_timer = -1;
+		sandbox_destroy(sb);
+		return;
+	}
+	sb->td_loop = loop;
+	if (loop_add(loop, sb->pidfd, EPOLLIN, on_run_exit, sb, NULL) < 0) {
+		sandbox_destroy(sb);
+		return;
+	}
+	loop_timer_arm(sb->td_timer, RUNSC_EXIT_TIMEOUT_MS);
 }

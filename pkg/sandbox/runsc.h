@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "loop/loop.h"
 #include "sandbox/ociconfig.h"
 
 struct sandbox_rt;
@@ -66,5 +67,16 @@ void sandbox_kill(struct sandbox *sb);
 /* Kill the sandbox and everything of it, delete its runsc state, cgroups and
  * bundle, close its descriptors and free it. Safe on NULL. */
 void sandbox_destroy(struct sandbox *sb);
+
+/* Destroy sb without blocking loop: it is killed now, and the rest (reaping
+ * runsc, `runsc delete`, cgroups, the bundle) follows from loop as its
+ * processes exit. sb is gone for the caller at once. A teardown still under
+ * way when the runtime closes is finished by sandbox_rt_close, which must
+ * come before loop is freed. */
+void sandbox_destroy_async(struct sandbox *sb, struct loop *loop);
+
+/* Finish now every teardown of rt still under way from a loop (blocking):
+ * for an owner about to free that loop. */
+void sandbox_rt_settle(struct sandbox_rt *rt);
 
 #endif
