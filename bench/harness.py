@@ -78,6 +78,8 @@ P = {
     "gather_runs": env_int("BENCH_GATHER_RUNS", 3),
     "load_n": env_int("BENCH_LOAD_N", 200),          # row 8
     "load_clients": env_int("BENCH_LOAD_CLIENTS", 4),
+    # the policy default: 100 calls go 16 at a time
+    "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
     "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9"),
@@ -708,7 +710,7 @@ def row_direct(n, runs):
 def rows_tools(work, results):
     n = P["calls"]
     limits = {"pool": 2, "deadline_s": 300, "max_calls": min(10000, n + 10),
-              "concurrency": min(256, max(16, P["gather"]))}
+              "concurrency": P["gather_concurrency"]}
     m = Mcp(work, toy_policy(work, limits), "toy")
     try:
         if 6 in ROWS:

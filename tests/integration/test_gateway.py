@@ -686,6 +686,43 @@ def the_upstream_gets_only_the_environment_the_policy_names():
     assert set(got) <= {"PATH", "HOME", "LISTED_VAR"}, sorted(got)
 
 
+def stubs_argv(sig, *extra):
+    return [APPLIANCE, "stubs", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
+            "--state-dir", os.path.join(work(), "state"), *extra]
+
+
+@test
+def appliance_stubs_prints_what_a_role_sees():
+    sig = policy({"toy": toy_server()},
+                 {"toy.*": {"access": "read"}, "toy.write_note": {"access": "write"}},
+                 {"r": {"tools": ["toy.*"], "write": False},
+                  "w": {"tools": ["toy.*"], "write": True}}, "r")
+    r = subprocess.run(stubs_argv(sig), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    # the description, as run_python shows it to the client's role
+    assert out.startswith("# role: r\n"), out[:200]
+    assert "Run Python code in a fresh sandbox" in out
+    assert "toy.add(a: int, b: int)" in out
+    # every offered tool's stub, and each tool not offered with why
+    assert "# toy.add\nasync def add(*, a: int, b: int):" in out, out
+    assert "# not offered: toy.write_note: a write tool, and this client's role may only read" in out
+    assert "# not offered: toy.unsupported: its input schema cannot be checked (unsupported)" in out
+    assert "async def write_note" not in out
+    # another role's view
+    r = subprocess.run(stubs_argv(sig, "--role", "w"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# role: w\n")
+    assert "async def write_note(*, text: str):" in r.stdout
+    # a role the policy does not have; an abbreviated option
+    r = subprocess.run(stubs_argv(sig, "--role", "nobody"), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 1 and 'no role "nobody"' in r.stderr, (r.returncode, r.stderr)
+    assert r.stdout == ""
+    r = subprocess.run(stubs_argv(sig, "--ro", "w"), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "spelled out in full" in r.stderr, r.stderr
+
+
 if __name__ == "__main__":
     try:
         main()
