@@ -157,3 +157,43 @@ def runsc_pids_of(pid):
         if argv and argv[0].endswith(b"runsc") and b"run" in argv:
             found.append(k)
     return found
+
+
+def image_with_runner(runner_source, out_dir):
+    """A copy of the image whose /runner.py is runner_source: same packing,
+    new layer, config and manifest; returns its digest."""
+    import gzip
+    import hashlib
+    import io
+    import tarfile
+    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+        d = f.read().strip()[7:]
+    blobs = os.path.join(ROOT, "build", "image", "blobs", "sha256")
+    with open(os.path.join(blobs, d)) as f:
+        manifest = json.load(f)
+    src = os.path.join(blobs, manifest["layers"][0]["digest"][7:])
+    raw = io.BytesIO()
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(fileobj=raw, mode="w",
+                                                         format=tarfile.GNU_FORMAT) as tout:
+        for m in tin.getmembers():
+            if m.name in ("./runner.py", "runner.py"):
+                data = runner_source.encode()
+                m.size = len(data)
+                tout.addfile(m, io.BytesIO(data))
+            else:
+                tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
+    layer = gzip.compress(raw.getvalue(), mtime=0)
+    os.makedirs(os.path.join(out_dir, "blobs", "sha256"))
+
+    def put(data):
+        h = hashlib.sha256(data).hexdigest()
+        with open(os.path.join(out_dir, "blobs", "sha256", h), "wb") as f:
+            f.write(data)
+        return h
+    lh = put(layer)
+    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
+        "type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]}}).encode()
+    ch = put(config)
+    manifest["config"].update(digest="sha256:" + ch, size=len(config))
+    manifest["layers"][0].update(digest="sha256:" + lh, size=len(layer))
+    return "sha256:" + put(json.dumps(manifest).encode())

@@ -16,8 +16,8 @@ import subprocess
 import time
 
 from harness import main, test
-from cellkit import (ROOT, descendants, ensure_user, finish_cell, in_both_modes, ok_stdout,
-                     rootless_files, run_cell, start_cell)
+from cellkit import (ROOT, descendants, ensure_user, finish_cell, image_with_runner,
+                     in_both_modes, ok_stdout, rootless_files, run_cell, start_cell)
 
 
 def probe(code, mode, deadline=5, env=None):
@@ -641,46 +641,6 @@ def sigterm_destroys_the_sandbox(mode):
                 assert name.encode() not in f.read(), "runsc process %d left behind" % k
         except OSError:
             pass
-
-
-def image_with_runner(runner_source, out_dir):
-    """A copy of the image whose /runner.py is runner_source: same packing,
-    new layer, config and manifest; returns its digest."""
-    import gzip
-    import hashlib
-    import io
-    import tarfile
-    with open(os.path.join(ROOT, "build", "image.digest")) as f:
-        d = f.read().strip()[7:]
-    blobs = os.path.join(ROOT, "build", "image", "blobs", "sha256")
-    with open(os.path.join(blobs, d)) as f:
-        manifest = json.load(f)
-    src = os.path.join(blobs, manifest["layers"][0]["digest"][7:])
-    raw = io.BytesIO()
-    with tarfile.open(src, "r:gz") as tin, tarfile.open(fileobj=raw, mode="w",
-                                                         format=tarfile.GNU_FORMAT) as tout:
-        for m in tin.getmembers():
-            if m.name in ("./runner.py", "runner.py"):
-                data = runner_source.encode()
-                m.size = len(data)
-                tout.addfile(m, io.BytesIO(data))
-            else:
-                tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
-    layer = gzip.compress(raw.getvalue(), mtime=0)
-    os.makedirs(os.path.join(out_dir, "blobs", "sha256"))
-
-    def put(data):
-        h = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(out_dir, "blobs", "sha256", h), "wb") as f:
-            f.write(data)
-        return h
-    lh = put(layer)
-    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
-        "type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]}}).encode()
-    ch = put(config)
-    manifest["config"].update(digest="sha256:" + ch, size=len(config))
-    manifest["layers"][0].update(digest="sha256:" + lh, size=len(layer))
-    return "sha256:" + put(json.dumps(manifest).encode())
 
 
 @test

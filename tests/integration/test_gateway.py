@@ -24,7 +24,8 @@ import threading
 import time
 
 from harness import main, test
-from cellkit import APPLIANCE, ROOT, digest
+from policykit import Signer
+from cellkit import ROOT
 
 CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
 TOY = os.path.join(ROOT, "build", "toy-server")
@@ -34,21 +35,12 @@ FILESYSTEM = os.path.join(MODULES, "server-filesystem", "dist", "index.js")
 
 # ---- policies ------------------------------------------------------------------
 
-_work = None
-_serial = [100]
+_kit = Signer("appliance-gateway-test.")
 
 
 def work():
     """A private directory with a trust dir and a signing key (made once)."""
-    global _work
-    if _work is None:
-        _work = tempfile.mkdtemp(prefix="appliance-gateway-test.")
-        os.chmod(_work, 0o755)
-        os.mkdir(os.path.join(_work, "trusted.d"), 0o755)
-        subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(_work, "trusted.d", "k.pub"),
-                        "--secret", os.path.join(_work, "k.key")], check=True,
-                       capture_output=True)
-    return _work
+    return _kit.dir()
 
 
 def node():
@@ -79,18 +71,8 @@ def everything_server(env=None):
 def policy(servers, tools, roles, role, limits=None):
     """A freshly signed policy (serial above every earlier one) whose stdio
     client gets role."""
-    _serial[0] += 1
-    path = os.path.join(work(), "p%d.json" % _serial[0])
-    doc = {"policy_version": 1, "serial": _serial[0], "expires": "2099-01-01T00:00:00Z",
-           "image": {"layout": os.path.join(ROOT, "build", "image"), "digest": digest()},
-           "limits": dict({"deadline_s": 30}, **(limits or {})),
-           "servers": servers, "tools": tools, "roles": roles,
-           "clients": {"default_role": role}}
-    with open(path, "w") as f:
-        json.dump(doc, f)
-    subprocess.run([APPLIANCE, "sign", "--secret", os.path.join(work(), "k.key"), path],
-                   check=True, capture_output=True)
-    return path + ".sig"
+    return _kit.policy(dict({"deadline_s": 30}, **(limits or {})), servers=servers, tools=tools,
+                       roles=roles, clients={"default_role": role})
 
 
 def toy_policy(role_tools=("toy.*",), write=False, limits=None, args=()):
@@ -102,8 +84,7 @@ def toy_policy(role_tools=("toy.*",), write=False, limits=None, args=()):
 
 
 def run_argv(sig):
-    return [APPLIANCE, "run", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
-            "--state-dir", os.path.join(work(), "state")]
+    return _kit.argv(sig)
 
 
 def code(src):
@@ -687,8 +668,7 @@ def the_upstream_gets_only_the_environment_the_policy_names():
 
 
 def stubs_argv(sig, *extra):
-    return [APPLIANCE, "stubs", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
-            "--state-dir", os.path.join(work(), "state"), *extra]
+    return _kit.argv(sig, "stubs") + list(extra)
 
 
 @test
@@ -727,5 +707,4 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        if _work:
-            shutil.rmtree(_work, True)
+        _kit.cleanup()

@@ -17,7 +17,6 @@ import os
 import queue
 import re
 import secrets
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -25,42 +24,20 @@ import threading
 import time
 
 from harness import main, test
-from cellkit import APPLIANCE, ROOT, descendants, digest, runsc_pids_of
+from policykit import Signer
+from cellkit import APPLIANCE, ROOT, descendants, image_with_runner, runsc_pids_of
 
-# ---- helpers (copied from test_run.py: importing it would register its tests)
-
-_work = None
+_kit = Signer("appliance-pool-test.")
 
 
 def work():
-    global _work
-    if _work is None:
-        _work = tempfile.mkdtemp(prefix="appliance-pool-test.")
-        os.chmod(_work, 0o755)
-        os.mkdir(os.path.join(_work, "trusted.d"), 0o755)
-        subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(_work, "trusted.d", "k.pub"),
-                        "--secret", os.path.join(_work, "k.key")], check=True,
-                       capture_output=True)
-    return _work
-
-
-_serial = [100]
+    return _kit.dir()
 
 
 def policy(limits=None, image=None):
     """A freshly signed policy with a serial above every earlier one; image is
     (layout, digest), the built image by default."""
-    _serial[0] += 1
-    path = os.path.join(work(), "p%d.json" % _serial[0])
-    layout, dig = image or (os.path.join(ROOT, "build", "image"), digest())
-    doc = {"policy_version": 1, "serial": _serial[0], "expires": "2099-01-01T00:00:00Z",
-           "image": {"layout": layout, "digest": dig},
-           "limits": dict({"deadline_s": 20}, **(limits or {}))}
-    with open(path, "w") as f:
-        json.dump(doc, f)
-    subprocess.run([APPLIANCE, "sign", "--secret", os.path.join(work(), "k.key"), path],
-                   check=True, capture_output=True)
-    return path + ".sig"
+    return _kit.policy(limits, image=image)
 
 
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
@@ -83,9 +60,7 @@ class Appliance:
         self.errpath = os.path.join(self.runtime + ".stderr")
         self.errfile = open(self.errpath, "wb")
         self.p = subprocess.Popen(
-            [APPLIANCE, "run", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
-             "--state-dir", os.path.join(work(), "state"), "--runtime-dir", self.runtime]
-            + list(extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile)
+            _kit.argv(sig) + ["--runtime-dir", self.runtime] + list(extra), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.errfile)
         self.pid = self.p.pid
         self.started = time.time()
         self.answers = queue.Queue()
@@ -482,47 +457,6 @@ def a_burst_larger_than_the_pool_completes_within_the_deadlines():
         assert app.close() == 0
 
 
-def image_with_runner(runner_source, out_dir):
-    """A copy of the image whose /runner.py is runner_source: same packing,
-    new layer, config and manifest; returns its digest (from
-    test_containment.py)."""
-    import gzip
-    import hashlib
-    import io
-    import tarfile
-    with open(os.path.join(ROOT, "build", "image.digest")) as f:
-        d = f.read().strip()[7:]
-    blobs = os.path.join(ROOT, "build", "image", "blobs", "sha256")
-    with open(os.path.join(blobs, d)) as f:
-        manifest = json.load(f)
-    src = os.path.join(blobs, manifest["layers"][0]["digest"][7:])
-    raw = io.BytesIO()
-    with tarfile.open(src, "r:gz") as tin, tarfile.open(fileobj=raw, mode="w",
-                                                         format=tarfile.GNU_FORMAT) as tout:
-        for m in tin.getmembers():
-            if m.name in ("./runner.py", "runner.py"):
-                data = runner_source.encode()
-                m.size = len(data)
-                tout.addfile(m, io.BytesIO(data))
-            else:
-                tout.addfile(m, tin.extractfile(m) if m.isfile() else None)
-    layer = gzip.compress(raw.getvalue(), mtime=0)
-    os.makedirs(os.path.join(out_dir, "blobs", "sha256"))
-
-    def put(data):
-        h = hashlib.sha256(data).hexdigest()
-        with open(os.path.join(out_dir, "blobs", "sha256", h), "wb") as f:
-            f.write(data)
-        return h
-    lh = put(layer)
-    config = json.dumps({"architecture": "amd64", "os": "linux", "rootfs": {
-        "type": "layers", "diff_ids": ["sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()]}}).encode()
-    ch = put(config)
-    manifest["config"].update(digest="sha256:" + ch, size=len(config))
-    manifest["layers"][0].update(digest="sha256:" + lh, size=len(layer))
-    return "sha256:" + put(json.dumps(manifest).encode())
-
-
 BOOT_FAILED = re.compile(r"appliance: pool: a warm sandbox failed to boot \((\d+) in a row\): "
                          r"(.*); next try in (\d+) ms")
 
@@ -591,5 +525,4 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        if _work:
-            shutil.rmtree(_work, True)
+        _kit.cleanup()

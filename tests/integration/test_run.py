@@ -4,51 +4,28 @@ lines, with policies signed for the test."""
 
 import json
 import os
-import shutil
 import subprocess
-import tempfile
 import time
 
 from harness import main, test
-from cellkit import APPLIANCE, ROOT, digest, runsc_pids_of
+from cellkit import APPLIANCE, ROOT, runsc_pids_of
+from policykit import Signer
 
-_work = None
+_kit = Signer("appliance-run-test.")
 CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
 
 
 def work():
-    global _work
-    if _work is None:
-        _work = tempfile.mkdtemp(prefix="appliance-run-test.")
-        os.chmod(_work, 0o755)
-        os.mkdir(os.path.join(_work, "trusted.d"), 0o755)
-        subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(_work, "trusted.d", "k.pub"),
-                        "--secret", os.path.join(_work, "k.key")], check=True,
-                       capture_output=True)
-    return _work
-
-
-_serial = [100]
+    return _kit.dir()
 
 
 def policy(limits=None, expires="2099-01-01T00:00:00Z", extra=None):
     """A freshly signed policy with a serial above every earlier one."""
-    _serial[0] += 1
-    path = os.path.join(work(), "p%d.json" % _serial[0])
-    doc = {"policy_version": 1, "serial": _serial[0], "expires": expires,
-           "image": {"layout": os.path.join(ROOT, "build", "image"), "digest": digest()},
-           "limits": dict({"deadline_s": 20}, **(limits or {}))}
-    doc.update(extra or {})
-    with open(path, "w") as f:
-        json.dump(doc, f)
-    subprocess.run([APPLIANCE, "sign", "--secret", os.path.join(work(), "k.key"), path],
-                   check=True, capture_output=True)
-    return path + ".sig"
+    return _kit.policy(limits, expires=expires, **(extra or {}))
 
 
 def run_argv(sig):
-    return [APPLIANCE, "run", "--policy", sig, "--trust-dir", os.path.join(work(), "trusted.d"),
-            "--state-dir", os.path.join(work(), "state")]
+    return _kit.argv(sig)
 
 
 def sdk(sig, calls, timeout=120):
@@ -292,5 +269,4 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        if _work:
-            shutil.rmtree(_work, True)
+        _kit.cleanup()

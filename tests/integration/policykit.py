@@ -1,0 +1,65 @@
+"""policykit.py: signed policies for the integration tests that start the
+real appliance: a root-owned scratch directory with a trust directory and a
+key, policies signed with rising serials, and the argv of `appliance run`.
+
+Each test file makes its own Signer, so their serials and state never mix.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+from cellkit import APPLIANCE, ROOT, digest
+
+
+class Signer:
+    def __init__(self, prefix):
+        self.prefix = prefix
+        self.serial = 100
+        self._dir = None
+
+    def dir(self):
+        """The scratch directory (made on first use): trusted.d/k.pub, k.key."""
+        if self._dir is None:
+            d = tempfile.mkdtemp(prefix=self.prefix)
+            os.chmod(d, 0o755)
+            os.mkdir(os.path.join(d, "trusted.d"), 0o755)
+            subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(d, "trusted.d", "k.pub"),
+                            "--secret", os.path.join(d, "k.key")], check=True,
+                           capture_output=True)
+            self._dir = d
+        return self._dir
+
+    def sign(self, doc):
+        """Write doc (its serial set above every earlier one) and sign it;
+        returns the signature's path."""
+        self.serial += 1
+        doc = dict(doc, serial=self.serial)
+        path = os.path.join(self.dir(), "p%d.json" % self.serial)
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        subprocess.run([APPLIANCE, "sign", "--secret", os.path.join(self.dir(), "k.key"), path],
+                       check=True, capture_output=True)
+        return path + ".sig"
+
+    def policy(self, limits=None, image=None, expires="2099-01-01T00:00:00Z", **extra):
+        """A signed policy of the built image (or image = (layout, digest)),
+        deadline 20 s unless limits say otherwise, and extra top-level keys."""
+        layout, dig = image or (os.path.join(ROOT, "build", "image"), digest())
+        doc = {"policy_version": 1, "expires": expires,
+               "image": {"layout": layout, "digest": dig},
+               "limits": dict({"deadline_s": 20}, **(limits or {}))}
+        doc.update(extra)
+        return self.sign(doc)
+
+    def argv(self, sig, command="run"):
+        """`appliance COMMAND --policy sig` with this directory's trust and state."""
+        return [APPLIANCE, command, "--policy", sig,
+                "--trust-dir", os.path.join(self.dir(), "trusted.d"),
+                "--state-dir", os.path.join(self.dir(), "state")]
+
+    def cleanup(self):
+        if self._dir:
+            shutil.rmtree(self._dir, True)
