@@ -17,6 +17,7 @@ import os
 import queue
 import re
 import secrets
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -25,7 +26,8 @@ import time
 
 from harness import main, test
 from policykit import Signer
-from cellkit import APPLIANCE, ROOT, descendants, image_with_runner, runsc_pids_of
+from cellkit import (APPLIANCE, ROOT, descendants, digest, ensure_user, image_with_runner,
+                     rootless_files, runsc_pids_of)
 
 _kit = Signer("appliance-pool-test.")
 
@@ -519,6 +521,74 @@ def pool_zero_never_boots_ahead():
         assert runsc_pids_of(app.pid) == []
         assert app.bundles() == []
         assert app.close() == 0
+
+
+@test
+def a_rootless_appliance_pools_sandboxes_and_calls_tools():
+    """The weaker mode end to end: an ordinary user runs `appliance run` with a
+    pool and an upstream server; warm cells call tools; nothing is left."""
+    app, layout = rootless_files()
+    toy = os.path.join(os.path.dirname(app), "toy-server")
+    if not os.path.exists(toy):
+        subprocess.run(["install", "-m", "0755", os.path.join(ROOT, "build", "toy-server"), toy],
+                       check=True)
+    user = ensure_user()
+    home = tempfile.mkdtemp(prefix="appliance-rootless-run.")
+    os.chown(home, user.pw_uid, user.pw_gid)
+    sig = _kit.policy({"pool": 1, "deadline_s": 30}, image=(layout, digest()),
+                      runtime={"rootless": True}, servers={"toy": {"command": [toy]}},
+                      tools={"toy.*": {"access": "read"}},
+                      roles={"r": {"tools": ["toy.*"], "write": False}},
+                      clients={"default_role": "r"})
+    argv = [app] + _kit.argv(sig)[1:]
+    argv[argv.index("--state-dir") + 1] = os.path.join(home, "state")
+    runtime = os.path.join(home, "rt")
+    p = subprocess.Popen(argv + ["--runtime-dir", runtime, "--cache", os.path.join(home, "cache")],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd="/", env={"PATH": "/usr/bin:/bin",
+                                                               "HOME": user.pw_dir},
+                         user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+    try:
+        def send(m):
+            p.stdin.write(json.dumps(m).encode() + b"\n")
+            p.stdin.flush()
+        send(INIT)
+        send(INITIALIZED)
+        assert json.loads(p.stdout.readline())["id"] == 0
+        deadline = time.time() + 30
+        while len(runsc_pids_of(p.pid)) < 1 and time.time() < deadline:
+            time.sleep(0.2)
+        assert runsc_pids_of(p.pid), "no pooled sandbox"
+        for pid in runsc_pids_of(p.pid):
+            with open("/proc/%d/status" % pid) as f:
+                uid = [line.split()[1] for line in f if line.startswith("Uid:")][0]
+            assert int(uid) == user.pw_uid, "runsc runs as uid %s" % uid
+        time.sleep(2)  # the pooled runner's warm-up
+        for i in (1, 2):
+            send(call(i, "import asyncio\n"
+                         "print(await asyncio.gather(toy.add(a=%d, b=1), toy.echo(text='e')))\n"
+                         "try:\n    await toy.write_note(text='n')\n"
+                         "except AttributeError:\n    print('no write_note')" % i))
+            a = json.loads(p.stdout.readline())
+            sc = a["result"]["structuredContent"]
+            assert a["id"] == i and sc["error"] is None, a
+            assert sc["stdout"] == "[{'sum': %d}, 'e']\nno write_note\n" % (i + 1), sc
+            time.sleep(2)  # the pool refills
+        below = descendants(p.pid)
+        assert len(below) >= 3, below  # the toy server, a pooled runsc and its children
+        p.stdin.close()
+        assert p.wait(timeout=20) == 0, p.stderr.read().decode()
+        deadline = time.time() + 5  # a zombie of init's may take a moment
+        while [k for k in below if os.path.exists("/proc/%d" % k)] and time.time() < deadline:
+            time.sleep(0.1)
+        alive = [k for k in below if os.path.exists("/proc/%d" % k)]
+        assert alive == [], "left behind: %s" % alive
+        assert os.listdir(runtime) == [], os.listdir(runtime)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        shutil.rmtree(home, True)
 
 
 if __name__ == "__main__":
