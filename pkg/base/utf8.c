@@ -1,6 +1,8 @@
 /* utf8.c: the strict UTF-8 decoder (see utf8.h). */
 #include "base/utf8.h"
 
+#include <string.h>
+
 size_t appl_utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp)
 {
 	uint32_t c = s[0], v;
@@ -41,4 +43,16 @@ size_t appl_utf8_prefix(const char *s, size_t len)
 	while (i < len && (n = appl_utf8_decode((const unsigned char *)s + i, len - i, NULL)))
 		i += n;
 	return i;
+}
+
+size_t appl_utf8_boundary(const char *s, size_t n)
+{
+	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+		n--;
+	return n;
+}
+
+void appl_utf8_trim(char *s)
+{
+	s[appl_utf8_prefix(s, strlen(s))] = '\0';
 }

@@ -13,8 +13,18 @@
  * and sequences cut by the end are invalid. avail must be at least 1. */
 size_t appl_utf8_decode(const unsigned char *s, size_t avail, uint32_t *cp);
 
-/* The bytes of the longest prefix of s[0..len) that is valid UTF-8: where a
- * text cut at a byte count should end so no character is left in halves. */
+/* The bytes of the longest prefix of s[0..len) that is valid UTF-8 (len
+ * when all of it is). */
 size_t appl_utf8_prefix(const char *s, size_t len);
+
+/* Where a text cut to at most n bytes should end: n, moved back to the start
+ * of the character s[n] continues, so no character is left in halves.
+ * s[n] must be readable (n less than the text's length). */
+size_t appl_utf8_boundary(const char *s, size_t n);
+
+/* Cut NUL-terminated s at its first byte that starts no valid character,
+ * such as a character snprintf cut in halves at a byte count: what is left
+ * can become a JSON string. */
+void appl_utf8_trim(char *s);
 
 #endif

@@ -23,8 +23,7 @@ static int say(char *msg, size_t cap, int rc, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, cap, fmt, ap);
 	va_end(ap);
-	/* A cut may have split a character: end before it. */
-	msg[appl_utf8_prefix(msg, strlen(msg))] = '\0';
+	appl_utf8_trim(msg); /* a cut may have split a character */
 	return rc;
 }
 
@@ -35,9 +34,7 @@ static const char *quote(const char *s, char *out, size_t cap)
 
 	if (n < cap && n <= QUOTE_MAX)
 		return s;
-	n = QUOTE_MAX < cap - 4 ? QUOTE_MAX : cap - 4;
-	while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
-		n--;
+	n = appl_utf8_boundary(s, QUOTE_MAX < cap - 4 ? QUOTE_MAX : cap - 4);
 	memcpy(out, s, n);
 	memcpy(out + n, "...", 4);
 	return out;

@@ -89,8 +89,9 @@ static void refuse(struct bridge_run *r, json_int_t id, struct say s, const char
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 
-	snprintf(msg, sizeof(msg), "%s%s%s%s", s.before, tool, s.after, detail ? detail : "");
-	msg[appl_utf8_prefix(msg, strlen(msg))] = '\0';
+	if (snprintf(msg, sizeof(msg), "%s%s%s%s", s.before, tool, s.after, detail ? detail : "") >=
+	    (int)sizeof(msg))
+		appl_utf8_trim(msg); /* the cut may have split a character */
 	r->ops.refuse(r->data, id, msg);
 }
 

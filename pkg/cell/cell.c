@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/utf8.h"
 #include "cell/proto.h"
 
 #define CELL_READ_ROUNDS 16 /* blocks read per wakeup */
@@ -72,9 +73,7 @@ static void stdout_keep(struct cell *c, const char *s, size_t len)
 	size_t room = c->lim.max_output - c->stdout_len;
 
 	if (len > room) {
-		while (room > 0 && ((unsigned char)s[room] & 0xC0) == 0x80)
-			room--;
-		len = room;
+		len = appl_utf8_boundary(s, room);
 		c->truncated = true;
 	}
 	memcpy(c->stdout_buf + c->stdout_len, s, len);

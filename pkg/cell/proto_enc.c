@@ -4,6 +4,7 @@
  * pasting, so no code, tool text or error message can break out of its
  * string and add a field or a line of its own.
  */
+#include "base/utf8.h"
 #include "cell/proto.h"
 
 #include <errno.h>
@@ -411,10 +412,8 @@ int cell_proto_error_encode(json_int_t id, const char *msg, size_t msg_len, char
 		return appl_err_set(err, -EINVAL, "result for a negative call id");
 	if (!msg && msg_len)
 		return appl_err_set(err, -EINVAL, "error message missing");
-	/* Cut at a character boundary: back off continuation bytes. */
 	if (n < msg_len)
-		while (n > 0 && ((unsigned char)msg[n] & 0xC0) == 0x80)
-			n--;
+		n = appl_utf8_boundary(msg, n); /* cut at a character */
 	if (n)
 		memcpy(buf, msg, n);
 	for (size_t i = 0; i < n; i++)

@@ -176,6 +176,5 @@ void schema_path_pop(struct vc *vc);
 int schema_num_cmp(const json_t *a, const json_t *b);
 void schema_num_show(char *out, size_t outsz, const json_t *v);
 void schema_shown(char *out, size_t outsz, const char *s, size_t max);
-void schema_utf8_trim(char *s);
 
 #endif

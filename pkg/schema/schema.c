@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "json/json.h"
+#include "base/utf8.h"
 #include "schema/internal.h"
 
 /* Base URI of a document without "$id": hierarchical, so relative references
@@ -38,14 +39,14 @@ int schema_cc_fail(struct cc *cc, int code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	schema_utf8_trim(msg);
+	appl_utf8_trim(msg);
 	cc->rc = code;
 	appl_err_set(cc->err, code, "schema at %s: %s", cc->where_len ? cc->where : "(root)", msg);
 	/* Cut to what a ToolError may carry, and still UTF-8 so it can travel
 	 * as a JSON string. */
 	if (cc->err) {
 		cc->err->msg[APPL_TOOL_ERROR_MAX] = '\0';
-		schema_utf8_trim(cc->err->msg);
+		appl_utf8_trim(cc->err->msg);
 	}
 	return code;
 }
@@ -60,7 +61,7 @@ size_t schema_where_push(struct cc *cc, const char *key)
 	schema_shown(shown, sizeof(shown), key, APPL_SCHEMA_NAME_SHOWN_MAX);
 	/* A deep location is cut, not overflowed: it only feeds messages. */
 	snprintf(cc->where + cc->where_len, sizeof(cc->where) - cc->where_len, "/%s", shown);
-	schema_utf8_trim(cc->where);
+	appl_utf8_trim(cc->where);
 	cc->where_len = strlen(cc->where);
 	return mark;
 }

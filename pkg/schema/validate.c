@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/utf8.h"
 #include "schema/internal.h"
 
 unsigned schema_type_of(const json_t *v)
@@ -63,24 +64,6 @@ void schema_num_show(char *out, size_t outsz, const json_t *v)
 		snprintf(out, outsz, "%.17g", json_real_value(v));
 }
 
-/* Length of the UTF-8 sequence led by c (1 for a stray byte). */
-static size_t utf8_seq(unsigned char c)
-{
-	return c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
-}
-
-/* Cut s (NUL-terminated) so it does not end inside a UTF-8 sequence: the
- * message becomes a JSON string, and jansson refuses invalid UTF-8. */
-void schema_utf8_trim(char *s)
-{
-	size_t len = strlen(s), i = len;
-
-	while (i > 0 && ((unsigned char)s[i - 1] & 0xc0) == 0x80)
-		i--;
-	if (i > 0 && len - (i - 1) < utf8_seq((unsigned char)s[i - 1]))
-		s[i - 1] = '\0';
-}
-
 void schema_shown(char *out, size_t outsz, const char *s, size_t max)
 {
 	size_t len = strlen(s), n = len < max ? len : max;
@@ -94,7 +77,7 @@ void schema_shown(char *out, size_t outsz, const char *s, size_t max)
 		n = outsz - 4;
 	memcpy(out, s, n);
 	out[n] = '\0';
-	schema_utf8_trim(out);
+	appl_utf8_trim(out);
 	if (n < len)
 		memcpy(out + strlen(out), "...", 4);
 }
@@ -195,7 +178,7 @@ int schema_fail(struct vc *vc, const char *kw, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	schema_utf8_trim(msg);
+	appl_utf8_trim(msg);
 	path_render(vc, path, sizeof(path));
 	line[0] = '\0';
 	line_put(line, sizeof(line), path);
@@ -205,7 +188,7 @@ int schema_fail(struct vc *vc, const char *kw, const char *fmt, ...)
 		line_put(line, sizeof(line), ": ");
 	}
 	line_put(line, sizeof(line), msg);
-	schema_utf8_trim(line);
+	appl_utf8_trim(line);
 	appl_err_set(vc->err, -EINVAL, "%s", line);
 	return 0;
 }
