@@ -332,21 +332,16 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 		return err->code;
 	/* A warm sandbox when one is ready, else one booted for this run. */
 	r->cell = pool_take(gw->pool);
-	if (r->cell && cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(gw->cat),
-				&gw->cell_lim, &hooks, r->arrival, err) < 0) {
+	if (!r->cell) {
+		if (!(sb = sandbox_start(gw->rt, &gw->oci, err)) ||
+		    !(r->cell = cell_boot(gw->loop, sb, &gw->cell_lim, NULL, err)))
+			return err->code;
+	}
+	if (cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(gw->cat),
+		     &gw->cell_lim, &hooks, r->arrival, err) < 0) {
 		cell_free(r->cell);
 		r->cell = NULL;
 		return err->code;
-	}
-	if (!r->cell) {
-		sb = sandbox_start(gw->rt, &gw->oci, err);
-		if (!sb)
-			return err->code;
-		r->cell = cell_start(gw->loop, sb, r->code, r->code_len,
-				     bridge_catalog_runner_tools(gw->cat), &gw->cell_lim, &hooks,
-				     r->arrival, err);
-		if (!r->cell)
-			return err->code;
 	}
 	gw->running++;
 	gw->waiting--;

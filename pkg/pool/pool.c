@@ -203,34 +203,6 @@ struct cell *pool_take(struct pool *p)
 	return NULL;
 }
 
-unsigned pool_ready(const struct pool *p)
-{
-	unsigned n = 0;
-
-	for (const struct slot *s = p ? p->slots : NULL; s; s = s->next)
-		n += s->ready && !s->dead;
-	return n;
-}
-
-unsigned pool_booting(const struct pool *p)
-{
-	unsigned n = 0;
-
-	for (const struct slot *s = p ? p->slots : NULL; s; s = s->next)
-		n += !s->ready && !s->dead;
-	return n;
-}
-
-unsigned pool_failures(const struct pool *p)
-{
-	return p->failures;
-}
-
-uint64_t pool_retry_at(const struct pool *p)
-{
-	return p->retry_at;
-}
-
 void pool_free(struct pool *p)
 {
 	if (!p)

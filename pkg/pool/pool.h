@@ -15,8 +15,6 @@
 #ifndef APPL_POOL_POOL_H
 #define APPL_POOL_POOL_H
 
-#include <stdint.h>
-
 #include "base/err.h"
 #include "cell/cell.h"
 #include "loop/loop.h"
@@ -44,14 +42,6 @@ void pool_fill(struct pool *p);
 /* pool_fill, but only when a sandbox of the pool died since the last one:
  * for every loop round. */
 void pool_tend(struct pool *p);
-
-unsigned pool_ready(const struct pool *p);
-unsigned pool_booting(const struct pool *p);
-
-/* Boots that failed in a row (0 after a success), and when the next may
- * start (loop_now_ms time; 0 when none waits). */
-unsigned pool_failures(const struct pool *p);
-uint64_t pool_retry_at(const struct pool *p);
 
 /* Destroy every sandbox held. Safe on NULL. */
 void pool_free(struct pool *p);
