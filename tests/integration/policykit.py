@@ -1,6 +1,7 @@
 """policykit.py: signed policies for the integration tests that start the
 real appliance: a root-owned scratch directory with a trust directory and a
-key, policies signed with rising serials, and the argv of `appliance run`.
+key, policies signed with rising serials, the argv of `appliance run`, and
+the raw MCP messages those tests send.
 
 Each test file makes its own Signer, so their serials and state never mix.
 """
@@ -12,6 +13,17 @@ import subprocess
 import tempfile
 
 from cellkit import APPLIANCE, ROOT, digest
+
+INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "0"}}}
+INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+
+
+def call(i, src):
+    """tools/call of run_python with code src, as request id i."""
+    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": src}}}
 
 
 class Signer:

@@ -25,7 +25,7 @@ import threading
 import time
 
 from harness import main, test
-from policykit import Signer
+from policykit import INIT, INITIALIZED, Signer, call
 from cellkit import (APPLIANCE, ROOT, descendants, digest, ensure_user, image_with_runner,
                      rootless_files, runsc_pids_of)
 
@@ -40,17 +40,6 @@ def policy(limits=None, image=None):
     """A freshly signed policy with a serial above every earlier one; image is
     (layout, digest), the built image by default."""
     return _kit.policy(limits, image=image)
-
-
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "0"}}}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def call(i, src):
-    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-            "params": {"name": "run_python", "arguments": {"code": src}}}
 
 
 class Appliance:

@@ -9,7 +9,7 @@ import time
 
 from harness import main, test
 from cellkit import APPLIANCE, ROOT, runsc_pids_of
-from policykit import Signer
+from policykit import INIT, INITIALIZED, Signer, call
 
 _kit = Signer("appliance-run-test.")
 CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
@@ -88,17 +88,6 @@ def raw_session(sig, lines, wait=0.0, read_until=None, timeout=60):
     p.stdout.close()
     p.stderr.close()
     return answers, p
-
-
-INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                   "clientInfo": {"name": "raw", "version": "0"}}}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def call(i, src):
-    return {"jsonrpc": "2.0", "id": i, "method": "tools/call",
-            "params": {"name": "run_python", "arguments": {"code": src}}}
 
 
 def by_id(answers):
