@@ -12,7 +12,7 @@
  * Prints "schema-suite: N passed, N failed, N excluded"; exits non-zero when
  * any case failed. Run from the top of the repository:
  *
- *   SCHEMA_SUITE_DIR        default ../shared/testdata/json-schema-test-suite
+ *   SCHEMA_SUITE_DIR        default tests/data/json-schema-test-suite
  *   SCHEMA_SUITE_EXCLUSIONS default tests/data/schema-suite-exclusions.txt
  *   SCHEMA_SUITE_VERBOSE=1  print every case
  */
@@ -260,7 +260,7 @@ int main(void)
 	struct run run = {0};
 	int rc = 0;
 
-	dir = dir && *dir ? dir : "../shared/testdata/json-schema-test-suite";
+	dir = dir && *dir ? dir : "tests/data/json-schema-test-suite";
 	exf = exf && *exf ? exf : "tests/data/schema-suite-exclusions.txt";
 	run.verbose = verbose && *verbose && strcmp(verbose, "0");
 	if (exclusions_load(&run, exf) < 0)
