@@ -88,6 +88,15 @@ static int parse_done(json_t *root, struct cell_msg *msg, struct appl_err *err)
 	if (json_is_string(error) && json_string_length(error) > APPL_RUNNER_ERROR_MAX)
 		return appl_err_set(err, -EINVAL, "done.error is %zu bytes, more than %u",
 				    json_string_length(error), APPL_RUNNER_ERROR_MAX);
+	/* The runner sends a result only when the code did not raise, and
+	 * never one deeper than its own cap for values: anything else is a
+	 * forged line, and the client must not get both or a value the
+	 * runner itself could not have made. */
+	if (json_is_string(error) && !json_is_null(result))
+		return appl_err_set(err, -EINVAL, "done carries both an error and a result");
+	if (!appl_json_depth_within(result, APPL_RUNNER_VALUE_DEPTH_MAX))
+		return appl_err_set(err, -EINVAL, "done.result nests deeper than %u levels",
+				    APPL_RUNNER_VALUE_DEPTH_MAX);
 	msg->u.done.error = json_is_string(error) ? json_incref(error) : NULL;
 	msg->u.done.result = json_incref(result);
 	return 0;
@@ -301,7 +310,7 @@ void cell_proto_state_free(struct cell_proto_state *st)
 static int state_fail(struct cell_proto_state *st, struct appl_err *err, const char *why)
 {
 	st->phase = CELL_PHASE_FAILED;
-	return appl_err_set(err, -EINVAL, "protocol violation: %s", why);
+	return appl_err_set(err, -EINVAL, "%s", why);
 }
 
 int cell_proto_state_cell_sent(struct cell_proto_state *st, struct appl_err *err)
@@ -317,7 +326,7 @@ static int call_id_check(struct cell_proto_state *st, json_int_t id, struct appl
 	if (id <= st->last_id) {
 		st->phase = CELL_PHASE_FAILED;
 		return appl_err_set(err, -EINVAL,
-				    "protocol violation: call id %lld reused or out of order "
+				    "call id %lld reused or out of order "
 				    "(the last was %lld)",
 				    (long long)id, (long long)st->last_id);
 	}
@@ -332,7 +341,7 @@ int cell_proto_state_feed(struct cell_proto_state *st, const struct cell_msg *ms
 	const struct transition *tr;
 
 	if (st->phase == CELL_PHASE_FAILED)
-		return appl_err_set(err, -EINVAL, "protocol violation: already failed");
+		return appl_err_set(err, -EINVAL, "already failed");
 	if (msg->type <= CELL_MSG_NONE || msg->type >= CELL_MSG_TYPES)
 		return state_fail(st, err, "not a parsed message");
 	tr = &transitions[st->phase][msg->type];

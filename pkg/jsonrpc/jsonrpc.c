@@ -115,7 +115,9 @@ static int response_check(struct jsonrpc_msg *msg, struct appl_err *err)
 
 	if (json_object_get(root, "params"))
 		return appl_err_set(err, -EINVAL, "params without a method");
-	if (!result == !error)
+	if (result && error)
+		return appl_err_set(err, -EINVAL, "a response carries both result and error");
+	if (!result && !error)
 		return appl_err_set(err, -EINVAL, "a message needs a method, a result or an error");
 	if (!id)
 		return appl_err_set(err, -EINVAL, "a response needs an id");

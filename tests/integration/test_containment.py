@@ -514,11 +514,18 @@ def protocol_violations_end_the_run(mode):
         "endless_line": b"x" * (200 * 1024),
         "unknown_type": b'{"t":"exec","cmd":"id"}\n',
         "extra_field": b'{"t":"out","data":"x","evil":1}\n',
+        # what the runner never sends: a result beside an error, a value
+        # deeper than its own cap of 32 levels
+        "done_error_and_result": b'{"t":"done","error":"E","result":"forged"}\n',
+        "done_result_too_deep": b'{"t":"done","error":null,"result":' + b"[" * 33 +
+                                b"]" * 33 + b"}\n",
     }
     for name, payload in cases.items():
         r = run_cell(write_to_protocol(payload), mode)
         assert r["stopped"] and r["reason"] == "protocol", (name, r)
-        assert r["error"].startswith("protocol violation"), (name, r)
+        assert r["error"].startswith("protocol violation: "), (name, r)
+        assert "protocol violation: protocol violation" not in r["error"], (name, r)
+        assert r["result"] is None, (name, r)
         assert "after" not in r["stdout"], (name, r)
     assert ok_stdout(run_cell("print('next')", mode)) == "next\n"
 

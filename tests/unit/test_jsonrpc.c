@@ -46,6 +46,18 @@ static void invalid(const char *s, const char *id_json)
 	refused(s, -EINVAL, JSONRPC_INVALID_REQUEST, id_json);
 }
 
+/* The refusal's message says what is wrong with the line. */
+static void message_has(const char *s, const char *needle)
+{
+	struct jsonrpc_msg m;
+	struct appl_err err = {0};
+
+	assert_int_equal(parse(s, &m, &err), -EINVAL);
+	if (!strstr(err.msg, needle))
+		fail_msg("%s: message \"%s\" lacks \"%s\"", s, err.msg, needle);
+	jsonrpc_msg_clear(&m);
+}
+
 /* ---- accepted ---------------------------------------------------------------- */
 
 static void test_request(void **state)
@@ -293,6 +305,10 @@ static void test_mixed_kinds(void **state)
 		"1");
 	invalid("{\"jsonrpc\":\"2.0\",\"id\":1}", "1");
 	invalid("{\"jsonrpc\":\"2.0\"}", NULL);
+	message_has("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{},\"error\":{\"code\":1,"
+		    "\"message\":\"m\"}}",
+		    "carries both result and error");
+	message_has("{\"jsonrpc\":\"2.0\",\"id\":1}", "needs a method, a result or an error");
 	invalid("{}", NULL);
 	invalid("{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{},\"params\":{}}", "1");
 }

@@ -244,15 +244,18 @@ static void test_wrong_types(void **state)
 	free(line);
 }
 
-static void test_depth_bomb(void **state)
+/* The runner never sends a value deeper than its own cap, nor a result
+ * beside an error: a forged done that does is refused, so neither reaches
+ * the client. */
+static void test_done_forged_values(void **state)
 {
-	char line[4096];
+	char line[512];
 	size_t n, i;
 	struct cell_msg msg;
 	(void)state;
 
-	/* the envelope is one level: 63 more fit the cap of 64, 64 do not */
-	for (unsigned levels = 63; levels <= 64; levels++) {
+	for (unsigned levels = APPL_RUNNER_VALUE_DEPTH_MAX;
+	     levels <= APPL_RUNNER_VALUE_DEPTH_MAX + 1; levels++) {
 		n = (size_t)snprintf(line, sizeof(line),
 				     "{\"t\":\"done\",\"error\":null,\"result\":");
 		for (i = 0; i < levels; i++)
@@ -261,7 +264,39 @@ static void test_depth_bomb(void **state)
 			line[n++] = ']';
 		line[n++] = '}';
 		line[n] = '\0';
-		if (levels == 63) {
+		if (levels == APPL_RUNNER_VALUE_DEPTH_MAX) {
+			parse_ok(line, &msg);
+			cell_proto_msg_clear(&msg);
+		} else {
+			parse_fails(line, -EINVAL, "done.result nests deeper than 32 levels");
+		}
+	}
+	parse_fails("{\"t\":\"done\",\"error\":\"ValueError\",\"result\":1}", -EINVAL,
+		    "done carries both an error and a result");
+	parse_fails("{\"t\":\"done\",\"error\":\"x\",\"result\":{}}", -EINVAL,
+		    "done carries both an error and a result");
+}
+
+static void test_depth_bomb(void **state)
+{
+	char line[4096];
+	size_t n, i;
+	struct cell_msg msg;
+	(void)state;
+
+	/* the envelope and args are two levels: 62 more fit the cap of 64, 63
+	 * do not */
+	for (unsigned levels = 62; levels <= 63; levels++) {
+		n = (size_t)snprintf(line, sizeof(line),
+				     "{\"t\":\"call\",\"id\":1,\"tool\":\"a.b\",\"args\":{\"x\":");
+		for (i = 0; i < levels; i++)
+			line[n++] = '[';
+		for (i = 0; i < levels; i++)
+			line[n++] = ']';
+		line[n++] = '}';
+		line[n++] = '}';
+		line[n] = '\0';
+		if (levels == 62) {
 			parse_ok(line, &msg);
 			cell_proto_msg_clear(&msg);
 		} else {
@@ -706,6 +741,7 @@ int main(void)
 		cmocka_unit_test(test_extra_fields),
 		cmocka_unit_test(test_wrong_types),
 		cmocka_unit_test(test_depth_bomb),
+		cmocka_unit_test(test_done_forged_values),
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_state_happy_path),
 		cmocka_unit_test(test_state_before_ready),
