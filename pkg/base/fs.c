@@ -74,6 +74,25 @@ int appl_private_dir(const char *dir, const char *what, struct appl_err *err)
 	return 0;
 }
 
+int appl_user_dir(char *out, size_t len, const char *xdg_var, const char *home_rel, const char *sub,
+		  const char *what, const char *option, struct appl_err *err)
+{
+	const char *xdg = getenv(xdg_var);
+	const char *home = getenv("HOME");
+	int n;
+
+	if (xdg && xdg[0] == '/')
+		n = snprintf(out, len, "%s/%s", xdg, sub);
+	else if (home && home[0] == '/')
+		n = snprintf(out, len, "%s/%s/%s", home, home_rel, sub);
+	else
+		return appl_err_set(err, -ENOENT, "no %s: set HOME, %s or %s", what, xdg_var,
+				    option);
+	if (n < 0 || (size_t)n >= len)
+		return appl_err_set(err, -ENAMETOOLONG, "%s path too long", what);
+	return 0;
+}
+
 int appl_path_join(char *out, size_t len, const char *a, const char *b, const char *c)
 {
 	size_t la = strlen(a), lb = strlen(b), lc = strlen(c);

@@ -21,6 +21,15 @@ int appl_mkdir_parents(const char *path, mode_t mode);
  * let them swap what we keep there. what names it in messages. */
 int appl_private_dir(const char *dir, const char *what, struct appl_err *err);
 
+/* An ordinary user's own directory: $xdg_var/sub when that variable holds an
+ * absolute path, else $HOME/home_rel/sub ("~/.cache/appliance/images" for
+ * xdg_var XDG_CACHE_HOME, home_rel ".cache", sub "appliance/images"). Both
+ * live below a directory only that user can create, unlike a name in /tmp,
+ * which any user can take first. -ENOENT, naming option, when neither
+ * variable is set; what names the directory in messages. */
+int appl_user_dir(char *out, size_t len, const char *xdg_var, const char *home_rel, const char *sub,
+		  const char *what, const char *option, struct appl_err *err);
+
 /* out = a + b + c (any may be ""), NUL-terminated. Returns 0, or
  * -ENAMETOOLONG (out then holds "") when it does not fit in len bytes. */
 int appl_path_join(char *out, size_t len, const char *a, const char *b, const char *c);

@@ -233,19 +233,10 @@ out:
 
 int image_cache_default(char *out, size_t len, struct appl_err *err)
 {
-	const char *xdg = getenv("XDG_CACHE_HOME");
-	const char *home = getenv("HOME");
-	int n;
-
-	if (geteuid() == 0)
-		n = snprintf(out, len, "/var/cache/appliance/images");
-	else if (xdg && xdg[0] == '/')
-		n = snprintf(out, len, "%s/appliance/images", xdg);
-	else if (home && home[0] == '/')
-		n = snprintf(out, len, "%s/.cache/appliance/images", home);
-	else
-		return appl_err_set(err, -ENOENT, "no cache directory: set HOME or --cache");
-	if (n < 0 || (size_t)n >= len)
+	if (geteuid() != 0)
+		return appl_user_dir(out, len, "XDG_CACHE_HOME", ".cache", "appliance/images",
+				     "cache directory", "--cache", err);
+	if (appl_path_join(out, len, "/var/cache/appliance/images", "", "") < 0)
 		return appl_err_set(err, -ENAMETOOLONG, "cache path too long");
 	return 0;
 }

@@ -22,19 +22,10 @@
 
 int policy_state_dir_default(char *out, size_t len, struct appl_err *err)
 {
-	const char *xdg = getenv("XDG_STATE_HOME");
-	const char *home = getenv("HOME");
-	int n;
-
-	if (geteuid() == 0)
-		n = snprintf(out, len, "/var/lib/appliance");
-	else if (xdg && xdg[0] == '/')
-		n = snprintf(out, len, "%s/appliance", xdg);
-	else if (home && home[0] == '/')
-		n = snprintf(out, len, "%s/.local/state/appliance", home);
-	else
-		return appl_err_set(err, -ENOENT, "no state directory: set HOME or --state-dir");
-	if (n < 0 || (size_t)n >= len)
+	if (geteuid() != 0)
+		return appl_user_dir(out, len, "XDG_STATE_HOME", ".local/state", "appliance",
+				     "state directory", "--state-dir", err);
+	if (appl_path_join(out, len, "/var/lib/appliance", "", "") < 0)
 		return appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
 	return 0;
 }

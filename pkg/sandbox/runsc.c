@@ -106,19 +106,24 @@ static int platform_check(const char *p, struct appl_err *err)
 	return appl_err_set(err, -EINVAL, "runtime platform %.32s: not one of ptrace, kvm", p);
 }
 
+/* An ordinary user's instances live below $XDG_RUNTIME_DIR, else in the
+ * user's own state directory: never under a predictable name in /tmp, which
+ * another user could create first and so keep the appliance from starting
+ * (or, were its checks weaker, hand it a directory they control). */
 static int state_dir_default(char *out, size_t len, struct appl_err *err)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
-	int n;
+	int rc;
 
 	if (geteuid() == 0)
-		n = snprintf(out, len, "/run/appliance");
+		rc = appl_path_join(out, len, "/run/appliance", "", "");
 	else if (xdg && xdg[0] == '/')
-		n = snprintf(out, len, "%s/appliance", xdg);
+		rc = appl_path_join(out, len, xdg, "/appliance", "");
 	else
-		n = snprintf(out, len, "/tmp/appliance-%u", (unsigned)geteuid());
-	if (n < 0 || (size_t)n >= len)
-		return appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
+		return appl_user_dir(out, len, "XDG_STATE_HOME", ".local/state", "appliance/run",
+				     "runtime directory", "--runtime-dir", err);
+	if (rc < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "runtime directory path too long");
 	return 0;
 }
 
@@ -303,7 +308,7 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 		snprintf(state, sizeof(state), "%s", cfg->state_dir);
 	else if (state_dir_default(state, sizeof(state), err) < 0)
 		return NULL;
-	if (appl_private_dir(state, "state directory", err) < 0)
+	if (appl_private_dir(state, "runtime directory", err) < 0)
 		return NULL;
 	rt = calloc(1, sizeof(*rt));
 	if (!rt) {

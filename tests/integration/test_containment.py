@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from harness import main, test
-from cellkit import (ROOT, descendants, ensure_user, finish_cell, image_with_runner,
+from cellkit import (ROOT, descendants, digest, ensure_user, finish_cell, image_with_runner,
                      in_both_modes, ok_stdout, rootless_files, run_cell, start_cell)
 
 
@@ -29,7 +29,7 @@ def probe(code, mode, deadline=5, env=None):
 def state_dir(mode):
     if mode == "root":
         return "/run/appliance"
-    return "/tmp/appliance-%d" % ensure_user().pw_uid
+    return os.path.join(ensure_user().pw_dir, ".local", "state", "appliance", "run")
 
 
 def cache_dir(mode):
@@ -196,13 +196,26 @@ def bundle_dirs(mode, pid):
     return glob.glob(os.path.join(state_dir(mode), "i-%d-*" % pid, "bundles", "*"))
 
 
+def makedirs_for(mode, path):
+    """Create path's missing directories, owned by the user the appliance runs
+    as: it refuses a directory of its own that belongs to someone else."""
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for d in reversed(missing):
+        os.mkdir(d, 0o700)
+        if mode == "rootless":
+            os.chown(d, ensure_user().pw_uid, ensure_user().pw_gid)
+
+
 @in_both_modes
 def host_files_are_invisible(mode):
     token = "marker" + secrets.token_hex(8)
     planted = [os.path.join(ROOT, "tests", "." + token), "/tmp/" + token, "/etc/" + token,
                os.path.join(state_dir(mode), token), os.path.join(cache_dir(mode), token)]
     for p in planted:
-        os.makedirs(os.path.dirname(p), exist_ok=True)
+        makedirs_for(mode, os.path.dirname(p))
         with open(p, "w") as f:
             f.write(token)
     try:
@@ -684,6 +697,41 @@ def non_root_without_rootless_is_refused():
                        env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir})
     assert r.returncode == 1 and r.stdout == b"", r
     assert b"rootless" in r.stderr and r.stderr.count(b"\n") == 1, r.stderr
+
+
+@test
+def another_user_cannot_keep_a_rootless_appliance_from_starting():
+    """The runtime directory used to be /tmp/appliance-UID when XDG_RUNTIME_DIR
+    was unset: any user could create it first, and the appliance then refused
+    to start. Take that name (and the XDG one) as another user: cells run."""
+    user = ensure_user()
+    taken = ["/tmp/appliance-%d" % user.pw_uid]
+    for d in taken:
+        subprocess.run(["rm", "-rf", d], check=True)
+        os.mkdir(d, 0o700)
+        os.chown(d, 65534, 65534)  # nobody's, as another user would leave it
+    try:
+        r = run_cell("print('started')", "rootless")
+        assert ok_stdout(r) == "started\n", r
+        assert glob.glob(os.path.join(state_dir("rootless"))), "no runtime directory in HOME"
+        for d in taken:
+            assert os.listdir(d) == [], d
+    finally:
+        for d in taken:
+            subprocess.run(["rm", "-rf", d])
+
+
+@test
+def rootless_without_home_is_a_one_line_error():
+    user = ensure_user()
+    app, layout = rootless_files()
+    cache = os.path.join(user.pw_dir, ".cache", "appliance", "images")
+    r = subprocess.run([app, "cell", "--image", layout, "--digest", digest(), "--rootless",
+                        "--cache", cache, "-"], input=b"print(1)",
+                       capture_output=True, user=user.pw_name, group=user.pw_name,
+                       extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/")
+    assert r.returncode == 1 and r.stdout == b"" and r.stderr.count(b"\n") == 1, r
+    assert b"no runtime directory" in r.stderr and b"--runtime-dir" in r.stderr, r.stderr
 
 
 @test
