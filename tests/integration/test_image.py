@@ -53,18 +53,46 @@ def members():
     return _members
 
 
+# What describes the machine that built the image, not the image.
+HOST_FILES = ("etc/hostname", "etc/resolv.conf", "etc/hosts", "etc/mailname",
+              "etc/machine-id", "var/lib/dbus/machine-id", "var/lib/systemd", "etc/adjtime",
+              "etc/apt", "etc/dpkg", "var/lib/apt", "var/lib/dpkg", "var/cache", "var/log")
+
+
 @test
-def build_is_reproducible():
+def build_is_reproducible_on_another_host():
+    """A second build as a machine with another hostname and another
+    resolver configuration gives the same digest: nothing of the build
+    host reaches the image."""
     out = tempfile.mkdtemp(prefix="appliance-image-test.")
     try:
         layout = os.path.join(out, "layout")
-        r = subprocess.run([os.path.join(ROOT, "scripts", "build-image"), layout],
-                           capture_output=True, text=True, check=True)
+        resolv = os.path.join(out, "resolv.conf")
+        with open("/etc/resolv.conf") as f:
+            real = f.read()
+        with open(resolv, "w") as f:  # still resolves: the build fetches packages
+            f.write("# another builder\nsearch builder-%d.invalid\noptions timeout:3\n%s"
+                    % (os.getpid(), real))
+        os.chmod(resolv, 0o644)
+        script = ('hostname "another-builder-$$" && mount --bind "$1" /etc/resolv.conf && '
+                  'exec "$2" "$3"')
+        r = subprocess.run(["unshare", "--uts", "--mount", "--propagation", "private",
+                            "/bin/sh", "-c", script, "sh", resolv,
+                            os.path.join(ROOT, "scripts", "build-image"), layout],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-2000:]
         last = r.stdout.strip().splitlines()[-1]
         assert last == digest(), f"second build gave {last}, first {digest()}"
         assert sorted(os.listdir(layout)) == ["blobs", "index.json", "oci-layout"]
     finally:
         shutil.rmtree(out)
+
+
+@test
+def no_file_of_the_build_host_is_in_the_layer():
+    for name in members():
+        for host in HOST_FILES:
+            assert name != host and not name.startswith(host + "/"), name
 
 
 @test
