@@ -31,6 +31,7 @@ import json
 import os
 import platform
 import queue
+import secrets
 import shutil
 import signal
 import statistics
@@ -260,7 +261,8 @@ class LineConn:
 
 class Work:
     """A private directory: a throwaway signing key in a root-owned trust
-    directory, policies with rising serials, one state directory."""
+    directory, policies with rising serials for a deployment of this run
+    alone (its floor in the appliance's one rollback floor)."""
 
     def __init__(self):
         self.dir = tempfile.mkdtemp(prefix="appliance-bench.")
@@ -271,12 +273,14 @@ class Work:
         subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(self.trust, "k.pub"),
                         "--secret", self.key], check=True, capture_output=True)
         self.serial = 0
+        self.deployment = "bench-" + secrets.token_hex(8)
         self.digest = read_digest()
 
     def policy(self, limits, extra=None):
         self.serial += 1
         path = os.path.join(self.dir, "p%d.json" % self.serial)
         doc = {"policy_version": 1, "serial": self.serial, "expires": "2099-01-01T00:00:00Z",
+               "deployment": self.deployment,
                "image": {"layout": LAYOUT, "digest": self.digest},
                "runtime": {"runsc": RUNSC, "platform": "ptrace"},
                "limits": limits}
@@ -289,8 +293,7 @@ class Work:
         return path + ".sig"
 
     def run_argv(self, sig):
-        return [APPLIANCE, "run", "--policy", sig, "--trust-dir", self.trust,
-                "--state-dir", os.path.join(self.dir, "state")]
+        return [APPLIANCE, "run", "--policy", sig, "--trust-dir", self.trust]
 
     def cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)

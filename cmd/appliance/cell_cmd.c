@@ -13,7 +13,6 @@
 #include "base/fs.h"
 #include "cell/oneshot.h"
 #include "gateway/gateway.h"
-#include "policy/load.h"
 
 struct cell_args {
 	struct cell_oneshot o;
@@ -166,11 +165,16 @@ static void policy_apply(const struct policy *p, struct cell_oneshot *o)
 	gateway_limits_split(&l, &o->oci, &o->lim);
 }
 
+static int on_started(void *data, struct appl_err *err)
+{
+	return cli_policy_commit(data, err);
+}
+
 int cmd_cell(int argc, char **argv)
 {
 	struct cell_args a;
 	struct appl_err err = {0};
-	struct policy *policy = NULL;
+	struct cli_policy cp = {0};
 	json_t *result = NULL;
 	char *code = NULL;
 	int rc;
@@ -180,10 +184,17 @@ int cmd_cell(int argc, char **argv)
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
 	if (a.policy) {
-		if (cli_policy_accept(a.policy, a.trust_file, a.trust_dir, a.state_dir,
-				      cli_policy_runnable, &policy, NULL, &err) < 0)
+		struct cli_policy_opts o = {.sig = a.policy,
+					    .trust_file = a.trust_file,
+					    .trust_dir = a.trust_dir,
+					    .state_dir = a.state_dir,
+					    .check = cli_policy_runnable};
+		if (cli_policy_accept(&o, &cp, &err) < 0)
 			return cli_fail(&err);
-		policy_apply(policy, &a.o);
+		policy_apply(cp.policy, &a.o);
+		/* Recorded once the image has verified: see run. */
+		a.o.on_started = on_started;
+		a.o.data = &cp;
 	}
 	rc = code_read(argv[optind], &code, &a.o.code_len, &err);
 	if (rc == 0) {
@@ -193,6 +204,6 @@ int cmd_cell(int argc, char **argv)
 	free(code);
 	rc = rc < 0 ? cli_fail(&err) : cell_print(result);
 	json_decref(result);
-	policy_free(policy);
+	cli_policy_done(&cp);
 	return rc;
 }

@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/fs.h"
+
 static const struct option *option_find(const char *arg, const struct option *opts)
 {
 	size_t len = strcspn(arg, "=");
@@ -55,40 +57,64 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
 	return 0;
 }
 
-int cli_policy_accept(const char *sig, const char *trust_file, const char *trust_dir,
-		      const char *state_dir, cli_policy_check check, struct policy **p,
-		      struct policy_verified *info, struct appl_err *err)
+int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err)
+{
+	if (arg && geteuid() == 0)
+		return appl_err_set(err, -EPERM,
+				    "--state-dir is refused as root: the rollback floor is always "
+				    "%s, so that no command line can point the appliance at a "
+				    "fresh, empty one",
+				    POLICY_STATE_DIR);
+	if (!arg)
+		return policy_state_dir_default(out, len, err);
+	if (appl_path_join(out, len, arg, "", "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "--state-dir: path too long");
+	return 0;
+}
+
+int cli_policy_accept(const struct cli_policy_opts *o, struct cli_policy *out, struct appl_err *err)
 {
 	struct policy_trust *trust = NULL;
-	struct policy_verified v;
-	int64_t now = (int64_t)time(NULL);
-	char state[PATH_MAX];
 	int rc;
 
-	*p = NULL;
-	if (!state_dir) {
-		if ((rc = policy_state_dir_default(state, sizeof(state), err)) < 0)
-			return rc;
-		state_dir = state;
-	}
-	if (trust_file)
-		rc = policy_trust_file_load(trust_file, &trust, err);
+	memset(out, 0, sizeof(*out));
+	if ((rc = cli_state_dir(o->state_dir, out->state_dir, sizeof(out->state_dir), err)) < 0)
+		return rc;
+	if (o->trust_file)
+		rc = policy_trust_file_load(o->trust_file, &trust, err);
 	else
-		rc = policy_trust_dir_load(trust_dir ? trust_dir : POLICY_TRUST_DIR_DEFAULT, &trust,
-					   err);
+		rc = policy_trust_dir_load(o->trust_dir ? o->trust_dir : POLICY_TRUST_DIR_DEFAULT,
+					   &trust, err);
 	if (rc == 0)
-		rc = policy_load(sig, trust, state_dir, now, false, p, &v, err);
+		rc = policy_load(o->sig, trust, out->state_dir, (int64_t)time(NULL), false,
+				 &out->policy, &out->info, err);
 	policy_trust_free(trust);
-	if (rc == 0 && check)
-		rc = check(*p, sig, err);
-	if (rc == 0)
-		rc = policy_state_commit(state_dir, v.serial, v.hash, v.keyid_hex, now, NULL, err);
+	if (rc == 0 && o->check)
+		rc = o->check(out->policy, o->sig, err);
 	if (rc < 0) {
-		policy_free(*p);
-		*p = NULL;
+		cli_policy_done(out);
 		return rc;
 	}
-	if (info)
-		*info = v;
+	out->may_commit = !o->trust_file;
 	return 0;
+}
+
+int cli_policy_commit(const struct cli_policy *cp, struct appl_err *err)
+{
+	const struct policy_verified *v = &cp->info;
+	int rc;
+
+	if (!cp->may_commit)
+		return 0;
+	rc = policy_state_commit(cp->state_dir, v->deployment, v->serial, v->hash, v->keyid_hex,
+				 (int64_t)time(NULL), NULL, err);
+	if (rc < 0)
+		appl_err_prefix(err, "%s", v->file);
+	return rc;
+}
+
+void cli_policy_done(struct cli_policy *cp)
+{
+	policy_free(cp->policy);
+	cp->policy = NULL;
 }

@@ -3,6 +3,8 @@
 #define APPL_CMD_CLI_H
 
 #include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
 
 #include "base/err.h"
 #include "policy/load.h"
@@ -26,14 +28,47 @@ typedef int (*cli_policy_check)(const struct policy *p, const char *path, struct
  * policy must opt in to the weaker rootless mode. */
 int cli_policy_runnable(const struct policy *p, const char *path, struct appl_err *err);
 
-/* Verify the signed policy at sig and accept it for use: keys from
- * trust_file when given, else from trust_dir (NULL: the default); expiry
- * and rollback against state_dir (NULL: the default); then check (may be
- * NULL); and only then record its serial, so a policy that is refused never
- * blocks the right one at that serial. On success *p is the policy (new)
- * and info (may be NULL) what was verified. */
-int cli_policy_accept(const char *sig, const char *trust_file, const char *trust_dir,
-		      const char *state_dir, cli_policy_check check, struct policy **p,
-		      struct policy_verified *info, struct appl_err *err);
+/* Where a policy comes from and what it must pass. */
+struct cli_policy_opts {
+	const char *sig;	/* the signature file */
+	const char *trust_file; /* --trust: one key file (verify and cell) */
+	const char *trust_dir;	/* --trust-dir; NULL: the default */
+	const char *state_dir;	/* --state-dir, refused as root; NULL: the default */
+	cli_policy_check check; /* may be NULL */
+};
+
+/* A policy verified and checked, not yet committed to the floor. */
+struct cli_policy {
+	struct policy *policy; /* new; cli_policy_done frees it */
+	struct policy_verified info;
+	char state_dir[PATH_MAX];
+	/* Only keys from the root-owned trust directory may raise the floor:
+	 * a key file named on the command line is anyone's, so a policy it
+	 * signed is held to the floor but never moves it. */
+	bool may_commit;
+};
+
+/* The state directory to use: as root always POLICY_STATE_DIR, and a
+ * state_dir argument is refused (-EPERM, saying why): whoever writes the
+ * command line must not be able to name a fresh, empty floor. An ordinary
+ * user's floor is that user's own, so there it may be moved. */
+int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err);
+
+/* Verify the signed policy and judge it: keys from o->trust_file when
+ * given, else from the trust directory; expiry, and the rollback floor of
+ * its deployment (read, not changed); then o->check. Nothing is recorded:
+ * the caller commits with cli_policy_commit once everything it checks at
+ * start has passed, so a policy that is refused never blocks the right one
+ * at that serial. */
+int cli_policy_accept(const struct cli_policy_opts *o, struct cli_policy *out,
+		      struct appl_err *err);
+
+/* Record the accepted policy's serial in the floor of its deployment, when
+ * may_commit (else nothing, 0). Fails with -ESTALE when another appliance
+ * has meanwhile accepted a higher serial. */
+int cli_policy_commit(const struct cli_policy *cp, struct appl_err *err);
+
+/* Free what cli_policy_accept made; safe on a zeroed one. */
+void cli_policy_done(struct cli_policy *cp);
 
 #endif

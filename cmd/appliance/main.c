@@ -47,6 +47,12 @@ static const char usage_text[] =
 	"  verify [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR] POLICY.sig\n"
 	"        check a signed policy (signature, serial, expiry, rollback)\n"
 	"        without changing the state directory\n"
+	"\n"
+	"The rollback floor (the highest serial accepted per deployment) is in\n"
+	"/var/lib/appliance as root, and --state-dir is refused there; an ordinary\n"
+	"user's is ~/.local/state/appliance unless --state-dir names another.\n"
+	"Only keys from the trust directory raise it: a policy checked with\n"
+	"--trust PUBKEY is held to it and never moves it.\n"
 	"  version   print the version\n"
 	"  help      print this text\n";
 

@@ -167,13 +167,14 @@ static void verify_report(const struct verify_args *a, const struct policy_verif
 
 	time_text(info->expires, expires);
 	time_text(info->signed_at, signed_at);
-	printf("verified %s\nkey id %s\nserial %" PRIu64 "\nsigned %s\nexpires %s\n", a->sig_path,
-	       info->keyid_hex, info->serial, signed_at, expires);
+	printf("verified %s\nkey id %s\nserial %" PRIu64 "\ndeployment %s\nsigned %s\nexpires %s\n",
+	       a->sig_path, info->keyid_hex, info->serial, info->deployment, signed_at, expires);
 	if (!st->present)
-		printf("rollback ok: no serial accepted yet in %s\n", a->state_dir);
+		printf("rollback ok: no serial accepted yet for deployment %s in %s\n",
+		       info->deployment, a->state_dir);
 	else
-		printf("rollback ok: highest accepted serial %" PRIu64 " in %s\n", st->serial,
-		       a->state_dir);
+		printf("rollback ok: highest accepted serial %" PRIu64 " for deployment %s in %s\n",
+		       st->serial, info->deployment, a->state_dir);
 }
 
 int cmd_verify(int argc, char **argv)
@@ -187,11 +188,9 @@ int cmd_verify(int argc, char **argv)
 
 	if ((rc = verify_args_parse(argc, argv, &a)) != 0)
 		return rc;
-	if (!a.state_dir) {
-		if (policy_state_dir_default(a.state_buf, sizeof(a.state_buf), &err) < 0)
-			return fail("verify", &err);
-		a.state_dir = a.state_buf;
-	}
+	if (cli_state_dir(a.state_dir, a.state_buf, sizeof(a.state_buf), &err) < 0)
+		return fail("verify", &err);
+	a.state_dir = a.state_buf;
 	if (a.trust_file)
 		rc = policy_trust_file_load(a.trust_file, &trust, &err);
 	else
@@ -202,7 +201,7 @@ int cmd_verify(int argc, char **argv)
 	rc = policy_load(a.sig_path, trust, a.state_dir, (int64_t)time(NULL), false, NULL, &info,
 			 &err);
 	policy_trust_free(trust);
-	if (rc < 0 || policy_state_read(a.state_dir, &st, &err) < 0)
+	if (rc < 0 || policy_state_read(a.state_dir, info.deployment, &st, &err) < 0)
 		return fail("verify", &err);
 	verify_report(&a, &info, &st);
 	return 0;

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "gateway/gateway.h"
-#include "policy/load.h"
 
 struct run_args {
 	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
@@ -104,11 +103,15 @@ static int policy_supported(const struct policy *p, const char *path, struct app
 	return cli_policy_runnable(p, path, err);
 }
 
+static int on_started(void *data, struct appl_err *err)
+{
+	return cli_policy_commit(data, err);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a;
-	struct policy *policy = NULL;
-	struct policy_verified info;
+	struct cli_policy cp;
 	struct appl_err err = {0};
 	struct gateway_config cfg;
 	int rc;
@@ -116,26 +119,38 @@ int cmd_run(int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
-	if (cli_policy_accept(a.policy, NULL, a.trust_dir, a.state_dir, policy_supported, &policy,
-			      &info, &err) < 0)
+	struct cli_policy_opts o = {.sig = a.policy,
+				    .trust_dir = a.trust_dir,
+				    .state_dir = a.state_dir,
+				    .check = policy_supported};
+	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
-	fprintf(stderr, "appliance: serving run_python on stdio: policy %s serial %llu, key %s\n",
-		a.policy, (unsigned long long)info.serial, info.keyid_hex);
+	fprintf(stderr,
+		"appliance: serving run_python on stdio: policy %s serial %llu, deployment %s, "
+		"key %s\n",
+		a.policy, (unsigned long long)cp.info.serial, cp.info.deployment,
+		cp.info.keyid_hex);
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.policy = policy;
+	cfg.policy = cp.policy;
 	cfg.cache = a.cache;
 	cfg.run_dir = a.run_dir;
 	cfg.in_fd = STDIN_FILENO;
 	cfg.out_fd = STDOUT_FILENO;
+	/* The serial is recorded only once the image, the runtime and the
+	 * servers have passed: a policy that cannot start must not lock out
+	 * the one that can. */
+	cfg.on_started = on_started;
+	cfg.data = &cp;
 	rc = gateway_run(&cfg, &err);
-	policy_free(policy);
+	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }
 
+/* stubs only reads the policy: it is held to the floor and never moves it. */
 int cmd_stubs(int argc, char **argv)
 {
 	struct run_args a;
-	struct policy *policy = NULL;
+	struct cli_policy cp;
 	struct appl_err err = {0};
 	int rc;
 
@@ -143,10 +158,13 @@ int cmd_stubs(int argc, char **argv)
 	a.stubs = stubs_mode = true;
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
-	if (cli_policy_accept(a.policy, NULL, a.trust_dir, a.state_dir, policy_supported, &policy,
-			      NULL, &err) < 0)
+	struct cli_policy_opts o = {.sig = a.policy,
+				    .trust_dir = a.trust_dir,
+				    .state_dir = a.state_dir,
+				    .check = policy_supported};
+	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
-	rc = gateway_stubs(policy, a.role, stdout, &err);
-	policy_free(policy);
+	rc = gateway_stubs(cp.policy, a.role, stdout, &err);
+	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }

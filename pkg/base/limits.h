@@ -137,13 +137,23 @@
 /* The files themselves are capped above (APPL_POLICY_FILE_MAX,
  * APPL_SIGNATURE_FILE_MAX, APPL_KEY_FILE_MAX); these bound what is in them
  * and around them. */
-#define APPL_SIG_COMMENT_MAX	   1024 /* an untrusted comment line, prefix included */
-#define APPL_TRUSTED_COMMENT_MAX   1024 /* the trusted comment, prefix excluded */
-#define APPL_POLICY_NAME_MAX	   255	/* file:NAME in the trusted comment */
-#define APPL_TRUST_KEYS_MAX	   64	/* keys in one trust directory */
-#define APPL_TRUST_ENTRIES_MAX	   1024 /* entries read from one trust directory */
-#define APPL_TRUST_PATH_DEPTH_MAX  64	/* components of the trust directory path */
-#define APPL_POLICY_STATE_FILE_MAX 1024 /* the rollback state file */
+#define APPL_SIG_COMMENT_MAX	 1024 /* an untrusted comment line, prefix included */
+#define APPL_TRUSTED_COMMENT_MAX 1024 /* the trusted comment, prefix excluded */
+#define APPL_POLICY_NAME_MAX	 255  /* file:NAME in the trusted comment */
+#define APPL_TRUST_KEYS_MAX	 64   /* keys in one trust directory */
+#define APPL_TRUST_ENTRIES_MAX	 1024 /* entries read from one trust directory */
+#define APPL_DIR_PATH_DEPTH_MAX	 64   /* components of a trust or state directory path */
+
+/* The rollback floor (pkg/policy/state.c): one line per deployment, the
+ * highest serial accepted for it. A line is the name, the serial (at most
+ * 20 digits), the SHA-256 in hex (64), the key id (16) and the time (20),
+ * with separators; the file holds the header and at most
+ * APPL_POLICY_DEPLOYMENTS_MAX lines (about 12 MiB when full). */
+#define APPL_POLICY_DEPLOYMENT_MAX  64
+#define APPL_POLICY_DEPLOYMENTS_MAX 65536u
+#define APPL_POLICY_FLOOR_LINE_MAX                                                                 \
+	(APPL_POLICY_DEPLOYMENT_MAX + 1 + 20 + 1 + 64 + 1 + 16 + 1 + 20 + 1)
+#define APPL_POLICY_STATE_FILE_MAX (64u + APPL_POLICY_DEPLOYMENTS_MAX * APPL_POLICY_FLOOR_LINE_MAX)
 
 /* ---- policy document (pkg/policy/policy.c) ------------------------------- */
 /* The least value of each per-cell limit above: a policy sets a limit

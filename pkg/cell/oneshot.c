@@ -140,6 +140,8 @@ int cell_oneshot_run(const struct cell_oneshot *o, json_t **result, struct appl_
 	if (!rt)
 		return err->code;
 	rc = rootfs_prepare(o, rootfs, sizeof(rootfs), err);
+	if (rc == 0 && o->on_started)
+		rc = o->on_started(o->data, err);
 	if (rc == 0)
 		rc = run_in(rt, rootfs, o, arrival, result, err);
 	sandbox_rt_close(rt);

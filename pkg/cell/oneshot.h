@@ -25,6 +25,11 @@ struct cell_oneshot {
 	struct cell_limits lim;	       /* limits of the run */
 	const char *code;	       /* borrowed */
 	size_t code_len;
+	/* Called once the runtime is open and the image verified, before the
+	 * sandbox boots (`cell --policy` records the serial here); non-zero
+	 * stops the run with err. May be NULL. */
+	int (*on_started)(void *data, struct appl_err *err);
+	void *data;
 };
 
 /* Fill o with the defaults of limits.h (image, digest and code unset). */

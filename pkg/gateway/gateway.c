@@ -582,6 +582,8 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	rc = gateway_open(&gw, cfg, err);
 	if (rc == 0)
 		rc = on_signal_setup(&gw, &sfd, err);
+	if (rc == 0 && cfg->on_started)
+		rc = cfg->on_started(cfg->data, err);
 	if (rc == 0)
 		serve(&gw);
 	mcp_server_free(gw.srv, GATEWAY_DRAIN_MS);

@@ -19,6 +19,12 @@ struct gateway_config {
 	const char *cache;	     /* image cache; NULL: the default */
 	const char *run_dir;	     /* runsc instances; NULL: the default */
 	int in_fd, out_fd;	     /* the client's stdio */
+	/* Called once everything checked at start has passed (the image
+	 * verified, the sandbox runtime open, the servers configured) and
+	 * before the first request is read: where `run` records the policy's
+	 * serial. Non-zero stops the start with err. May be NULL. */
+	int (*on_started)(void *data, struct appl_err *err);
+	void *data;
 };
 
 /* Split a policy's limits into what the sandbox gets (oci; rootfs left as

@@ -131,6 +131,7 @@ static int load_judge(struct load *l, int64_t now, struct policy_verified *info,
 	}
 	info->serial = policy_serial(l->policy);
 	info->expires = policy_expires(l->policy);
+	snprintf(info->deployment, sizeof(info->deployment), "%s", policy_deployment(l->policy));
 	/* The serial in the comment is what a signer saw and meant. */
 	if (info->serial != l->tc.serial)
 		return appl_err_set(err, -EBADMSG,
@@ -153,9 +154,9 @@ static int load_rollback(const struct load *l, const char *state_dir, int64_t no
 	int rc;
 
 	if (commit)
-		rc = policy_state_commit(state_dir, info->serial, info->hash, info->keyid_hex, now,
-					 NULL, err);
-	else if ((rc = policy_state_read(state_dir, &st, err)) == 0)
+		rc = policy_state_commit(state_dir, info->deployment, info->serial, info->hash,
+					 info->keyid_hex, now, NULL, err);
+	else if ((rc = policy_state_read(state_dir, info->deployment, &st, err)) == 0)
 		rc = policy_state_check(&st, info->serial, info->hash, err);
 	if (rc < 0)
 		appl_err_prefix(err, "%s", l->policy_path);
@@ -263,6 +264,8 @@ int policy_file_sign(const char *policy_path, const struct policy_seckey *sk, in
 		info->expires = policy_expires(l->policy);
 		info->signed_at = now;
 		snprintf(info->file, sizeof(info->file), "%s", l->name);
+		snprintf(info->deployment, sizeof(info->deployment), "%s",
+			 policy_deployment(l->policy));
 		if (crypto_hash_sha256(info->hash, (const unsigned char *)l->pol_buf, l->pol_len) !=
 		    0)
 			rc = appl_err_set(err, -EIO, "SHA-256 failed");

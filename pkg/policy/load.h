@@ -18,7 +18,8 @@
  *  7. only now the policy is parsed (policy_parse, its errors);
  *  8. the policy's serial equals the trusted comment's (-EBADMSG);
  *  9. it has not expired: expires > now (-EKEYEXPIRED);
- * 10. with a state directory, no rollback (state.h; -ESTALE).
+ * 10. with a state directory, no rollback against the floor of the
+ *     policy's deployment (state.h; -ESTALE).
  *
  * Every message is one line that starts with the file it is about.
  */
@@ -42,7 +43,8 @@ struct policy_verified {
 	int64_t expires;   /* unix seconds, UTC */
 	int64_t signed_at; /* from the trusted comment */
 	char file[APPL_POLICY_NAME_MAX + 1];
-	unsigned char hash[POLICY_HASH_BYTES]; /* SHA-256 of the policy bytes */
+	char deployment[APPL_POLICY_DEPLOYMENT_MAX + 1]; /* whose floor it is held to */
+	unsigned char hash[POLICY_HASH_BYTES];		 /* SHA-256 of the policy bytes */
 };
 
 /* Verify sig_path (and the policy beside it) against trust (borrowed) at

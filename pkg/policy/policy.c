@@ -38,6 +38,7 @@ struct policy {
 	unsigned version;
 	uint64_t serial;
 	int64_t expires;
+	const char *deployment; /* POLICY_DEPLOYMENT_DEFAULT when absent */
 	const char *layout_raw; /* as written */
 	char *layout;		/* resolved against base_dir */
 	const char *digest;
@@ -215,17 +216,40 @@ static int server_name_check(const char *s, const char *path, struct appl_err *e
 	return 0;
 }
 
-/* Role and client names: [a-z][a-z0-9_-]*, short enough for a log line. */
-static int label_check(const char *s, size_t len, const char *path, struct appl_err *err)
+/* [a-z][a-z0-9_-]*, 1 to max bytes: the form of role, client and deployment
+ * names. */
+static bool label_like(const char *s, size_t len, size_t max)
 {
-	bool ok = len >= 1 && len <= APPL_POLICY_LABEL_MAX && is_lower(s[0]);
+	bool ok = len >= 1 && len <= max && is_lower(s[0]);
 
 	for (size_t i = 1; ok && i < len; i++)
 		ok = is_lower(s[i]) || is_digit(s[i]) || s[i] == '_' || s[i] == '-';
-	if (!ok)
+	return ok;
+}
+
+bool policy_deployment_valid(const char *s, size_t len)
+{
+	return label_like(s, len, APPL_POLICY_DEPLOYMENT_MAX);
+}
+
+/* Role and client names: short enough for a log line. */
+static int label_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	if (!label_like(s, len, APPL_POLICY_LABEL_MAX))
 		return appl_err_set(err, -EINVAL,
 				    "%s: names are [a-z][a-z0-9_-]*, at most %d characters", path,
 				    APPL_POLICY_LABEL_MAX);
+	return 0;
+}
+
+/* A deployment names a rollback floor of its own: short enough for one line
+ * of the floor file. */
+static int deployment_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	if (!policy_deployment_valid(s, len))
+		return appl_err_set(err, -EINVAL,
+				    "%s: a deployment is [a-z][a-z0-9_-]*, at most %d characters",
+				    path, APPL_POLICY_DEPLOYMENT_MAX);
 	return 0;
 }
 
@@ -1182,6 +1206,12 @@ static const struct field top_fields[] = {
 	 .max = 1},
 	{.name = "serial", .type = F_FN, .required = true, .parse = serial_parse},
 	{.name = "expires", .type = F_FN, .required = true, .parse = expires_parse},
+	{.name = "deployment",
+	 .type = F_STR,
+	 .off = offsetof(struct policy, deployment),
+	 .sdef = POLICY_DEPLOYMENT_DEFAULT,
+	 .maxlen = APPL_POLICY_DEPLOYMENT_MAX,
+	 .check = deployment_check},
 	{.name = "image", .type = F_FN, .required = true, .parse = image_parse},
 	{.name = "runtime", .type = F_FN, .parse = runtime_parse},
 	{.name = "limits", .type = F_FN, .parse = limits_parse},
@@ -1276,6 +1306,7 @@ static struct policy *policy_new(void)
 	if (!p)
 		return NULL;
 	fields_default(runtime_fields, NELEM(runtime_fields), p);
+	fields_default(top_fields, NELEM(top_fields), p);
 	policy_limits_default(&p->limits);
 	return p;
 }
@@ -1342,6 +1373,11 @@ void policy_free(struct policy *p)
 uint64_t policy_serial(const struct policy *p)
 {
 	return p->serial;
+}
+
+const char *policy_deployment(const struct policy *p)
+{
+	return p->deployment;
 }
 
 int64_t policy_expires(const struct policy *p)

@@ -42,6 +42,15 @@ void policy_free(struct policy *p);
 /* `serial`: at least 1. */
 uint64_t policy_serial(const struct policy *p);
 
+/* `deployment`: the name whose rollback floor this policy is held to
+ * ([a-z][a-z0-9_-]*, at most APPL_POLICY_DEPLOYMENT_MAX);
+ * POLICY_DEPLOYMENT_DEFAULT when absent. Borrowed. */
+#define POLICY_DEPLOYMENT_DEFAULT "default"
+const char *policy_deployment(const struct policy *p);
+
+/* Whether s[0..len) is a deployment name a policy may carry. Pure. */
+bool policy_deployment_valid(const char *s, size_t len);
+
 /* `expires` in unix seconds, UTC. */
 int64_t policy_expires(const struct policy *p);
 

@@ -75,67 +75,6 @@ static int trust_add(struct policy_trust *t, const struct policy_pubkey *pk, con
 	return 0;
 }
 
-/* ---- walking to the directory -------------------------------------------- */
-
-static int mode_check(const struct stat *st, uid_t owner, bool parent, const char *path, int plen,
-		      struct appl_err *err)
-{
-	if (st->st_uid != owner && !(parent && st->st_uid == 0))
-		return appl_err_set(err, -EPERM, "trust directory: %.*s is owned by uid %u, not %s",
-				    plen, path, (unsigned)st->st_uid,
-				    owner == 0 ? "root" : "the required owner");
-	/* A parent others may write to could have the directory renamed away
-	 * and replaced, unless its sticky bit keeps them to their own entries. */
-	if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(parent && (st->st_mode & S_ISVTX)))
-		return appl_err_set(err, -EPERM,
-				    "trust directory: %.*s is writable by group or others", plen,
-				    path);
-	return 0;
-}
-
-static int open_fail(int at, const char *name, const char *path, int plen, struct appl_err *err)
-{
-	int e = errno;
-	struct stat st;
-
-	if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-		return appl_err_set(err, -EPERM, "trust directory: %.*s is a symlink (refused)",
-				    plen, path);
-	return appl_err_errno(err, -e, e, "trust directory: %.*s", plen, path);
-}
-
-/* One component: open it below at without following a symlink, check who
- * owns it and who may write it, and return the new descriptor in *fd. */
-static int walk_step(int at, const char *abs, const char *comp, size_t clen, bool last, uid_t owner,
-		     int *fd, struct appl_err *err)
-{
-	char name[NAME_MAX + 1];
-	int plen = (int)(comp + clen - abs), flags, rc;
-	struct stat st;
-
-	if (clen > NAME_MAX)
-		return appl_err_set(err, -ENAMETOOLONG, "trust directory: name too long");
-	if ((clen == 1 && comp[0] == '.') || (clen == 2 && comp[0] == '.' && comp[1] == '.'))
-		return appl_err_set(err, -EINVAL, "trust directory %s: \".\" or \"..\" in the path",
-				    abs);
-	memcpy(name, comp, clen);
-	name[clen] = '\0';
-	/* O_PATH for parents: searching them is all we do, reading is not needed. */
-	flags = (last ? O_RDONLY : O_PATH) | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-	*fd = openat(at, name, flags);
-	if (*fd < 0)
-		return open_fail(at, name, abs, plen, err);
-	if (fstat(*fd, &st) < 0) {
-		int e = errno;
-		close(*fd);
-		return appl_err_errno(err, -e, e, "trust directory: %.*s", plen, abs);
-	}
-	rc = mode_check(&st, owner, !last, abs, plen, err);
-	if (rc < 0)
-		close(*fd);
-	return rc;
-}
-
 static int abs_path(const char *dir, char *abs, size_t len, struct appl_err *err)
 {
 	char cwd[PATH_MAX];
@@ -149,51 +88,6 @@ static int abs_path(const char *dir, char *abs, size_t len, struct appl_err *err
 		return appl_err_errno(err, -errno, errno, "trust directory: working directory");
 	if (appl_path_join(abs, len, cwd, "/", dir) < 0)
 		return appl_err_set(err, -ENAMETOOLONG, "trust directory: path too long");
-	return 0;
-}
-
-/* Open abs component by component from "/", checking each one, and return
- * a readable descriptor of the last in *out. */
-static int trust_dir_open(const char *abs, uid_t owner, int *out, struct appl_err *err)
-{
-	const char *p = abs, *e;
-	int fd, next = -1, rc, depth = 0;
-	struct stat st;
-
-	fd = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return appl_err_errno(err, -errno, errno, "trust directory: /");
-	if (fstat(fd, &st) < 0)
-		rc = appl_err_errno(err, -errno, errno, "trust directory: /");
-	else
-		rc = mode_check(&st, owner, true, "/", 1, err);
-	if (rc < 0) {
-		close(fd);
-		return rc;
-	}
-	while (*p == '/')
-		p++;
-	if (*p == '\0') {
-		close(fd);
-		return appl_err_set(err, -EINVAL, "trust directory: / itself is refused");
-	}
-	while (*p) {
-		for (e = p; *e && *e != '/'; e++)
-			;
-		size_t clen = (size_t)(e - p);
-		while (*e == '/')
-			e++;
-		if (++depth > APPL_TRUST_PATH_DEPTH_MAX)
-			rc = appl_err_set(err, -ENAMETOOLONG, "trust directory: path too deep");
-		else
-			rc = walk_step(fd, abs, p, clen, *e == '\0', owner, &next, err);
-		close(fd);
-		if (rc < 0)
-			return rc;
-		fd = next;
-		p = e;
-	}
-	*out = fd;
 	return 0;
 }
 
@@ -288,7 +182,7 @@ int policy_trust_dir_load_owner(const char *dir, uid_t owner, struct policy_trus
 
 	*out = NULL;
 	if ((rc = abs_path(dir, abs, sizeof(abs), err)) < 0 ||
-	    (rc = trust_dir_open(abs, owner, &fd, err)) < 0)
+	    (rc = appl_dir_open_strict(abs, owner, false, "trust directory", &fd, err)) < 0)
 		return rc;
 	t = trust_new(err);
 	if (!t) {
@@ -411,20 +305,6 @@ int policy_seckey_file_read(const char *path, struct policy_seckey **out, struct
 	return rc;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(fd, buf, len);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return -errno;
-		buf += n;
-		len -= (size_t)n;
-	}
-	return 0;
-}
-
 /* Create path (which must not exist) with mode and exactly these bytes,
  * on disk before we return; on failure nothing is left behind. */
 static int file_create(const char *path, mode_t mode, const char *buf, size_t len,
@@ -440,7 +320,7 @@ static int file_create(const char *path, mode_t mode, const char *buf, size_t le
 	/* The umask may only have narrowed the mode; make it exact. */
 	rc = fchmod(fd, mode) < 0 ? -errno : 0;
 	if (rc == 0)
-		rc = write_all(fd, buf, len);
+		rc = appl_fd_write_all(fd, buf, len);
 	if (rc == 0 && fsync(fd) < 0)
 		rc = -errno;
 	if (close(fd) < 0 && rc == 0)

@@ -3,11 +3,14 @@ real appliance: a root-owned scratch directory with a trust directory and a
 key, policies signed with rising serials, the argv of `appliance run`, and
 the raw MCP messages those tests send.
 
-Each test file makes its own Signer, so their serials and state never mix.
+Each test file makes its own Signer, and each Signer signs for a deployment
+of its own (random per run), so their serials never meet in the appliance's
+one rollback floor (/var/lib/appliance as root).
 """
 
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +33,7 @@ class Signer:
     def __init__(self, prefix):
         self.prefix = prefix
         self.serial = 100
+        self.deployment = "t-" + secrets.token_hex(8)
         self._dir = None
 
     def dir(self):
@@ -48,7 +52,8 @@ class Signer:
         """Write doc (its serial set above every earlier one) and sign it;
         returns the signature's path."""
         self.serial += 1
-        doc = dict(doc, serial=self.serial)
+        doc = dict({"deployment": self.deployment}, **doc)
+        doc["serial"] = self.serial
         path = os.path.join(self.dir(), "p%d.json" % self.serial)
         with open(path, "w") as f:
             json.dump(doc, f)
@@ -67,10 +72,9 @@ class Signer:
         return self.sign(doc)
 
     def argv(self, sig, command="run"):
-        """`appliance COMMAND --policy sig` with this directory's trust and state."""
+        """`appliance COMMAND --policy sig` with this directory's trust."""
         return [APPLIANCE, command, "--policy", sig,
-                "--trust-dir", os.path.join(self.dir(), "trusted.d"),
-                "--state-dir", os.path.join(self.dir(), "state")]
+                "--trust-dir", os.path.join(self.dir(), "trusted.d")]
 
     def cleanup(self):
         if self._dir:

@@ -529,8 +529,8 @@ def a_rootless_appliance_pools_sandboxes_and_calls_tools():
                       tools={"toy.*": {"access": "read"}},
                       roles={"r": {"tools": ["toy.*"], "write": False}},
                       clients={"default_role": "r"})
-    argv = [app] + _kit.argv(sig)[1:]
-    argv[argv.index("--state-dir") + 1] = os.path.join(home, "state")
+    # an ordinary user's floor is that user's own, which it may name
+    argv = [app] + _kit.argv(sig)[1:] + ["--state-dir", os.path.join(home, "state")]
     runtime = os.path.join(home, "rt")
     p = subprocess.Popen(argv + ["--runtime-dir", runtime, "--cache", os.path.join(home, "cache")],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -3,10 +3,14 @@ that go both ways between the appliance and Debian's stock `minisign`
 (installed by scripts/install-deps).
 
 Runs as root in CI (a trust directory must belong to root); the tests that
-need root skip otherwise, and a skip is a failure under CI=true.
+need root skip otherwise, and a skip is a failure under CI=true. verify
+never writes the rollback floor; each policy here names a deployment of its
+own, so what the floor holds for others never matters.
 """
 
 import os
+import pwd
+import secrets
 import shutil
 import stat
 import subprocess
@@ -20,10 +24,10 @@ APPLIANCE = os.path.join(ROOT, "build", "appliance")
 DIGEST = "sha256:" + "0" * 64
 
 
-def policy_text(serial, expires="2099-01-01T00:00:00Z", pad=""):
-    return ('{"policy_version": 1, "serial": %d, "expires": "%s",\n'
+def policy_text(serial, expires="2099-01-01T00:00:00Z", pad="", deployment="default"):
+    return ('{"policy_version": 1, "serial": %d, "expires": "%s", "deployment": "%s",\n'
             ' "image": {"layout": "image", "digest": "%s"}}\n%s'
-            % (serial, expires, DIGEST, pad))
+            % (serial, expires, deployment, DIGEST, pad))
 
 
 def now_rfc3339():
@@ -44,7 +48,7 @@ class Work:
         self.dir = tempfile.mkdtemp(prefix="appliance-signing.")
         self.policy = self.path("policy.json")
         self.sig = self.policy + ".sig"
-        self.state = self.path("state")
+        self.deployment = "t-" + secrets.token_hex(8)
         self.write_policy(serial, **kw)
 
     def path(self, name):
@@ -52,7 +56,7 @@ class Work:
 
     def write_policy(self, serial, **kw):
         with open(self.policy, "w") as f:
-            f.write(policy_text(serial, **kw))
+            f.write(policy_text(serial, deployment=self.deployment, **kw))
 
     def __enter__(self):
         return self
@@ -77,7 +81,7 @@ def keygen(w, name="k"):
 
 
 def verify(w, *trust):
-    return appliance("verify", *(trust or ()), "--state-dir", w.state, w.sig)
+    return appliance("verify", *(trust or ()), w.sig)
 
 
 def refused(r, *words):
@@ -122,6 +126,18 @@ def flip_last_byte(path):
         f.write(bytes(data))
 
 
+def ensure_test_user():
+    """The ordinary user of the rootless tests (cellkit makes it)."""
+    from cellkit import ensure_user
+    return ensure_user().pw_name
+
+
+def user_appliance():
+    """The binary, copied where the ordinary user can run it."""
+    from cellkit import rootless_files
+    return rootless_files()[0]
+
+
 # ---- the appliance alone ------------------------------------------------------
 
 @test
@@ -140,9 +156,9 @@ def keygen_sign_verify():
         assert r.returncode == 0, r.stderr
         assert "key id " + keyid_of(pub) in r.stdout, r.stdout
         assert "serial 3" in r.stdout and "expires 2099-01-01T00:00:00Z" in r.stdout
-        assert "no serial accepted yet" in r.stdout, r.stdout
-        # verify never writes the state directory
-        assert not os.path.exists(w.state)
+        assert "deployment " + w.deployment in r.stdout, r.stdout
+        assert "no serial accepted yet for deployment %s in /var/lib/appliance" % w.deployment \
+            in r.stdout, r.stdout
 
 
 @test
@@ -277,32 +293,61 @@ def expired_refused():
 
 @test
 def rollback_judged_without_changing_state():
+    """An ordinary user's floor (which that user may name with --state-dir),
+    written as the appliance writes it: verify judges against it and never
+    changes it."""
+    user = pwd.getpwnam(ensure_test_user())
     with Work(serial=3) as w:
         pub, sec = minisign_keygen(w)
         minisign_sign(w, sec)
-        # the state as the appliance writes it after accepting serial 5
-        os.mkdir(w.state, 0o700)
-        state = os.path.join(w.state, "policy.state")
-        text = ("appliance-policy-state 1\nserial 5\nsha256 %s\nkey %s\n"
-                "accepted 2025-01-31T12:00:00Z\n" % ("ab" * 32, keyid_of(pub)))
-        with open(state, "w") as f:
+        os.chmod(w.dir, 0o755)
+        state = w.path("state")
+        os.mkdir(state, 0o700)
+        floor = os.path.join(state, "policy.state")
+        text = ("appliance-policy-state 2\n%s 5 %s %s 2025-01-31T12:00:00Z\n"
+                % (w.deployment, "ab" * 32, keyid_of(pub)))
+        with open(floor, "w") as f:
             f.write(text)
-        os.chmod(state, 0o600)
-        before = os.stat(state)
-        refused(verify(w, "--trust", pub), "rollback", "serial 3")
+        os.chmod(floor, 0o600)
+        os.chown(state, user.pw_uid, user.pw_gid)
+        os.chown(floor, user.pw_uid, user.pw_gid)
+        for name in ("policy.json", "policy.json.sig", os.path.basename(pub)):
+            os.chmod(w.path(name), 0o644)
+        before = os.stat(floor)
+
+        def user_verify():
+            return subprocess.run([user_appliance(), "verify", "--trust", pub, "--state-dir",
+                                   state, w.sig], capture_output=True, text=True,
+                                  user=user.pw_uid, group=user.pw_gid, extra_groups=[],
+                                  env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir}, cwd="/")
+        refused(user_verify(), "rollback", "serial 3")
         # serial 5 with other bytes than those accepted
         w.write_policy(5)
         minisign_sign(w, sec, "file:policy.json serial:5 signed:" + now_rfc3339())
-        refused(verify(w, "--trust", pub), "different content")
+        refused(user_verify(), "different content")
         w.write_policy(6)
         minisign_sign(w, sec, "file:policy.json serial:6 signed:" + now_rfc3339())
-        r = verify(w, "--trust", pub)
-        assert r.returncode == 0 and "highest accepted serial 5" in r.stdout, r.stderr
-        after = os.stat(state)
+        r = user_verify()
+        assert r.returncode == 0, r.stderr
+        assert "highest accepted serial 5 for deployment " + w.deployment in r.stdout, r.stdout
+        after = os.stat(floor)
         assert (before.st_mtime_ns, before.st_ino) == (after.st_mtime_ns, after.st_ino)
-        with open(state) as f:
+        with open(floor) as f:
             assert f.read() == text
-        assert sorted(os.listdir(w.state)) == ["policy.state"]
+        assert sorted(os.listdir(state)) == ["policy.state"]
+
+
+@test
+def verify_as_root_takes_no_state_directory():
+    if os.geteuid() != 0:
+        skip("the fixed floor is root's")
+    with Work() as w:
+        pub, sec = keygen(w)
+        assert appliance("sign", "--secret", sec, w.policy).returncode == 0
+        fresh = w.path("fresh")
+        r = appliance("verify", "--trust", pub, "--state-dir", fresh, w.sig)
+        refused(r, "--state-dir is refused as root", "/var/lib/appliance")
+        assert not os.path.exists(fresh)
 
 
 # ---- the trust directory -------------------------------------------------------

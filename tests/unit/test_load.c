@@ -167,7 +167,7 @@ static void test_signed_policy_loads(void **state)
 	assert_string_equal(policy_image_layout(p), layout);
 	assert_int_equal(policy_serial(p), 3);
 	policy_free(p);
-	assert_int_equal(policy_state_read(f->state, &st, &err), 0);
+	assert_int_equal(policy_state_read(f->state, "default", &st, &err), 0);
 	assert_int_equal(st.serial, 3);
 	assert_string_equal(st.keyid_hex, hex);
 	/* again: same serial, same bytes */
@@ -354,7 +354,7 @@ static void test_expired_refused(void **state)
 	sign(f, "policy.json", f->a);
 	assert_int_equal(load(f, true, NULL, &err), -EKEYEXPIRED);
 	assert_non_null(strstr(err.msg, "expired at 2025-01-01T00:00:00Z"));
-	assert_int_equal(policy_state_read(f->state, &st, &err), 0);
+	assert_int_equal(policy_state_read(f->state, "default", &st, &err), 0);
 	assert_false(st.present);
 }
 
@@ -372,8 +372,52 @@ static void test_rollback_refused(void **state)
 	assert_int_equal(load(f, false, NULL, &err), -ESTALE);
 	assert_int_equal(load(f, true, NULL, &err), -ESTALE);
 	assert_non_null(strstr(err.msg, "rollback"));
-	assert_int_equal(policy_state_read(f->state, &st, &err), 0);
+	assert_int_equal(policy_state_read(f->state, "default", &st, &err), 0);
 	assert_int_equal(st.serial, 5);
+}
+
+/* tmp/policy.json with this serial and deployment. */
+static void deployment_policy(struct fix *f, int serial, const char *deployment)
+{
+	char text[1024];
+	int n = snprintf(text, sizeof(text),
+			 "{\"policy_version\": 1, \"serial\": %d, \"expires\": \"%s\", "
+			 "\"deployment\": \"%s\", \"image\": {\"layout\": \"image\", "
+			 "\"digest\": \"sha256:%064d\"}}\n",
+			 serial, LATER, deployment, 0);
+
+	assert_true(n > 0 && (size_t)n < sizeof(text));
+	kit_write(kit_path(f->tmp, "policy.json"), text, (size_t)n, 0644);
+}
+
+/* Each deployment is held to its own floor: a policy of another
+ * deployment with a lower serial is accepted, and does not lower the
+ * default one's. */
+static void test_rollback_per_deployment(void **state)
+{
+	struct fix *f = *state;
+	struct appl_err err = {0};
+	struct policy_state st;
+	struct policy_verified info;
+	char sig[4096];
+	policy_file(f, "policy.json", 5, LATER, 0);
+	sign(f, "policy.json", f->a);
+	assert_int_equal(load(f, true, &info, &err), 0);
+	assert_string_equal(info.deployment, "default");
+	deployment_policy(f, 2, "staging-2");
+	sign(f, "policy.json", f->a);
+	assert_int_equal(load(f, true, &info, &err), 0);
+	assert_string_equal(info.deployment, "staging-2");
+	assert_int_equal(policy_state_read(f->state, "staging-2", &st, &err), 0);
+	assert_int_equal(st.serial, 2);
+	assert_int_equal(policy_state_read(f->state, "default", &st, &err), 0);
+	assert_int_equal(st.serial, 5);
+	/* a name a deployment may not have is refused, even for signing */
+	deployment_policy(f, 9, "Staging");
+	assert_int_equal(policy_file_sign(kit_path(f->tmp, "policy.json"), f->a, NOW, sig,
+					  sizeof(sig), NULL, &err),
+			 -EINVAL);
+	assert_non_null(strstr(err.msg, "deployment: a deployment is [a-z][a-z0-9_-]*"));
 }
 
 static void test_same_serial_new_content_refused(void **state)
@@ -458,6 +502,7 @@ int main(void)
 		T(test_parsed_only_after_signature),
 		T(test_expired_refused),
 		T(test_rollback_refused),
+		T(test_rollback_per_deployment),
 		T(test_same_serial_new_content_refused),
 		T(test_older_policy_second_key_refused),
 		T(test_sign_refusals),

@@ -174,6 +174,42 @@ static void test_examples(void **state)
 	names_free(names);
 }
 
+/* `deployment` names a rollback floor: [a-z][a-z0-9_-]*, at most 64. */
+static void test_deployment(void **state)
+{
+	static const char *const good[] = {"a", "prod", "eu-west_2",
+					   "x234567890123456789012345678"
+					   "901234567890123456789012345678901234"};
+	static const char *const bad[] = {"",
+					  "Prod",
+					  "1prod",
+					  "-a",
+					  "a b",
+					  "a.b",
+					  "a/b",
+					  "\u00e9",
+					  "x2345678901234567890123456789012345678901234567890"
+					  "123456789012345"};
+	struct appl_err err = {0};
+	char extra[256];
+	struct policy *p;
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(extra, sizeof(extra), ", \"deployment\": \"%s\"", good[i]);
+		p = parse_with(extra, &err);
+		assert_non_null(p);
+		assert_string_equal(policy_deployment(p), good[i]);
+		policy_free(p);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(extra, sizeof(extra), ", \"deployment\": \"%s\"", bad[i]);
+		assert_null(parse_with(extra, &err));
+		assert_non_null(strstr(err.msg, "deployment"));
+	}
+	assert_null(parse_with(", \"deployment\": 5", &err));
+	assert_non_null(strstr(err.msg, "deployment: must be a string"));
+}
+
 /* ---- values read back ------------------------------------------------------ */
 
 static void test_defaults(void **state)
@@ -188,6 +224,7 @@ static void test_defaults(void **state)
 	assert_int_equal(policy_expires(p), 1801353600);
 	assert_string_equal(policy_image_digest(p), DIGEST);
 	assert_string_equal(policy_image_layout(p), BASEDIR "/img");
+	assert_string_equal(policy_deployment(p), "default");
 	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
 	assert_string_equal(policy_runtime_platform(p), "ptrace");
 	assert_false(policy_runtime_rootless(p));
@@ -836,6 +873,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_files),
 		cmocka_unit_test(test_invalid_files),
+		cmocka_unit_test(test_deployment),
 		cmocka_unit_test(test_examples),
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_limits_read),
