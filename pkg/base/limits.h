@@ -126,9 +126,20 @@
 #define APPL_RUNNER_VALUE_DEPTH_MAX 32u
 
 /* ---- sandbox ------------------------------------------------------------- */
-#define APPL_SANDBOX_DEV_TMPFS_KB  64u	   /* the /dev tmpfs: device nodes only */
-#define APPL_SANDBOX_CPU_PERIOD_US 100000u /* cgroup CPU period; quota = 1 CPU */
-#define APPL_SANDBOX_PATH_MAX	   4096u   /* rootfs and cgroups paths */
+/* The oldest gVisor release the appliance was tested with (YYYYMMDD.N, as in
+ * `runsc --version`): an older runsc is refused at start. 20240729.0 is
+ * Debian's runsc for Debian 12 in bookworm-backports, the first with the
+ * systrap platform in Debian. A build for a baseline measurement may set
+ * another (-DAPPL_RUNSC_TESTED_DATE=...). */
+#ifndef APPL_RUNSC_TESTED_DATE
+#define APPL_RUNSC_TESTED_DATE	20240729u
+#define APPL_RUNSC_TESTED_PATCH 0u
+#endif
+#define APPL_RUNSC_VERSION_OUT_MAX    4096u /* what `runsc --version` may print */
+#define APPL_RUNSC_VERSION_TIMEOUT_MS 10000
+#define APPL_SANDBOX_DEV_TMPFS_KB     64u     /* the /dev tmpfs: device nodes only */
+#define APPL_SANDBOX_CPU_PERIOD_US    100000u /* cgroup CPU period; quota = 1 CPU */
+#define APPL_SANDBOX_PATH_MAX	      4096u   /* rootfs and cgroups paths */
 
 /* ---- cell run ------------------------------------------------------------ */
 #define APPL_RUNNER_READ_BLOCK (64u * 1024) /* one read from the runner */

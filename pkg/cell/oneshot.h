@@ -19,7 +19,7 @@ struct cell_oneshot {
 	const char *cache;    /* NULL: image_cache_default */
 	const char *run_dir;  /* runsc instances; NULL: the runtime's default */
 	const char *runsc;    /* NULL: the default path */
-	const char *platform; /* NULL: ptrace */
+	const char *platform; /* NULL: SANDBOX_PLATFORM_DEFAULT (systrap) */
 	bool rootless;
 	struct sandbox_oci_params oci; /* limits of the sandbox (rootfs is set here) */
 	struct cell_limits lim;	       /* limits of the run */

@@ -163,7 +163,7 @@ static int digest_check(const char *s, size_t len, const char *path, struct appl
 	return 0;
 }
 
-static const char *const platforms[] = {"ptrace", "kvm"};
+static const char *const platforms[] = {"systrap", "ptrace", "kvm"};
 
 static int platform_check(const char *s, size_t len, const char *path, struct appl_err *err)
 {
@@ -171,7 +171,7 @@ static int platform_check(const char *s, size_t len, const char *path, struct ap
 	for (size_t i = 0; i < NELEM(platforms); i++)
 		if (strcmp(s, platforms[i]) == 0)
 			return 0;
-	return appl_err_set(err, -EINVAL, "%s: must be \"ptrace\" or \"kvm\"", path);
+	return appl_err_set(err, -EINVAL, "%s: must be \"systrap\", \"ptrace\" or \"kvm\"", path);
 }
 
 static bool is_lower(char ch)

@@ -63,12 +63,12 @@ const char *policy_image_layout(const struct policy *p);
 const char *policy_image_digest(const struct policy *p);
 
 #define POLICY_RUNSC_DEFAULT	"/usr/bin/runsc"
-#define POLICY_PLATFORM_DEFAULT "ptrace"
+#define POLICY_PLATFORM_DEFAULT "systrap"
 
 /* runtime.runsc: an absolute path, POLICY_RUNSC_DEFAULT when absent. */
 const char *policy_runtime_runsc(const struct policy *p);
 
-/* runtime.platform: "ptrace" (the default) or "kvm". */
+/* runtime.platform: "systrap" (the default), "ptrace" or "kvm". */
 const char *policy_runtime_platform(const struct policy *p);
 
 /* runtime.rootless: false unless the policy opts in. */

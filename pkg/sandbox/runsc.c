@@ -34,7 +34,7 @@ static char *const runsc_env[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
 
 /* The platforms this appliance accepts. Any other runsc flag is fixed by
  * the code below; none comes from configuration. */
-static const char *const platforms[] = {"ptrace", "kvm", NULL};
+static const char *const platforms[] = {"systrap", "ptrace", "kvm", NULL};
 
 /* Every controller a cgroups v1 runsc may populate, for cleaning up. */
 static const char *const cgroup_roots[] = {
@@ -100,10 +100,17 @@ static int runsc_check(const char *path, struct appl_err *err)
 
 static int platform_check(const char *p, struct appl_err *err)
 {
-	for (size_t i = 0; platforms[i]; i++)
-		if (strcmp(p, platforms[i]) == 0)
-			return 0;
-	return appl_err_set(err, -EINVAL, "runtime platform %.32s: not one of ptrace, kvm", p);
+	for (size_t i = 0; platforms[i]; i++) {
+		if (strcmp(p, platforms[i]) != 0)
+			continue;
+		/* Refused here rather than by a sandbox that cannot boot. */
+		if (strcmp(p, "kvm") == 0 && access("/dev/kvm", R_OK | W_OK) < 0)
+			return appl_err_errno(err, -errno, errno,
+					      "runtime platform kvm: /dev/kvm is not usable");
+		return 0;
+	}
+	return appl_err_set(err, -EINVAL, "runtime platform %.32s: not one of systrap, ptrace, kvm",
+			    p);
 }
 
 /* An ordinary user's instances live below $XDG_RUNTIME_DIR, else in the
@@ -289,7 +296,8 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 	char state[PATH_MAX];
 	struct sandbox_rt *rt;
 	const char *runsc = cfg->runsc ? cfg->runsc : SANDBOX_RUNSC_DEFAULT;
-	const char *platform = cfg->platform ? cfg->platform : "ptrace";
+	const char *platform = cfg->platform ? cfg->platform : SANDBOX_PLATFORM_DEFAULT;
+	struct sandbox_runsc_version v;
 
 	if (geteuid() != 0 && !cfg->rootless) {
 		appl_err_set(err, -EPERM,
@@ -298,7 +306,9 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 			     "for explicitly (--rootless, or runtime.rootless in the policy)");
 		return NULL;
 	}
-	if (runsc_check(runsc, err) < 0 || platform_check(platform, err) < 0)
+	if (runsc_check(runsc, err) < 0 || platform_check(platform, err) < 0 ||
+	    sandbox_runsc_version_get(runsc, &v, err) < 0 ||
+	    sandbox_runsc_version_check(&v, runsc, err) < 0)
 		return NULL;
 	if (sodium_init() < 0) {
 		appl_err_set(err, -EIO, "libsodium failed to initialise");

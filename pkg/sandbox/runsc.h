@@ -10,6 +10,7 @@
 #define APPL_SANDBOX_RUNSC_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -23,15 +24,42 @@ struct sandbox;
 struct sandbox_rt_config {
 	const char *runsc;     /* absolute path of runsc; NULL: SANDBOX_RUNSC_DEFAULT */
 	const char *state_dir; /* where instances live; NULL: the default for this user */
-	const char *platform;  /* gVisor platform; NULL: "ptrace" */
+	const char *platform;  /* gVisor platform; NULL: SANDBOX_PLATFORM_DEFAULT */
 	bool rootless;	       /* runsc --rootless (explicit opt-in, weaker) */
 };
 
-#define SANDBOX_RUNSC_DEFAULT "/usr/bin/runsc"
+#define SANDBOX_RUNSC_DEFAULT	 "/usr/bin/runsc"
+#define SANDBOX_PLATFORM_DEFAULT "systrap"
 
-/* Open an instance: refuse a non-root caller unless rootless, check runsc,
- * clean up crashed instances, create and lock our own directory. New
- * object, or NULL with err filled. */
+/* A gVisor release, as `runsc --version` names it. */
+struct sandbox_runsc_version {
+	unsigned date;	/* YYYYMMDD */
+	unsigned patch; /* the .N after it */
+	char text[64];	/* the version as printed ("0.0~20240729.0") */
+};
+
+/* Parse the output of `runsc --version`: a first line "runsc version V"
+ * where V holds the release as YYYYMMDD.N (Debian prints
+ * "0.0~20240729.0", gVisor's own builds "release-20240729.0"). Pure.
+ * 0, or -EINVAL. */
+int sandbox_runsc_version_parse(const char *out, size_t len, struct sandbox_runsc_version *v);
+
+/* Run `runsc --version` (explicit environment, output capped at
+ * APPL_RUNSC_VERSION_OUT_MAX, APPL_RUNSC_VERSION_TIMEOUT_MS at most) and
+ * parse it into v. */
+int sandbox_runsc_version_get(const char *runsc, struct sandbox_runsc_version *v,
+			      struct appl_err *err);
+
+/* 0 when v is at least the release the appliance was tested with
+ * (APPL_RUNSC_TESTED_DATE.APPL_RUNSC_TESTED_PATCH in limits.h), else
+ * -EPROTONOSUPPORT naming both. */
+int sandbox_runsc_version_check(const struct sandbox_runsc_version *v, const char *runsc,
+				struct appl_err *err);
+
+/* Open an instance: refuse a non-root caller unless rootless, check runsc
+ * (an executable at least the tested release) and the platform (kvm needs
+ * a usable /dev/kvm), clean up crashed instances, create and lock our own
+ * directory. New object, or NULL with err filled. */
 struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct appl_err *err);
 
 /* Destroy every sandbox still running, remove the instance directory. */

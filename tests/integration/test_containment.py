@@ -13,6 +13,7 @@ import secrets
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 
 from harness import main, test
@@ -348,6 +349,34 @@ print(json.dumps({"version": open("/proc/version").read(), "release": os.uname()
         assert out["version"] != f.read()
 
 
+@in_both_modes
+def cells_run_on_systrap_by_default(mode):
+    """The sandbox kernel is the tested gVisor on the systrap platform: the
+    runsc that boots the cell says so on its command line."""
+    p = start_cell("import time\ntime.sleep(4)\nprint('ok')", mode, deadline=20)
+    try:
+        deadline, lines = time.time() + 15, []
+        while time.time() < deadline and not lines:
+            for pid in descendants(p.pid):
+                try:
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        argv = f.read().split(b"\0")
+                except OSError:
+                    continue
+                if b"run" in argv and any(a.endswith(b"runsc") for a in argv[:1]):
+                    lines.append(argv)
+            time.sleep(0.05)
+        assert lines, "no runsc run process"
+        assert all(b"--platform=systrap" in a for a in lines), lines
+    finally:
+        assert ok_stdout(finish_cell(p)) == "ok\n"
+    version = subprocess.run(["/usr/bin/runsc", "--version"], capture_output=True,
+                             text=True).stdout
+    import re
+    m = re.search(r"(?<![0-9])(20[0-9]{6})\.[0-9]+", version.splitlines()[0])
+    assert m and int(m.group(1)) >= 20240729, version
+
+
 # ---- resources -------------------------------------------------------------
 
 def mem_available():
@@ -395,8 +424,15 @@ def memory_stays_within_its_bound(mode):
     assert used <= bound + slack, "host memory fell by %d MiB (bound %d MiB)" % (
         used >> 20, bound >> 20)
     if mode == "root":
-        # 4 x 220 MiB cannot fit under the cgroup: the sandbox was killed
-        assert r["reason"] == "memory" and r["stopped"], r
+        # 4 x 200 MiB cannot fit under the cgroup. gVisor sizes its memory to
+        # the cgroup's limit, so children die inside the sandbox and the run
+        # goes on; were gVisor itself over the limit, the sandbox would be
+        # killed and the run stopped for memory. Either way not all fit.
+        if r["stopped"]:
+            assert r["reason"] == "memory", r
+        else:
+            codes = json.loads(ok_stdout(r))
+            assert len(codes) == children and any(c != 0 for c in codes), r
     else:
         assert ok_stdout(r).strip() == "[0, 0, 0, 0]", r
     # the sandbox's memory goes back to the host once it is torn down
@@ -732,6 +768,32 @@ def rootless_without_home_is_a_one_line_error():
                        extra_groups=[], env={"PATH": "/usr/bin:/bin"}, cwd="/")
     assert r.returncode == 1 and r.stdout == b"" and r.stderr.count(b"\n") == 1, r
     assert b"no runtime directory" in r.stderr and b"--runtime-dir" in r.stderr, r.stderr
+
+
+@test
+def runsc_older_than_the_tested_release_is_refused():
+    """A runsc that says it is Debian 12's own gVisor (2022-12), or names no
+    release at all, is refused before any sandbox starts."""
+    work = tempfile.mkdtemp(prefix="appliance-fake-runsc.")
+    try:
+        os.chmod(work, 0o755)
+        for name, says, words in (
+                ("old", "runsc version 0.0~20221219.0\nspec: 1.0.2-dev\n",
+                 (b"is version 0.0~20221219.0", b"older than 20240729.0")),
+                ("mute", "nothing to say\n", (b"no gVisor release",))):
+            fake = os.path.join(work, name)
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\nprintf '%s'\n" % says.replace("\n", "\\n"))
+            os.chmod(fake, 0o755)
+            r = subprocess.run([os.path.join(ROOT, "build", "appliance"), "cell", "--image",
+                                os.path.join(ROOT, "build", "image"), "--digest", digest(),
+                                "--runsc", fake, "-"], input=b"print(1)", capture_output=True)
+            assert r.returncode == 1 and r.stdout == b"", r
+            assert r.stderr.count(b"\n") == 1 and fake.encode() in r.stderr, r.stderr
+            for w in words:
+                assert w in r.stderr, (w, r.stderr)
+    finally:
+        subprocess.run(["rm", "-rf", work])
 
 
 @test

@@ -226,7 +226,7 @@ static void test_defaults(void **state)
 	assert_string_equal(policy_image_layout(p), BASEDIR "/img");
 	assert_string_equal(policy_deployment(p), "default");
 	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
-	assert_string_equal(policy_runtime_platform(p), "ptrace");
+	assert_string_equal(policy_runtime_platform(p), "systrap");
 	assert_false(policy_runtime_rootless(p));
 	policy_limits_get(p, &l);
 	assert_int_equal(l.deadline_s, APPL_DEADLINE_S_DEF);
@@ -562,10 +562,14 @@ static void test_runtime_read(void **state)
 	assert_true(policy_runtime_rootless(p));
 	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
 	policy_free(p);
+	p = parse_with(", \"runtime\": {\"platform\": \"ptrace\"}", &err);
+	assert_non_null(p);
+	assert_string_equal(policy_runtime_platform(p), "ptrace");
+	policy_free(p);
 	p = parse_with(", \"runtime\": {\"runsc\": \"/opt/gvisor/runsc\"}", &err);
 	assert_non_null(p);
 	assert_string_equal(policy_runtime_runsc(p), "/opt/gvisor/runsc");
-	assert_string_equal(policy_runtime_platform(p), "ptrace");
+	assert_string_equal(policy_runtime_platform(p), "systrap");
 	policy_free(p);
 }
 
