@@ -98,17 +98,30 @@ static int runsc_check(const char *path, struct appl_err *err)
 	return 0;
 }
 
+/* The kvm platform needs /dev/kvm, a character device we can open: refused
+ * here rather than by sandboxes that never boot. */
+static int kvm_check(struct appl_err *err)
+{
+	struct stat st;
+	int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0)
+		return appl_err_errno(err, -errno, errno,
+				      "runtime platform kvm: /dev/kvm is not usable");
+	if (fstat(fd, &st) < 0 || !S_ISCHR(st.st_mode)) {
+		close(fd);
+		return appl_err_set(err, -ENODEV,
+				    "runtime platform kvm: /dev/kvm is not a character device");
+	}
+	close(fd);
+	return 0;
+}
+
 static int platform_check(const char *p, struct appl_err *err)
 {
-	for (size_t i = 0; platforms[i]; i++) {
-		if (strcmp(p, platforms[i]) != 0)
-			continue;
-		/* Refused here rather than by a sandbox that cannot boot. */
-		if (strcmp(p, "kvm") == 0 && access("/dev/kvm", R_OK | W_OK) < 0)
-			return appl_err_errno(err, -errno, errno,
-					      "runtime platform kvm: /dev/kvm is not usable");
-		return 0;
-	}
+	for (size_t i = 0; platforms[i]; i++)
+		if (strcmp(p, platforms[i]) == 0)
+			return strcmp(p, "kvm") == 0 ? kvm_check(err) : 0;
 	return appl_err_set(err, -EINVAL, "runtime platform %.32s: not one of systrap, ptrace, kvm",
 			    p);
 }

@@ -47,13 +47,14 @@ def fresh_deployment():
 
 
 def write_policy(name, serial, limits=None, expires="2099-01-01T00:00:00Z", key="k1",
-                 layout=None, rootless=False, deployment=None, image_digest=None):
+                 layout=None, rootless=False, deployment=None, image_digest=None,
+                 platform=None):
     path = os.path.join(work(), name)
     doc = {"policy_version": 1, "serial": serial, "expires": expires,
            "deployment": deployment or fresh_deployment(),
            "image": {"layout": layout or os.path.join(os.path.dirname(APPLIANCE), "image"),
                      "digest": image_digest or digest()},
-           "runtime": {"rootless": rootless}}
+           "runtime": dict({"rootless": rootless}, **({"platform": platform} if platform else {}))}
     if limits:
         doc["limits"] = limits
     with open(path, "w") as f:
@@ -228,6 +229,26 @@ def a_policy_that_fails_at_start_records_nothing():
             trust_args(), check=False)
     assert r.returncode == 0, r.stderr
     assert floor_serial(dep) == 32
+
+
+@test
+def the_kvm_platform_without_a_usable_dev_kvm_is_refused_at_start():
+    """Refused before any sandbox boots, and not recorded: a regular file
+    bind-mounted over /dev/kvm in a private mount namespace stands for a
+    machine without it."""
+    dep = fresh_deployment()
+    sig = write_policy("kvm.json", 3, deployment=dep, platform="kvm")
+    fake = os.path.join(work(), "not-kvm")
+    open(fake, "w").close()
+    script = ('[ -e /dev/kvm ] && mount --bind "$1" /dev/kvm; shift; exec "$@"')
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+                        script, "sh", fake, APPLIANCE, "cell", "--policy", sig] + trust_args() +
+                       ["-"], input=b"print(1)", capture_output=True, timeout=120)
+    refused(r, "runtime platform kvm: /dev/kvm")
+    assert floor_serial(dep) == 0
+    # ptrace stays selectable
+    r = cell(write_policy("ptrace.json", 4, deployment=dep, platform="ptrace"), "print('p')")
+    assert r["stdout"] == "p\n", r
 
 
 @test
