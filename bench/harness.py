@@ -11,7 +11,8 @@ side with time.perf_counter:
   4  baseline: one `docker run --rm --runtime=runsc --network=none` of the
      same image per cell, on a private dockerd this harness starts and stops
   5  floor: a persistent unsandboxed host Python worker serving cell after
-     cell over one pipe with the runner's own code (bench/floor_worker.py)
+     cell over one pipe with the runner's own code (bench/floor_worker.py);
+     5s the same with cells spaced like rows 1 and 2
   6  tool-call overhead: 1000 sequential `await toy.echo(text="x")` in one
      cell, timed inside the cell, against the same calls sent to
      build/toy-server directly by bench/direct_client.py
@@ -20,6 +21,12 @@ side with time.perf_counter:
      appliance with limits.cells = 4
   9  memory: the appliance's idle RSS (pool 0 and pool 2) and the host
      memory per warm pooled sandbox
+
+Rows 1 to 8 run on the system's runsc with the systrap platform (the
+appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
+run again as 1p, 2p, 6p (the same runsc on ptrace) and 1o, 2o, 6o (Debian
+12's own runsc, 20221219.0, on ptrace, under an appliance built to accept
+it; scripts/bench fetches and builds both into build/bench-old/).
 
 A row that cannot run shows its error and the others go on. Parameters are
 environment variables (scripts/bench lists them). The figures go to stdout
@@ -52,6 +59,21 @@ FLOOR_WORKER = os.path.join(ROOT, "bench", "floor_worker.py")
 DIRECT_CLIENT = os.path.join(ROOT, "bench", "direct_client.py")
 HOST_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 RUNSC = "/usr/bin/runsc"
+PLATFORM = "systrap"
+# Baselines for rows 1, 2 and 6 (BENCH_BASELINES=1): the same runsc on
+# ptrace, and Debian 12's own runsc (gVisor 20221219.0) on ptrace, run by an
+# appliance built to accept it (scripts/bench makes both: build/bench-old/).
+OLD_DIR = os.path.join(ROOT, "build", "bench-old")
+OLD_RUNSC = os.path.join(OLD_DIR, "runsc", "usr", "bin", "runsc")
+OLD_APPLIANCE = os.path.join(OLD_DIR, "appliance")
+MAIN = {"key": "", "name": "runsc %s, systrap", "appliance": APPLIANCE, "runsc": RUNSC,
+        "platform": PLATFORM}
+BASELINES = [
+    {"key": "p", "name": "runsc %s, ptrace", "appliance": APPLIANCE, "runsc": RUNSC,
+     "platform": "ptrace"},
+    {"key": "o", "name": "runsc %s, ptrace", "appliance": OLD_APPLIANCE, "runsc": OLD_RUNSC,
+     "platform": "ptrace"},
+]
 PROTOCOL = "2025-11-25"
 MIB = 1024 * 1024
 
@@ -84,6 +106,7 @@ P = {
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
     "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9"),
+    "baselines": env_int("BENCH_BASELINES", 1),     # rows 1, 2, 6 on ptrace, old and new runsc
     "json": os.environ.get("BENCH_JSON", os.path.join(ROOT, "build", "bench.json")),
 }
 ROWS = {int(x) for x in P["rows"].replace(" ", "").split(",") if x}
@@ -275,14 +298,15 @@ class Work:
         self.serial = 0
         self.deployment = "bench-" + secrets.token_hex(8)
         self.digest = read_digest()
+        self.cfg_of = {}  # signature path -> the configuration it runs on
 
-    def policy(self, limits, extra=None):
+    def policy(self, limits, extra=None, cfg=MAIN):
         self.serial += 1
         path = os.path.join(self.dir, "p%d.json" % self.serial)
         doc = {"policy_version": 1, "serial": self.serial, "expires": "2099-01-01T00:00:00Z",
                "deployment": self.deployment,
                "image": {"layout": LAYOUT, "digest": self.digest},
-               "runtime": {"runsc": RUNSC, "platform": "ptrace"},
+               "runtime": {"runsc": cfg["runsc"], "platform": cfg["platform"]},
                "limits": limits}
         doc.update(extra or {})
         with open(path, "w") as f:
@@ -290,10 +314,11 @@ class Work:
         r = subprocess.run([APPLIANCE, "sign", "--secret", self.key, path], capture_output=True)
         if r.returncode != 0:
             raise RowError("sign: %s" % r.stderr.decode().strip())
+        self.cfg_of[path + ".sig"] = cfg
         return path + ".sig"
 
     def run_argv(self, sig):
-        return [APPLIANCE, "run", "--policy", sig, "--trust-dir", self.trust]
+        return [self.cfg_of[sig]["appliance"], "run", "--policy", sig, "--trust-dir", self.trust]
 
     def cleanup(self):
         shutil.rmtree(self.dir, ignore_errors=True)
@@ -365,11 +390,11 @@ def check_print1(sc):
 
 # ---- rows 1, 2 and 9: warm and cold cells, idle memory --------------------------------
 
-def row_cells(work, pool, n):
+def row_cells(work, pool, n, cfg=MAIN):
     """n spaced print(1) cells through one appliance with limits.pool; the
     appliance's memory idle before the first cell and after the last."""
-    sig = work.policy({"pool": pool, "deadline_s": 60})
-    m = Mcp(work, sig, "pool%d" % pool)
+    sig = work.policy({"pool": pool, "deadline_s": 60}, cfg=cfg)
+    m = Mcp(work, sig, "pool%d%s" % (pool, cfg["key"]))
     try:
         time.sleep(P["settle_s"])  # the pool (if any) boots
         mem_idle = tree_memory(m.pid)
@@ -465,7 +490,7 @@ def row_runsc(n, digest):
             with open(os.path.join(bundle, "config.json"), "w") as f:
                 json.dump(oci_config(rootfs), f)
             argv = [RUNSC, "--root=" + os.path.join(base, "runsc"), "--network=none",
-                    "--platform=ptrace", "--log=" + os.path.join(bundle, "runsc.log"),
+                    "--platform=" + PLATFORM, "--log=" + os.path.join(bundle, "runsc.log"),
                     "--log-format=text", "run", "--bundle", bundle, "bench-%d-%d" % (os.getpid(), i)]
             conn = LineConn(argv, os.path.join(bundle, "stderr"))
             try:
@@ -536,7 +561,7 @@ class Dockerd:
         cfg = os.path.join(self.dir, "daemon.json")
         with open(cfg, "w") as f:
             json.dump({"runtimes": {"runsc": {"path": RUNSC, "runtimeArgs": [
-                "--network=none", "--platform=ptrace"]}}}, f)
+                "--network=none", "--platform=" + PLATFORM]}}}, f)
         # dockerd makes /run/docker/plugins whatever its exec root: ours to
         # remove afterwards only when it was not there before.
         self.made_run_docker = not os.path.exists("/run/docker")
@@ -651,12 +676,16 @@ def row_docker(n, digest):
 
 # ---- row 5: the floor ------------------------------------------------------------------------
 
-def row_floor(work, n):
+def row_floor(work, n, spacing=0.0):
+    """Cells back to back (row 5), or spaced like rows 1 and 2 (row 5s): a
+    worker that waited 1.5 s meets cold CPU caches, as a pooled runner does."""
     conn = LineConn([HOST_PY, "-I", "-S", "-B", FLOOR_WORKER, RUNNER],
                     os.path.join(work.dir, "floor.stderr"))
     times = []
     try:
         for i in range(P["warmup"] + n):
+            if spacing and i:
+                time.sleep(spacing)
             out, _, t0, t1 = runner_cell(conn)
             if out != "1\n":
                 raise RowError("floor worker printed %r" % out)
@@ -670,12 +699,12 @@ def row_floor(work, n):
 
 # ---- rows 6 and 7: tool calls ------------------------------------------------------------------
 
-def toy_policy(work, limits):
+def toy_policy(work, limits, cfg=MAIN):
     return work.policy(limits, {
         "servers": {"toy": {"command": [TOY]}},
         "tools": {"toy.*": {"access": "write"}},
         "roles": {"dev": {"tools": ["toy.*"], "write": True}},
-        "clients": {"default_role": "dev"}})
+        "clients": {"default_role": "dev"}}, cfg)
 
 
 ECHO_CELL = """import time
@@ -710,13 +739,17 @@ def row_direct(n, runs):
     return per
 
 
-def rows_tools(work, results):
+def rows_tools(work, results, cfg=MAIN, want=None):
+    """Rows 6 and 7 (those of want that were selected) on one appliance,
+    filed in results under the row number and cfg's key ("6", "6p")."""
+    want = ROWS & (want or {6, 7})
     n = P["calls"]
     limits = {"pool": 2, "deadline_s": 300, "max_calls": min(10000, n + 10),
               "concurrency": P["gather_concurrency"]}
-    m = Mcp(work, toy_policy(work, limits), "toy")
+    m = Mcp(work, toy_policy(work, limits, cfg), "toy" + cfg["key"])
+    k6, k7 = ("6" + cfg["key"], "7" + cfg["key"]) if cfg["key"] else (6, 7)
     try:
-        if 6 in ROWS:
+        if 6 in want:
             try:
                 cell_us, e2e = [], []
                 for _ in range(P["call_runs"]):
@@ -725,12 +758,12 @@ def rows_tools(work, results):
                     e2e.append(dt)
                     time.sleep(P["spacing_s"])
                 direct = row_direct(n, P["call_runs"])
-                results[6] = {"cell_per_call_us": cell_us, "direct_per_call_us": direct,
-                              "cell_end_to_end_s": e2e, "calls": n,
-                              "overhead_us": statistics.median(cell_us) - statistics.median(direct)}
+                results[k6] = {"cell_per_call_us": cell_us, "direct_per_call_us": direct,
+                               "cell_end_to_end_s": e2e, "calls": n,
+                               "overhead_us": statistics.median(cell_us) - statistics.median(direct)}
             except RowError as e:
-                results[6] = {"error": str(e)}
-        if 7 in ROWS:
+                results[k6] = {"error": str(e)}
+        if 7 in want:
             try:
                 walls, e2e = [], []
                 for _ in range(P["gather_runs"]):
@@ -742,11 +775,11 @@ def rows_tools(work, results):
                     walls.append(float(res["wall_s"]))
                     e2e.append(dt)
                     time.sleep(P["spacing_s"])
-                results[7] = {"times": walls, "cell_end_to_end_s": e2e,
-                              "calls": P["gather"], "ms": P["gather_ms"],
-                              "concurrency": limits["concurrency"]}
+                results[k7] = {"times": walls, "cell_end_to_end_s": e2e,
+                               "calls": P["gather"], "ms": P["gather_ms"],
+                               "concurrency": limits["concurrency"]}
             except RowError as e:
-                results[7] = {"error": str(e)}
+                results[k7] = {"error": str(e)}
     finally:
         m.close()
 
@@ -797,6 +830,44 @@ def row_load(work):
 
 # ---- machine, table, targets ---------------------------------------------------------------------
 
+def baselines(work, res):
+    """Rows 1, 2 and 6 again on each baseline configuration, filed as "1p",
+    "2p", "6p" (this runsc on ptrace) and "1o", "2o", "6o" (the old one)."""
+    for cfg in BASELINES:
+        k = cfg["key"]
+        missing = [f for f in (cfg["appliance"], cfg["runsc"]) if not os.path.exists(f)]
+        for row in (1, 2, 6):
+            if row not in ROWS:
+                continue
+            key = "%d%s" % (row, k)
+            if missing:
+                res[key] = {"error": "%s missing (scripts/bench makes it)" % missing[0]}
+                continue
+            log("row %s: %s, %s" % (key, "tool calls" if row == 6 else "cells",
+                                    cfg["name"] % runsc_release(cfg["runsc"])))
+            t = time.perf_counter()
+            try:
+                if row == 6:
+                    rows_tools(work, res, cfg, {6})
+                else:
+                    res[key] = row_cells(work, 2 if row == 1 else 0, P["n"], cfg)
+            except RowError as e:
+                res[key] = {"error": str(e)}
+            res.setdefault(key, {"error": "not run"})
+            res[key]["seconds"] = time.perf_counter() - t
+            if "error" in res[key]:
+                log("row %s: ERROR %s" % (key, res[key]["error"]))
+
+
+def runsc_release(path):
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        return "?"
+    first = out.splitlines()[0] if out else "?"
+    return first.replace("runsc version ", "")
+
+
 def machine():
     cpu = "?"
     with open("/proc/cpuinfo") as f:
@@ -818,7 +889,9 @@ def machine():
     return {"cpu": cpu, "cores": os.cpu_count(), "kernel": platform.release(),
             "os": out(["sh", "-c", ". /etc/os-release && echo $PRETTY_NAME"]),
             "mem_total_mib": meminfo_kb("MemTotal") // 1024,
-            "runsc": out([RUNSC, "--version"]), "python_host": out([HOST_PY, "--version"]),
+            "runsc": out([RUNSC, "--version"]), "platform": PLATFORM,
+            "runsc_old": runsc_release(OLD_RUNSC) if os.path.exists(OLD_RUNSC) else None,
+            "python_host": out([HOST_PY, "--version"]),
             "appliance_commit": commit, "image_digest": read_digest(),
             "loadavg_start": loadavg(),
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -880,6 +953,12 @@ def main():
         elif 4 in ROWS:
             res[4] = {"error": "skipped (BENCH_DOCKER=0)"}
         attempt(5, "floor: persistent host worker", lambda: row_floor(work, P["floor_n"]))
+        if 5 in ROWS:
+            log("row 5s: floor, cells spaced %.1f s" % P["spacing_s"])
+            try:
+                res["5s"] = row_floor(work, P["n"], P["spacing_s"])
+            except RowError as e:
+                res["5s"] = {"error": str(e)}
         if ROWS & {6, 7}:
             log("rows 6, 7: tool calls through the toy server")
             t = time.perf_counter()
@@ -894,6 +973,8 @@ def main():
                 if "error" in res[r]:
                     log("row %d: ERROR %s" % (r, res[r]["error"]))
         attempt(8, "sustained load", lambda: row_load(work))
+        if P["baselines"]:
+            baselines(work, res)
     finally:
         work.cleanup()
     report(info, res, time.perf_counter() - t_begin)
@@ -929,22 +1010,26 @@ def report(info, res, total_s):
     if res.get(4) and "error" not in res[4]:
         add("4'", "  same, to docker run exit (--rm)", res[4], "total")
     add("5", "floor: host worker, one pipe, runner.py", res.get(5), note="unsandboxed")
-    r6 = res.get(6)
-    if r6 is not None:
+    add("5s", "  same, cells spaced like rows 1 and 2", res.get("5s"),
+        note="spaced %.1f s" % P["spacing_s"])
+    def add6(key, r6, what):
+        if r6 is None:
+            return
         if "error" in r6:
-            rows.append(("6", "tool call toy.echo, per call in cell", None, "ERROR: " + r6["error"]))
-        else:
-            c = statistics.median(r6["cell_per_call_us"]) / 1e3
-            d = statistics.median(r6["direct_per_call_us"]) / 1e3
-            rows.append(("6", "tool call toy.echo, per call in cell",
-                         {"median_ms": c, "p95_ms": max(r6["cell_per_call_us"]) / 1e3,
-                          "n": len(r6["cell_per_call_us"])},
-                         "%d calls/cell; p95 col = worst cell" % r6["calls"]))
-            rows.append(("6d", "  same, host client direct to toy-server",
-                         {"median_ms": d, "p95_ms": max(r6["direct_per_call_us"]) / 1e3,
-                          "n": len(r6["direct_per_call_us"])}, "bench/direct_client.py"))
-            rows.append(("6o", "  overhead per call (cell - direct)",
-                         {"median_ms": c - d, "p95_ms": None, "n": None}, ""))
+            rows.append((key, what, None, "ERROR: " + r6["error"]))
+            return
+        c = statistics.median(r6["cell_per_call_us"]) / 1e3
+        d = statistics.median(r6["direct_per_call_us"]) / 1e3
+        rows.append((key, what, {"median_ms": c, "p95_ms": max(r6["cell_per_call_us"]) / 1e3,
+                                 "n": len(r6["cell_per_call_us"])},
+                     "%d calls/cell; p95 col = worst cell" % r6["calls"]))
+        rows.append((key + "d", "  same, host client direct to toy-server",
+                     {"median_ms": d, "p95_ms": max(r6["direct_per_call_us"]) / 1e3,
+                      "n": len(r6["direct_per_call_us"])}, "bench/direct_client.py"))
+        rows.append((key + "-", "  overhead per call (cell - direct)",
+                     {"median_ms": c - d, "p95_ms": None, "n": None}, ""))
+
+    add6("6", res.get(6), "tool call toy.echo, per call in cell")
     add("7", "gather %d x toy.sleep(ms=%d), wall in cell" % (P["gather"], P["gather_ms"]),
         res.get(7), note="concurrency %s" % (res[7].get("concurrency") if res.get(7) else ""))
     r8 = res.get(8)
@@ -952,12 +1037,23 @@ def report(info, res, total_s):
         note=("%.2f cells/s, pool %d" % (r8["cells_per_s"], r8["pool"]))
         if r8 and "error" not in r8 else "")
 
+    names = {cfg["key"]: cfg["name"] % (info["runsc_old"] if cfg["runsc"] == OLD_RUNSC
+                                         else info["runsc"].replace("runsc version ", ""))
+             for cfg in BASELINES}
+    for cfg in BASELINES:
+        k = cfg["key"]
+        add("1" + k, "warm cell, pool 2: " + names[k], res.get("1" + k))
+        add("2" + k, "cold cell, pool 0: " + names[k], res.get("2" + k))
+        add6("6" + k, res.get("6" + k), "tool call: " + names[k])
+
     out = []
     w = out.append
     w("appliance benchmark (make bench)")
     w("  cpu: %s, %d cores, %d MiB; kernel %s; %s" % (info["cpu"], info["cores"],
                                                     info["mem_total_mib"], info["kernel"], info["os"]))
-    w("  runsc: %s; host python: %s" % (info["runsc"], info["python_host"]))
+    w("  runsc: %s, platform %s (baselines: the same on ptrace; %s on ptrace); host python: %s"
+      % (info["runsc"], info["platform"], info["runsc_old"] or "no old runsc",
+         info["python_host"]))
     w("  appliance %s, image %s" % (info["appliance_commit"], info["image_digest"][:19] + "..."))
     info["loadavg_end"] = loadavg()
     w("  load average at start %s, at end %s (other work on the machine skews every row)"
@@ -965,13 +1061,13 @@ def report(info, res, total_s):
     w("  cells per row %d (floor %d, load %d), warm-up %d, spacing %.1f s" % (
         n, P["floor_n"], P["load_n"], P["warmup"], P["spacing_s"]))
     w("")
-    w("%-4s %-42s %5s %10s %10s  %s" % ("row", "what", "n", "median ms", "p95 ms", "note"))
-    w("-" * 100)
+    w("%-4s %-46s %5s %10s %10s  %s" % ("row", "what", "n", "median ms", "p95 ms", "note"))
+    w("-" * 104)
     for key, label, st, note in rows:
         if st is None:
-            w("%-4s %-42s %5s %10s %10s  %s" % (key, label, "", "", "", note))
+            w("%-4s %-46s %5s %10s %10s  %s" % (key, label, "", "", "", note))
         else:
-            w("%-4s %-42s %5s %10s %10s  %s" % (key, label, st["n"] if st["n"] else "",
+            w("%-4s %-46s %5s %10s %10s  %s" % (key, label, st["n"] if st["n"] else "",
                                                fmt_ms(st["median_ms"]), fmt_ms(st["p95_ms"]), note))
 
     # row 9: memory
@@ -1024,11 +1120,27 @@ def report(info, res, total_s):
         return v
 
     ratio("warm (1) / floor (5)", r1, r5)
+    ratio("warm (1) / spaced floor (5s)", r1, med("5s"))
     ratio("cold (2) / warm (1)", r2, r1)
     ratio("bare runsc (3) / warm (1)", r3, r1)
     ratio("docker (4) / warm (1)", r4, r1)
     ratio("cold (2) / bare runsc (3)", r2, r3)
     ratio("docker (4) / bare runsc (3)", r4, r3)
+    ratio("warm, new runsc ptrace (1p) / systrap (1)", med("1p"), r1)
+    ratio("warm, old runsc ptrace (1o) / systrap (1)", med("1o"), r1)
+    ratio("cold, new runsc ptrace (2p) / systrap (2)", med("2p"), r2)
+    ratio("cold, old runsc ptrace (2o) / systrap (2)", med("2o"), r2)
+    ratio("warm, old runsc ptrace (1o) / floor (5)", med("1o"), r5)
+
+    def overhead(k):
+        r = res.get(k)
+        return r["overhead_us"] / 1e3 if r and "overhead_us" in r else None
+
+    for k, what in ((6, "systrap"), ("6p", "new runsc ptrace"), ("6o", "old runsc ptrace")):
+        v = overhead(k)
+        ratios["row %s overhead ms" % k] = v
+        w("  %-46s %s" % ("tool-call overhead, %s (%s)" % (what, k),
+                          "%.3f ms" % v if v is not None else "n/a"))
 
     targets = []
 

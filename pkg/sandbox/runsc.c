@@ -407,7 +407,7 @@ static int memcg_make(struct sandbox *sb, unsigned memory_mb, struct appl_err *e
 static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct appl_err *err)
 {
 	char leaf[sizeof(sb->cgroup) + 16];
-	char path[PATH_MAX + 16];
+	char path[PATH_MAX + 16], *text;
 	json_t *cfg;
 	int fd, rc = 0;
 
@@ -425,15 +425,21 @@ static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct
 	cfg = sandbox_ociconfig_new(p, err);
 	if (!cfg)
 		return err ? err->code : -EINVAL;
+	/* One write of the whole text: json_dumpfd writes each token with a
+	 * system call of its own, hundreds of them, inside the event loop. */
+	text = json_dumps(cfg, JSON_COMPACT);
+	json_decref(cfg);
+	if (!text)
+		return appl_err_set(err, -ENOMEM, "config.json: out of memory");
 	appl_path_join(path, sizeof(path), sb->bundle, "/config.json", "");
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		rc = appl_err_errno(err, -errno, errno, "%s", path);
-	else if (json_dumpfd(cfg, fd, JSON_COMPACT) < 0)
-		rc = appl_err_set(err, -EIO, "%s: write failed", path);
+	else if ((rc = appl_fd_write_all(fd, text, strlen(text))) < 0)
+		rc = appl_err_errno(err, rc, -rc, "%s: write failed", path);
 	if (fd >= 0)
 		close(fd);
-	json_decref(cfg);
+	free(text);
 	return rc;
 }
 
