@@ -33,14 +33,13 @@ IMPORTS = ("ast builtins ctypes fcntl io json keyword linecache math os re resou
 def variants():
     py = ["/usr/bin/python3.11", "-I", "-S", "-B"]
     say = "import os; os.write(1, b'x\\n')"
-    base = ["--network=none", "--platform=ptrace"]
+    base = ["--network=none", "--platform=" + os.environ.get("PLATFORM", "systrap")]
     return [
         ("pass", base, py + ["-c", say]),
         ("imports", base, py + ["-c", "import %s; %s" % (", ".join(IMPORTS), say)]),
         ("asyncio", base, py + ["-c", "import %s, asyncio; %s" % (", ".join(IMPORTS), say)]),
         ("ready", base, py + ["/runner.py"]),
-        ("ready --file-access=shared", base + ["--file-access=shared"], py + ["/runner.py"]),
-        ("ready --overlay", base + ["--overlay"], py + ["/runner.py"]),
+        ("ready --overlay2=none", base + ["--overlay2=none"], py + ["/runner.py"]),
         ("ready --cpu-num-from-quota", base + ["--cpu-num-from-quota"], py + ["/runner.py"]),
     ]
 
