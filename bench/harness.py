@@ -21,6 +21,10 @@ side with time.perf_counter:
      appliance with limits.cells = 4
   9  memory: the appliance's idle RSS (pool 0 and pool 2) and the host
      memory per warm pooled sandbox
+ 10  fairness: the per-call time of 1000 sequential toy.echo calls in one
+     cell beside an idle cell, and (10f) beside a cell that floods its
+     protocol descriptor with empty `out` lines (its line budget raised to
+     the ceiling so that it floods throughout); the ratio is the target
 
 Rows 1 to 8 run on the system's runsc with the systrap platform (the
 appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
@@ -51,7 +55,9 @@ import time
 import traceback
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
-APPLIANCE = os.path.join(ROOT, "build", "appliance")
+# BENCH_APPLIANCE: another build to measure with the same harness (say, an
+# earlier commit's, for a before-and-after figure).
+APPLIANCE = os.environ.get("BENCH_APPLIANCE") or os.path.join(ROOT, "build", "appliance")
 LAYOUT = os.path.join(ROOT, "build", "image")
 TOY = os.path.join(ROOT, "build", "toy-server")
 RUNNER = os.path.join(ROOT, "images", "cell", "runner.py")
@@ -105,7 +111,9 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10"),
+    "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
+    "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "baselines": env_int("BENCH_BASELINES", 1),     # rows 1, 2, 6 on ptrace, old and new runsc
     "json": os.environ.get("BENCH_JSON", os.path.join(ROOT, "build", "bench.json")),
 }
@@ -784,6 +792,78 @@ def rows_tools(work, results, cfg=MAIN, want=None):
         m.close()
 
 
+# ---- row 10: one cell beside a flooding one ------------------------------------------------------
+
+# A cell that writes empty `out` lines to its protocol descriptor without
+# end (whole lines, each write small enough never to be split).
+FLOOD_CELL = r"""
+import os, stat
+def fifo(fd):
+    try:
+        return stat.S_ISFIFO(os.fstat(fd).st_mode)
+    except OSError:
+        return False
+fds = [fd for fd in range(3, 64) if fifo(fd)]
+burst = b'{"t":"out","data":""}\n' * 180
+t = __import__("time").monotonic()
+while __import__("time").monotonic() - t < SECONDS:
+    for fd in fds:
+        try:
+            os.write(fd, burst)
+        except OSError:
+            pass
+"""
+
+IDLE_CELL = "import time\ntime.sleep(SECONDS)\n"
+
+
+def row_fair(work):
+    """The same victim cell (sequential toy.echo calls, timed inside it) beside
+    an idle cell and beside one flooding its protocol descriptor, on one
+    appliance; the flooder's line budget is raised to the ceiling so that it
+    floods for the whole measurement rather than being stopped at once."""
+    n, seconds = P["fair_calls"], 8
+    limits = {"pool": 2, "cells": 4, "deadline_s": 120, "max_calls": n + 10,
+              "max_runner_lines": 1000000}
+    try:
+        sig = toy_policy(work, limits)
+    except RowError:  # a build that does not know the line budget
+        limits.pop("max_runner_lines")
+        sig = toy_policy(work, limits)
+    m = Mcp(work, sig, "fair")
+    out = {"idle": [], "flood": [], "flood_stopped": [], "covered": []}
+    try:
+        time.sleep(P["settle_s"])
+        for _ in range(P["fair_runs"]):
+            for kind, neighbour in (("idle", IDLE_CELL), ("flood", FLOOD_CELL)):
+                code = neighbour.replace("SECONDS", str(seconds))
+                box = {}
+
+                def neighbour_run(code=code, box=box):
+                    box["msg"], _ = m.request("tools/call", {"name": "run_python",
+                                                             "arguments": {"code": code}},
+                                              timeout=120)
+                th = threading.Thread(target=neighbour_run)
+                th.start()
+                time.sleep(0.2)  # the neighbour is running (and flooding)
+                sc, victim_s = m.cell(ECHO_CELL % n, timeout=300)
+                out[kind].append(float(sc["result"]["per_call_us"]))
+                th.join()
+                if kind == "flood":
+                    res = (box.get("msg") or {}).get("result") or {}
+                    fsc = res.get("structuredContent") or {}
+                    out["flood_stopped"].append(fsc.get("reason"))
+                    # the flood lasted past the victim's end (its own budget
+                    # or the SECONDS ended it), or the figure is not one
+                    out["covered"].append(fsc.get("duration_ms", 0) / 1e3 > 0.2 + victim_s)
+                time.sleep(P["spacing_s"])
+    finally:
+        m.close()
+    out["ratio"] = statistics.median(out["flood"]) / statistics.median(out["idle"])
+    out["calls"] = n
+    return out
+
+
 # ---- row 8: sustained load ----------------------------------------------------------------------
 
 def row_load(work):
@@ -973,6 +1053,7 @@ def main():
                 if "error" in res[r]:
                     log("row %d: ERROR %s" % (r, res[r]["error"]))
         attempt(8, "sustained load", lambda: row_load(work))
+        attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
         if P["baselines"]:
             baselines(work, res)
     finally:
@@ -1032,6 +1113,18 @@ def report(info, res, total_s):
     add6("6", res.get(6), "tool call toy.echo, per call in cell")
     add("7", "gather %d x toy.sleep(ms=%d), wall in cell" % (P["gather"], P["gather_ms"]),
         res.get(7), note="concurrency %s" % (res[7].get("concurrency") if res.get(7) else ""))
+    r10 = res.get(10)
+    if r10 is not None:
+        if "error" in r10:
+            rows.append(("10", "victim per call beside an idle cell", None, "ERROR: " + r10["error"]))
+        else:
+            for key, kind, what in (("10", "idle", "an idle cell"), ("10f", "flood", "a flooding cell")):
+                rows.append((key, "victim toy.echo per call beside " + what,
+                             {"median_ms": statistics.median(r10[kind]) / 1e3,
+                              "p95_ms": max(r10[kind]) / 1e3, "n": len(r10[kind])},
+                             "%d calls/cell; p95 col = worst cell%s" % (
+                                 r10["calls"], "" if kind == "idle" or all(r10["covered"])
+                                 else "; the flood ended before the victim")))
     r8 = res.get(8)
     add("8", "load: %d cells, %d in flight, latency" % (P["load_n"], P["load_clients"]), r8,
         note=("%.2f cells/s, pool %d" % (r8["cells_per_s"], r8["pool"]))
@@ -1131,6 +1224,10 @@ def report(info, res, total_s):
     ratio("cold, new runsc ptrace (2p) / systrap (2)", med("2p"), r2)
     ratio("cold, old runsc ptrace (2o) / systrap (2)", med("2o"), r2)
     ratio("warm, old runsc ptrace (1o) / floor (5)", med("1o"), r5)
+    ratios["victim beside flood / beside idle (10f / 10)"] = (res.get(10) or {}).get("ratio")
+    w("  %-46s %s" % ("victim beside flood / beside idle (10f / 10)",
+                      "%.2fx" % ratios["victim beside flood / beside idle (10f / 10)"]
+                      if ratios["victim beside flood / beside idle (10f / 10)"] else "n/a"))
 
     def overhead(k):
         r = res.get(k)
@@ -1164,6 +1261,9 @@ def report(info, res, total_s):
     ov = res[6]["overhead_us"] / 1e3 if res.get(6) and "overhead_us" in res[6] else None
     target("row 6 overhead <= 0.3 ms per call", None if ov is None else ov <= 0.3,
            "%.3f ms" % ov if ov is not None else "n/a")
+    fr = ratios["victim beside flood / beside idle (10f / 10)"]
+    target("row 10f <= 3x row 10", None if fr is None else fr <= 3,
+           "%.2fx" % fr if fr else "n/a")
     g = med(7)
     target("row 7 < 0.5 s", None if g is None else g < 500,
            "%.3f s" % (g / 1e3) if g is not None else "n/a")

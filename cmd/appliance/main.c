@@ -3,11 +3,16 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <sodium.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/err.h"
 #include "image/image.h"
+#include "log/log.h"
+#include "proc/proc.h"
 #include "cell_cmd.h"
 #include "cli.h"
 #include "run_cmd.h"
@@ -132,21 +137,47 @@ static int cmd_help(int argc, char **argv)
 static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
+	bool serves; /* runs sandboxes or servers from an event loop */
 } commands[] = {
-	{"image", cmd_image},	  {"cell", cmd_cell}, {"run", cmd_run},
-	{"version", cmd_version}, {"help", cmd_help}, {"--help", cmd_help},
-	{"keygen", cmd_keygen},	  {"sign", cmd_sign}, {"verify", cmd_verify},
-	{"stubs", cmd_stubs},
+	{"image", cmd_image, false},	 {"cell", cmd_cell, true},  {"run", cmd_run, true},
+	{"version", cmd_version, false}, {"help", cmd_help, false}, {"--help", cmd_help, false},
+	{"keygen", cmd_keygen, false},	 {"sign", cmd_sign, false}, {"verify", cmd_verify, false},
+	{"stubs", cmd_stubs, true},
 };
+
+/* Process-wide state, set once, here: library code only checks it. */
+static int process_setup(const struct command *c)
+{
+	int rc;
+
+	/* A closed pipe must come back as EPIPE, not kill us mid-cleanup. */
+	signal(SIGPIPE, SIG_IGN);
+	if (sodium_init() < 0) {
+		fprintf(stderr, "appliance: libsodium failed to initialise\n");
+		return -1;
+	}
+	log_setup(STDERR_FILENO, LOG_INFO);
+	if (!c->serves)
+		return 0;
+	/* Stop signals and SIGCHLD wait for the event loop's signalfd from
+	 * this moment; orphaned sandbox processes become ours to reap. */
+	if ((rc = proc_process_setup()) < 0) {
+		fprintf(stderr, "appliance: process setup: %s\n", strerror(-rc));
+		return -1;
+	}
+	return 0;
+}
 
 int main(int argc, char **argv)
 {
-	/* A closed pipe must come back as EPIPE, not kill us mid-cleanup. */
-	signal(SIGPIPE, SIG_IGN);
 	if (argc < 2)
 		return usage_error("no command given");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].run(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+		if (strcmp(argv[1], commands[i].name) != 0)
+			continue;
+		if (process_setup(&commands[i]) < 0)
+			return 1;
+		return commands[i].run(argc - 1, argv + 1);
+	}
 	return usage_error("unknown command");
 }

@@ -85,6 +85,13 @@
 #define APPL_CELLS_CEIL		    64
 #define APPL_POOL_DEF		    2 /* warm sandboxes */
 #define APPL_POOL_CEIL		    32
+/* Protocol lines a run's runner may send (every `out`, `call`, `ready` and
+ * `done`): a line that counts toward no other cap, such as an empty `out`,
+ * still costs one. A busy honest run sends its calls and a few hundred
+ * output lines (each up to 4096 characters). */
+#define APPL_MAX_RUNNER_LINES_DEF  20000u
+#define APPL_MAX_RUNNER_LINES_CEIL 1000000u
+#define APPL_RUNNER_LINES_SPARE	   64u /* lines a run needs besides its calls, at least */
 
 /* Memory the sandbox's own gVisor kernel (Sentry, gofer) may use on top of
  * what the code may use, when the memory cgroup is applied as root. */
@@ -182,6 +189,7 @@
 #define APPL_CONCURRENCY_MIN	   1
 #define APPL_CELLS_MIN		   1
 #define APPL_POOL_MIN		   0 /* no warm sandbox: every cell boots cold */
+#define APPL_MAX_RUNNER_LINES_MIN  APPL_RUNNER_LINES_SPARE
 
 /* What one policy may hold. The document needs 4 levels of nesting; more is
  * refused before jansson builds anything. */

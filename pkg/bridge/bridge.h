@@ -93,6 +93,7 @@ enum {
 	BRIDGE_UP_UNAVAILABLE = -2,
 	BRIDGE_UP_ERROR = -3, /* reason: the server's error text, sanitized */
 	BRIDGE_UP_CANCELLED = -4,
+	BRIDGE_UP_TOO_LARGE = -5, /* the answer passed the result cap: dropped unread */
 };
 
 /* What a run needs from its owner. Each is called from the owner's loop,

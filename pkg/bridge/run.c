@@ -132,6 +132,11 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 	case BRIDGE_UP_CANCELLED:
 		refuse(r, c->id, (struct say){"cancelled: ", ""}, c->tool, NULL);
 		break;
+	case BRIDGE_UP_TOO_LARGE:
+		snprintf(msg, sizeof(msg), "the tool's result is over the cap of %zu bytes",
+			 r->lim.max_result_bytes);
+		refuse(r, c->id, (struct say){"refused: ", ": "}, c->tool, msg);
+		break;
 	default:
 		refuse(r, c->id, SAY_UNAVAILABLE, c->tool, NULL);
 		break;

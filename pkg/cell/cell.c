@@ -9,8 +9,7 @@
 
 #include "base/utf8.h"
 #include "cell/proto.h"
-
-#define CELL_READ_ROUNDS 16 /* blocks read per wakeup */
+#include "loop/lines.h"
 
 enum cell_phase {
 	PHASE_BOOT,    /* sandbox starting, waiting for ready */
@@ -28,16 +27,15 @@ struct cell {
 	struct cell_proto_state *proto;
 	enum cell_phase phase;
 	uint64_t arrival_ms;
-	int deadline_fd, boot_fd;
+	struct loop_timer *deadline, *boot;
+	bool watching_exit;
 	char *code; /* NULL until cell_run */
 	size_t code_len;
 	json_t *tools;
-	/* runner to host: one line being assembled */
-	char *in;
-	size_t in_len;
-	/* host to runner: bytes queued */
-	char *out;
-	size_t out_len, out_off, out_cap;
+	/* the runner's protocol: its lines in, ours out (pkg/loop/lines.h) */
+	struct lines *io;
+	unsigned long lines;	  /* protocol lines from the runner, against max_lines */
+	struct loop_task drained; /* after done: the end of that round */
 	/* what the code printed */
 	char *stdout_buf;
 	size_t stdout_len;
@@ -54,17 +52,21 @@ void cell_limits_init(struct cell_limits *lim)
 	lim->boot_ms = APPL_BOOT_TIMEOUT_MS;
 	lim->max_output = APPL_MAX_OUTPUT_BYTES_DEF;
 	lim->stop_output = APPL_STOP_OUTPUT_BYTES_DEF;
+	lim->max_lines = APPL_MAX_RUNNER_LINES_DEF;
 }
 
 static void unwatch(struct cell *c)
 {
-	if (c->sb) {
-		loop_del(c->loop, sandbox_fd_in(c->sb));
-		loop_del(c->loop, sandbox_fd_out(c->sb));
+	if (c->io)
+		lines_close(c->io);
+	if (c->sb && c->watching_exit)
 		loop_del(c->loop, sandbox_pidfd(c->sb));
-	}
-	loop_del(c->loop, c->deadline_fd);
-	loop_del(c->loop, c->boot_fd);
+	c->watching_exit = false;
+	if (c->deadline)
+		loop_timer_set(c->deadline, 0);
+	if (c->boot)
+		loop_timer_set(c->boot, 0);
+	loop_task_cancel(c->loop, &c->drained);
 }
 
 /* Keep what the code printed up to the cap, cut at a UTF-8 boundary. */
@@ -138,72 +140,16 @@ static void violation(struct cell *c, const char *what)
 	finish(c, "protocol", msg);
 }
 
-/* Grow the queue to hold need bytes (need <= APPL_RUNNER_OUTBUF_MAX). */
-static int out_grow(struct cell *c, size_t need)
-{
-	size_t cap = c->out_cap ? c->out_cap : 64 * 1024;
-	char *p;
-
-	while (cap < need)
-		cap *= 2;
-	if (cap > APPL_RUNNER_OUTBUF_MAX)
-		cap = APPL_RUNNER_OUTBUF_MAX;
-	p = realloc(c->out, cap);
-	if (!p)
-		return -ENOMEM;
-	c->out = p;
-	c->out_cap = cap;
-	return 0;
-}
-
 /* Queue a host-to-runner line (steals line). A runner that stops reading
  * while the code floods calls fills the queue: the run is stopped rather
  * than buffered without end. */
 static void send_line(struct cell *c, char *line, size_t len)
 {
-	size_t pending = c->out_len - c->out_off;
+	int rc = lines_write(c->io, line, len);
 
-	if (pending + len > APPL_RUNNER_OUTBUF_MAX) {
-		free(line);
-		violation(c, "the runner stopped reading its results");
-		return;
-	}
-	if (c->out_off > 0) {
-		memmove(c->out, c->out + c->out_off, pending);
-		c->out_len = pending;
-		c->out_off = 0;
-	}
-	if (c->out_len + len > c->out_cap && out_grow(c, c->out_len + len) < 0) {
-		free(line);
-		finish(c, "internal", "out of memory");
-		return;
-	}
-	memcpy(c->out + c->out_len, line, len);
-	c->out_len += len;
 	free(line);
-	loop_mod(c->loop, sandbox_fd_in(c->sb), EPOLLOUT);
-}
-
-static void on_writable(struct loop *loop, int fd, uint32_t events, void *data)
-{
-	struct cell *c = data;
-	(void)loop;
-
-	while (c->out_off < c->out_len) {
-		ssize_t n = write(fd, c->out + c->out_off, c->out_len - c->out_off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0 || (events & EPOLLERR)) {
-			/* The runner closed its input: it is gone or hostile. */
-			if (c->phase == PHASE_RUNNING)
-				violation(c, "the runner closed its input");
-			return;
-		}
-		c->out_off += (size_t)n;
-	}
-	loop_mod(c->loop, fd, 0);
+	if (rc == -ENOBUFS)
+		violation(c, "the runner stopped reading its results");
 }
 
 /* Send the cell line: the runner is ready and the code is known. */
@@ -228,7 +174,7 @@ static void cell_send(struct cell *c)
 
 static void on_ready(struct cell *c)
 {
-	loop_timer_arm(c->boot_fd, 0);
+	loop_timer_set(c->boot, 0);
 	if (!c->code) {
 		c->phase = PHASE_IDLE;
 		if (c->hooks.on_ready)
@@ -264,19 +210,42 @@ static void on_done(struct cell *c, const struct cell_msg *m)
 {
 	c->done_error = m->u.done.error ? json_incref(m->u.done.error) : NULL;
 	c->done_result = json_incref(m->u.done.result);
-	/* Lines after done are a violation: those that came in the same read
-	 * are judged (lines_take), then the run ends at once. The runner's
-	 * exit is not waited for: its sandbox is destroyed anyway. */
+	/* Lines after done are a violation: those that came with it, in this
+	 * round, are judged, then the run ends at the round's end. The
+	 * runner's exit is not waited for: its sandbox is destroyed anyway. */
 	c->phase = PHASE_DRAIN;
+	loop_defer(c->loop, &c->drained);
+}
+
+static void on_drained(void *data)
+{
+	struct cell *c = data;
+
+	if (c->phase != PHASE_DRAIN)
+		return;
+	if (lines_buffered(c->io))
+		violation(c, "an unfinished line after done");
+	else
+		finish(c, NULL, NULL);
 }
 
 static void line_handle(struct cell *c, const char *buf, size_t len)
 {
 	struct cell_msg m = {0};
 	struct appl_err err = {0};
+	char why[96];
 
 	if (c->phase == PHASE_DRAIN) {
 		violation(c, "a message after done");
+		return;
+	}
+	/* Every line costs: one that counts toward no other cap (an empty
+	 * `out`, a call refused at once) must not be free to send without
+	 * end. */
+	if (++c->lines > c->lim.max_lines) {
+		snprintf(why, sizeof(why), "more than %lu protocol lines in one run",
+			 (unsigned long)c->lim.max_lines);
+		violation(c, why);
 		return;
 	}
 	if (cell_proto_parse(buf, len, &m, &err) < 0 ||
@@ -305,64 +274,12 @@ static void line_handle(struct cell *c, const char *buf, size_t len)
 	cell_proto_msg_clear(&m);
 }
 
-/* Split what arrived into lines; a line longer than the cap, without its
- * newline yet, is already a violation. */
-static void lines_take(struct cell *c)
-{
-	size_t start = 0;
-
-	for (size_t i = 0; i < c->in_len && c->phase != PHASE_ENDED; i++) {
-		if (c->in[i] != '\n')
-			continue;
-		line_handle(c, c->in + start, i - start);
-		start = i + 1;
-	}
-	if (c->phase == PHASE_ENDED)
-		return;
-	memmove(c->in, c->in + start, c->in_len - start);
-	c->in_len -= start;
-	if (c->phase == PHASE_DRAIN) {
-		if (c->in_len)
-			violation(c, "an unfinished line after done");
-		else
-			finish(c, NULL, NULL);
-		return;
-	}
-	if (c->in_len > APPL_RUNNER_LINE_MAX)
-		violation(c, "a line longer than the cap");
-}
-
-/* Read until the pipe is empty, or for a bounded number of blocks: a runner
- * that writes without pause must not keep the loop from its timers and the
- * other cells (epoll is level-triggered: the rest comes next round).
- * Returns 1 at end of file. */
-static int input_read(struct cell *c, int fd)
-{
-	for (int rounds = 0; c->phase != PHASE_ENDED && rounds < CELL_READ_ROUNDS; rounds++) {
-		size_t room = APPL_RUNNER_LINE_MAX + 1 - c->in_len;
-		ssize_t n;
-
-		if (room > APPL_RUNNER_READ_BLOCK)
-			room = APPL_RUNNER_READ_BLOCK;
-		n = read(fd, c->in + c->in_len, room);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			return 0;
-		if (n == 0)
-			return 1;
-		c->in_len += (size_t)n;
-		lines_take(c);
-	}
-	return 0;
-}
-
 /* The runner's pipe closed, or the sandbox exited. */
 static void ended(struct cell *c)
 {
 	if (c->phase == PHASE_ENDED)
 		return;
-	if (c->phase == PHASE_DRAIN && c->in_len == 0) {
+	if (c->phase == PHASE_DRAIN && lines_buffered(c->io) == 0) {
 		finish(c, NULL, NULL);
 		return;
 	}
@@ -380,13 +297,29 @@ static void ended(struct cell *c)
 		finish(c, "exit", "the cell ended without finishing (the runner exited)");
 }
 
-static void on_readable(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_line(struct lines *l, const char *line, size_t len, void *data)
+{
+	(void)l;
+	line_handle(data, line, len);
+}
+
+static void on_overlong(struct lines *l, const char *head, size_t len, void *data)
+{
+	(void)l;
+	(void)head;
+	(void)len;
+	violation(data, "a line longer than the cap");
+}
+
+static void on_io_end(struct lines *l, const char *why, void *data)
 {
 	struct cell *c = data;
-	(void)loop;
-	(void)events;
+	(void)l;
 
-	if (input_read(c, fd))
+	/* The runner closed its input while it had work: gone, or hostile. */
+	if (strcmp(why, "write error") == 0 && c->phase == PHASE_RUNNING)
+		violation(c, "the runner closed its input");
+	else
 		ended(c);
 }
 
@@ -397,35 +330,21 @@ static void on_exit_event(struct loop *loop, int fd, uint32_t events, void *data
 	(void)fd;
 	(void)events;
 
-	/* Take what the runner wrote before it went. */
-	input_read(c, sandbox_fd_out(c->sb));
+	/* Take what the runner wrote before it went (at most a pipe's worth
+	 * and a line), then judge the end. */
+	lines_pump(c->io, APPL_RUNNER_LINE_MAX + 1 + 64 * 1024);
 	ended(c);
 }
 
-/* Consume a timerfd's expiry; 0 when it really fired. */
-static int timer_ack(int fd)
+static void on_deadline(void *data)
 {
-	uint64_t ticks;
-
-	return read(fd, &ticks, sizeof(ticks)) == (ssize_t)sizeof(ticks) ? 0 : -1;
+	finish(data, "deadline", "the cell ran past its deadline");
 }
 
-static void on_deadline(struct loop *loop, int fd, uint32_t events, void *data)
-{
-	(void)loop;
-	(void)events;
-	if (timer_ack(fd) == 0)
-		finish(data, "deadline", "the cell ran past its deadline");
-}
-
-static void on_boot_timer(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_boot_timer(void *data)
 {
 	struct cell *c = data;
-	(void)loop;
-	(void)events;
 
-	if (timer_ack(fd) < 0)
-		return;
 	if (c->phase == PHASE_BOOT)
 		finish(c, "boot", "the sandbox did not become ready in time");
 }
@@ -436,27 +355,28 @@ static void deadline_arm(struct cell *c)
 	uint64_t now = loop_now_ms();
 	uint64_t elapsed = now > c->arrival_ms ? now - c->arrival_ms : 0;
 
-	loop_timer_arm(c->deadline_fd,
+	loop_timer_set(c->deadline,
 		       c->lim.deadline_ms > elapsed ? c->lim.deadline_ms - elapsed : 1);
 }
 
 static int watches_add(struct cell *c, struct appl_err *err)
 {
-	int rc;
+	struct lines_config cfg = {.line_max = APPL_RUNNER_LINE_MAX,
+				   .queue_max = APPL_RUNNER_OUTBUF_MAX,
+				   .overlong = LINES_OVERLONG_STOP};
+	struct lines_hooks hooks = {
+		.on_line = on_line, .on_overlong = on_overlong, .on_end = on_io_end, .data = c};
 
-	c->deadline_fd = loop_timer_new(err);
-	if (c->deadline_fd < 0)
-		return c->deadline_fd;
-	c->boot_fd = loop_timer_new(err);
-	if (c->boot_fd < 0)
-		return c->boot_fd;
-	loop_timer_arm(c->boot_fd, c->lim.boot_ms);
-	if ((rc = loop_add(c->loop, c->deadline_fd, EPOLLIN, on_deadline, c, err)) < 0 ||
-	    (rc = loop_add(c->loop, c->boot_fd, EPOLLIN, on_boot_timer, c, err)) < 0 ||
-	    (rc = loop_add(c->loop, sandbox_fd_out(c->sb), EPOLLIN, on_readable, c, err)) < 0 ||
-	    (rc = loop_add(c->loop, sandbox_fd_in(c->sb), 0, on_writable, c, err)) < 0 ||
-	    (rc = loop_add(c->loop, sandbox_pidfd(c->sb), EPOLLIN, on_exit_event, c, err)) < 0)
-		return rc;
+	if (!(c->deadline = loop_timer_new(c->loop, on_deadline, c, err)) ||
+	    !(c->boot = loop_timer_new(c->loop, on_boot_timer, c, err)))
+		return err ? err->code : -ENOMEM;
+	loop_timer_set(c->boot, c->lim.boot_ms);
+	c->io = lines_new(c->loop, sandbox_fd_out(c->sb), sandbox_fd_in(c->sb), &cfg, &hooks, err);
+	if (!c->io)
+		return err ? err->code : -ENOMEM;
+	if (loop_add(c->loop, sandbox_pidfd(c->sb), EPOLLIN, on_exit_event, c, err) < 0)
+		return err ? err->code : -ENOMEM;
+	c->watching_exit = true;
 	return 0;
 }
 
@@ -476,10 +396,9 @@ struct cell *cell_boot(struct loop *loop, struct sandbox *sb, const struct cell_
 	if (hooks)
 		c->hooks = *hooks;
 	c->arrival_ms = loop_now_ms();
-	c->deadline_fd = c->boot_fd = -1;
+	loop_task_init(&c->drained, on_drained, c);
 	c->proto = cell_proto_state_new();
-	c->in = malloc(APPL_RUNNER_LINE_MAX + 1);
-	if (!c->proto || !c->in) {
+	if (!c->proto) {
 		appl_err_set(err, -ENOMEM, "out of memory");
 		cell_free(c);
 		return NULL;
@@ -505,6 +424,7 @@ int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 	c->lim.deadline_ms = lim->deadline_ms;
 	c->lim.max_output = lim->max_output;
 	c->lim.stop_output = lim->stop_output;
+	c->lim.max_lines = lim->max_lines;
 	c->hooks = hooks ? *hooks : (struct cell_hooks){0};
 	c->arrival_ms = arrival_ms;
 	c->stdout_buf = malloc(c->lim.max_output + 1);
@@ -584,23 +504,25 @@ const json_t *cell_result(const struct cell *c)
 	return c->result;
 }
 
+const char *cell_sandbox_id(const struct cell *c)
+{
+	return c->sb ? sandbox_id(c->sb) : "";
+}
+
 void cell_free(struct cell *c)
 {
 	if (!c)
 		return;
 	unwatch(c);
+	lines_free(c->io); /* before the sandbox's descriptors close */
+	loop_timer_free(c->deadline);
+	loop_timer_free(c->boot);
 	sandbox_destroy_async(c->sb, c->loop);
-	if (c->deadline_fd >= 0)
-		close(c->deadline_fd);
-	if (c->boot_fd >= 0)
-		close(c->boot_fd);
 	cell_proto_state_free(c->proto);
 	json_decref(c->tools);
 	json_decref(c->done_error);
 	json_decref(c->done_result);
 	json_decref(c->result);
-	free(c->in);
-	free(c->out);
 	free(c->stdout_buf);
 	free(c->code);
 	free(c);

@@ -22,10 +22,11 @@
 struct cell;
 
 struct cell_limits {
-	uint64_t deadline_ms; /* from arrival; the sandbox is killed then */
-	uint64_t boot_ms;     /* from start, for the runner to say ready */
-	size_t max_output;    /* printed bytes kept; more sets truncated */
-	size_t stop_output;   /* printed bytes that stop the run */
+	uint64_t deadline_ms;	 /* from arrival; the sandbox is killed then */
+	uint64_t boot_ms;	 /* from start, for the runner to say ready */
+	size_t max_output;	 /* printed bytes kept; more sets truncated */
+	size_t stop_output;	 /* printed bytes that stop the run */
+	unsigned long max_lines; /* protocol lines from the runner; more is a violation */
 };
 
 /* Defaults of limits.h. */
@@ -38,9 +39,9 @@ struct cell_hooks {
 	 * call is refused. */
 	void (*on_call)(struct cell *c, json_int_t id, const char *tool, json_t *args, void *data);
 	/* The run ended (or, for a cell not yet given its code, the sandbox
-	 * died or never became ready); cell_result() holds its result. Do not
-	 * free the cell inside this callback: it runs inside the cell's own
-	 * event handler. */
+	 * died or never became ready); cell_result() holds its result. It runs
+	 * inside the cell's own handlers: free the cell from a task deferred
+	 * to the round's end (loop_defer), not here. */
 	void (*on_done)(struct cell *c, void *data);
 	/* A cell booted without code (cell_boot) is ready for it. */
 	void (*on_ready)(struct cell *c, void *data);
@@ -88,6 +89,9 @@ bool cell_finished(const struct cell *c);
 /* The result object (borrowed; valid until cell_free): stdout, error, result,
  * truncated, stopped, reason, calls, duration_ms. NULL until finished. */
 const json_t *cell_result(const struct cell *c);
+
+/* The id of the cell's sandbox (borrowed), for log lines. */
+const char *cell_sandbox_id(const struct cell *c);
 
 /* Destroy the sandbox (if not yet) and free. Safe on NULL. */
 void cell_free(struct cell *c);

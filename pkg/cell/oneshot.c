@@ -6,14 +6,13 @@
 #include <limits.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "cell/cell.h"
 #include "image/image.h"
 #include "loop/loop.h"
+#include "proc/proc.h"
 #include "sandbox/runsc.h"
 
 struct oneshot_state {
@@ -21,24 +20,28 @@ struct oneshot_state {
 	int signalled;
 };
 
-static void on_signal(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_stop_signal(int signo, void *data)
 {
-	struct oneshot_state *st = data;
-	struct signalfd_siginfo si;
-	(void)loop;
-	(void)events;
-
-	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		st->signalled = (int)si.ssi_signo;
+	((struct oneshot_state *)data)->signalled = signo;
 }
 
-static int signals_block(sigset_t *set, sigset_t *old)
+/* Orphaned sandbox processes are ours to reap: runsc delete waits for them. */
+static void on_sigchld(int signo, void *data)
 {
-	sigemptyset(set);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGHUP);
-	return sigprocmask(SIG_BLOCK, set, old) < 0 ? -errno : 0;
+	(void)signo;
+	(void)data;
+	proc_reap_orphans();
+}
+
+/* The signals were blocked before anything started (cmd/appliance). */
+static int signals_watch(struct loop *loop, struct oneshot_state *st, struct appl_err *err)
+{
+	static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
+
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		if (loop_signal(loop, stops[i], on_stop_signal, st, err) < 0)
+			return err->code;
+	return loop_signal(loop, SIGCHLD, on_sigchld, st, err);
 }
 
 static int cell_loop(struct loop *loop, struct oneshot_state *st)
@@ -74,20 +77,13 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 	struct sandbox_oci_params p;
 	struct cell_limits lim;
 	struct sandbox *sb;
-	sigset_t set, old;
 	struct loop *loop;
-	int sfd = -1, rc;
+	int rc;
 
-	if ((rc = signals_block(&set, &old)) < 0)
-		return appl_err_errno(err, rc, -rc, "sigprocmask");
 	loop = loop_new(err);
-	if (!loop) {
-		sigprocmask(SIG_SETMASK, &old, NULL);
+	if (!loop)
 		return err->code;
-	}
-	sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	rc = sfd < 0 ? appl_err_errno(err, -errno, errno, "signalfd")
-		     : loop_add(loop, sfd, EPOLLIN, on_signal, &st, err);
+	rc = signals_watch(loop, &st, err);
 	p = o->oci;
 	p.rootfs = rootfs;
 	lim = o->lim;
@@ -103,12 +99,7 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 		json_object_set_new(*result, "reason", json_string("signal"));
 	cell_free(st.cell);
 	sandbox_rt_settle(rt); /* its teardown ran from this loop */
-	if (sfd >= 0) {
-		loop_del(loop, sfd);
-		close(sfd);
-	}
 	loop_free(loop);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	return rc;
 }
 
@@ -134,8 +125,10 @@ int cell_oneshot_run(const struct cell_oneshot *o, json_t **result, struct appl_
 	if (o->lim.deadline_ms == 0 || o->lim.deadline_ms > APPL_DEADLINE_S_CEIL * 1000ull)
 		return appl_err_set(err, -EINVAL, "deadline: 1 to %d seconds",
 				    APPL_DEADLINE_S_CEIL);
-	/* Orphaned sandbox processes become ours to reap, not init's. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Blocked from the start (cmd/appliance), so a signal during the boot
+	 * cannot leave the sandbox behind. */
+	if (proc_signals_check(err) < 0)
+		return err->code;
 	rt = sandbox_rt_open(&cfg, err);
 	if (!rt)
 		return err->code;

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,14 +18,24 @@
 #include "bridge/bridge.h"
 #include "cell/cell.h"
 #include "image/image.h"
+#include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/server.h"
 #include "mcp/upstream.h"
 #include "pool/pool.h"
+#include "proc/proc.h"
 #include "sandbox/runsc.h"
 #include "stubs/stubs.h"
 
-#define GATEWAY_DRAIN_MS 2000 /* at shutdown, for answers still queued */
+#define GATEWAY_DRAIN_MS     2000 /* at shutdown, for answers still queued */
+#define GATEWAY_RUN_ID_BYTES 6	  /* a run id: 12 hex digits, random */
+
+/* The upstream's answer codes reach the bridge as they are. */
+_Static_assert((int)BRIDGE_UP_TOO_LARGE == (int)UPSTREAM_TOO_LARGE &&
+		       (int)BRIDGE_UP_CANCELLED == (int)UPSTREAM_CANCELLED &&
+		       (int)BRIDGE_UP_ERROR == (int)UPSTREAM_ERROR &&
+		       (int)BRIDGE_UP_TIMEOUT == (int)UPSTREAM_TIMEOUT,
+	       "bridge and upstream agree on answer codes");
 
 struct gw_run {
 	struct gw_run *next, *prev;
@@ -36,7 +47,8 @@ struct gw_run {
 	char *code;
 	size_t code_len;
 	bool done;
-	const char *fail; /* why it never ran (static), or NULL */
+	const char *fail;		       /* why it never ran (static), or NULL */
+	char id[2 * GATEWAY_RUN_ID_BYTES + 1]; /* in every log line of the run */
 };
 
 struct gateway {
@@ -58,6 +70,7 @@ struct gateway {
 	struct gw_run *runs; /* waiting and running, oldest last */
 	unsigned running;
 	unsigned waiting;
+	struct loop_task reap; /* runs that ended: answered and freed after the round */
 	bool stop;
 };
 
@@ -76,6 +89,7 @@ void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_para
 	cell->deadline_ms = l->deadline_s * 1000ull;
 	cell->max_output = l->max_output_bytes;
 	cell->stop_output = l->stop_output_bytes;
+	cell->max_lines = l->max_runner_lines;
 }
 
 /* ---- the catalog: what the client's role may call -------------------------- */
@@ -86,8 +100,8 @@ static void catalog_log(const struct bridge_catalog *c)
 
 	for (size_t i = 0; bridge_catalog_info(c, i, &info) == 0; i++)
 		if (info.why_not)
-			fprintf(stderr, "appliance: tool %s.%s is not offered: %s\n", info.server,
-				info.name, info.why_not);
+			log_line(LOG_INFO, NULL, "tool %s.%s is not offered: %s", info.server,
+				 info.name, info.why_not);
 }
 
 /* Build the catalog from every upstream's last tool list, and the
@@ -139,8 +153,7 @@ static void catalog_refresh(struct gateway *gw, const char *why)
 	struct appl_err err = {0};
 
 	if (catalog_rebuild(gw, &err) < 0)
-		fprintf(stderr, "appliance: the tool list was not rebuilt after %s: %s\n", why,
-			err.msg);
+		log_line(LOG_ERR, NULL, "the tool list was not rebuilt after %s: %s", why, err.msg);
 }
 
 static void on_upstream_ready(struct upstream *u, void *data)
@@ -166,7 +179,7 @@ static void on_upstream_tools_changed(struct upstream *u, void *data)
 static void on_upstream_down(struct upstream *u, const char *why, void *data)
 {
 	(void)data;
-	fprintf(stderr, "appliance: upstream %s stopped: %s\n", upstream_name(u), why);
+	log_line(LOG_WARN, NULL, "upstream %s stopped: %s", upstream_name(u), why);
 }
 
 /* Start every stdio server of the policy and give each its handshake time:
@@ -179,6 +192,8 @@ static int upstreams_open(struct gateway *gw, struct appl_err *err)
 				       .on_tools_changed = on_upstream_tools_changed,
 				       .on_down = on_upstream_down,
 				       .data = gw};
+	/* An answer past the result cap is dropped as it is read (upstream.h). */
+	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes};
 	size_t n = policy_server_count(gw->policy);
 
 	if (!(gw->ups = calloc(n ? n : 1, sizeof(*gw->ups))))
@@ -188,7 +203,7 @@ static int upstreams_open(struct gateway *gw, struct appl_err *err)
 
 		if (srv->kind != POLICY_SERVER_STDIO)
 			continue;
-		if (!(gw->ups[gw->nups] = upstream_new(gw->loop, srv, &hooks, NULL, err)))
+		if (!(gw->ups[gw->nups] = upstream_new(gw->loop, srv, &hooks, &opts, err)))
 			return err->code;
 		gw->nups++;
 	}
@@ -196,10 +211,10 @@ static int upstreams_open(struct gateway *gw, struct appl_err *err)
 		struct appl_err werr = {0};
 
 		if (upstream_wait_ready(gw->ups[i], APPL_UPSTREAM_INIT_TIMEOUT_MS, &werr) < 0)
-			fprintf(stderr, "appliance: upstream %s is not available: %s%s%s\n",
-				upstream_name(gw->ups[i]), werr.msg,
-				*upstream_last_error(gw->ups[i]) ? ": " : "",
-				upstream_last_error(gw->ups[i]));
+			log_line(LOG_WARN, NULL, "upstream %s is not available: %s%s%s",
+				 upstream_name(gw->ups[i]), werr.msg,
+				 *upstream_last_error(gw->ups[i]) ? ": " : "",
+				 upstream_last_error(gw->ups[i]));
 	}
 	return catalog_rebuild(gw, err);
 }
@@ -255,12 +270,18 @@ static bool result_is_error(const json_t *res)
 	       json_is_true(json_object_get(res, "stopped"));
 }
 
+/* r ended (or never started): answered and freed at the end of the round,
+ * outside every handler of its cell. */
+static void run_ended(struct gw_run *r)
+{
+	r->done = true;
+	loop_defer(r->gw->loop, &r->gw->reap);
+}
+
 static void on_cell_done(struct cell *c, void *data)
 {
-	struct gw_run *r = data;
 	(void)c;
-	/* Answered after the loop round: the cell is inside its own callback. */
-	r->done = true;
+	run_ended(data);
 }
 
 /* ---- tool calls: the bridge's ops --------------------------------------- */
@@ -285,7 +306,9 @@ static int op_send(void *data, const char *server, const char *tool, const json_
 		return -EAGAIN;
 	rc = upstream_call(u, tool, args, timeout_ms, cb, ctx, call_id, &err);
 	if (rc < 0 && rc != -EAGAIN)
-		fprintf(stderr, "appliance: calling %s.%s: %s\n", server, tool, err.msg);
+		log_line(LOG_WARN, r->id, "calling %s.%s: %s", server, tool, err.msg);
+	else if (rc == 0)
+		log_line(LOG_DEBUG, r->id, "call %s.%s sent", server, tool);
 	return rc;
 }
 
@@ -308,7 +331,13 @@ static void op_answer(void *data, json_int_t id, const json_t *value)
 static void op_refuse(void *data, json_int_t id, const char *msg)
 {
 	struct gw_run *r = data;
+	char text[APPL_TOOL_ERROR_MAX * 4 + 1];
 
+	/* The text may quote a server: escaped for the log. */
+	if (log_enabled(LOG_INFO)) {
+		log_escape(msg, strlen(msg), text, sizeof(text), NULL);
+		log_line(LOG_INFO, r->id, "call %lld: %s", (long long)id, text);
+	}
 	cell_call_refuse(r->cell, id, msg);
 }
 
@@ -345,6 +374,7 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	}
 	gw->running++;
 	gw->waiting--;
+	log_line(LOG_INFO, r->id, "sandbox %s", cell_sandbox_id(r->cell));
 	return 0;
 }
 
@@ -362,21 +392,44 @@ static void queue_advance(struct gateway *gw)
 			continue;
 		if (loop_now_ms() - r->arrival >= gw->lim.deadline_s * 1000ull) {
 			r->fail = "the run waited for a free slot until its deadline passed";
-			r->done = true;
+			run_ended(r);
 			continue;
 		}
 		if (cell_begin(gw, r, &err) < 0) {
-			fprintf(stderr, "appliance: starting a sandbox failed: %s\n", err.msg);
+			log_line(LOG_ERR, r->id, "starting a sandbox failed: %s", err.msg);
 			r->fail = "the run could not start: the sandbox failed to boot";
-			r->done = true;
+			run_ended(r);
 		}
 	}
+}
+
+static void run_end_log(const struct gw_run *r, const json_t *res)
+{
+	const char *reason = json_string_value(json_object_get(res, "reason"));
+	const char *why = json_string_value(json_object_get(res, "error"));
+	char text[512];
+
+	/* Why a run was stopped is the host's own text (a violation quotes at
+	 * most 32 printable bytes of the runner's), escaped all the same; the
+	 * code's own traceback is not logged. */
+	text[0] = '\0';
+	if (reason && why)
+		log_escape(why, strlen(why), text, sizeof(text), NULL);
+	log_line(LOG_INFO, r->id, "ended: %s%s%s, %lld calls, %llu ms%s", reason ? reason : "done",
+		 text[0] ? ": " : "", text,
+		 (long long)json_integer_value(json_object_get(res, "calls")),
+		 (unsigned long long)(loop_now_ms() - r->arrival), r->run ? "" : " (cancelled)");
 }
 
 static void run_answer(struct gateway *gw, struct gw_run *r)
 {
 	const json_t *res = r->cell ? cell_result(r->cell) : NULL;
 
+	if (res)
+		run_end_log(r, res);
+	else
+		log_line(LOG_INFO, r->id, "ended without a run: %s",
+			 r->fail ? r->fail : "it could not start");
 	if (!r->run)
 		return;
 	if (res)
@@ -388,9 +441,11 @@ static void run_answer(struct gateway *gw, struct gw_run *r)
 	r->run = NULL;
 }
 
-/* Answer and free every run that ended this round. */
-static void runs_reap(struct gateway *gw)
+/* Answer and free every run that ended this round (the gateway's reap
+ * task, at the end of the round). */
+static void runs_reap(void *data)
 {
+	struct gateway *gw = data;
 	struct gw_run *r = gw->runs, *next;
 	bool ended = false;
 
@@ -408,8 +463,14 @@ static void runs_reap(struct gateway *gw)
 	 * while a taken sandbox runs its code. */
 	if (ended)
 		pool_fill(gw->pool);
-	else
-		pool_tend(gw->pool);
+}
+
+static void run_id_new(char out[2 * GATEWAY_RUN_ID_BYTES + 1])
+{
+	unsigned char b[GATEWAY_RUN_ID_BYTES];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, 2 * GATEWAY_RUN_ID_BYTES + 1, b, sizeof(b));
 }
 
 static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, size_t len,
@@ -433,6 +494,8 @@ static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, 
 		return;
 	}
 	upstreams_wake(gw);
+	run_id_new(r->id);
+	log_line(LOG_INFO, r->id, "run_python: %zu bytes of code", len);
 	memcpy(r->code, code, len);
 	r->code[len] = '\0';
 	r->code_len = len;
@@ -457,7 +520,7 @@ static void on_cancel(struct mcp_server *s, struct mcp_run *run, void *data)
 	r->run = NULL; /* no answer goes out for a cancelled request */
 	if (r->cell)
 		cell_cancel(r->cell);
-	r->done = true;
+	run_ended(r);
 }
 
 static void on_closed(struct mcp_server *s, const char *why, void *data)
@@ -474,46 +537,41 @@ static const char *description(void *data)
 	return ((struct gateway *)data)->description;
 }
 
-static void on_signal(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_stop_signal(int signo, void *data)
 {
 	struct gateway *gw = data;
-	struct signalfd_siginfo si;
-	(void)loop;
-	(void)events;
 
-	if (read(fd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-		gw->stop = true;
+	log_line(LOG_INFO, NULL, "signal %d: stopping", signo);
+	gw->stop = true;
 }
 
-static void stop_signals(sigset_t *set)
+/* Orphaned sandbox processes are ours to reap (we are a subreaper): runsc
+ * delete waits for them to vanish. */
+static void on_sigchld(int signo, void *data)
 {
-	sigemptyset(set);
-	sigaddset(set, SIGTERM);
-	sigaddset(set, SIGINT);
-	sigaddset(set, SIGHUP);
+	(void)signo;
+	(void)data;
+	proc_reap_orphans();
 }
 
-/* The stop signals were blocked before anything started (gateway_run): one
- * that came while upstreams and the pool were starting is pending, and the
- * signalfd delivers it now. */
-static int on_signal_setup(struct gateway *gw, int *sfd, struct appl_err *err)
+/* The stop signals were blocked before anything started (cmd/appliance):
+ * one that came while upstreams and the pool were starting is pending,
+ * and the signalfd delivers it now. */
+static int signals_watch(struct gateway *gw, struct appl_err *err)
 {
-	sigset_t set;
+	static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
 
-	stop_signals(&set);
-	*sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
-	if (*sfd < 0)
-		return appl_err_errno(err, -errno, errno, "signalfd");
-	return loop_add(gw->loop, *sfd, EPOLLIN, on_signal, gw, err);
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		if (loop_signal(gw->loop, stops[i], on_stop_signal, gw, err) < 0)
+			return err->code;
+	return loop_signal(gw->loop, SIGCHLD, on_sigchld, gw, err);
 }
 
 static void serve(struct gateway *gw)
 {
-	while (!gw->stop) {
+	while (!gw->stop)
 		if (loop_run_once(gw->loop, -1) < 0)
 			break;
-		runs_reap(gw);
-	}
 	/* Stop every cell; the answers would have nowhere to go. Kill them all
 	 * first, so the sandboxes go down together, then clean up. */
 	for (struct gw_run *r = gw->runs; r; r = r->next)
@@ -554,7 +612,7 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	if (image_layout_verify(policy_image_layout(cfg->policy), policy_image_digest(cfg->policy),
 				dir ? dir : cache, gw->rootfs, sizeof(gw->rootfs), err) < 0)
 		return err->code;
-	if (!(gw->rt = sandbox_rt_open(&rc, err)) || !(gw->loop = loop_new(err)))
+	if (!(gw->loop = loop_new(err)) || !(gw->rt = sandbox_rt_open(&rc, err)))
 		return err->code;
 	if (upstreams_open(gw, err) < 0)
 		return err->code;
@@ -568,29 +626,27 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 {
 	struct gateway gw;
-	sigset_t set, old;
-	int sfd = -1, rc;
+	int rc;
 
 	memset(&gw, 0, sizeof(gw));
-	/* Orphaned sandbox processes become ours to reap, not init's. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
-	/* Blocked from the start: a signal while servers and sandboxes start
-	 * must not kill the appliance before it can clean up after them. */
-	stop_signals(&set);
-	if (sigprocmask(SIG_BLOCK, &set, &old) < 0)
-		return appl_err_errno(err, -errno, errno, "sigprocmask");
+	loop_task_init(&gw.reap, runs_reap, &gw);
+	/* Blocked from the start (cmd/appliance): a signal while servers and
+	 * sandboxes start must not kill the appliance before it can clean up
+	 * after them. */
+	if ((rc = proc_signals_check(err)) < 0)
+		return rc;
 	rc = gateway_open(&gw, cfg, err);
 	if (rc == 0)
-		rc = on_signal_setup(&gw, &sfd, err);
+		rc = signals_watch(&gw, err);
 	if (rc == 0 && cfg->on_started)
 		rc = cfg->on_started(cfg->data, err);
-	if (rc == 0)
+	if (rc == 0) {
+		log_line(LOG_INFO, NULL, "serving");
 		serve(&gw);
-	mcp_server_free(gw.srv, GATEWAY_DRAIN_MS);
-	if (sfd >= 0) {
-		loop_del(gw.loop, sfd);
-		close(sfd);
 	}
+	mcp_server_free(gw.srv, GATEWAY_DRAIN_MS);
+	if (gw.loop)
+		loop_task_cancel(gw.loop, &gw.reap);
 	pool_free(gw.pool);
 	upstreams_close(&gw);
 	bridge_catalog_unref(gw.cat);
@@ -598,7 +654,6 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	free(gw.description);
 	return rc;
 }
@@ -618,7 +673,6 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 		rc = appl_err_set(err, -EINVAL, "the policy has no role \"%s\"", gw.role);
 		goto out;
 	}
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
 	if (!(gw.loop = loop_new(err))) {
 		rc = err->code;
 		goto out;

@@ -3,6 +3,7 @@
 #include "base/utf8.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -420,4 +421,97 @@ int jsonrpc_notification_encode(const char *method, const json_t *params, size_t
 	return line_write(json_pack("{s:s, s:o, s:O*}", "jsonrpc", "2.0", "method", m, "params",
 				    (json_t *)params),
 			  max_len, line, len, err);
+}
+
+/* ---- ids of messages not parsed ------------------------------------------- */
+
+static size_t sniff_ws(const char *b, size_t len, size_t i)
+{
+	while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
+		i++;
+	return i;
+}
+
+/* The value after "id" at b[i] (just past the key): an integer or a plain
+ * string, complete before len. */
+static json_t *sniff_value(const char *b, size_t len, size_t i)
+{
+	size_t start;
+	json_t *v;
+
+	i = sniff_ws(b, len, i);
+	if (i >= len || b[i] != ':')
+		return NULL;
+	i = sniff_ws(b, len, i + 1);
+	start = i;
+	if (i < len && b[i] == '"') {
+		for (i++; i < len && b[i] != '"' && b[i] != '\\' && (unsigned char)b[i] >= 0x20;
+		     i++)
+			;
+		if (i >= len || b[i] != '"' || i - start - 1 > APPL_JSONRPC_ID_MAX)
+			return NULL;
+		i++;
+	} else {
+		if (i < len && b[i] == '-')
+			i++;
+		while (i < len && b[i] >= '0' && b[i] <= '9' && i - start < 19)
+			i++;
+		/* the number must visibly end before the buffer does */
+		if (i >= len || (b[i] >= '0' && b[i] <= '9') || b[i] == '.' || b[i] == 'e' ||
+		    b[i] == 'E')
+			return NULL;
+	}
+	v = json_loadb(b + start, i - start, JSON_DECODE_ANY, NULL);
+	if (v && !jsonrpc_id_valid(v)) {
+		json_decref(v);
+		v = NULL;
+	}
+	return v;
+}
+
+/* The position just past the top-level key "key" (plain, no escapes) in
+ * b[0..len), or 0 when it is not found before len. */
+static size_t sniff_key(const char *b, size_t len, const char *key)
+{
+	size_t i = sniff_ws(b, len, 0), klen = strlen(key);
+	unsigned depth = 0;
+	bool at_key = false;
+
+	if (i >= len || b[i] != '{')
+		return 0;
+	for (; i < len; i++) {
+		if (b[i] == '"') {
+			size_t s = i;
+
+			for (i++; i < len && b[i] != '"'; i++)
+				if (b[i] == '\\')
+					i++;
+			if (i >= len)
+				return 0;
+			if (depth == 1 && at_key && i - s - 1 == klen &&
+			    memcmp(b + s + 1, key, klen) == 0)
+				return i + 1;
+			at_key = false;
+		} else if (b[i] == '{' || b[i] == '[') {
+			at_key = ++depth == 1;
+		} else if (b[i] == '}' || b[i] == ']') {
+			if (depth-- <= 1)
+				return 0;
+		} else if (b[i] == ',' && depth == 1) {
+			at_key = true;
+		}
+	}
+	return 0;
+}
+
+json_t *jsonrpc_id_sniff(const char *b, size_t len)
+{
+	size_t at = sniff_key(b, len, "id");
+
+	return at ? sniff_value(b, len, at) : NULL;
+}
+
+int jsonrpc_method_sniffed(const char *b, size_t len)
+{
+	return sniff_key(b, len, "method") != 0;
 }

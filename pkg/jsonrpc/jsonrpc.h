@@ -99,6 +99,19 @@ int jsonrpc_id_equal(const json_t *a, const json_t *b);
  * came from; NULL when id is NULL, not a valid id, or memory ran out. */
 json_t *jsonrpc_id_copy(const json_t *id);
 
+/* The id of a message that was not parsed (over its cap, or cut): a byte
+ * scan of buf[0..len), which may end anywhere, that tracks nesting and
+ * strings only, for the top-level key "id" written plainly and a value that
+ * is an integer or a string with no escapes (jsonrpc_id_valid). A new
+ * reference, or NULL when none is found before buf ends. Pure. Callers use
+ * it to answer or fail the request it belongs to, never to trust it: a
+ * hostile peer could have sent that id in a well-formed message anyway. */
+json_t *jsonrpc_id_sniff(const char *buf, size_t len);
+
+/* Whether buf[0..len), scanned the same way, has a top-level "method" key
+ * (a request or a notification, not an answer). Pure. */
+int jsonrpc_method_sniffed(const char *buf, size_t len);
+
 /* ---- encoders ---------------------------------------------------------------
  * Each builds the message with jansson and writes it with JSON_COMPACT into
  * *line (new, malloc'ed; free() it): the JSON text, a '\n', and a NUL after

@@ -2,14 +2,19 @@
 #include "mcp/server.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jsonrpc/jsonrpc.h"
+#include "log/log.h"
 #include "loop/lines.h"
 
 #define MCP_TOOL_NAME	  "run_python"
 #define MCP_OUT_QUEUE_MAX (64u * 1024 * 1024) /* answers queued for a slow client */
+/* Of a line over the cap, the first bytes are read for its id: clients
+ * write "id" near the start, before params. */
+#define MCP_OVERLONG_HEAD 4096u
 
 static const char *const versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
 				       NULL};
@@ -34,8 +39,10 @@ typedef void (*method_fn)(struct mcp_server *s, const struct jsonrpc_msg *m);
 
 static void send_line(struct mcp_server *s, char *line, size_t len)
 {
-	if (line && !s->closed)
-		lines_write(s->io, line, len);
+	/* A client that stops reading its answers is dropped, not buffered
+	 * for without end. */
+	if (line && !s->closed && lines_write(s->io, line, len) == -ENOBUFS)
+		lines_end(s->io, "the client stopped reading");
 	free(line);
 }
 
@@ -260,6 +267,24 @@ static void on_line(struct lines *io, const char *line, size_t len, void *data)
 	jsonrpc_msg_clear(&m);
 }
 
+/* A line over the cap is never held: its first bytes give the id (when
+ * they hold one) for the error, the rest is dropped as it comes, and the
+ * session, the runs in flight included, goes on. */
+static void on_overlong(struct lines *io, const char *head, size_t len, void *data)
+{
+	struct mcp_server *s = data;
+	json_t *id = jsonrpc_id_sniff(head, len);
+	char msg[128];
+	(void)io;
+
+	snprintf(msg, sizeof(msg), "message longer than the cap of %u bytes",
+		 (unsigned)APPL_RPC_MESSAGE_MAX);
+	log_line(LOG_WARN, NULL, "client: dropped a %s, unread; answered with an error%s", msg,
+		 id ? "" : " (no id before the cap)");
+	reply_error(s, id, JSONRPC_INVALID_REQUEST, msg);
+	json_decref(id);
+}
+
 static void on_end(struct lines *io, const char *why, void *data)
 {
 	struct mcp_server *s = data;
@@ -274,7 +299,11 @@ struct mcp_server *mcp_server_new(struct loop *loop, int in_fd, int out_fd,
 				  const struct mcp_server_hooks *hooks, struct appl_err *err)
 {
 	struct mcp_server *s = calloc(1, sizeof(*s));
-	struct lines_hooks lh = {.on_line = on_line, .on_end = on_end};
+	struct lines_hooks lh = {.on_line = on_line, .on_overlong = on_overlong, .on_end = on_end};
+	struct lines_config cfg = {.line_max = APPL_RPC_MESSAGE_MAX,
+				   .queue_max = MCP_OUT_QUEUE_MAX,
+				   .overlong = LINES_OVERLONG_SKIP,
+				   .head_max = MCP_OVERLONG_HEAD};
 
 	if (!s) {
 		appl_err_set(err, -ENOMEM, "out of memory");
@@ -283,7 +312,7 @@ struct mcp_server *mcp_server_new(struct loop *loop, int in_fd, int out_fd,
 	s->loop = loop;
 	s->hooks = *hooks;
 	lh.data = s;
-	s->io = lines_new(loop, in_fd, out_fd, APPL_RPC_MESSAGE_MAX, MCP_OUT_QUEUE_MAX, &lh, err);
+	s->io = lines_new(loop, in_fd, out_fd, &cfg, &lh, err);
 	if (!s->io) {
 		free(s);
 		return NULL;

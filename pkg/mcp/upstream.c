@@ -15,15 +15,18 @@
 #include <unistd.h>
 
 #include "jsonrpc/jsonrpc.h"
+#include "log/log.h"
+#include "loop/lines.h"
 #include "proc/proc.h"
 
-#define UP_READ_BLOCK	   (64u * 1024) /* one read from the server's stdout */
-#define UP_READ_ROUNDS	   16		/* reads per wakeup: one server cannot hold the loop */
-#define UP_DRAIN_ROUNDS	   64		/* reads of what a server left when it went */
-#define UP_ERR_BLOCK	   4096		/* one read from the server's stderr */
 #define UP_CONTROL_RESERVE (64u * 1024) /* queue room only our own small lines may use */
-#define UP_IN_FIRST	   (64u * 1024) /* first size of the line buffer; grows to the cap */
-#define UP_PATH		   "/usr/local/bin:/usr/bin:/bin"
+#define UP_DRAIN_BYTES	   (APPL_UPSTREAM_MESSAGE_MAX + 64u * 1024) /* read when a server went */
+/* Of an answer over the cap, the first bytes are read for its id. */
+#define UP_OVERLONG_HEAD 4096u
+/* Room in a call's answer line besides the result itself: the envelope
+ * (jsonrpc, id) and a server's stray whitespace. */
+#define UP_ENVELOPE_MAX (16u * 1024)
+#define UP_PATH		"/usr/local/bin:/usr/bin:/bin"
 
 static const char *const up_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
 					  NULL};
@@ -91,20 +94,20 @@ struct upstream {
 	uint64_t epoch; /* bumped when a process starts or ends: loops over its input stop */
 	bool closing;
 	pid_t pid;
-	int pidfd, fd_in, fd_out, fd_err, tfd;
+	int pidfd, fd_in, fd_out, fd_err;
+	bool watching_pid;
+	struct loop_timer *timer;
 	uint64_t started_ms, retry_at_ms, backoff_ms, hs_deadline_ms;
+	size_t result_max; /* a call's result; its answer line may be this and the envelope */
 
-	/* server to us: a line being assembled */
-	char *in;
-	size_t in_len, in_cap, in_scan;
-	bool in_discard; /* skipping the rest of an over-long line */
-	/* the server's stderr: a line being assembled, cut at the cap */
-	char errline[APPL_UPSTREAM_STDERR_LINE_MAX];
-	size_t err_len;
-	bool err_cut;
-	/* us to server: out[out_off..out_len) to write */
-	char *out;
-	size_t out_len, out_off, out_cap;
+	/* its stdout and stdin: JSON-RPC lines (pkg/loop/lines.h) */
+	struct lines *io;
+	/* its stderr, relayed to the log line by line, cut at the cap */
+	struct lines *errio;
+	struct log_rate err_rate;
+	/* Has every answer so far come for the oldest call sent? Then an
+	 * over-long answer whose id could not be read is that call's. */
+	bool in_order;
 
 	struct req *head, *tail; /* in the order they were made */
 	size_t ncalls;
@@ -120,52 +123,25 @@ struct upstream {
 static void proc_end(struct upstream *u, const char *why);
 static void proc_lost(struct upstream *u, const char *why);
 
+/* One log line, "upstream NAME: ...". Text from the server reaches fmt
+ * only as an argument, escaped (log_escape) or sanitized first. */
+static void ulog(const struct upstream *u, enum log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void ulog(const struct upstream *u, enum log_level lvl, const char *fmt, ...)
+{
+	char text[APPL_LOG_LINE_MAX];
+	va_list ap;
+
+	if (!log_enabled(lvl))
+		return;
+	va_start(ap, fmt);
+	vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	log_line(lvl, NULL, "upstream %s: %s", u->name, text);
+}
+
 /* ---- text ------------------------------------------------------------------ */
-
-/* Bytes a terminal or a log reader could take for something else: controls
- * (C0, DEL, C1) could move the cursor or forge a line, and the backslash is
- * escaped so that an escape in the log is always ours. */
-static bool byte_needs_escape(const unsigned char *s, size_t n)
-{
-	if (n == 0 || s[0] < 0x20 || s[0] == 0x7f || s[0] == '\\')
-		return true;
-	return n == 2 && s[0] == 0xC2 && s[1] < 0xA0;
-}
-
-size_t upstream_line_escape(const char *in, size_t len, char *out, size_t cap, bool *cut)
-{
-	static const char hex[] = "0123456789abcdef";
-	const unsigned char *s = (const unsigned char *)in;
-	size_t o = 0, i = 0;
-
-	if (cut)
-		*cut = false;
-	if (cap == 0)
-		return 0;
-	while (i < len) {
-		size_t n = appl_utf8_decode(s + i, len - i, NULL);
-		bool esc = byte_needs_escape(s + i, n);
-		size_t take = n ? n : 1;
-		size_t need = esc ? 4 * take : take;
-
-		if (need > cap - 1 - o) {
-			if (cut)
-				*cut = true;
-			break;
-		}
-		for (size_t k = 0; esc && k < take; k++) {
-			out[o++] = '\\';
-			out[o++] = 'x';
-			out[o++] = hex[s[i + k] >> 4];
-			out[o++] = hex[s[i + k] & 0xF];
-		}
-		if (!esc)
-			memcpy(out + o, s + i, take), o += take;
-		i += take;
-	}
-	out[o] = '\0';
-	return o;
-}
 
 /* A server's text for a caller (an error message): one line, controls as
  * '?', bytes that are not UTF-8 as '?', cut at a character to cap - 1. */
@@ -188,46 +164,6 @@ static void reason_clean(const char *in, char *out, size_t cap)
 		i += take;
 	}
 	out[o] = '\0';
-}
-
-/* ---- log ------------------------------------------------------------------- */
-
-static void log_write(const char *buf, size_t len)
-{
-	while (len > 0) {
-		ssize_t n = write(STDERR_FILENO, buf, len);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return;
-		buf += n;
-		len -= (size_t)n;
-	}
-}
-
-/* One line on stderr, "appliance: upstream NAME: ...". Text from the server
- * reaches fmt only as an argument, escaped or sanitized first. */
-static void ulog(const struct upstream *u, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-
-static void ulog(const struct upstream *u, const char *fmt, ...)
-{
-	char line[APPL_LOG_LINE_MAX];
-	size_t n;
-	va_list ap;
-	int k;
-
-	k = snprintf(line, sizeof(line) - 1, "appliance: upstream %s: ", u->name);
-	n = k < 0 ? 0 : (size_t)k;
-	va_start(ap, fmt);
-	k = vsnprintf(line + n, sizeof(line) - 1 - n, fmt, ap);
-	va_end(ap);
-	n += k < 0 ? 0 : (size_t)k;
-	if (n > sizeof(line) - 2)
-		n = sizeof(line) - 2;
-	line[n++] = '\n';
-	log_write(line, n);
 }
 
 /* ---- environment ------------------------------------------------------------ */
@@ -308,6 +244,23 @@ static void req_free(struct req *r)
 	free(r);
 }
 
+/* The longest line the server may send now: while only calls wait, an
+ * answer longer than a call's result can be (and its envelope) is over the
+ * result cap, and is dropped as soon as it passes it, unread; the
+ * handshake and tools/list may need the whole message cap. */
+static void cap_update(struct upstream *u)
+{
+	size_t cap = u->result_max + UP_ENVELOPE_MAX;
+
+	for (const struct req *r = u->head; r; r = r->next)
+		if (r->kind != REQ_CALL)
+			cap = APPL_UPSTREAM_MESSAGE_MAX;
+	if (cap > APPL_UPSTREAM_MESSAGE_MAX)
+		cap = APPL_UPSTREAM_MESSAGE_MAX;
+	if (u->io)
+		lines_set_line_max(u->io, cap);
+}
+
 static void req_link(struct upstream *u, struct req *r)
 {
 	r->prev = u->tail;
@@ -319,6 +272,8 @@ static void req_link(struct upstream *u, struct req *r)
 	u->tail = r;
 	if (r->kind == REQ_CALL)
 		u->ncalls++;
+	else
+		cap_update(u);
 }
 
 static void req_unlink(struct upstream *u, struct req *r)
@@ -334,6 +289,8 @@ static void req_unlink(struct upstream *u, struct req *r)
 	r->prev = r->next = NULL;
 	if (r->kind == REQ_CALL)
 		u->ncalls--;
+	else
+		cap_update(u);
 }
 
 static struct req *req_find(const struct upstream *u, uint64_t id)
@@ -353,11 +310,11 @@ static void timer_rearm(struct upstream *u)
 		if (r->deadline_ms < first)
 			first = r->deadline_ms;
 	if (first == UINT64_MAX) {
-		loop_timer_arm(u->tfd, 0);
+		loop_timer_set(u->timer, 0);
 		return;
 	}
 	now = loop_now_ms();
-	loop_timer_arm(u->tfd, first > now ? first - now : 1);
+	loop_timer_set(u->timer, first > now ? first - now : 1);
 }
 
 /* ---- output -------------------------------------------------------------------- */
@@ -370,33 +327,14 @@ static int queue_put(struct upstream *u, const char *buf, size_t len, bool call)
 {
 	size_t limit =
 		call ? APPL_UPSTREAM_OUTBUF_MAX - UP_CONTROL_RESERVE : APPL_UPSTREAM_OUTBUF_MAX;
-	size_t pending = u->out_len - u->out_off;
+	size_t pending;
 
-	if (u->run == RUN_STOPPED)
+	if (u->run == RUN_STOPPED || !u->io)
 		return -EPIPE;
+	pending = lines_pending(u->io);
 	if (len > limit || pending > limit - len)
 		return -ENOBUFS;
-	if (u->out_off > 0) {
-		memmove(u->out, u->out + u->out_off, pending);
-		u->out_len = pending;
-		u->out_off = 0;
-	}
-	if (u->out_len + len > u->out_cap) {
-		size_t cap = u->out_cap ? u->out_cap : UP_IN_FIRST;
-		char *p;
-
-		while (cap < u->out_len + len)
-			cap *= 2;
-		p = realloc(u->out, cap);
-		if (!p)
-			return -ENOMEM;
-		u->out = p;
-		u->out_cap = cap;
-	}
-	memcpy(u->out + u->out_len, buf, len);
-	u->out_len += len;
-	loop_mod(u->loop, u->fd_in, EPOLLOUT);
-	return 0;
+	return lines_write(u->io, buf, len);
 }
 
 /* Queue one of our own lines (freed here). */
@@ -438,7 +376,7 @@ static void send_cancelled(struct upstream *u, uint64_t id, const char *reason)
 		return;
 	}
 	json_decref(p);
-	ulog(u, "could not send notifications/cancelled for request %" PRIu64, id);
+	ulog(u, LOG_WARN, "could not send notifications/cancelled for request %" PRIu64, id);
 }
 
 /* A request of ours (new, linked), its line queued now. */
@@ -468,39 +406,6 @@ static struct req *req_send(struct upstream *u, enum req_kind kind, const char *
 	return r;
 }
 
-static void on_stdin(struct loop *loop, int fd, uint32_t events, void *data);
-
-/* The server's stdin is writable (or broken). */
-static void out_flush(struct upstream *u, uint32_t events)
-{
-	while (!(events & EPOLLERR) && u->out_off < u->out_len) {
-		ssize_t n = write(u->fd_in, u->out + u->out_off, u->out_len - u->out_off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n <= 0)
-			break;
-		u->out_off += (size_t)n;
-	}
-	if (u->out_off < u->out_len || (events & EPOLLERR)) {
-		/* The reader of its stdin is gone: the server is, or will be. */
-		proc_lost(u, "closed its input");
-		return;
-	}
-	u->out_off = u->out_len = 0;
-	loop_mod(u->loop, u->fd_in, 0);
-	unsent_flush(u);
-}
-
-static void on_stdin(struct loop *loop, int fd, uint32_t events, void *data)
-{
-	(void)loop;
-	(void)fd;
-	out_flush(data, events);
-}
-
 /* ---- calls ------------------------------------------------------------------ */
 
 /* Take call r out (unlinked) and tell its caller. */
@@ -513,10 +418,21 @@ static void call_finish(struct upstream *u, struct req *r, int status, const jso
 	req_free(r);
 }
 
+/* The call sent first of those still waiting. */
+static struct req *oldest_sent_call(const struct upstream *u)
+{
+	for (struct req *r = u->head; r; r = r->next)
+		if (r->kind == REQ_CALL && r->sent)
+			return r;
+	return NULL;
+}
+
 static void call_answered(struct upstream *u, struct req *r, const struct jsonrpc_msg *m)
 {
 	char reason[APPL_TOOL_ERROR_MAX + 1];
 
+	if (r != oldest_sent_call(u))
+		u->in_order = false;
 	if (m->kind == JSONRPC_ERROR) {
 		reason_clean(m->error_message, reason, sizeof(reason));
 		call_finish(u, r, UPSTREAM_ERROR, NULL,
@@ -623,7 +539,7 @@ static void list_fail(struct upstream *u, const char *fmt, ...)
 		proc_end(u, e.msg);
 		return;
 	}
-	ulog(u, "%s; the previous list is kept", e.msg);
+	ulog(u, LOG_WARN, "%s; the previous list is kept", e.msg);
 	listing_reset(&u->list);
 }
 
@@ -657,7 +573,8 @@ static int tool_take(struct upstream *u, const json_t *t, size_t idx, const char
 	struct upstream_tool *tool;
 
 	if (bad) {
-		ulog(u, "tools/list: skipped tool %zu of page %u: %s", idx, l->pages, bad);
+		ulog(u, LOG_WARN, "tools/list: skipped tool %zu of page %u: %s", idx, l->pages,
+		     bad);
 		return 0;
 	}
 	name = json_string_value(json_object_get(t, "name"));
@@ -704,12 +621,12 @@ static void list_commit(struct upstream *u)
 	listing_reset(&u->list);
 	if (initial) {
 		u->run = RUN_READY;
-		ulog(u, "ready: protocol %s, %zu tools", u->version, u->ntools);
+		ulog(u, LOG_INFO, "ready: protocol %s, %zu tools", u->version, u->ntools);
 		unsent_flush(u);
 		if (u->hooks.on_ready)
 			u->hooks.on_ready(u, u->hooks.data);
 	} else {
-		ulog(u, "tool list changed: %zu tools", u->ntools);
+		ulog(u, LOG_INFO, "tool list changed: %zu tools", u->ntools);
 		if (u->hooks.on_tools_changed)
 			u->hooks.on_tools_changed(u, u->hooks.data);
 	}
@@ -914,7 +831,8 @@ static void server_answer(struct upstream *u, const struct jsonrpc_msg *m, size_
 	struct req *r;
 
 	if (!m->id) {
-		ulog(u, "the server reported error %" PRId64 " for a line it could not read",
+		ulog(u, LOG_WARN,
+		     "the server reported error %" PRId64 " for a line it could not read",
 		     (int64_t)m->error_code);
 		return;
 	}
@@ -941,78 +859,20 @@ static void server_answer(struct upstream *u, const struct jsonrpc_msg *m, size_
 
 /* ---- reading the server's stdout ------------------------------------------- */
 
-static size_t skip_ws(const char *b, size_t len, size_t i)
-{
-	while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
-		i++;
-	return i;
-}
-
-/* The integer after "id" at b[i] (just past the key): 0 and *id, or -1. */
-static int id_value(const char *b, size_t len, size_t i, uint64_t *id)
-{
-	uint64_t v = 0;
-	size_t start;
-
-	i = skip_ws(b, len, i);
-	if (i >= len || b[i] != ':')
-		return -1;
-	i = skip_ws(b, len, i + 1);
-	for (start = i; i < len && b[i] >= '0' && b[i] <= '9' && i - start < 18; i++)
-		v = v * 10 + (uint64_t)(b[i] - '0');
-	if (i == start || i >= len || (b[i] >= '0' && b[i] <= '9'))
-		return -1;
-	*id = v;
-	return 0;
-}
-
-/* For a line the parser refused (longer than the cap, nested too deep, not
- * JSON): find the top-level "id" by a byte scan that tracks only nesting
- * and strings, so the call it answers fails now instead of at its timeout.
- * A hostile server gains nothing: it could answer that id with an error. */
-static int id_sniff(const char *b, size_t len, uint64_t *id)
-{
-	size_t i = skip_ws(b, len, 0);
-	unsigned depth = 0;
-	bool key = false;
-
-	if (i >= len || b[i] != '{')
-		return -1;
-	for (; i < len; i++) {
-		if (b[i] == '"') {
-			size_t s = i;
-
-			for (i++; i < len && b[i] != '"'; i++)
-				if (b[i] == '\\')
-					i++;
-			if (i >= len)
-				return -1;
-			if (depth == 1 && key && i - s == 3 && memcmp(b + s, "\"id", 3) == 0)
-				return id_value(b, len, i + 1, id);
-			key = false;
-		} else if (b[i] == '{' || b[i] == '[') {
-			key = ++depth == 1;
-		} else if (b[i] == '}' || b[i] == ']') {
-			if (depth-- <= 1)
-				return -1;
-		} else if (b[i] == ',' && depth == 1) {
-			key = true;
-		}
-	}
-	return -1;
-}
-
 static void line_refused(struct upstream *u, const char *buf, size_t len, int rc,
 			 const struct jsonrpc_msg *m, const struct appl_err *e)
 {
-	uint64_t id;
+	json_t *id = NULL;
 
-	ulog(u, "refused a message: %s", e->msg);
+	ulog(u, LOG_WARN, "refused a message: %s", e->msg);
 	if (json_is_integer(m->id) && json_integer_value(m->id) > 0)
-		id = (uint64_t)json_integer_value(m->id);
-	else if (id_sniff(buf, len, &id) < 0)
-		return;
-	answer_refused(u, id, rc == -E2BIG ? "nested too deeply" : "not valid JSON-RPC");
+		id = json_incref(m->id);
+	else
+		id = jsonrpc_id_sniff(buf, len);
+	if (json_is_integer(id) && json_integer_value(id) > 0)
+		answer_refused(u, (uint64_t)json_integer_value(id),
+			       rc == -E2BIG ? "nested too deeply" : "not valid JSON-RPC");
+	json_decref(id);
 }
 
 static void line_handle(struct upstream *u, const char *buf, size_t len)
@@ -1032,184 +892,107 @@ static void line_handle(struct upstream *u, const char *buf, size_t len)
 	jsonrpc_msg_clear(&m);
 }
 
-/* A line longer than the cap: dropped up to its newline, and the call it
- * answers (if its id can be read from the start) fails now. */
-static void line_overlong(struct upstream *u)
+static void on_line(struct lines *l, const char *line, size_t len, void *data)
 {
-	uint64_t id;
-	bool found = id_sniff(u->in, u->in_len, &id) == 0;
-
-	ulog(u, "dropped a message longer than %u bytes", (unsigned)APPL_UPSTREAM_MESSAGE_MAX);
-	u->in_len = u->in_scan = 0;
-	u->in_discard = true;
-	if (found)
-		answer_refused(u, id, "larger than the cap");
+	(void)l;
+	line_handle(data, line, len);
 }
 
-/* Handle the complete lines in u->in. Stops when the process changes under
- * it (a line can end the run, which resets the buffer). */
-static void lines_take(struct upstream *u)
-{
-	uint64_t epoch = u->epoch;
-	size_t start = 0, scan = u->in_scan;
-
-	for (;;) {
-		char *nl = memchr(u->in + scan, '\n', u->in_len - scan);
-		size_t end;
-
-		if (!nl)
-			break;
-		end = (size_t)(nl - u->in);
-		if (u->in_discard)
-			u->in_discard = false;
-		else
-			line_handle(u, u->in + start, end - start);
-		if (u->epoch != epoch)
-			return;
-		start = scan = end + 1;
-	}
-	if (u->in_discard)
-		start = u->in_len; /* still inside the over-long line */
-	memmove(u->in, u->in + start, u->in_len - start);
-	u->in_len -= start;
-	u->in_scan = u->in_len;
-	if (u->in_len > APPL_UPSTREAM_MESSAGE_MAX)
-		line_overlong(u);
-}
-
-/* Room for want more bytes in u->in (at most the cap and one byte). */
-static int in_reserve(struct upstream *u, size_t want)
-{
-	size_t need = u->in_len + want, cap = u->in_cap ? u->in_cap : UP_IN_FIRST;
-	char *p;
-
-	if (need <= u->in_cap)
-		return 0;
-	while (cap < need)
-		cap *= 2;
-	if (cap > APPL_UPSTREAM_MESSAGE_MAX + 1)
-		cap = APPL_UPSTREAM_MESSAGE_MAX + 1;
-	p = realloc(u->in, cap);
-	if (!p)
-		return -ENOMEM;
-	u->in = p;
-	u->in_cap = cap;
-	return 0;
-}
-
-/* Read at most rounds blocks and handle the lines. Returns 1 at end of
- * file (or a read error), 0 otherwise; 0 as well when the run ended. */
-static int stdout_read(struct upstream *u, int rounds)
-{
-	uint64_t epoch = u->epoch;
-
-	for (int i = 0; i < rounds && u->epoch == epoch; i++) {
-		size_t want = APPL_UPSTREAM_MESSAGE_MAX + 1 - u->in_len;
-		ssize_t n;
-
-		if (want > UP_READ_BLOCK)
-			want = UP_READ_BLOCK;
-		if (want == 0) { /* cannot happen: lines_take empties a full buffer */
-			line_overlong(u);
-			continue;
-		}
-		if (in_reserve(u, want) < 0) {
-			proc_end(u, "out of memory");
-			return 0;
-		}
-		n = read(u->fd_out, u->in + u->in_len, want);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0)
-			return 1;
-		u->in_len += (size_t)n;
-		lines_take(u);
-	}
-	return 0;
-}
-
-static void on_stdout(struct loop *loop, int fd, uint32_t events, void *data)
+/* A call's answer past the cap fails the call at once with the result-cap
+ * refusal; the rest of the line is dropped as it comes, never kept or
+ * parsed, so reading keeps pace with the server. The call is the one whose
+ * id the answer's first bytes name; with no id there, the oldest call sent
+ * when the server has answered in order so far, else every call sent (any
+ * of them could be it). A message that is not an answer is only dropped. */
+static void on_overlong(struct lines *l, const char *head, size_t len, void *data)
 {
 	struct upstream *u = data;
-	uint64_t epoch = u->epoch;
+	json_t *id = jsonrpc_id_sniff(head, len);
+	struct req *r;
+	(void)l;
 
-	(void)loop;
-	(void)fd;
-	(void)events;
-	/* End of file: the server exited, or closed its stdout and is of no
-	 * more use; the log says which. */
-	if (stdout_read(u, UP_READ_ROUNDS) == 1 && u->epoch == epoch)
-		proc_end(u, proc_wait_exit(u->pidfd, 0) == 1 ? "exited" : "closed its output");
+	ulog(u, LOG_INFO, "dropped a message longer than its cap (%zu bytes seen)", len);
+	if (json_is_integer(id) && json_integer_value(id) > 0) {
+		r = req_find(u, (uint64_t)json_integer_value(id));
+		json_decref(id);
+		if (r && r->sent && r->kind == REQ_CALL)
+			call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+		else if (r && r->sent)
+			answer_refused(u, r->id, "larger than the cap");
+		return;
+	}
+	json_decref(id);
+	if (jsonrpc_method_sniffed(head, len) || !(r = oldest_sent_call(u)))
+		return;
+	if (u->in_order) {
+		call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+		return;
+	}
+	while ((r = oldest_sent_call(u)))
+		call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+}
+
+/* The end of its stdout, or its stdin broken: the server is gone or of no
+ * more use (what it wrote before has been read). */
+static void on_io_end(struct lines *l, const char *why, void *data)
+{
+	struct upstream *u = data;
+	bool exited = proc_wait_exit(u->pidfd, 0) == 1;
+	(void)l;
+
+	if (strcmp(why, "write error") == 0)
+		proc_end(u, exited ? "exited" : "closed its input");
+	else if (strcmp(why, "end of input") == 0)
+		proc_end(u, exited ? "exited" : "closed its output");
+	else
+		proc_end(u, why);
+}
+
+/* What waited for room in its stdin goes now. */
+static void on_io_flushed(struct lines *l, void *data)
+{
+	(void)l;
+	unsent_flush(data);
 }
 
 /* ---- the server's stderr ----------------------------------------------------- */
 
-static void err_emit(struct upstream *u)
+/* One line of its stderr to the log, escaped, cut at the cap, and no more
+ * than the log rate allows: a server must not be able to flood the log. */
+static void err_emit(struct upstream *u, const char *line, size_t len, bool cut)
 {
-	char text[APPL_UPSTREAM_STDERR_LINE_MAX + 1];
-	size_t len = u->err_len;
-	bool cut = u->err_cut, cut2;
+	char text[APPL_UPSTREAM_STDERR_LINE_MAX * 4 + 1];
+	unsigned dropped;
+	bool cut2;
 
-	if (len > 0 && u->errline[len - 1] == '\r' && !cut)
+	if (len > 0 && line[len - 1] == '\r' && !cut)
 		len--;
-	upstream_line_escape(u->errline, len, text, sizeof(text), &cut2);
-	ulog(u, "stderr: %s%s", text, cut || cut2 ? " [cut]" : "");
-	u->err_len = 0;
-	u->err_cut = false;
+	if (!log_rate_allow(&u->err_rate, loop_now_ms(), &dropped))
+		return;
+	if (dropped)
+		ulog(u, LOG_WARN, "stderr: %u lines left out (more than %u in %u s)", dropped,
+		     LOG_RATE_BURST, LOG_RATE_WINDOW_MS / 1000);
+	log_escape(line, len, text, sizeof(text), &cut2);
+	ulog(u, LOG_INFO, "stderr: %s%s", text, cut || cut2 ? " [cut]" : "");
 }
 
-static void err_take(struct upstream *u, const char *buf, size_t n)
+static void on_err_line(struct lines *l, const char *line, size_t len, void *data)
 {
-	while (n > 0) {
-		const char *nl = memchr(buf, '\n', n);
-		size_t part = nl ? (size_t)(nl - buf) : n;
-		size_t room = sizeof(u->errline) - u->err_len;
-		size_t keep = part < room ? part : room;
-
-		memcpy(u->errline + u->err_len, buf, keep);
-		u->err_len += keep;
-		if (keep < part)
-			u->err_cut = true;
-		if (!nl)
-			return;
-		err_emit(u);
-		buf = nl + 1;
-		n -= part + 1;
-	}
+	(void)l;
+	err_emit(data, line, len, false);
 }
 
-/* Read the server's stderr; at end of file the watch goes. */
-static void stderr_read(struct upstream *u, int rounds)
+static void on_err_overlong(struct lines *l, const char *head, size_t len, void *data)
 {
-	char buf[UP_ERR_BLOCK];
-
-	for (int i = 0; i < rounds && u->fd_err >= 0; i++) {
-		ssize_t n = read(u->fd_err, buf, sizeof(buf));
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return;
-		if (n > 0) {
-			err_take(u, buf, (size_t)n);
-			continue;
-		}
-		if (u->err_len || u->err_cut)
-			err_emit(u);
-		loop_del(u->loop, u->fd_err);
-		close(u->fd_err);
-		u->fd_err = -1;
-	}
+	(void)l;
+	err_emit(data, head, len, true);
 }
 
-static void on_stderr(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_err_end(struct lines *l, const char *why, void *data)
 {
-	(void)loop;
-	(void)fd;
-	(void)events;
-	stderr_read(data, UP_READ_ROUNDS);
+	(void)why;
+	(void)data;
+	lines_close(l); /* the stderr pipe alone says nothing about the server */
 }
 
 /* ---- the process -------------------------------------------------------------- */
@@ -1219,11 +1002,9 @@ static void on_stderr(struct loop *loop, int fd, uint32_t events, void *data)
  * pidfd, the broken stdin or the end of stdout the loop reports first. */
 static void proc_lost(struct upstream *u, const char *why)
 {
-	uint64_t epoch = u->epoch;
-
-	stdout_read(u, UP_DRAIN_ROUNDS);
-	if (u->epoch == epoch)
-		proc_end(u, proc_wait_exit(u->pidfd, 0) == 1 ? "exited" : why);
+	if (u->io)
+		lines_pump(u->io, UP_DRAIN_BYTES);
+	proc_end(u, proc_wait_exit(u->pidfd, 0) == 1 ? "exited" : why);
 }
 
 static void on_pidfd(struct loop *loop, int fd, uint32_t events, void *data)
@@ -1262,9 +1043,10 @@ static void on_corpse(struct loop *loop, int fd, uint32_t events, void *data)
 static void exit_log(struct upstream *u, int status)
 {
 	if (WIFEXITED(status))
-		ulog(u, "process %d exited with status %d", (int)u->pid, WEXITSTATUS(status));
+		ulog(u, LOG_INFO, "process %d exited with status %d", (int)u->pid,
+		     WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		ulog(u, "process %d ended by signal %d", (int)u->pid, WTERMSIG(status));
+		ulog(u, LOG_INFO, "process %d ended by signal %d", (int)u->pid, WTERMSIG(status));
 }
 
 /* Kill the process group and reap the leader now, or (block false) watch
@@ -1276,8 +1058,20 @@ static void proc_release(struct upstream *u, bool block)
 	struct corpse *c = NULL;
 	int status = 0, *fds[] = {&u->fd_in, &u->fd_out, &u->fd_err, &u->pidfd};
 
-	for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
-		loop_del(u->loop, *fds[i]);
+	/* From inside one of their hooks (proc_end from a line): freed at the
+	 * round's end. A blocking release runs outside them (upstream_free, a
+	 * failed start), and may be the last thing before the loop goes. */
+	if (block) {
+		lines_free(u->io);
+		lines_free(u->errio);
+	} else {
+		lines_destroy(u->io);
+		lines_destroy(u->errio);
+	}
+	u->io = u->errio = NULL;
+	if (u->watching_pid)
+		loop_del(u->loop, u->pidfd);
+	u->watching_pid = false;
 	for (size_t i = 0; i < 3; i++) {
 		if (*fds[i] >= 0)
 			close(*fds[i]);
@@ -1317,16 +1111,19 @@ static void backoff_set(struct upstream *u, uint64_t now)
 		u->backoff_ms * 2 > u->backoff_max_ms ? u->backoff_max_ms : u->backoff_ms * 2;
 }
 
-static void io_reset(struct upstream *u)
+/* What the server said on stderr before it went (at most a pipe's worth). */
+static void err_drain(struct upstream *u)
 {
-	free(u->in);
-	free(u->out);
-	u->in = u->out = NULL;
-	u->in_len = u->in_cap = u->in_scan = 0;
-	u->out_len = u->out_off = u->out_cap = 0;
-	u->in_discard = false;
-	u->err_len = 0;
-	u->err_cut = false;
+	const char *part;
+	size_t n;
+
+	if (!u->errio)
+		return;
+	if (!lines_closed(u->errio))
+		lines_pump(u->errio, 64 * 1024);
+	/* a last line without its newline */
+	if ((n = lines_partial(u->errio, &part)) > 0)
+		err_emit(u, part, n, false);
 }
 
 /* The run is over (why: for the log and on_down): stop the process, fail
@@ -1341,15 +1138,11 @@ static void proc_end(struct upstream *u, const char *why)
 		snprintf(u->last_error, sizeof(u->last_error), "%s", why);
 	u->run = RUN_STOPPED;
 	u->epoch++;
-	if (u->fd_err >= 0)
-		stderr_read(u, UP_DRAIN_ROUNDS);
-	if (u->err_len || u->err_cut)
-		err_emit(u); /* a last line without its newline */
+	err_drain(u);
 	proc_release(u, false);
-	io_reset(u);
 	listing_reset(&u->list);
 	backoff_set(u, now);
-	ulog(u, "down: %s (restart allowed in %" PRIu64 " ms)", u->last_error,
+	ulog(u, LOG_WARN, "down: %s (restart allowed in %" PRIu64 " ms)", u->last_error,
 	     u->retry_at_ms - now);
 	reqs_drop_internal(u);
 	calls_fail(u, UPSTREAM_UNAVAILABLE, UPSTREAM_REASON_UNAVAILABLE);
@@ -1367,13 +1160,31 @@ static void fds_close(int *fds, size_t n)
 
 static int watches_add(struct upstream *u, struct appl_err *err)
 {
-	int rc;
+	struct lines_config io_cfg = {.line_max = APPL_UPSTREAM_MESSAGE_MAX,
+				      .queue_max = APPL_UPSTREAM_OUTBUF_MAX,
+				      .overlong = LINES_OVERLONG_SKIP,
+				      .head_max = UP_OVERLONG_HEAD};
+	struct lines_hooks io_hooks = {.on_line = on_line,
+				       .on_overlong = on_overlong,
+				       .on_end = on_io_end,
+				       .on_flushed = on_io_flushed,
+				       .data = u};
+	struct lines_config err_cfg = {.line_max = APPL_UPSTREAM_STDERR_LINE_MAX,
+				       .overlong = LINES_OVERLONG_SKIP,
+				       .head_max = APPL_UPSTREAM_STDERR_LINE_MAX,
+				       .final_line = true};
+	struct lines_hooks err_hooks = {.on_line = on_err_line,
+					.on_overlong = on_err_overlong,
+					.on_end = on_err_end,
+					.data = u};
 
-	if ((rc = loop_add(u->loop, u->fd_in, 0, on_stdin, u, err)) < 0 ||
-	    (rc = loop_add(u->loop, u->fd_out, EPOLLIN, on_stdout, u, err)) < 0 ||
-	    (rc = loop_add(u->loop, u->fd_err, EPOLLIN, on_stderr, u, err)) < 0 ||
-	    (rc = loop_add(u->loop, u->pidfd, EPOLLIN, on_pidfd, u, err)) < 0)
-		return rc;
+	if (!(u->io = lines_new(u->loop, u->fd_out, u->fd_in, &io_cfg, &io_hooks, err)) ||
+	    !(u->errio = lines_new(u->loop, u->fd_err, -1, &err_cfg, &err_hooks, err)) ||
+	    loop_add(u->loop, u->pidfd, EPOLLIN, on_pidfd, u, err) < 0)
+		return err ? err->code : -ENOMEM;
+	u->watching_pid = true;
+	u->in_order = true;
+	cap_update(u);
 	return 0;
 }
 
@@ -1442,12 +1253,11 @@ static int run_start(struct upstream *u, struct appl_err *err)
 		appl_err_set(&e, -ENOMEM, "could not send initialize");
 		u->run = RUN_STOPPED;
 		proc_release(u, true);
-		io_reset(u);
 	}
 	appl_err_prefix(&e, "could not start");
 	memcpy(u->last_error, e.msg, sizeof(u->last_error));
 	backoff_set(u, now);
-	ulog(u, "%s", u->last_error);
+	ulog(u, LOG_WARN, "%s", u->last_error);
 	return appl_err_set(err, -EAGAIN, "%s", UPSTREAM_REASON_UNAVAILABLE);
 }
 
@@ -1478,15 +1288,10 @@ static void req_expired(struct upstream *u, struct req *r)
 	}
 }
 
-static void on_timer(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_timer(void *data)
 {
 	struct upstream *u = data;
-	uint64_t ticks;
 
-	(void)loop;
-	(void)events;
-	if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
-		return;
 	/* One at a time from the head: a callback may change the list. */
 	for (;;) {
 		uint64_t now = loop_now_ms();
@@ -1558,8 +1363,9 @@ struct upstream *upstream_new(struct loop *loop, const struct policy_server *srv
 		return NULL;
 	}
 	u->loop = loop;
-	u->fd_in = u->fd_out = u->fd_err = u->pidfd = u->tfd = -1;
+	u->fd_in = u->fd_out = u->fd_err = u->pidfd = -1;
 	u->next_id = 1;
+	u->result_max = opts && opts->result_max ? opts->result_max : APPL_MAX_RESULT_BYTES_DEF;
 	if (hooks)
 		u->hooks = *hooks;
 	if (copy_server(u, srv, opts) < 0) {
@@ -1567,8 +1373,8 @@ struct upstream *upstream_new(struct loop *loop, const struct policy_server *srv
 		upstream_free(u);
 		return NULL;
 	}
-	u->tfd = loop_timer_new(err);
-	if (u->tfd < 0 || loop_add(loop, u->tfd, EPOLLIN, on_timer, u, err) < 0) {
+	u->timer = loop_timer_new(loop, on_timer, u, err);
+	if (!u->timer) {
 		upstream_free(u);
 		return NULL;
 	}
@@ -1582,10 +1388,7 @@ void upstream_free(struct upstream *u)
 		return;
 	u->closing = true;
 	calls_fail(u, UPSTREAM_CANCELLED, UPSTREAM_REASON_CANCELLED);
-	if (u->fd_err >= 0)
-		stderr_read(u, UP_DRAIN_ROUNDS);
-	if (u->err_len || u->err_cut)
-		err_emit(u);
+	err_drain(u);
 	reqs_drop_internal(u);
 	u->run = RUN_STOPPED;
 	proc_release(u, true);
@@ -1597,11 +1400,7 @@ void upstream_free(struct upstream *u)
 		proc_reap(c->pid, &status);
 		corpse_free(u, c);
 	}
-	if (u->tfd >= 0) {
-		loop_del(u->loop, u->tfd);
-		close(u->tfd);
-	}
-	io_reset(u);
+	loop_timer_free(u->timer);
 	listing_reset(&u->list);
 	tools_free(u->tools, u->ntools);
 	free(u->name);

@@ -70,11 +70,15 @@ enum upstream_status {
 	 * too large, too deep, malformed, or a result that is not an object). */
 	UPSTREAM_ERROR = -3,
 	UPSTREAM_CANCELLED = -4, /* UPSTREAM_REASON_CANCELLED: upstream_free ran first */
+	/* The answer passed the result cap (upstream_opts.result_max and its
+	 * envelope): dropped unread, UPSTREAM_REASON_TOO_LARGE. */
+	UPSTREAM_TOO_LARGE = -5,
 };
 
 #define UPSTREAM_REASON_TIMEOUT	    "timeout"
 #define UPSTREAM_REASON_UNAVAILABLE "upstream_unavailable"
 #define UPSTREAM_REASON_CANCELLED   "cancelled"
+#define UPSTREAM_REASON_TOO_LARGE   "result_too_large"
 
 /* One tool from tools/list. Every pointer is owned by the upstream (name and
  * description are copies, input_schema a new reference the upstream holds)
@@ -110,6 +114,10 @@ struct upstream_opts {
 		init_timeout_ms; /* initialize + every tools/list page: APPL_UPSTREAM_INIT_TIMEOUT_MS */
 	unsigned backoff_min_ms; /* first wait after a death: APPL_UPSTREAM_BACKOFF_MIN_MS */
 	unsigned backoff_max_ms; /* doubling stops here: APPL_UPSTREAM_BACKOFF_MAX_MS */
+	/* A call's result, in bytes: an answer line longer than this and room
+	 * for its envelope is over the cap (UPSTREAM_TOO_LARGE) as soon as it
+	 * is that long. APPL_MAX_RESULT_BYTES_DEF. */
+	size_t result_max;
 };
 
 /* A new upstream for srv (a stdio server; copied, so the policy may go
@@ -197,13 +205,5 @@ void upstream_call_cancel(struct upstream *u, uint64_t call_id);
  * holds '=' is skipped. Returns 0, or -ENOMEM with err filled. */
 int upstream_env_build(const char *const *names, size_t n, char ***envp, struct appl_err *err);
 void upstream_env_free(char **envp);
-
-/* Escape in[0..len) (any bytes) for one log line: C0 controls, DEL, C1
- * controls (U+0080..U+009F), the backslash and every byte that is not part
- * of valid UTF-8 become \xNN (per byte, lower-case hex); other UTF-8 passes.
- * Writes at most cap - 1 bytes and a NUL to out (cap > 0), never cutting an
- * escape or a character in two. Returns the bytes written; *cut (may be
- * NULL) says whether input was left out. */
-size_t upstream_line_escape(const char *in, size_t len, char *out, size_t cap, bool *cut);
 
 #endif

@@ -684,8 +684,11 @@ static const struct field limit_fields[] = {
 	LIMIT(concurrency, CONCURRENCY),
 	LIMIT(cells, CELLS),
 	LIMIT(pool, POOL),
+	LIMIT(max_runner_lines, MAX_RUNNER_LINES),
 };
 
+_Static_assert(APPL_MAX_RUNNER_LINES_DEF >= APPL_MAX_CALLS_CEIL + APPL_RUNNER_LINES_SPARE,
+	       "the default line budget must allow the most calls a policy may allow");
 _Static_assert(APPL_MAX_OUTPUT_BYTES_DEF <= APPL_STOP_OUTPUT_BYTES_DEF,
 	       "the default output kept must not exceed the output that stops a run");
 
@@ -705,6 +708,12 @@ static int limits_parse(struct ctx *c, void *base, const json_t *v, const char *
 			c->err, -EINVAL,
 			"%s.max_output_bytes: must not exceed %s.stop_output_bytes (%u)", path,
 			path, l->stop_output_bytes);
+	/* Each call is a line of its own: a budget below the calls allowed
+	 * would stop runs the policy means to allow. */
+	if (l->max_runner_lines < l->max_calls + APPL_RUNNER_LINES_SPARE)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.max_runner_lines: must be at least %s.max_calls (%u) + %u",
+				    path, path, l->max_calls, APPL_RUNNER_LINES_SPARE);
 	return 0;
 }
 

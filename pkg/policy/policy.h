@@ -93,6 +93,7 @@ struct policy_limits {
 	unsigned concurrency;	    /* calls in flight per cell */
 	unsigned cells;		    /* cells in flight */
 	unsigned pool;		    /* warm sandboxes; 0: every cell boots cold */
+	unsigned max_runner_lines;  /* protocol lines a run's runner may send */
 };
 
 /* Fill l with the defaults (APPL_*_DEF). */

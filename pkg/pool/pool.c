@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "log/log.h"
+
 struct slot {
 	struct slot *next;
 	struct pool *pool;
@@ -22,9 +24,9 @@ struct pool {
 	unsigned size;
 	struct slot *slots;
 	unsigned failures;
-	bool died; /* a slot died since the last fill */
 	uint64_t retry_at;
-	int timer_fd;
+	struct loop_timer *timer; /* the end of a backoff */
+	struct loop_task tend;	  /* a slot died: replace it after the round */
 };
 
 static void on_slot_ready(struct cell *c, void *data)
@@ -41,19 +43,20 @@ static void on_slot_done(struct cell *c, void *data)
 	struct slot *s = data;
 	(void)c;
 
-	/* Freed from pool_fill: this runs inside the cell's own handler. */
+	/* This runs inside the cell's own handler: it is freed, and replaced,
+	 * at the end of the round. */
 	s->dead = true;
-	s->pool->died = true;
+	loop_defer(s->pool->loop, &s->pool->tend);
 }
 
-static void on_timer(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_timer(void *data)
 {
-	uint64_t ticks;
-	(void)loop;
-	(void)events;
+	pool_fill(data);
+}
 
-	if (read(fd, &ticks, sizeof(ticks)) == (ssize_t)sizeof(ticks))
-		pool_fill(data);
+static void on_tend(void *data)
+{
+	pool_fill(data);
 }
 
 struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
@@ -71,10 +74,9 @@ struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
 	p->oci = oci;
 	p->lim = *lim;
 	p->size = size;
-	p->timer_fd = loop_timer_new(err);
-	if (p->timer_fd < 0 || loop_add(loop, p->timer_fd, EPOLLIN, on_timer, p, err) < 0) {
-		if (p->timer_fd >= 0)
-			close(p->timer_fd);
+	loop_task_init(&p->tend, on_tend, p);
+	p->timer = loop_timer_new(loop, on_timer, p, err);
+	if (!p->timer) {
 		free(p);
 		return NULL;
 	}
@@ -92,11 +94,10 @@ static void backoff(struct pool *p, const char *why)
 	if (wait > APPL_POOL_BACKOFF_MAX_MS)
 		wait = APPL_POOL_BACKOFF_MAX_MS;
 	p->retry_at = loop_now_ms() + wait;
-	loop_timer_arm(p->timer_fd, wait);
-	fprintf(stderr,
-		"appliance: pool: a warm sandbox failed to boot (%u in a row): %s; next try in "
-		"%llu ms\n",
-		p->failures, why, (unsigned long long)wait);
+	loop_timer_set(p->timer, wait);
+	log_line(LOG_WARN, NULL,
+		 "pool: a warm sandbox failed to boot (%u in a row): %s; next try in %llu ms",
+		 p->failures, why, (unsigned long long)wait);
 }
 
 static const char *death_reason(struct cell *c)
@@ -121,9 +122,8 @@ static void reap(struct pool *p)
 		if (!s->ready)
 			backoff(p, death_reason(s->cell));
 		else
-			fprintf(stderr,
-				"appliance: pool: an idle sandbox ended (%s); replacing it\n",
-				death_reason(s->cell));
+			log_line(LOG_WARN, NULL, "pool: an idle sandbox ended (%s); replacing it",
+				 death_reason(s->cell));
 		*pp = s->next;
 		cell_free(s->cell);
 		free(s);
@@ -167,7 +167,7 @@ void pool_fill(struct pool *p)
 {
 	if (!p)
 		return;
-	p->died = false;
+	loop_task_cancel(p->loop, &p->tend);
 	reap(p);
 	if (p->retry_at && loop_now_ms() < p->retry_at)
 		return;
@@ -175,12 +175,6 @@ void pool_fill(struct pool *p)
 	while (held(p) < p->size)
 		if (boot_one(p) < 0)
 			break;
-}
-
-void pool_tend(struct pool *p)
-{
-	if (p && p->died)
-		pool_fill(p);
 }
 
 struct cell *pool_take(struct pool *p)
@@ -217,7 +211,7 @@ void pool_free(struct pool *p)
 		cell_free(s->cell);
 		free(s);
 	}
-	loop_del(p->loop, p->timer_fd);
-	close(p->timer_fd);
+	loop_timer_free(p->timer);
+	loop_task_cancel(p->loop, &p->tend);
 	free(p);
 }

@@ -39,9 +39,8 @@ struct cell *pool_take(struct pool *p);
  * never from inside a cell's hook. */
 void pool_fill(struct pool *p);
 
-/* pool_fill, but only when a sandbox of the pool died since the last one:
- * for every loop round. */
-void pool_tend(struct pool *p);
+/* A sandbox of the pool that dies is freed and replaced at the end of the
+ * round it died in (a deferred task of the pool's). */
 
 /* Destroy every sandbox held. Safe on NULL. */
 void pool_free(struct pool *p);

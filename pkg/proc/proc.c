@@ -284,3 +284,42 @@ int proc_wait_exit(int pidfd, int timeout_ms)
 		return -errno;
 	return r > 0;
 }
+
+void proc_signals_set(sigset_t *set)
+{
+	sigemptyset(set);
+	sigaddset(set, SIGTERM);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGHUP);
+	sigaddset(set, SIGCHLD);
+}
+
+int proc_process_setup(void)
+{
+	sigset_t set;
+
+	signal(SIGPIPE, SIG_IGN);
+	proc_signals_set(&set);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) < 0)
+		return -errno;
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+		return -errno;
+	return 0;
+}
+
+int proc_signals_check(struct appl_err *err)
+{
+	sigset_t want, cur;
+
+	proc_signals_set(&want);
+	if (sigprocmask(SIG_BLOCK, NULL, &cur) < 0)
+		return appl_err_errno(err, -errno, errno, "sigprocmask");
+	for (int s = 1; s < NSIG; s++)
+		if (sigismember(&want, s) == 1 && sigismember(&cur, s) != 1)
+			return appl_err_set(err, -EINVAL,
+					    "signal %d is not blocked: a serving command blocks "
+					    "SIGTERM, SIGINT, SIGHUP and SIGCHLD first "
+					    "(proc_process_setup)",
+					    s);
+	return 0;
+}

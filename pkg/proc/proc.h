@@ -10,6 +10,7 @@
 #ifndef APPL_PROC_PROC_H
 #define APPL_PROC_PROC_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -46,6 +47,24 @@ int proc_wait(pid_t pid);
  * did not start itself: runsc waits for its sandbox process to vanish,
  * which it cannot while it is our unreaped zombie. Returns how many. */
 int proc_reap_orphans(void);
+
+/* The signals a serving appliance takes through its loop's signalfd: the
+ * stop signals and SIGCHLD. */
+void proc_signals_set(sigset_t *set);
+
+/* The process-wide setup of a serving command (cmd/appliance, first
+ * thing): block proc_signals_set's signals (so they wait for the loop, and
+ * one that comes while servers and sandboxes start cannot kill the
+ * appliance before it cleans up), ignore SIGPIPE (a closed pipe comes back
+ * as EPIPE), and become a child subreaper (orphaned sandbox processes are
+ * ours to reap, not init's). Children get a clean signal state anyway
+ * (proc_spawn). Returns 0 or -errno. */
+int proc_process_setup(void);
+
+/* 0 when proc_process_setup's signals are blocked in this thread, else
+ * -EINVAL with err saying so: library code that relies on its signalfd
+ * checks rather than changes the process's state. */
+int proc_signals_check(struct appl_err *err);
 
 /* Wait up to timeout_ms for pidfd to become readable (the child exited).
  * Returns 1 when it did, 0 on timeout, -errno on error. */

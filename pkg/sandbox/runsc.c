@@ -78,11 +78,10 @@ struct sandbox {
 	int pidfd, fd_in, fd_out;
 	int reaped;
 	/* teardown from the loop (sandbox_destroy_async) */
-	struct loop *td_loop; /* NULL: not being torn down */
-	int td_timer;
-	pid_t del_pid; /* runsc delete, once started */
+	struct loop *td_loop;	     /* NULL: not being torn down */
+	struct loop_timer *td_timer; /* bounds each step */
+	pid_t del_pid;		     /* runsc delete, once started */
 	int del_pidfd;
-	unsigned td_waited; /* ms waited for runsc delete */
 };
 
 static int runsc_check(const char *path, struct appl_err *err)
@@ -521,7 +520,7 @@ struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_pa
 	sb->rt = rt;
 	sb->pid = -1;
 	sb->pidfd = sb->fd_in = sb->fd_out = -1;
-	sb->td_timer = sb->del_pidfd = -1;
+	sb->del_pidfd = -1;
 	randombytes_buf(rnd, sizeof(rnd));
 	sodium_bin2hex(hex, sizeof(hex), rnd, sizeof(rnd));
 	snprintf(sb->id, sizeof(sb->id), "cell-%lu-%s", ++rt->next, hex);
@@ -636,11 +635,8 @@ static void teardown_unwatch(struct sandbox *sb)
 		loop_del(sb->td_loop, sb->pidfd);
 	if (sb->del_pidfd >= 0)
 		loop_del(sb->td_loop, sb->del_pidfd);
-	if (sb->td_timer >= 0) {
-		loop_del(sb->td_loop, sb->td_timer);
-		close(sb->td_timer);
-		sb->td_timer = -1;
-	}
+	loop_timer_free(sb->td_timer);
+	sb->td_timer = NULL;
 	sb->td_loop = NULL;
 }
 
@@ -706,10 +702,10 @@ static void teardown_delete(struct sandbox *sb)
 		sandbox_destroy(sb); /* the slow way, as a last resort */
 		return;
 	}
-	/* runsc delete waits for the sandbox process, our zombie once orphaned:
-	 * the timer reaps orphans while it waits, and bounds the wait. */
-	sb->td_waited = 0;
-	loop_timer_arm(sb->td_timer, RUNSC_POLL_MS);
+	/* runsc delete waits for the sandbox process, our zombie once
+	 * orphaned: the owner's SIGCHLD watch reaps it (proc_reap_orphans);
+	 * the timer only bounds the wait. */
+	loop_timer_set(sb->td_timer, RUNSC_DELETE_TIMEOUT_MS);
 }
 
 static void on_run_exit(struct loop *loop, int fd, uint32_t events, void *data)
@@ -720,26 +716,19 @@ static void on_run_exit(struct loop *loop, int fd, uint32_t events, void *data)
 	teardown_delete(data);
 }
 
-static void on_teardown_timer(struct loop *loop, int fd, uint32_t events, void *data)
+static void on_teardown_timer(void *data)
 {
 	struct sandbox *sb = data;
-	uint64_t ticks;
-	(void)loop;
-	(void)events;
 
-	if (read(fd, &ticks, sizeof(ticks)) != (ssize_t)sizeof(ticks))
-		return;
 	if (sb->del_pid <= 0) {
 		/* runsc run did not go within RUNSC_EXIT_TIMEOUT_MS */
 		kill(sb->pid, SIGKILL);
 		return;
 	}
+	/* runsc delete did not finish within RUNSC_DELETE_TIMEOUT_MS; its exit
+	 * ends the teardown. */
 	proc_reap_orphans();
-	sb->td_waited += RUNSC_POLL_MS;
-	if (sb->td_waited >= RUNSC_DELETE_TIMEOUT_MS)
-		proc_kill_group(sb->del_pid);
-	else
-		loop_timer_arm(sb->td_timer, RUNSC_POLL_MS);
+	proc_kill_group(sb->del_pid);
 }
 
 void sandbox_rt_settle(struct sandbox_rt *rt)
@@ -772,12 +761,8 @@ void sandbox_destroy_async(struct sandbox *sb, struct loop *loop)
 		sb->fd_out = -1;
 	}
 	proc_kill_group(sb->pid);
-	sb->td_timer = loop_timer_new(NULL);
-	if (sb->td_timer < 0 ||
-	    loop_add(loop, sb->td_timer, EPOLLIN, on_teardown_timer, sb, NULL) < 0) {
-		if (sb->td_timer >= 0)
-			close(sb->td_timer);
-		sb->td_timer = -1;
+	sb->td_timer = loop_timer_new(loop, on_teardown_timer, sb, NULL);
+	if (!sb->td_timer) {
 		sandbox_destroy(sb);
 		return;
 	}
@@ -786,5 +771,5 @@ void sandbox_destroy_async(struct sandbox *sb, struct loop *loop)
 		sandbox_destroy(sb);
 		return;
 	}
-	loop_timer_arm(sb->td_timer, RUNSC_EXIT_TIMEOUT_MS);
+	loop_timer_set(sb->td_timer, RUNSC_EXIT_TIMEOUT_MS);
 }

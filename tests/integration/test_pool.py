@@ -448,7 +448,7 @@ def a_burst_larger_than_the_pool_completes_within_the_deadlines():
         assert app.close() == 0
 
 
-BOOT_FAILED = re.compile(r"appliance: pool: a warm sandbox failed to boot \((\d+) in a row\): "
+BOOT_FAILED = re.compile(r" pool: a warm sandbox failed to boot \((\d+) in a row\): "
                          r"(.*); next try in (\d+) ms")
 
 

@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "json/json.h"
@@ -196,6 +198,20 @@ static json_t *run_echo(struct toy *t, const json_t *id, const json_t *args, int
 
 static void sleep_fired(struct loop *loop, int fd, uint32_t events, void *data);
 
+/* A one-shot timerfd ms from now, watched with the call's own fd as key. */
+static int sleep_timer(uint64_t ms)
+{
+	struct itimerspec its = {.it_value = {.tv_sec = (time_t)(ms / 1000),
+					      .tv_nsec = (long)(ms % 1000) * 1000000L}};
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+
+	if (fd >= 0 && timerfd_settime(fd, 0, &its, NULL) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
 static json_t *run_sleep(struct toy *t, const json_t *id, const json_t *args, int *deferred)
 {
 	struct call *c;
@@ -208,10 +224,9 @@ static json_t *run_sleep(struct toy *t, const json_t *id, const json_t *args, in
 		return NULL;
 	c->id = jsonrpc_id_copy(id);
 	c->ms = ms;
-	c->tfd = loop_timer_new(NULL);
-	/* 0 would disarm the timer: a zero sleep fires after 1 ns instead. */
-	if (!c->id || c->tfd < 0 || loop_timer_arm(c->tfd, ms ? (uint64_t)ms : 1) < 0 ||
-	    loop_add(t->loop, c->tfd, EPOLLIN, sleep_fired, t, NULL) < 0) {
+	/* 0 would disarm the timer: a zero sleep fires after 1 ms instead. */
+	c->tfd = sleep_timer(ms ? (uint64_t)ms : 1);
+	if (!c->id || c->tfd < 0 || loop_add(t->loop, c->tfd, EPOLLIN, sleep_fired, t, NULL) < 0) {
 		if (c->tfd >= 0)
 			close(c->tfd);
 		json_decref(c->id);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "base/limits.h"
 #include "mcp/server.h"
 
 struct fake {
@@ -235,6 +236,78 @@ static void test_cancel_drops_the_answer(void **state)
 	assert_null(e->f.run);
 }
 
+/* Write prefix, then x's up to total bytes, then a newline, running the
+ * loop while the pipe is full (the server must read as it comes). */
+static void send_big(struct env *e, const char *prefix, size_t total)
+{
+	static char chunk[65536];
+	size_t sent = 0, plen = strlen(prefix);
+
+	memset(chunk, 'x', sizeof(chunk));
+	fcntl(e->to_srv, F_SETFL, O_NONBLOCK);
+	while (sent < plen) {
+		ssize_t n = write(e->to_srv, prefix + sent, plen - sent);
+		if (n > 0)
+			sent += (size_t)n;
+		loop_run_once(e->loop, 0);
+	}
+	while (sent < total) {
+		size_t want = total - sent < sizeof(chunk) ? total - sent : sizeof(chunk);
+		ssize_t n = write(e->to_srv, chunk, want);
+		if (n > 0)
+			sent += (size_t)n;
+		loop_run_once(e->loop, 0);
+	}
+	while (write(e->to_srv, "\n", 1) != 1)
+		loop_run_once(e->loop, 0);
+	fcntl(e->to_srv, F_SETFL, 0);
+}
+
+/* A line over the cap is dropped as it comes, never held; it is answered
+ * with an error carrying its id when its start had one (else null), and
+ * the session goes on: the run in flight still gets its answer. */
+static void test_overlong_line_gets_its_error(void **state)
+{
+	struct env *e = *state;
+	json_t *v, *res;
+	init(e);
+	send_line(e, "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"tools/call\",\"params\":"
+		     "{\"name\":\"run_python\",\"arguments\":{\"code\":\"print(1)\"}}}");
+	for (int i = 0; i < 100 && !e->f.run; i++)
+		loop_run_once(e->loop, 10);
+	assert_non_null(e->f.run);
+	send_big(e,
+		 "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"run_python\",\"arguments\":{\"code\":\"",
+		 APPL_RPC_MESSAGE_MAX + 1024 * 1024);
+	v = answer(e);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 77);
+	assert_int_equal(json_integer_value(json_object_get(json_object_get(v, "error"), "code")),
+			 -32600);
+	assert_non_null(
+		strstr(json_string_value(json_object_get(json_object_get(v, "error"), "message")),
+		       "longer than the cap"));
+	json_decref(v);
+	/* no id before the cap: id null */
+	send_big(e, "{\"jsonrpc\":\"2.0\",\"params\":{\"pad\":\"", APPL_RPC_MESSAGE_MAX + 10);
+	v = answer(e);
+	assert_true(json_is_null(json_object_get(v, "id")));
+	json_decref(v);
+	assert_int_equal(e->f.closes, 0);
+	/* the run in flight is answered, and the session serves on */
+	res = json_pack("{s:s}", "stdout", "1\n");
+	mcp_run_finish(e->f.srv, e->f.run, res, false);
+	e->f.run = NULL;
+	json_decref(res);
+	v = answer(e);
+	assert_string_equal(json_string_value(json_object_get(v, "id")), "r");
+	json_decref(v);
+	send_line(e, "{\"jsonrpc\":\"2.0\",\"id\":78,\"method\":\"ping\"}");
+	v = answer(e);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 78);
+	json_decref(v);
+}
+
 static void test_end_of_input_is_reported(void **state)
 {
 	struct env *e = *state;
@@ -255,6 +328,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_run_is_handed_off_and_answered, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_drops_the_answer, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_overlong_line_gets_its_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_of_input_is_reported, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

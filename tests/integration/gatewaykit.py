@@ -1,0 +1,217 @@
+"""gatewaykit.py: `appliance run` with upstream servers for the integration
+tests: signed policies naming build/toy-server and the npm reference
+servers, the official SDK client (tests/mcp-client.mjs), and Session, raw
+JSON-RPC lines that can overlap requests and see every notification.
+"""
+
+import json
+import os
+import queue
+import shutil
+import subprocess
+import threading
+import time
+
+from policykit import Signer
+from cellkit import ROOT
+
+CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
+TOY = os.path.join(ROOT, "build", "toy-server")
+MODULES = os.path.join(ROOT, "tests", "node_modules", "@modelcontextprotocol")
+EVERYTHING = os.path.join(MODULES, "server-everything", "dist", "index.js")
+FILESYSTEM = os.path.join(MODULES, "server-filesystem", "dist", "index.js")
+
+# ---- policies ------------------------------------------------------------------
+
+_kit = Signer("appliance-gateway-test.")
+
+
+def work():
+    """A private directory with a trust dir and a signing key (made once)."""
+    return _kit.dir()
+
+
+def node():
+    path = shutil.which("node")
+    assert path, "no node on PATH (scripts/install-deps installs it)"
+    return os.path.realpath(path)
+
+
+def need(path):
+    assert os.path.exists(path), "missing %s (make build/toy-server; npm ci in tests/)" % path
+    return path
+
+
+def toy_server(*args, env=None):
+    srv = {"command": [need(TOY), *args]}
+    if env:
+        srv["env"] = env
+    return srv
+
+
+def everything_server(env=None):
+    srv = {"command": [node(), need(EVERYTHING), "stdio"]}
+    if env:
+        srv["env"] = env
+    return srv
+
+
+def policy(servers, tools, roles, role, limits=None):
+    """A freshly signed policy (serial above every earlier one) whose stdio
+    client gets role."""
+    return _kit.policy(dict({"deadline_s": 30}, **(limits or {})), servers=servers, tools=tools,
+                       roles=roles, clients={"default_role": role})
+
+
+def toy_policy(role_tools=("toy.*",), write=False, limits=None, args=()):
+    """The toy as server `toy`: every tool allowed by `tools` (the reads by
+    the wildcard, write_note as a write), role `r` with role_tools."""
+    return policy({"toy": toy_server(*args)},
+                  {"toy.*": {"access": "read"}, "toy.write_note": {"access": "write"}},
+                  {"r": {"tools": list(role_tools), "write": write}}, "r", limits)
+
+
+def run_argv(sig):
+    return _kit.argv(sig)
+
+
+def code(src):
+    return {"name": "run_python", "arguments": {"code": src}}
+
+
+def sdk(sig, calls, env=None, timeout=180):
+    """tests/mcp-client.mjs against `appliance run`; env (a dict) is added to
+    the appliance's environment through /usr/bin/env (the SDK gives its
+    child only a short default environment)."""
+    argv = [node(), CLIENT]
+    for c in calls:
+        argv += ["--call", json.dumps(c)]
+    wrap = ["/usr/bin/env"] + ["%s=%s" % kv for kv in sorted(env.items())] if env else []
+    r = subprocess.run(argv + ["--timeout", "60000", "--"] + wrap + run_argv(sig),
+                       capture_output=True, timeout=timeout)
+    assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()[-4000:]
+    return json.loads(r.stdout)
+
+
+# ---- a raw JSON-RPC session ------------------------------------------------------
+
+class Session:
+    """`appliance run` as a child spoken to in JSON lines. A reader thread
+    queues what comes out; answers are matched by id, notifications kept in
+    order in self.notes. Requests may overlap (start() then wait())."""
+
+    def __init__(self, sig, env=None):
+        self.proc = subprocess.Popen(run_argv(sig), stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.lines = queue.Queue()
+        self.answers = {}
+        self.notes = []
+        self.stderr = []
+        self.next_id = 1
+        threading.Thread(target=self._pump, args=(self.proc.stdout, self.lines.put),
+                         daemon=True).start()
+        threading.Thread(target=self._pump, args=(self.proc.stderr, self.stderr.append),
+                         daemon=True).start()
+        init = self.request("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                           "clientInfo": {"name": "test_gateway",
+                                                          "version": "0"}})
+        assert init["result"]["capabilities"]["tools"]["listChanged"] is True, init
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    @staticmethod
+    def _pump(stream, put):
+        for raw in stream:
+            put(raw)
+        put(None)
+
+    def log(self):
+        return b"".join(self.stderr[-40:]).decode("utf-8", "replace")
+
+    def send(self, msg):
+        self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def start(self, method, params=None):
+        rid = self.next_id
+        self.next_id += 1
+        msg = {"jsonrpc": "2.0", "id": rid, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.send(msg)
+        return rid
+
+    def _read_one(self, deadline):
+        try:
+            raw = self.lines.get(timeout=max(0.01, deadline - time.time()))
+        except queue.Empty:
+            return False
+        assert raw is not None, "appliance closed stdout; its log:\n" + self.log()
+        m = json.loads(raw)
+        if "id" in m and "method" not in m:
+            self.answers[m["id"]] = m
+        else:
+            self.notes.append(m)
+        return True
+
+    def wait(self, rid, timeout=90):
+        deadline = time.time() + timeout
+        while rid not in self.answers:
+            assert time.time() < deadline, "no answer to %r; log:\n%s" % (rid, self.log())
+            self._read_one(deadline)
+        return self.answers.pop(rid)
+
+    def wait_note(self, method, timeout=10):
+        """The first notification named method (read until it comes)."""
+        deadline = time.time() + timeout
+        while True:
+            for n in self.notes:
+                if n.get("method") == method:
+                    return n
+            if time.time() >= deadline:
+                return None
+            self._read_one(deadline)
+
+    def request(self, method, params=None, timeout=90):
+        return self.wait(self.start(method, params), timeout)
+
+    def description(self):
+        tools = self.request("tools/list")["result"]["tools"]
+        assert [t["name"] for t in tools] == ["run_python"], tools
+        return tools[0]["description"]
+
+    def start_cell(self, src):
+        return self.start("tools/call", {"name": "run_python", "arguments": {"code": src}})
+
+    def result(self, rid):
+        a = self.wait(rid)
+        assert "result" in a, a
+        return a["result"]["structuredContent"]
+
+    def cell(self, src):
+        """Run src; its stdout, the cell having ended normally."""
+        r = self.result(self.start_cell(src))
+        assert r["error"] is None and not r["stopped"] and not r["truncated"], \
+            "%r\nlog:\n%s" % (r, self.log())
+        return r["stdout"]
+
+    def cell_json(self, src):
+        """Run src, which prints one JSON document; that document."""
+        return json.loads(self.cell(src))
+
+    def close(self):
+        try:
+            self.proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        rc = self.proc.wait(timeout=30)
+        assert rc == 0, "appliance exited %d; log:\n%s" % (rc, self.log())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, value, tb):
+        if kind is None:
+            self.close()
+        else:
+            self.proc.kill()
+            self.proc.wait()
