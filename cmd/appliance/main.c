@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/err.h"
+#include "base/version.h"
 #include "image/image.h"
 #include "log/log.h"
 #include "proc/proc.h"
@@ -18,7 +19,6 @@
 #include "run_cmd.h"
 #include "policy_cmds.h"
 
-#define APPLIANCE_VERSION "0.1.0"
 
 static const char usage_text[] =
 	"usage: appliance COMMAND [ARGS]\n"
@@ -122,7 +122,7 @@ static int cmd_version(int argc, char **argv)
 {
 	(void)argc;
 	(void)argv;
-	printf("appliance %s\n", APPLIANCE_VERSION);
+	printf("appliance %s\n", APPL_VERSION);
 	return 0;
 }
 

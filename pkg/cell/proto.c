@@ -232,14 +232,6 @@ void cell_proto_msg_clear(struct cell_msg *msg)
 	memset(msg, 0, sizeof(*msg));
 }
 
-const char *cell_proto_type_name(enum cell_msg_type type)
-{
-	for (size_t i = 0; i < sizeof(msg_kinds) / sizeof(msg_kinds[0]); i++)
-		if (msg_kinds[i].type == type)
-			return msg_kinds[i].name;
-	return "none";
-}
-
 /* ---- order of messages ----------------------------------------------------- */
 
 struct cell_proto_state {

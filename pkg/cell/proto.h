@@ -61,9 +61,6 @@ int cell_proto_parse(const char *buf, size_t len, struct cell_msg *msg, struct a
 /* Release what msg owns and zero it; safe on a zeroed or cleared message. */
 void cell_proto_msg_clear(struct cell_msg *msg);
 
-/* "ready", "out", "call", "done" (or "none"); a static string. */
-const char *cell_proto_type_name(enum cell_msg_type type);
-
 /* ---- order of messages ----------------------------------------------------- */
 
 enum cell_proto_phase {

@@ -4,6 +4,7 @@
  * pasting, so no code, tool text or error message can break out of its
  * string and add a field or a line of its own.
  */
+#include "base/pyname.h"
 #include "base/utf8.h"
 #include "cell/proto.h"
 
@@ -12,186 +13,6 @@
 #include <string.h>
 
 #include "json/json.h"
-
-/* Python's keywords: a namespace or function named `class` would make the
- * code that calls it a syntax error. Sorted for bsearch (strcmp order). */
-static const char *const py_keywords[] = {
-	"False", "None",     "True",  "and",	"as",	"assert", "async",  "await",	"break",
-	"class", "continue", "def",   "del",	"elif", "else",	  "except", "finally",	"for",
-	"from",	 "global",   "if",    "import", "in",	"is",	  "lambda", "nonlocal", "not",
-	"or",	 "pass",     "raise", "return", "try",	"while",  "with",   "yield",
-};
-
-/* Names the cell's globals already hold (the builtins, with the ones `site`
- * adds, and what the runner puts there: ToolError, asyncio, the `tools`
- * helper): a namespace with one of these names would hide them from the
- * code. Sorted for bsearch (strcmp order). */
-static const char *const py_reserved[] = {
-	"ArithmeticError",
-	"AssertionError",
-	"AttributeError",
-	"BaseException",
-	"BaseExceptionGroup",
-	"BlockingIOError",
-	"BrokenPipeError",
-	"BufferError",
-	"BytesWarning",
-	"ChildProcessError",
-	"ConnectionAbortedError",
-	"ConnectionError",
-	"ConnectionRefusedError",
-	"ConnectionResetError",
-	"DeprecationWarning",
-	"EOFError",
-	"Ellipsis",
-	"EncodingWarning",
-	"EnvironmentError",
-	"Exception",
-	"ExceptionGroup",
-	"False",
-	"FileExistsError",
-	"FileNotFoundError",
-	"FloatingPointError",
-	"FutureWarning",
-	"GeneratorExit",
-	"IOError",
-	"ImportError",
-	"ImportWarning",
-	"IndentationError",
-	"IndexError",
-	"InterruptedError",
-	"IsADirectoryError",
-	"KeyError",
-	"KeyboardInterrupt",
-	"LookupError",
-	"MemoryError",
-	"ModuleNotFoundError",
-	"NameError",
-	"None",
-	"NotADirectoryError",
-	"NotImplemented",
-	"NotImplementedError",
-	"OSError",
-	"OverflowError",
-	"PendingDeprecationWarning",
-	"PermissionError",
-	"ProcessLookupError",
-	"RecursionError",
-	"ReferenceError",
-	"ResourceWarning",
-	"RuntimeError",
-	"RuntimeWarning",
-	"StopAsyncIteration",
-	"StopIteration",
-	"SyntaxError",
-	"SyntaxWarning",
-	"SystemError",
-	"SystemExit",
-	"TabError",
-	"TimeoutError",
-	"ToolError",
-	"True",
-	"TypeError",
-	"UnboundLocalError",
-	"UnicodeDecodeError",
-	"UnicodeEncodeError",
-	"UnicodeError",
-	"UnicodeTranslateError",
-	"UnicodeWarning",
-	"UserWarning",
-	"ValueError",
-	"Warning",
-	"ZeroDivisionError",
-	"abs",
-	"aiter",
-	"all",
-	"anext",
-	"any",
-	"ascii",
-	"asyncio",
-	"bin",
-	"bool",
-	"breakpoint",
-	"bytearray",
-	"bytes",
-	"callable",
-	"chr",
-	"classmethod",
-	"compile",
-	"complex",
-	"copyright",
-	"credits",
-	"delattr",
-	"dict",
-	"dir",
-	"divmod",
-	"enumerate",
-	"eval",
-	"exec",
-	"exit",
-	"filter",
-	"float",
-	"format",
-	"frozenset",
-	"getattr",
-	"globals",
-	"hasattr",
-	"hash",
-	"help",
-	"hex",
-	"id",
-	"input",
-	"int",
-	"isinstance",
-	"issubclass",
-	"iter",
-	"len",
-	"license",
-	"list",
-	"locals",
-	"map",
-	"max",
-	"memoryview",
-	"min",
-	"next",
-	"object",
-	"oct",
-	"open",
-	"ord",
-	"pow",
-	"print",
-	"property",
-	"quit",
-	"range",
-	"repr",
-	"reversed",
-	"round",
-	"set",
-	"setattr",
-	"slice",
-	"sorted",
-	"staticmethod",
-	"str",
-	"sum",
-	"super",
-	"tools",
-	"tuple",
-	"type",
-	"vars",
-	"zip",
-};
-
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-
-static int str_cmp(const void *key, const void *elem)
-{
-	return strcmp(key, *(const char *const *)elem);
-}
-
-static int in_table(const char *s, const char *const *table, size_t n)
-{
-	return bsearch(s, table, n, sizeof(*table), str_cmp) != NULL;
-}
 
 static int is_ident(const char *s, size_t len)
 {
@@ -216,7 +37,7 @@ static int py_name_check(const char *what, const char *s, struct appl_err *err)
 	if (!is_ident(s, len))
 		return appl_err_set(err, -EINVAL, "tool %s \"%.64s\": not an ASCII identifier",
 				    what, s);
-	if (in_table(s, py_keywords, COUNT(py_keywords)))
+	if (appl_py_keyword(s))
 		return appl_err_set(err, -EINVAL, "tool %s \"%s\": a Python keyword", what, s);
 	if (strncmp(s, "__", 2) == 0)
 		return appl_err_set(err, -EINVAL, "tool %s \"%s\": starts with __", what, s);
@@ -238,7 +59,7 @@ static int tool_fields_check(const char *tool, size_t tool_len, const char *ns, 
 		rc = py_name_check("fn", fn, err);
 	if (rc < 0)
 		return rc;
-	if (in_table(ns, py_reserved, COUNT(py_reserved)))
+	if (appl_py_reserved(ns))
 		return appl_err_set(err, -EINVAL, "tool ns \"%s\": a name the cell already has",
 				    ns);
 	if (doc && doc_len > APPL_RUNNER_DOC_MAX)

@@ -5,7 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth)
+/* 0 when buf[0..len) nests arrays and objects at most max_depth deep (a
+ * byte scan that skips strings), before jansson builds anything. */
+static int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth)
 {
 	unsigned depth = 0;
 	int in_string = 0;

@@ -14,11 +14,6 @@
 
 #include "base/err.h"
 
-/* Returns 0 when buf[0..len) nests arrays and objects at most max_depth deep
- * (strings are skipped, escapes honoured), -E2BIG otherwise. It does not
- * validate the JSON: that is jansson's job afterwards. */
-int appl_json_depth_check(const char *buf, size_t len, unsigned max_depth);
-
 /* Parse buf[0..len) (not NUL-terminated) as exactly one JSON value.
  * Refuses len > max_len before parsing. Returns a new reference, or NULL with
  * err filled ("what" names the document in the message). */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/version.h"
 #include "jsonrpc/jsonrpc.h"
 #include "log/log.h"
 #include "loop/lines.h"
@@ -95,7 +96,7 @@ static void m_initialize(struct mcp_server *s, const struct jsonrpc_msg *m)
 	reply(s, m->id,
 	      json_pack("{s:s,s:{s:{s:b}},s:{s:s,s:s},s:s}", "protocolVersion", s->version,
 			"capabilities", "tools", "listChanged", 1, "serverInfo", "name",
-			"appliance", "version", "0.1.0", "instructions",
+			"appliance", "version", APPL_VERSION, "instructions",
 			"Run Python with run_python; its description lists the tools a program "
 			"can call. Only what the program prints comes back."));
 }

@@ -37,6 +37,7 @@
 #include <sys/types.h>
 
 #include "base/err.h"
+#include "base/version.h"
 #include "loop/loop.h"
 #include "policy/policy.h"
 
@@ -49,7 +50,7 @@ struct upstream; /* opaque */
 
 /* clientInfo is {"name": "appliance", "version": ...}. */
 #define UPSTREAM_CLIENT_NAME	    "appliance"
-#define UPSTREAM_CLIENT_VERSION_DEF "0.1.0"
+#define UPSTREAM_CLIENT_VERSION_DEF APPL_VERSION
 
 enum upstream_state {
 	UPSTREAM_STARTING, /* spawned: initialize and the first tools/list under way */

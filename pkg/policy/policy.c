@@ -9,6 +9,8 @@
  */
 #include "policy/policy.h"
 
+#include "base/pyname.h"
+
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -189,14 +191,6 @@ static bool is_alpha(char ch)
 	return is_lower(ch) || (ch >= 'A' && ch <= 'Z');
 }
 
-/* Hard keywords: `await class.run()` would not even parse. */
-static const char *const python_keywords[] = {
-	"and",	  "as",	  "assert", "async",  "await",	"break",   "class",    "continue",
-	"def",	  "del",  "elif",   "else",   "except", "finally", "for",      "from",
-	"global", "if",	  "import", "in",     "is",	"lambda",  "nonlocal", "not",
-	"or",	  "pass", "raise",  "return", "try",	"while",   "with",     "yield",
-};
-
 /* Server names become Python namespaces in the cell: [a-z][a-z0-9_]*. */
 static int server_name_check(const char *s, const char *path, struct appl_err *err)
 {
@@ -209,10 +203,15 @@ static int server_name_check(const char *s, const char *path, struct appl_err *e
 		return appl_err_set(err, -EINVAL,
 				    "%s: server names are [a-z][a-z0-9_]*, at most %d characters",
 				    path, APPL_POLICY_SERVER_NAME_MAX);
-	for (size_t i = 0; i < NELEM(python_keywords); i++)
-		if (strcmp(s, python_keywords[i]) == 0)
-			return appl_err_set(err, -EINVAL,
-					    "%s: a Python keyword cannot name a server", path);
+	if (appl_py_keyword(s))
+		return appl_err_set(err, -EINVAL, "%s: a Python keyword cannot name a server",
+				    path);
+	/* A namespace named `print` or `tools` would hide that name from the
+	 * code, and its tools are never offered: refused here, not at run. */
+	if (appl_py_reserved(s))
+		return appl_err_set(err, -EINVAL,
+				    "%s: \"%s\" is a Python builtin or a name the cell already has",
+				    path, s);
 	return 0;
 }
 

@@ -285,7 +285,8 @@ int proc_wait_exit(int pidfd, int timeout_ms)
 	return r > 0;
 }
 
-void proc_signals_set(sigset_t *set)
+/* The signals a serving appliance takes through its loop's signalfd. */
+static void proc_signals_set(sigset_t *set)
 {
 	sigemptyset(set);
 	sigaddset(set, SIGTERM);

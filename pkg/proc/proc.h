@@ -48,12 +48,8 @@ int proc_wait(pid_t pid);
  * which it cannot while it is our unreaped zombie. Returns how many. */
 int proc_reap_orphans(void);
 
-/* The signals a serving appliance takes through its loop's signalfd: the
- * stop signals and SIGCHLD. */
-void proc_signals_set(sigset_t *set);
-
 /* The process-wide setup of a serving command (cmd/appliance, first
- * thing): block proc_signals_set's signals (so they wait for the loop, and
+ * thing): block the stop signals and SIGCHLD (so they wait for the loop, and
  * one that comes while servers and sandboxes start cannot kill the
  * appliance before it cleans up), ignore SIGPIPE (a closed pipe comes back
  * as EPIPE), and become a child subreaper (orphaned sandbox processes are

@@ -286,14 +286,18 @@ static int instance_create(struct sandbox_rt *rt, const char *state, struct appl
 		return appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
 	if (mkdir(tmp, 0700) < 0)
 		return appl_err_errno(err, -errno, errno, "creating %s", tmp);
-	appl_path_join(path, sizeof(path), tmp, "/lock", "");
+	if (appl_path_join(path, sizeof(path), tmp, "/lock", "") < 0) {
+		appl_tree_remove(tmp);
+		return appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
+	}
 	rt->lock = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (rt->lock < 0 || flock(rt->lock, LOCK_EX | LOCK_NB) < 0)
 		rc = appl_err_errno(err, -errno, errno, "locking %s", path);
 	static const char *const subdirs[] = {"/runsc", "/bundles"};
 	for (size_t i = 0; rc == 0 && i < 2; i++) {
-		appl_path_join(path, sizeof(path), tmp, subdirs[i], "");
-		if (mkdir(path, 0700) < 0)
+		if (appl_path_join(path, sizeof(path), tmp, subdirs[i], "") < 0)
+			rc = appl_err_set(err, -ENAMETOOLONG, "state directory path too long");
+		else if (mkdir(path, 0700) < 0)
 			rc = appl_err_errno(err, -errno, errno, "creating %s", path);
 	}
 	if (rc == 0 && rename(tmp, rt->dir) < 0)
@@ -349,11 +353,6 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 		return NULL;
 	}
 	return rt;
-}
-
-const char *sandbox_rt_dir(const struct sandbox_rt *rt)
-{
-	return rt->dir;
 }
 
 void sandbox_rt_close(struct sandbox_rt *rt)
@@ -418,7 +417,8 @@ static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct
 		int made = memcg_make(sb, p->memory_mb, err);
 		if (made < 0)
 			return made;
-		appl_path_join(leaf, sizeof(leaf), sb->cgroup, "/sandbox", "");
+		if (appl_path_join(leaf, sizeof(leaf), sb->cgroup, "/sandbox", "") < 0)
+			return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
 		p->cgroups_path = leaf;
 	}
 	cfg = sandbox_ociconfig_new(p, err);
@@ -430,7 +430,10 @@ static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct
 	json_decref(cfg);
 	if (!text)
 		return appl_err_set(err, -ENOMEM, "config.json: out of memory");
-	appl_path_join(path, sizeof(path), sb->bundle, "/config.json", "");
+	if (appl_path_join(path, sizeof(path), sb->bundle, "/config.json", "") < 0) {
+		free(text);
+		return appl_err_set(err, -ENAMETOOLONG, "bundle path too long");
+	}
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
 		rc = appl_err_errno(err, -errno, errno, "%s", path);
@@ -453,9 +456,10 @@ static int runsc_run(struct sandbox *sb, int child_in, int child_out, struct app
 	int n = 0, logfd, rc;
 	struct proc_spec spec = {.path = rt->runsc, .envp = runsc_env, .no_new_privs = true};
 
-	appl_path_join(root, sizeof(root), "--root=", rt->dir, "/runsc");
-	appl_path_join(logpath, sizeof(logpath), sb->bundle, "/runsc.log", "");
-	appl_path_join(log, sizeof(log), "--log=", logpath, "");
+	if (appl_path_join(root, sizeof(root), "--root=", rt->dir, "/runsc") < 0 ||
+	    appl_path_join(logpath, sizeof(logpath), sb->bundle, "/runsc.log", "") < 0 ||
+	    appl_path_join(log, sizeof(log), "--log=", logpath, "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "bundle path too long");
 	snprintf(platform, sizeof(platform), "--platform=%s", rt->platform);
 	argv[n++] = rt->runsc;
 	argv[n++] = root;
@@ -572,11 +576,6 @@ const char *sandbox_id(const struct sandbox *sb)
 	return sb->id;
 }
 
-pid_t sandbox_pid(const struct sandbox *sb)
-{
-	return sb->pid;
-}
-
 /* Our memory cgroup counts every time the sandbox hit its limit
  * (memory.failcnt); a sandbox that died after that died of memory. */
 int sandbox_oom_killed(const struct sandbox *sb)
@@ -664,8 +663,8 @@ void sandbox_destroy(struct sandbox *sb)
 		if (proc_wait_exit(sb->pidfd, RUNSC_EXIT_TIMEOUT_MS) != 1)
 			kill(sb->pid, SIGKILL);
 		proc_wait(sb->pid);
-		appl_path_join(root, sizeof(root), rt->dir, "/runsc", "");
-		runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
+		if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") == 0)
+			runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
 	}
 	teardown_finish(sb);
 }

@@ -65,9 +65,6 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 /* Destroy every sandbox still running, remove the instance directory. */
 void sandbox_rt_close(struct sandbox_rt *rt);
 
-/* Instance directory (borrowed; for tests and logs). */
-const char *sandbox_rt_dir(const struct sandbox_rt *rt);
-
 /* Boot one sandbox: write its bundle (config.json from p; p->cgroups_path is
  * set by this call when running as root) and start `runsc run`. The runner's
  * stdin and stdout are pipes; stderr and runsc's own log go to the bundle's
@@ -82,7 +79,6 @@ int sandbox_fd_in(const struct sandbox *sb);
 int sandbox_fd_out(const struct sandbox *sb);
 int sandbox_pidfd(const struct sandbox *sb);
 const char *sandbox_id(const struct sandbox *sb);
-pid_t sandbox_pid(const struct sandbox *sb);
 
 /* 1 when the sandbox hit its memory limit (root only: its memory cgroup
  * counted a failure to charge). Read it before sandbox_destroy. */

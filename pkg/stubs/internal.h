@@ -69,10 +69,6 @@ enum name_kind { NAME_NS, NAME_FN };
  * kind, before collisions are settled. */
 void name_mangle(const char *name, enum name_kind kind, char *out);
 
-/* 1 when the runner accepts ns as a namespace and fn as a function name
- * (asked of cell_proto_tool_new itself, the one list of rules). */
-bool name_accepted(const char *ns, const char *fn);
-
 /* 1 when s may be a keyword parameter in a signature: an ASCII identifier of
  * at most APPL_RUNNER_PY_NAME_MAX bytes, not a keyword. */
 bool name_is_param(const char *s);

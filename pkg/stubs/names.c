@@ -10,31 +10,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/pyname.h"
 #include "cell/proto.h"
 #include "stubs/stubs.h"
 #include "stubs/internal.h"
 
 #define NAME_CAP APPL_RUNNER_PY_NAME_MAX
 
-/* Python's keywords (3.11), sorted for bsearch: a parameter named `from`
- * cannot be written as `from=1`. The runner's own rules for ns and fn are
- * asked of cell_proto_tool_new (name_accepted) rather than copied here. */
-static const char *const keywords[] = {
-	"False", "None",     "True",  "and",	"as",	"assert", "async",  "await",	"break",
-	"class", "continue", "def",   "del",	"elif", "else",	  "except", "finally",	"for",
-	"from",	 "global",   "if",    "import", "in",	"is",	  "lambda", "nonlocal", "not",
-	"or",	 "pass",     "raise", "return", "try",	"while",  "with",   "yield",
-};
-
-static int str_cmp(const void *key, const void *elem)
-{
-	return strcmp(key, *(const char *const *)elem);
-}
-
+/* The runner's own rules for ns and fn are asked of cell_proto_tool_new
+ * (name_accepted) rather than copied here; keywords come from base/pyname. */
 static bool is_keyword(const char *s)
 {
-	return bsearch(s, keywords, sizeof(keywords) / sizeof(keywords[0]), sizeof(keywords[0]),
-		       str_cmp) != NULL;
+	return appl_py_keyword(s);
 }
 
 static bool is_word_char(unsigned char c)
@@ -58,7 +45,7 @@ bool name_is_param(const char *s)
 	return strlen(s) <= NAME_CAP && is_ascii_ident(s) && !is_keyword(s);
 }
 
-bool name_accepted(const char *ns, const char *fn)
+static bool name_accepted(const char *ns, const char *fn)
 {
 	json_t *t = cell_proto_tool_new("x", ns, fn, NULL, NULL);
 

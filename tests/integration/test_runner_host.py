@@ -150,6 +150,47 @@ def add(call):
     return {"ok": a["a"] + a["b"]}
 
 
+def limits_h():
+    """Every #define APPL_NAME value of pkg/base/limits.h whose value is an
+    integer expression, evaluated (u suffixes dropped; names resolved)."""
+    import re
+    vals = {}
+    with open(os.path.join(TOP, "pkg", "base", "limits.h")) as f:
+        for line in f:
+            m = re.match(r"#define\s+(APPL_[A-Z0-9_]+)\s+(.+?)\s*(/\*.*)?$", line)
+            if not m:
+                continue
+            expr = re.sub(r"\b(\d+)u?(ll)?\b", r"\1", m.group(2))
+            for name, v in vals.items():
+                expr = re.sub(r"\b%s\b" % name, str(v), expr)
+            try:
+                vals[m.group(1)] = int(eval(expr, {"__builtins__": {}}))
+            except Exception:
+                pass
+    return vals
+
+
+@test
+def runner_caps_are_the_hosts():
+    """The runner's copies of the host's caps (each marked with the name of
+    its constant in limits.h) hold the same values: a cap changed on one
+    side only would make honest runs violations, or let more through."""
+    import re
+    host = limits_h()
+    seen = 0
+    with open(RUNNER) as f:
+        for line in f:
+            m = re.match(r"([A-Z_]+) = (.+?)\s+# (APPL_[A-Z0-9_]+):", line)
+            if not m:
+                continue
+            ours = eval(m.group(2), {"__builtins__": {}})
+            assert m.group(3) in host, "%s names %s, not in limits.h" % (m.group(1), m.group(3))
+            assert ours == host[m.group(3)], "%s = %r, %s = %r" % (
+                m.group(1), ours, m.group(3), host[m.group(3)])
+            seen += 1
+    assert seen >= 6, "only %d caps found in runner.py" % seen
+
+
 @test
 def ready_is_the_first_line():
     r = Runner()
