@@ -19,7 +19,6 @@
 #include "run_cmd.h"
 #include "policy_cmds.h"
 
-
 static const char usage_text[] =
 	"usage: appliance COMMAND [ARGS]\n"
 	"\n"

@@ -84,53 +84,32 @@ struct bridge_limits {
 
 void bridge_limits_from_policy(const struct policy_limits *l, struct bridge_limits *out);
 
-/* How an upstream answered (the same codes as upstream.h's callback). */
-typedef void (*bridge_result_fn)(void *ctx, int status, const json_t *result, const char *reason);
-
-enum {
-	BRIDGE_UP_OK = 0,
-	BRIDGE_UP_TIMEOUT = -1,
-	BRIDGE_UP_UNAVAILABLE = -2,
-	BRIDGE_UP_ERROR = -3, /* reason: the server's error text, sanitized */
-	BRIDGE_UP_CANCELLED = -4,
-	BRIDGE_UP_TOO_LARGE = -5, /* the answer passed the result cap: dropped unread */
-};
-
-/* What a run needs from its owner. Each is called from the owner's loop,
- * never from inside send. data is the pointer given to bridge_run_new. */
-struct bridge_ops {
-	/* Send server.tool(args) upstream; on 0 cb runs once later (unless
-	 * cancel comes first) and *call_id names the call. On failure a
-	 * negative errno: -EAGAIN the server is unavailable, -EBUSY too many
-	 * calls pending there, -EFBIG the request is too large, else a host
-	 * fault. */
-	int (*send)(void *data, const char *server, const char *tool, const json_t *args,
-		    unsigned timeout_ms, bridge_result_fn cb, void *ctx, uint64_t *call_id);
-	void (*cancel)(void *data, const char *server, uint64_t call_id);
-	/* The call's value for the code, or its refusal (at most
-	 * APPL_TOOL_ERROR_MAX bytes). */
-	void (*answer)(void *data, json_int_t id, const json_t *value);
-	void (*refuse)(void *data, json_int_t id, const char *msg);
-};
-
 struct bridge_run;
+struct cell;
+struct upstream_set;
 
-/* A run of catalog c (a reference is taken) under lim, speaking through ops
- * (copied) with data. NULL with err on -ENOMEM. */
+/* A run of catalog c (a reference is taken) under lim for cell (borrowed;
+ * it must outlive the run): the run becomes the cell's caller
+ * (cell_set_caller), sends what passes to ups (borrowed) and answers the
+ * cell itself. log_id (copied; may be NULL) names the run in log lines.
+ * NULL with err on -ENOMEM. */
 struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_limits *lim,
-				  const struct bridge_ops *ops, void *data, struct appl_err *err);
+				  struct upstream_set *ups, struct cell *cell, const char *log_id,
+				  struct appl_err *err);
 
-/* A call from the code: id (the runner's), tool ("server.tool" as call.tool
- * carries it) and args (borrowed; a reference is taken when the call has to
- * wait). Answered or refused through ops, at once or later. */
+/* A call from the code (the cell calls this): id (the runner's), tool
+ * ("server.tool" as call.tool carries it) and args (borrowed; a reference
+ * is taken when the call has to wait). Answered or refused to the cell
+ * (cell_call_answer, cell_call_refuse), at once or later. */
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args);
 
 /* Calls in flight now, and the most ever in flight at once. */
 unsigned bridge_run_inflight(const struct bridge_run *r);
 unsigned bridge_run_peak(const struct bridge_run *r);
 
-/* Cancel what is in flight (ops.cancel, no answer), drop what waits, free.
- * Safe on NULL. Not from inside an ops callback. */
+/* Cancel what is in flight upstream (no answer), drop what waits, stop
+ * taking the cell's calls, free. Safe on NULL. Not from inside a result
+ * callback. */
 void bridge_run_free(struct bridge_run *r);
 
 /* ---- pure steps, exported for their tests --------------------------------- */

@@ -9,6 +9,11 @@
 #include "base/utf8.h"
 #include "bridge/bridge.h"
 #include "bridge/internal.h"
+#include "cell/cell.h"
+#include "log/log.h"
+#include "mcp/upstream_set.h"
+
+#define RUN_LOG_ID_MAX 32
 
 struct bridge_call {
 	struct bridge_call *next, *prev; /* on the waiting or the in-flight list */
@@ -29,8 +34,9 @@ struct call_list {
 struct bridge_run {
 	struct bridge_catalog *cat;
 	struct bridge_limits lim;
-	struct bridge_ops ops;
-	void *data;
+	struct upstream_set *ups;
+	struct cell *cell;
+	char log_id[RUN_LOG_ID_MAX + 1];
 	unsigned long calls; /* every call the code made */
 	struct call_list waiting, inflight;
 	unsigned peak;
@@ -79,6 +85,20 @@ static void call_free(struct bridge_call *c)
 	free(c);
 }
 
+/* Every refusal reaches the cell here, and the log. The text may quote a
+ * server: escaped for the log. */
+static void say_no(struct bridge_run *r, json_int_t id, const char *msg)
+{
+	char text[APPL_TOOL_ERROR_MAX * 4 + 1];
+
+	if (log_enabled(LOG_INFO)) {
+		log_escape(msg, strlen(msg), text, sizeof(text), NULL);
+		log_line(LOG_INFO, r->log_id[0] ? r->log_id : NULL, "call %lld: %s", (long long)id,
+			 text);
+	}
+	cell_call_refuse(r->cell, id, msg);
+}
+
 /* A refusal that names the tool: before, the tool, after, detail. */
 struct say {
 	const char *before, *after;
@@ -92,7 +112,7 @@ static void refuse(struct bridge_run *r, json_int_t id, struct say s, const char
 	if (snprintf(msg, sizeof(msg), "%s%s%s%s", s.before, tool, s.after, detail ? detail : "") >=
 	    (int)sizeof(msg))
 		appl_utf8_trim(msg); /* the cut may have split a character */
-	r->ops.refuse(r->data, id, msg);
+	say_no(r, id, msg);
 }
 
 static const struct say SAY_UNAVAILABLE = {"upstream_unavailable: the server of ",
@@ -110,29 +130,29 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 
 	list_del(&r->inflight, c);
 	switch (status) {
-	case BRIDGE_UP_OK:
+	case UPSTREAM_OK:
 		rc = bridge_result_value(result, r->lim.max_result_bytes, &value, msg, sizeof(msg));
 		if (rc == 0)
-			r->ops.answer(r->data, c->id, value);
+			cell_call_answer(r->cell, c->id, value);
 		else if (rc == 1) /* the tool's own error: its text, as it is */
-			r->ops.refuse(r->data, c->id, msg);
+			say_no(r, c->id, msg);
 		else
 			refuse(r, c->id, (struct say){"refused: ", ": "}, c->tool, msg);
 		json_decref(value);
 		break;
-	case BRIDGE_UP_TIMEOUT:
+	case UPSTREAM_TIMEOUT:
 		snprintf(msg, sizeof(msg), "timeout: %s did not answer within %u ms", c->tool,
 			 r->lim.call_timeout_ms);
-		r->ops.refuse(r->data, c->id, msg);
+		say_no(r, c->id, msg);
 		break;
-	case BRIDGE_UP_ERROR:
+	case UPSTREAM_ERROR:
 		refuse(r, c->id, (struct say){"", ": the server answered with an error: "}, c->tool,
 		       reason);
 		break;
-	case BRIDGE_UP_CANCELLED:
+	case UPSTREAM_CANCELLED:
 		refuse(r, c->id, (struct say){"cancelled: ", ""}, c->tool, NULL);
 		break;
-	case BRIDGE_UP_TOO_LARGE:
+	case UPSTREAM_TOO_LARGE:
 		snprintf(msg, sizeof(msg), "the tool's result is over the cap of %zu bytes",
 			 r->lim.max_result_bytes);
 		refuse(r, c->id, (struct say){"refused: ", ": "}, c->tool, msg);
@@ -168,8 +188,8 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 	list_push(&r->inflight, c);
 	if (r->inflight.n > r->peak)
 		r->peak = r->inflight.n;
-	rc = r->ops.send(r->data, c->server, c->name, c->args, r->lim.call_timeout_ms, on_result, c,
-			 &c->up_id);
+	rc = upstream_set_call(r->ups, c->server, c->name, c->args, r->lim.call_timeout_ms,
+			       on_result, c, &c->up_id, r->log_id[0] ? r->log_id : NULL);
 	if (rc == 0) {
 		c->sent = true;
 		json_decref(c->args);
@@ -197,8 +217,14 @@ static void pump(struct bridge_run *r)
 	r->pumping = false;
 }
 
+static void on_cell_call(void *data, json_int_t id, const char *tool, const json_t *args)
+{
+	bridge_run_call(data, id, tool, args);
+}
+
 struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_limits *lim,
-				  const struct bridge_ops *ops, void *data, struct appl_err *err)
+				  struct upstream_set *ups, struct cell *cell, const char *log_id,
+				  struct appl_err *err)
 {
 	struct bridge_run *r = calloc(1, sizeof(*r));
 
@@ -210,8 +236,10 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
 	r->lim = *lim;
 	if (r->lim.concurrency == 0)
 		r->lim.concurrency = 1;
-	r->ops = *ops;
-	r->data = data;
+	r->ups = ups;
+	r->cell = cell;
+	snprintf(r->log_id, sizeof(r->log_id), "%s", log_id ? log_id : "");
+	cell_set_caller(cell, on_cell_call, r);
 	return r;
 }
 
@@ -224,19 +252,19 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 	r->calls++;
 	if (bridge_check(r->cat, tool, args, r->lim.max_args_bytes, &server, &name, msg,
 			 sizeof(msg)) < 0) {
-		r->ops.refuse(r->data, id, msg);
+		say_no(r, id, msg);
 		return;
 	}
 	if (r->calls > r->lim.max_calls) {
 		snprintf(msg, sizeof(msg), "refused: %s: call budget exhausted (%u calls per run)",
 			 tool, r->lim.max_calls);
-		r->ops.refuse(r->data, id, msg);
+		say_no(r, id, msg);
 		return;
 	}
 	if (r->waiting.n >= APPL_BRIDGE_WAITING_MAX) {
 		snprintf(msg, sizeof(msg), "refused: %s: %u calls are already waiting", tool,
 			 APPL_BRIDGE_WAITING_MAX);
-		r->ops.refuse(r->data, id, msg);
+		say_no(r, id, msg);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -245,7 +273,7 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 			free(c->tool);
 		free(c);
 		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", tool);
-		r->ops.refuse(r->data, id, msg);
+		say_no(r, id, msg);
 		return;
 	}
 	c->run = r;
@@ -270,12 +298,13 @@ void bridge_run_free(struct bridge_run *r)
 {
 	if (!r)
 		return;
+	cell_set_caller(r->cell, NULL, NULL);
 	while (r->inflight.head) {
 		struct bridge_call *c = r->inflight.head;
 
 		list_del(&r->inflight, c);
 		if (c->sent)
-			r->ops.cancel(r->data, c->server, c->up_id);
+			upstream_set_cancel(r->ups, c->server, c->up_id);
 		call_free(c);
 	}
 	while (r->waiting.head) {

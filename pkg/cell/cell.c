@@ -42,8 +42,14 @@ struct cell {
 	size_t printed;
 	bool truncated;
 	unsigned long calls;
+	cell_call_fn caller;
+	void *caller_data;
 	json_t *done_error, *done_result;
-	json_t *result;
+	/* once ended */
+	struct cell_outcome outcome;
+	bool ended;
+	json_t *value;	  /* outcome.value's reference */
+	char *error_text; /* outcome.error's copy */
 };
 
 void cell_limits_init(struct cell_limits *lim)
@@ -82,52 +88,54 @@ static void stdout_keep(struct cell *c, const char *s, size_t len)
 	c->stdout_len += len;
 }
 
+/* The final expression's value, or a note when it is over the cap. */
 static json_t *result_value(struct cell *c)
 {
 	char *dump;
 	size_t n;
 
 	if (!c->done_result)
-		return json_null();
+		return NULL;
 	dump = json_dumps(c->done_result, JSON_COMPACT | JSON_ENCODE_ANY);
 	n = dump ? strlen(dump) : 0;
 	free(dump);
 	if (n > APPL_CELL_RESULT_MAX) {
 		c->truncated = true;
-		return json_pack("s", "(result omitted: larger than the cap)");
+		return json_string("(result omitted: larger than the cap)");
 	}
 	return json_incref(c->done_result);
 }
 
-/* End the run: reason NULL for a normal end. The sandbox stays until
+/* End the run: CELL_RAN for a normal end. The sandbox stays until
  * cell_free, so the answer is not held up by its teardown. */
-static void finish(struct cell *c, const char *reason, const char *error)
+static void finish(struct cell *c, enum cell_reason reason, const char *error)
 {
-	json_t *err_v;
+	struct cell_outcome *o = &c->outcome;
 
 	if (c->phase == PHASE_ENDED)
 		return;
 	c->phase = PHASE_ENDED;
 	unwatch(c);
-	if (reason && c->sb)
+	if (reason != CELL_RAN && c->sb)
 		sandbox_kill(c->sb);
 	if (error)
-		err_v = json_string(error);
+		c->error_text = strdup(error);
 	else if (c->done_error)
-		err_v = json_incref(c->done_error);
-	else
-		err_v = json_null();
-	c->result = json_pack(
-		"{s:s%,s:o,s:o,s:b,s:b,s:o,s:I,s:I}", "stdout", c->stdout_buf ? c->stdout_buf : "",
-		c->stdout_len, "error", err_v ? err_v : json_null(), "result",
-		reason ? json_null() : result_value(c), "truncated", c->truncated, "stopped",
-		reason != NULL, "reason", reason ? json_string(reason) : json_null(), "calls",
-		(json_int_t)c->calls, "duration_ms", (json_int_t)(loop_now_ms() - c->arrival_ms));
-	if (!c->result) /* only when out of memory */
-		c->result = json_pack("{s:s,s:s,s:n,s:b,s:b,s:s,s:I,s:I}", "stdout", "", "error",
-				      "internal error", "result", "truncated", 1, "stopped", 1,
-				      "reason", "internal", "calls", (json_int_t)c->calls,
-				      "duration_ms", (json_int_t)(loop_now_ms() - c->arrival_ms));
+		c->error_text = strdup(json_string_value(c->done_error));
+	if ((error || c->done_error) && !c->error_text) { /* out of memory */
+		reason = CELL_INTERNAL;
+		error = "internal error";
+	}
+	c->value = reason == CELL_RAN ? result_value(c) : NULL;
+	o->out = c->stdout_buf ? c->stdout_buf : "";
+	o->out_len = c->stdout_len;
+	o->truncated = c->truncated;
+	o->error = c->error_text ? c->error_text : error;
+	o->value = c->value;
+	o->reason = reason;
+	o->calls = c->calls;
+	o->duration_ms = loop_now_ms() - c->arrival_ms;
+	c->ended = true;
 	if (c->hooks.on_done)
 		c->hooks.on_done(c, c->hooks.data);
 }
@@ -137,7 +145,7 @@ static void violation(struct cell *c, const char *what)
 	char msg[APPL_ERR_MSG_MAX + 32];
 
 	snprintf(msg, sizeof(msg), "protocol violation: %s", what);
-	finish(c, "protocol", msg);
+	finish(c, CELL_PROTOCOL, msg);
 }
 
 /* Queue a host-to-runner line (steals line). A runner that stops reading
@@ -160,7 +168,7 @@ static void cell_send(struct cell *c)
 	size_t len;
 
 	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, &line, &len, &err) < 0) {
-		finish(c, "internal", err.msg);
+		finish(c, CELL_INTERNAL, err.msg);
 		return;
 	}
 	if (cell_proto_state_cell_sent(c->proto, &err) < 0) {
@@ -191,19 +199,23 @@ static void on_out(struct cell *c, const json_t *data)
 	c->printed += len;
 	stdout_keep(c, json_string_value(data), len);
 	if (c->printed >= c->lim.stop_output)
-		finish(c, "output", NULL);
+		finish(c, CELL_OUTPUT, NULL);
+	else if (len && c->hooks.on_progress)
+		c->hooks.on_progress(c, c->hooks.data);
 }
 
 static void on_call(struct cell *c, const struct cell_msg *m)
 {
 	json_int_t id = m->u.call.id;
 
-	c->calls++; /* the budget is the owner's (pkg/bridge) */
-	if (!c->hooks.on_call) {
+	c->calls++; /* the budget is the bridge's */
+	if (c->hooks.on_progress)
+		c->hooks.on_progress(c, c->hooks.data);
+	if (!c->caller) {
 		cell_call_refuse(c, id, "no tools are available to this cell");
 		return;
 	}
-	c->hooks.on_call(c, id, json_string_value(m->u.call.tool), m->u.call.args, c->hooks.data);
+	c->caller(c->caller_data, id, json_string_value(m->u.call.tool), m->u.call.args);
 }
 
 static void on_done(struct cell *c, const struct cell_msg *m)
@@ -226,7 +238,7 @@ static void on_drained(void *data)
 	if (lines_buffered(c->io))
 		violation(c, "an unfinished line after done");
 	else
-		finish(c, NULL, NULL);
+		finish(c, CELL_RAN, NULL);
 }
 
 static void line_handle(struct cell *c, const char *buf, size_t len)
@@ -280,7 +292,7 @@ static void ended(struct cell *c)
 	if (c->phase == PHASE_ENDED)
 		return;
 	if (c->phase == PHASE_DRAIN && lines_buffered(c->io) == 0) {
-		finish(c, NULL, NULL);
+		finish(c, CELL_RAN, NULL);
 		return;
 	}
 	if (c->phase == PHASE_DRAIN) {
@@ -288,13 +300,13 @@ static void ended(struct cell *c)
 		return;
 	}
 	if (sandbox_oom_killed(c->sb))
-		finish(c, "memory", "the sandbox was killed: out of memory");
+		finish(c, CELL_MEMORY, "the sandbox was killed: out of memory");
 	else if (c->phase == PHASE_BOOT)
-		finish(c, "boot", "the sandbox ended before its runner was ready");
+		finish(c, CELL_BOOT, "the sandbox ended before its runner was ready");
 	else if (c->phase == PHASE_IDLE)
-		finish(c, "exit", "the sandbox ended while it waited for a cell");
+		finish(c, CELL_EXIT, "the sandbox ended while it waited for a cell");
 	else
-		finish(c, "exit", "the cell ended without finishing (the runner exited)");
+		finish(c, CELL_EXIT, "the cell ended without finishing (the runner exited)");
 }
 
 static void on_line(struct lines *l, const char *line, size_t len, void *data)
@@ -338,7 +350,7 @@ static void on_exit_event(struct loop *loop, int fd, uint32_t events, void *data
 
 static void on_deadline(void *data)
 {
-	finish(data, "deadline", "the cell ran past its deadline");
+	finish(data, CELL_DEADLINE, "the cell ran past its deadline");
 }
 
 static void on_boot_timer(void *data)
@@ -346,7 +358,7 @@ static void on_boot_timer(void *data)
 	struct cell *c = data;
 
 	if (c->phase == PHASE_BOOT)
-		finish(c, "boot", "the sandbox did not become ready in time");
+		finish(c, CELL_BOOT, "the sandbox did not become ready in time");
 }
 
 /* The deadline counts from arrival: what is left of it now. */
@@ -483,7 +495,7 @@ void cell_call_refuse(struct cell *c, json_int_t id, const char *msg)
 	if (c->phase != PHASE_RUNNING)
 		return;
 	if (cell_proto_error_encode(id, msg, strlen(msg), &line, &len, &err) < 0) {
-		finish(c, "internal", err.msg);
+		finish(c, CELL_INTERNAL, err.msg);
 		return;
 	}
 	send_line(c, line, len);
@@ -491,7 +503,7 @@ void cell_call_refuse(struct cell *c, json_int_t id, const char *msg)
 
 void cell_cancel(struct cell *c)
 {
-	finish(c, "cancelled", "the run was cancelled");
+	finish(c, CELL_CANCELLED, "the run was cancelled");
 }
 
 bool cell_finished(const struct cell *c)
@@ -499,9 +511,26 @@ bool cell_finished(const struct cell *c)
 	return c->phase == PHASE_ENDED;
 }
 
-const json_t *cell_result(const struct cell *c)
+const struct cell_outcome *cell_outcome(const struct cell *c)
 {
-	return c->result;
+	return c->ended ? &c->outcome : NULL;
+}
+
+unsigned long cell_calls(const struct cell *c)
+{
+	return c->calls;
+}
+
+const char *cell_output(const struct cell *c, size_t *len)
+{
+	*len = c->stdout_len;
+	return c->stdout_buf ? c->stdout_buf : "";
+}
+
+void cell_set_caller(struct cell *c, cell_call_fn fn, void *data)
+{
+	c->caller = fn;
+	c->caller_data = data;
 }
 
 const char *cell_sandbox_id(const struct cell *c)
@@ -522,7 +551,8 @@ void cell_free(struct cell *c)
 	json_decref(c->tools);
 	json_decref(c->done_error);
 	json_decref(c->done_result);
-	json_decref(c->result);
+	json_decref(c->value);
+	free(c->error_text);
 	free(c->stdout_buf);
 	free(c->code);
 	free(c);

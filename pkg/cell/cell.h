@@ -33,20 +33,69 @@ struct cell_limits {
 void cell_limits_init(struct cell_limits *lim);
 
 struct cell_hooks {
-	/* A tool call from the code. tool and args are borrowed for the call's
-	 * duration (take a reference to keep args). The owner answers later,
-	 * or at once, with cell_call_answer or cell_call_refuse. NULL: every
-	 * call is refused. */
-	void (*on_call)(struct cell *c, json_int_t id, const char *tool, json_t *args, void *data);
 	/* The run ended (or, for a cell not yet given its code, the sandbox
-	 * died or never became ready); cell_result() holds its result. It runs
+	 * died or never became ready); cell_outcome() holds how. It runs
 	 * inside the cell's own handlers: free the cell from a task deferred
 	 * to the round's end (loop_defer), not here. */
 	void (*on_done)(struct cell *c, void *data);
 	/* A cell booted without code (cell_boot) is ready for it. */
 	void (*on_ready)(struct cell *c, void *data);
+	/* The code printed or made a call (cell_calls and cell_output have
+	 * moved on): for progress reports. May be NULL. */
+	void (*on_progress)(struct cell *c, void *data);
 	void *data;
 };
+
+/* Why a run ended. */
+enum cell_reason {
+	CELL_RAN = 0,	/* the code ran to its end (it may have raised) */
+	CELL_DEADLINE,	/* past limits.deadline_s, counted from arrival */
+	CELL_OUTPUT,	/* printed limits.stop_output_bytes */
+	CELL_PROTOCOL,	/* the runner broke the protocol */
+	CELL_MEMORY,	/* the sandbox was killed for memory */
+	CELL_BOOT,	/* the sandbox never became ready */
+	CELL_EXIT,	/* the runner ended without finishing */
+	CELL_CANCELLED, /* the client cancelled the run */
+	CELL_INTERNAL,	/* a host fault */
+	CELL_SIGNAL,	/* `appliance cell` got a stop signal */
+	CELL_REASON_N
+};
+
+/* The reason's name in the result object ("deadline", ...), NULL for
+ * CELL_RAN; static. */
+const char *cell_reason_name(enum cell_reason r);
+
+/* How a run ended: the typed result, read by the gateway (logs, the MCP
+ * answer) and turned into the result object once (cell_outcome_json). */
+struct cell_outcome {
+	const char *out; /* what the code printed, kept up to max_output */
+	size_t out_len;
+	bool truncated;	     /* output or the final value was cut */
+	const char *error;   /* the code's traceback tail or why it stopped; NULL */
+	const json_t *value; /* the final expression's value; NULL: none */
+	enum cell_reason reason;
+	unsigned long calls;  /* tool calls the code made */
+	uint64_t duration_ms; /* from arrival */
+};
+
+/* true when the model should see the run as failed: the code raised, or
+ * the run was stopped. */
+bool cell_outcome_is_error(const struct cell_outcome *o);
+
+/* The result object: {stdout, error, result, truncated, stopped, reason,
+ * calls, duration_ms}; new, or NULL on out of memory. It always validates
+ * against cell_outcome_schema(). */
+json_t *cell_outcome_json(const struct cell_outcome *o);
+
+/* The JSON Schema of the result object (borrowed; static, built once):
+ * run_python's outputSchema. */
+const json_t *cell_outcome_schema(void);
+
+/* A tool call of the code goes to fn(data) (pkg/bridge): tool and args are
+ * borrowed for the call. fn NULL: every call is refused. Answered with
+ * cell_call_answer or cell_call_refuse. */
+typedef void (*cell_call_fn)(void *data, json_int_t id, const char *tool, const json_t *args);
+void cell_set_caller(struct cell *c, cell_call_fn fn, void *data);
 
 /* cell_boot and cell_run at once: start a cell on sb (steals: destroyed
  * with the cell, or at once on failure). code[0..len) is the program; tools (borrowed, may be NULL) the
@@ -86,9 +135,13 @@ void cell_cancel(struct cell *c);
 
 bool cell_finished(const struct cell *c);
 
-/* The result object (borrowed; valid until cell_free): stdout, error, result,
- * truncated, stopped, reason, calls, duration_ms. NULL until finished. */
-const json_t *cell_result(const struct cell *c);
+/* How the run ended (borrowed; valid until cell_free), NULL until it did. */
+const struct cell_outcome *cell_outcome(const struct cell *c);
+
+/* While it runs: the calls made and what was printed so far (borrowed,
+ * *len bytes, kept up to max_output). */
+unsigned long cell_calls(const struct cell *c);
+const char *cell_output(const struct cell *c, size_t *len);
 
 /* The id of the cell's sandbox (borrowed), for log lines. */
 const char *cell_sandbox_id(const struct cell *c);

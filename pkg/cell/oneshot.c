@@ -93,10 +93,14 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 			cell_start(loop, sb, o->code, o->code_len, NULL, &lim, NULL, arrival, err);
 	if (!st.cell)
 		rc = err->code ? err->code : -EIO;
-	if (st.cell && (rc = cell_loop(loop, &st)) == 0)
-		*result = json_deep_copy(cell_result(st.cell));
-	if (st.signalled && *result)
-		json_object_set_new(*result, "reason", json_string("signal"));
+	if (st.cell && (rc = cell_loop(loop, &st)) == 0) {
+		struct cell_outcome out = *cell_outcome(st.cell);
+
+		if (st.signalled)
+			out.reason = CELL_SIGNAL;
+		if (!(*result = cell_outcome_json(&out)))
+			rc = appl_err_set(err, -ENOMEM, "out of memory");
+	}
 	cell_free(st.cell);
 	sandbox_rt_settle(rt); /* its teardown ran from this loop */
 	loop_free(loop);

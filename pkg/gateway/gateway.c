@@ -20,8 +20,9 @@
 #include "image/image.h"
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/server.h"
-#include "mcp/upstream.h"
+#include "mcp/session.h"
+#include "mcp/stdio.h"
+#include "mcp/upstream_set.h"
 #include "pool/pool.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
@@ -30,25 +31,29 @@
 #define GATEWAY_DRAIN_MS     2000 /* at shutdown, for answers still queued */
 #define GATEWAY_RUN_ID_BYTES 6	  /* a run id: 12 hex digits, random */
 
-/* The upstream's answer codes reach the bridge as they are. */
-_Static_assert((int)BRIDGE_UP_TOO_LARGE == (int)UPSTREAM_TOO_LARGE &&
-		       (int)BRIDGE_UP_CANCELLED == (int)UPSTREAM_CANCELLED &&
-		       (int)BRIDGE_UP_ERROR == (int)UPSTREAM_ERROR &&
-		       (int)BRIDGE_UP_TIMEOUT == (int)UPSTREAM_TIMEOUT,
-	       "bridge and upstream agree on answer codes");
-
 struct gw_run {
 	struct gw_run *next, *prev;
 	struct gateway *gw;
-	struct mcp_run *run; /* NULL once the client cancelled it */
-	struct cell *cell;   /* NULL while waiting for a slot */
+	struct mcp_run *run;  /* NULL once the client cancelled it */
+	struct gw_role *role; /* what its client may call */
+	struct cell *cell;    /* NULL while waiting for a slot */
 	struct bridge_run *br;
+	struct loop_timer *admit; /* while waiting: fires at the deadline */
 	uint64_t arrival;
 	char *code;
 	size_t code_len;
 	bool done;
 	const char *fail;		       /* why it never ran (static), or NULL */
 	char id[2 * GATEWAY_RUN_ID_BYTES + 1]; /* in every log line of the run */
+};
+
+/* What one role sees: its catalog (each run holds its own reference) and
+ * run_python's description built from it. */
+struct gw_role {
+	struct gw_role *next;
+	const char *name; /* the policy's; NULL: a role that may call nothing */
+	struct bridge_catalog *cat;
+	char *description;
 };
 
 struct gateway {
@@ -58,15 +63,14 @@ struct gateway {
 	struct cell_limits cell_lim;   /* every run's */
 	struct loop *loop;
 	struct mcp_server *srv;
+	struct mcp_stdio *stdio;
+	struct mcp_principal stdio_client;
 	struct sandbox_rt *rt;
 	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
-	const char *role;      /* the stdio client's; NULL: none */
-	struct upstream **ups; /* one per stdio server, policy order */
-	size_t nups;
-	struct bridge_catalog *cat; /* current; each run holds its own */
+	struct upstream_set *ups;
+	struct gw_role *roles; /* one per role a client has */
 	struct bridge_limits blim;
-	char *description;
 	struct gw_run *runs; /* waiting and running, oldest last */
 	unsigned running;
 	unsigned waiting;
@@ -92,45 +96,49 @@ void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_para
 	cell->max_lines = l->max_runner_lines;
 }
 
-/* ---- the catalog: what the client's role may call -------------------------- */
+/* ---- the catalogs: what each role may call ---------------------------------- */
 
-static void catalog_log(const struct bridge_catalog *c)
+static void catalog_log(const struct gw_role *ro)
 {
 	struct bridge_tool_info info;
 
-	for (size_t i = 0; bridge_catalog_info(c, i, &info) == 0; i++)
+	for (size_t i = 0; bridge_catalog_info(ro->cat, i, &info) == 0; i++)
 		if (info.why_not)
-			log_line(LOG_INFO, NULL, "tool %s.%s is not offered: %s", info.server,
-				 info.name, info.why_not);
+			log_line(LOG_INFO, NULL, "role %s: tool %s.%s is not offered: %s",
+				 ro->name ? ro->name : "(none)", info.server, info.name,
+				 info.why_not);
 }
 
-/* Build the catalog from every upstream's last tool list, and the
- * run_python description from it; tell the client when the description
+/* Build ro's catalog from every upstream's last tool list, and the
+ * run_python description from it; tell its clients when the description
  * changed. Runs already started keep the catalog they began with. */
-static int catalog_rebuild(struct gateway *gw, struct appl_err *err)
+static int role_rebuild(struct gateway *gw, struct gw_role *ro, struct appl_err *err)
 {
 	struct stubs_limits sl = {.deadline_s = gw->lim.deadline_s,
 				  .max_calls = gw->lim.max_calls,
 				  .max_output_bytes = gw->lim.max_output_bytes};
+	size_t nups = upstream_set_count(gw->ups);
 	struct bridge_tool_in *in;
 	struct bridge_catalog *cat = NULL;
 	size_t n = 0, k = 0;
 	char *desc;
 	int rc;
 
-	for (size_t i = 0; i < gw->nups; i++)
-		n += upstream_tool_count(gw->ups[i]);
+	for (size_t i = 0; i < nups; i++)
+		n += upstream_tool_count(upstream_set_get(gw->ups, i));
 	if (!(in = calloc(n ? n : 1, sizeof(*in))))
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < gw->nups; i++)
-		for (size_t j = 0; j < upstream_tool_count(gw->ups[i]); j++) {
-			const struct upstream_tool *t = upstream_tool_get(gw->ups[i], j);
+	for (size_t i = 0; i < nups; i++) {
+		const struct upstream *u = upstream_set_get(gw->ups, i);
 
-			in[k++] = (struct bridge_tool_in){upstream_name(gw->ups[i]), t->name,
-							  t->description, t->input_schema,
-							  t->read_only_hint};
+		for (size_t j = 0; j < upstream_tool_count(u); j++) {
+			const struct upstream_tool *t = upstream_tool_get(u, j);
+
+			in[k++] = (struct bridge_tool_in){upstream_name(u), t->name, t->description,
+							  t->input_schema, t->read_only_hint};
 		}
-	rc = bridge_catalog_new(gw->policy, gw->role, in, k, &cat, err);
+	}
+	rc = bridge_catalog_new(gw->policy, ro->name, in, k, &cat, err);
 	free(in);
 	if (rc < 0)
 		return rc;
@@ -138,105 +146,71 @@ static int catalog_rebuild(struct gateway *gw, struct appl_err *err)
 		bridge_catalog_unref(cat);
 		return err->code;
 	}
-	catalog_log(cat);
-	bridge_catalog_unref(gw->cat);
-	gw->cat = cat;
-	if (gw->description && strcmp(gw->description, desc) != 0 && gw->srv)
-		mcp_server_tools_changed(gw->srv);
-	free(gw->description);
-	gw->description = desc;
+	bridge_catalog_unref(ro->cat);
+	ro->cat = cat;
+	catalog_log(ro);
+	if (ro->description && strcmp(ro->description, desc) != 0 && gw->srv)
+		mcp_server_tools_changed(gw->srv, ro->name);
+	free(ro->description);
+	ro->description = desc;
 	return 0;
 }
 
-static void catalog_refresh(struct gateway *gw, const char *why)
+/* The entry of role name, built on first use. NULL with err. */
+static struct gw_role *role_get(struct gateway *gw, const char *name, struct appl_err *err)
 {
-	struct appl_err err = {0};
+	struct gw_role *ro;
 
-	if (catalog_rebuild(gw, &err) < 0)
-		log_line(LOG_ERR, NULL, "the tool list was not rebuilt after %s: %s", why, err.msg);
+	for (ro = gw->roles; ro; ro = ro->next)
+		if ((!name && !ro->name) || (name && ro->name && strcmp(name, ro->name) == 0))
+			return ro;
+	if (!(ro = calloc(1, sizeof(*ro)))) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	ro->name = name;
+	if (role_rebuild(gw, ro, err) < 0) {
+		free(ro);
+		return NULL;
+	}
+	ro->next = gw->roles;
+	gw->roles = ro;
+	return ro;
 }
 
-static void on_upstream_ready(struct upstream *u, void *data)
+static void roles_free(struct gateway *gw)
+{
+	while (gw->roles) {
+		struct gw_role *ro = gw->roles;
+
+		gw->roles = ro->next;
+		bridge_catalog_unref(ro->cat);
+		free(ro->description);
+		free(ro);
+	}
+}
+
+/* A server (re)started or changed its list: every role's view again. */
+static void on_upstreams_changed(void *data, const char *why)
 {
 	struct gateway *gw = data;
-	(void)u;
 
-	/* At startup the catalog is built once, after every server had its
-	 * chance; later, a server that (re)started changes it. */
-	if (gw->srv)
-		catalog_refresh(gw, "a server (re)started");
+	for (struct gw_role *ro = gw->roles; ro; ro = ro->next) {
+		struct appl_err err = {0};
+
+		if (role_rebuild(gw, ro, &err) < 0)
+			log_line(LOG_ERR, NULL, "the tool list was not rebuilt after %s: %s", why,
+				 err.msg);
+	}
 }
 
-static void on_upstream_tools_changed(struct upstream *u, void *data)
-{
-	struct gateway *gw = data;
-	(void)u;
-
-	if (gw->srv)
-		catalog_refresh(gw, "a server's tool list changed");
-}
-
-static void on_upstream_down(struct upstream *u, const char *why, void *data)
-{
-	(void)data;
-	log_line(LOG_WARN, NULL, "upstream %s stopped: %s", upstream_name(u), why);
-}
-
-/* Start every stdio server of the policy and give each its handshake time:
- * they start together, so the wait is the slowest one's. A server that does
- * not come up is logged and offers no tools until it does (it is started
- * again when a run arrives). */
 static int upstreams_open(struct gateway *gw, struct appl_err *err)
 {
-	struct upstream_hooks hooks = {.on_ready = on_upstream_ready,
-				       .on_tools_changed = on_upstream_tools_changed,
-				       .on_down = on_upstream_down,
-				       .data = gw};
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
 	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes};
-	size_t n = policy_server_count(gw->policy);
 
-	if (!(gw->ups = calloc(n ? n : 1, sizeof(*gw->ups))))
-		return appl_err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		const struct policy_server *srv = policy_server_get(gw->policy, i);
-
-		if (srv->kind != POLICY_SERVER_STDIO)
-			continue;
-		if (!(gw->ups[gw->nups] = upstream_new(gw->loop, srv, &hooks, &opts, err)))
-			return err->code;
-		gw->nups++;
-	}
-	for (size_t i = 0; i < gw->nups; i++) {
-		struct appl_err werr = {0};
-
-		if (upstream_wait_ready(gw->ups[i], APPL_UPSTREAM_INIT_TIMEOUT_MS, &werr) < 0)
-			log_line(LOG_WARN, NULL, "upstream %s is not available: %s%s%s",
-				 upstream_name(gw->ups[i]), werr.msg,
-				 *upstream_last_error(gw->ups[i]) ? ": " : "",
-				 upstream_last_error(gw->ups[i]));
-	}
-	return catalog_rebuild(gw, err);
-}
-
-/* A server that is down offers nothing: try it again when work arrives. */
-static void upstreams_wake(struct gateway *gw)
-{
-	for (size_t i = 0; i < gw->nups; i++)
-		if (upstream_state(gw->ups[i]) == UPSTREAM_DOWN) {
-			struct appl_err err = {0};
-
-			upstream_start(gw->ups[i], &err);
-		}
-}
-
-static void upstreams_close(struct gateway *gw)
-{
-	for (size_t i = 0; i < gw->nups; i++)
-		upstream_free(gw->ups[i]);
-	free(gw->ups);
-	gw->ups = NULL;
-	gw->nups = 0;
+	gw->ups = upstream_set_open(gw->loop, gw->policy, &opts, on_upstreams_changed, gw, err);
+	return gw->ups ? 0 : err->code;
 }
 
 static void run_unlink(struct gateway *gw, struct gw_run *r)
@@ -253,6 +227,7 @@ static void run_free(struct gw_run *r)
 {
 	/* In-flight calls are cancelled upstream before the cell goes. */
 	bridge_run_free(r->br);
+	loop_timer_free(r->admit);
 	if (!r->cell)
 		r->gw->waiting--; /* it never left the queue */
 	if (r->cell) {
@@ -261,13 +236,6 @@ static void run_free(struct gw_run *r)
 	}
 	free(r->code);
 	free(r);
-}
-
-/* A run is an error for the model when the code raised or it was stopped. */
-static bool result_is_error(const json_t *res)
-{
-	return !json_is_null(json_object_get(res, "error")) ||
-	       json_is_true(json_object_get(res, "stopped"));
 }
 
 /* r ended (or never started): answered and freed at the end of the round,
@@ -284,81 +252,22 @@ static void on_cell_done(struct cell *c, void *data)
 	run_ended(data);
 }
 
-/* ---- tool calls: the bridge's ops --------------------------------------- */
-
-static struct upstream *upstream_of(struct gateway *gw, const char *server)
-{
-	for (size_t i = 0; i < gw->nups; i++)
-		if (strcmp(upstream_name(gw->ups[i]), server) == 0)
-			return gw->ups[i];
-	return NULL;
-}
-
-static int op_send(void *data, const char *server, const char *tool, const json_t *args,
-		   unsigned timeout_ms, bridge_result_fn cb, void *ctx, uint64_t *call_id)
-{
-	struct gw_run *r = data;
-	struct upstream *u = upstream_of(r->gw, server);
-	struct appl_err err = {0};
-	int rc;
-
-	if (!u)
-		return -EAGAIN;
-	rc = upstream_call(u, tool, args, timeout_ms, cb, ctx, call_id, &err);
-	if (rc < 0 && rc != -EAGAIN)
-		log_line(LOG_WARN, r->id, "calling %s.%s: %s", server, tool, err.msg);
-	else if (rc == 0)
-		log_line(LOG_DEBUG, r->id, "call %s.%s sent", server, tool);
-	return rc;
-}
-
-static void op_cancel(void *data, const char *server, uint64_t call_id)
-{
-	struct gw_run *r = data;
-	struct upstream *u = upstream_of(r->gw, server);
-
-	if (u)
-		upstream_call_cancel(u, call_id);
-}
-
-static void op_answer(void *data, json_int_t id, const json_t *value)
-{
-	struct gw_run *r = data;
-
-	cell_call_answer(r->cell, id, value);
-}
-
-static void op_refuse(void *data, json_int_t id, const char *msg)
-{
-	struct gw_run *r = data;
-	char text[APPL_TOOL_ERROR_MAX * 4 + 1];
-
-	/* The text may quote a server: escaped for the log. */
-	if (log_enabled(LOG_INFO)) {
-		log_escape(msg, strlen(msg), text, sizeof(text), NULL);
-		log_line(LOG_INFO, r->id, "call %lld: %s", (long long)id, text);
-	}
-	cell_call_refuse(r->cell, id, msg);
-}
-
-static const struct bridge_ops gateway_ops = {op_send, op_cancel, op_answer, op_refuse};
-
-static void on_cell_call(struct cell *c, json_int_t id, const char *tool, json_t *args, void *data)
+static void on_cell_progress(struct cell *c, void *data)
 {
 	struct gw_run *r = data;
 	(void)c;
 
-	bridge_run_call(r->br, id, tool, args);
+	if (r->run)
+		mcp_run_poke(r->run);
 }
 
 static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err)
 {
-	struct cell_hooks hooks = {.on_call = on_cell_call, .on_done = on_cell_done, .data = r};
+	struct cell_hooks hooks = {
+		.on_done = on_cell_done, .on_progress = on_cell_progress, .data = r};
+	struct bridge_catalog *cat = r->role->cat;
 	struct sandbox *sb;
 
-	r->br = bridge_run_new(gw->cat, &gw->blim, &gateway_ops, r, err);
-	if (!r->br)
-		return err->code;
 	/* A warm sandbox when one is ready, else one booted for this run. */
 	r->cell = pool_take(gw->pool);
 	if (!r->cell) {
@@ -366,12 +275,18 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 		    !(r->cell = cell_boot(gw->loop, sb, &gw->cell_lim, NULL, err)))
 			return err->code;
 	}
-	if (cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(gw->cat),
-		     &gw->cell_lim, &hooks, r->arrival, err) < 0) {
+	/* The bridge takes the cell's calls itself, before any code runs. */
+	if (!(r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err)) ||
+	    cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(cat), &gw->cell_lim,
+		     &hooks, r->arrival, err) < 0) {
+		bridge_run_free(r->br);
+		r->br = NULL;
 		cell_free(r->cell);
 		r->cell = NULL;
 		return err->code;
 	}
+	loop_timer_free(r->admit);
+	r->admit = NULL;
 	gw->running++;
 	gw->waiting--;
 	log_line(LOG_INFO, r->id, "sandbox %s", cell_sandbox_id(r->cell));
@@ -390,11 +305,6 @@ static void queue_advance(struct gateway *gw)
 
 		if (r->cell || r->done)
 			continue;
-		if (loop_now_ms() - r->arrival >= gw->lim.deadline_s * 1000ull) {
-			r->fail = "the run waited for a free slot until its deadline passed";
-			run_ended(r);
-			continue;
-		}
 		if (cell_begin(gw, r, &err) < 0) {
 			log_line(LOG_ERR, r->id, "starting a sandbox failed: %s", err.msg);
 			r->fail = "the run could not start: the sandbox failed to boot";
@@ -403,41 +313,39 @@ static void queue_advance(struct gateway *gw)
 	}
 }
 
-static void run_end_log(const struct gw_run *r, const json_t *res)
+static void run_end_log(const struct gw_run *r, const struct cell_outcome *o)
 {
-	const char *reason = json_string_value(json_object_get(res, "reason"));
-	const char *why = json_string_value(json_object_get(res, "error"));
+	const char *reason = cell_reason_name(o->reason);
 	char text[512];
 
 	/* Why a run was stopped is the host's own text (a violation quotes at
 	 * most 32 printable bytes of the runner's), escaped all the same; the
 	 * code's own traceback is not logged. */
 	text[0] = '\0';
-	if (reason && why)
-		log_escape(why, strlen(why), text, sizeof(text), NULL);
-	log_line(LOG_INFO, r->id, "ended: %s%s%s, %lld calls, %llu ms%s", reason ? reason : "done",
-		 text[0] ? ": " : "", text,
-		 (long long)json_integer_value(json_object_get(res, "calls")),
+	if (reason && o->error)
+		log_escape(o->error, strlen(o->error), text, sizeof(text), NULL);
+	log_line(LOG_INFO, r->id, "ended: %s%s%s, %lu calls, %llu ms%s", reason ? reason : "done",
+		 text[0] ? ": " : "", text, o->calls,
 		 (unsigned long long)(loop_now_ms() - r->arrival), r->run ? "" : " (cancelled)");
 }
 
-static void run_answer(struct gateway *gw, struct gw_run *r)
+static void run_answer(struct gw_run *r)
 {
-	const json_t *res = r->cell ? cell_result(r->cell) : NULL;
+	const struct cell_outcome *o = r->cell ? cell_outcome(r->cell) : NULL;
 
-	if (res)
-		run_end_log(r, res);
+	if (o)
+		run_end_log(r, o);
 	else
 		log_line(LOG_INFO, r->id, "ended without a run: %s",
 			 r->fail ? r->fail : "it could not start");
 	if (!r->run)
 		return;
-	if (res)
-		mcp_run_finish(gw->srv, r->run, res, result_is_error(res));
+	if (o)
+		mcp_run_finish(r->run, o);
 	else if (r->cell)
-		mcp_run_fail(gw->srv, r->run, "the run ended without a result");
+		mcp_run_fail(r->run, "the run ended without a result");
 	else
-		mcp_run_fail(gw->srv, r->run, r->fail ? r->fail : "the run could not start");
+		mcp_run_fail(r->run, r->fail ? r->fail : "the run could not start");
 	r->run = NULL;
 }
 
@@ -453,7 +361,7 @@ static void runs_reap(void *data)
 		next = r->next;
 		if (!r->done)
 			continue;
-		run_answer(gw, r);
+		run_answer(r);
 		run_unlink(gw, r);
 		run_free(r);
 		ended = true;
@@ -473,35 +381,60 @@ static void run_id_new(char out[2 * GATEWAY_RUN_ID_BYTES + 1])
 	sodium_bin2hex(out, 2 * GATEWAY_RUN_ID_BYTES + 1, b, sizeof(b));
 }
 
-static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, size_t len,
+/* A run that waited for a slot until its deadline: it never starts. The
+ * deadline counts from arrival, waiting included. */
+static void on_admit_timeout(void *data)
+{
+	struct gw_run *r = data;
+
+	if (r->cell || r->done)
+		return;
+	r->fail = "the run waited for a free slot until its deadline passed";
+	run_ended(r);
+}
+
+static void on_run(struct mcp_run *run, const struct mcp_request *req, const char *code, size_t len,
 		   void *data)
 {
 	struct gateway *gw = data;
+	struct appl_err err = {0};
+	struct gw_role *role;
 	struct gw_run *r;
 
 	if ((int64_t)time(NULL) >= policy_expires(gw->policy)) {
-		mcp_run_fail(s, run, "the appliance's policy has expired: no new cells run");
+		mcp_run_fail(run, "the appliance's policy has expired: no new cells run");
 		return;
 	}
 	if (gw->waiting >= APPL_RUNS_WAITING_MAX) {
-		mcp_run_fail(s, run, "too many runs are waiting: try again when some have ended");
+		mcp_run_fail(run, "too many runs are waiting: try again when some have ended");
+		return;
+	}
+	if (!(role = role_get(gw, req->principal->role, &err))) {
+		log_line(LOG_ERR, NULL, "the tool list of a role could not be built: %s", err.msg);
+		mcp_run_fail(run, "the run could not start: host fault");
 		return;
 	}
 	r = calloc(1, sizeof(*r));
-	if (!r || !(r->code = malloc(len + 1))) {
+	if (!r || !(r->code = malloc(len + 1)) ||
+	    !(r->admit = loop_timer_new(gw->loop, on_admit_timeout, r, &err))) {
+		if (r)
+			free(r->code);
 		free(r);
-		mcp_run_fail(s, run, "out of memory");
+		mcp_run_fail(run, "out of memory");
 		return;
 	}
-	upstreams_wake(gw);
+	upstream_set_wake(gw->ups);
 	run_id_new(r->id);
-	log_line(LOG_INFO, r->id, "run_python: %zu bytes of code", len);
+	log_line(LOG_INFO, r->id, "run_python: %zu bytes of code (%s, %s)", len,
+		 req->principal->client, req->rev->name);
 	memcpy(r->code, code, len);
 	r->code[len] = '\0';
 	r->code_len = len;
 	r->gw = gw;
 	r->run = run;
+	r->role = role;
 	r->arrival = loop_now_ms();
+	loop_timer_set(r->admit, gw->lim.deadline_s * 1000ull);
 	mcp_run_set_data(run, r);
 	r->next = gw->runs;
 	if (gw->runs)
@@ -511,10 +444,9 @@ static void on_run(struct mcp_server *s, struct mcp_run *run, const char *code, 
 	queue_advance(gw);
 }
 
-static void on_cancel(struct mcp_server *s, struct mcp_run *run, void *data)
+static void on_cancel(struct mcp_run *run, void *data)
 {
 	struct gw_run *r = mcp_run_data(run);
-	(void)s;
 	(void)data;
 
 	r->run = NULL; /* no answer goes out for a cancelled request */
@@ -523,18 +455,34 @@ static void on_cancel(struct mcp_server *s, struct mcp_run *run, void *data)
 	run_ended(r);
 }
 
-static void on_closed(struct mcp_server *s, const char *why, void *data)
+static void on_progress(struct mcp_run *run, struct mcp_progress *p, void *data)
+{
+	struct gw_run *r = mcp_run_data(run);
+	(void)data;
+
+	p->waiting = !r->cell;
+	if (r->cell) {
+		p->calls = cell_calls(r->cell);
+		p->out = cell_output(r->cell, &p->out_len);
+	}
+}
+
+static void on_closed(struct mcp_session *s, const char *why, void *data)
 {
 	struct gateway *gw = data;
 	(void)s;
 	(void)why;
 
+	/* The stdio client is the one client: its end is the appliance's. */
 	gw->stop = true;
 }
 
-static const char *description(void *data)
+static const char *description(const char *role, void *data)
 {
-	return ((struct gateway *)data)->description;
+	struct appl_err err = {0};
+	struct gw_role *ro = role_get(data, role, &err);
+
+	return ro ? ro->description : "";
 }
 
 static void on_stop_signal(int signo, void *data)
@@ -572,19 +520,35 @@ static void serve(struct gateway *gw)
 	while (!gw->stop)
 		if (loop_run_once(gw->loop, -1) < 0)
 			break;
-	/* Stop every cell; the answers would have nowhere to go. Kill them all
-	 * first, so the sandboxes go down together, then clean up. */
+}
+
+/* Stop every cell; the answers would have nowhere to go. Kill them all
+ * first, so the sandboxes go down together, then flush what the client is
+ * owed and clean up. */
+static void shutdown_all(struct gateway *gw)
+{
 	for (struct gw_run *r = gw->runs; r; r = r->next)
 		if (r->cell)
 			cell_cancel(r->cell);
+	/* The session cancels its runs still in flight (on_cancel). */
+	mcp_stdio_free(gw->stdio, GATEWAY_DRAIN_MS);
+	gw->stdio = NULL;
 	while (gw->runs) {
 		struct gw_run *r = gw->runs;
+
 		r->run = NULL;
 		run_unlink(gw, r);
 		run_free(r);
 	}
+	if (gw->loop)
+		loop_task_cancel(gw->loop, &gw->reap);
 	pool_free(gw->pool);
 	gw->pool = NULL;
+	mcp_server_free(gw->srv);
+	gw->srv = NULL;
+	upstream_set_free(gw->ups);
+	gw->ups = NULL;
+	roles_free(gw);
 }
 
 static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
@@ -595,14 +559,16 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 				       .rootless = policy_runtime_rootless(cfg->policy)};
 	struct mcp_server_hooks hooks = {.on_run = on_run,
 					 .on_cancel = on_cancel,
-					 .on_closed = on_closed,
+					 .progress = on_progress,
 					 .description = description,
+					 .on_closed = on_closed,
 					 .data = gw};
 	char cache[PATH_MAX];
 	const char *dir = cfg->cache;
 
 	gw->policy = cfg->policy;
-	gw->role = policy_client_default_role(cfg->policy);
+	gw->stdio_client = (struct mcp_principal){.client = "stdio",
+						  .role = policy_client_default_role(cfg->policy)};
 	policy_limits_get(cfg->policy, &gw->lim);
 	gateway_limits_split(&gw->lim, &gw->oci, &gw->cell_lim);
 	bridge_limits_from_policy(&gw->lim, &gw->blim);
@@ -614,13 +580,16 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (!(gw->loop = loop_new(err)) || !(gw->rt = sandbox_rt_open(&rc, err)))
 		return err->code;
-	if (upstreams_open(gw, err) < 0)
+	if (upstreams_open(gw, err) < 0 || !role_get(gw, gw->stdio_client.role, err))
 		return err->code;
 	if (!(gw->pool = pool_new(gw->loop, gw->rt, &gw->oci, &gw->cell_lim, gw->lim.pool, err)))
 		return err->code;
 	pool_fill(gw->pool);
-	gw->srv = mcp_server_new(gw->loop, cfg->in_fd, cfg->out_fd, &hooks, err);
-	return gw->srv ? 0 : err->code;
+	if (!(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
+		return err->code;
+	gw->stdio =
+		mcp_stdio_open(gw->srv, gw->loop, cfg->in_fd, cfg->out_fd, &gw->stdio_client, err);
+	return gw->stdio ? 0 : err->code;
 }
 
 int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
@@ -644,17 +613,11 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 		log_line(LOG_INFO, NULL, "serving");
 		serve(&gw);
 	}
-	mcp_server_free(gw.srv, GATEWAY_DRAIN_MS);
-	if (gw.loop)
-		loop_task_cancel(gw.loop, &gw.reap);
-	pool_free(gw.pool);
-	upstreams_close(&gw);
-	bridge_catalog_unref(gw.cat);
+	shutdown_all(&gw);
 	sandbox_rt_close(gw.rt); /* before the loop: it finishes teardowns from it */
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
-	free(gw.description);
 	return rc;
 }
 
@@ -663,14 +626,15 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 	struct gateway gw;
 	const struct stubs *st;
 	struct bridge_tool_info info;
+	struct gw_role *ro;
 	int rc;
 
 	memset(&gw, 0, sizeof(gw));
 	gw.policy = policy;
-	gw.role = role ? role : policy_client_default_role(policy);
+	role = role ? role : policy_client_default_role(policy);
 	policy_limits_get(policy, &gw.lim);
-	if (gw.role && !policy_role_find(policy, gw.role)) {
-		rc = appl_err_set(err, -EINVAL, "the policy has no role \"%s\"", gw.role);
+	if (role && !policy_role_find(policy, role)) {
+		rc = appl_err_set(err, -EINVAL, "the policy has no role \"%s\"", role);
 		goto out;
 	}
 	if (!(gw.loop = loop_new(err))) {
@@ -679,22 +643,25 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 	}
 	if ((rc = upstreams_open(&gw, err)) < 0)
 		goto out;
-	st = bridge_catalog_stubs(gw.cat);
-	fprintf(out, "# role: %s\n# run_python's description:\n\n%s\n",
-		gw.role ? gw.role : "(none)", gw.description);
+	if (!(ro = role_get(&gw, role, err))) {
+		rc = err->code;
+		goto out;
+	}
+	st = bridge_catalog_stubs(ro->cat);
+	fprintf(out, "# role: %s\n# run_python's description:\n\n%s\n", role ? role : "(none)",
+		ro->description);
 	fprintf(out, "\n# %zu tool stubs:\n", stubs_count(st));
 	for (size_t i = 0; i < stubs_count(st); i++)
 		fprintf(out, "\n# %s\n%s", stubs_mcp_name(st, i), stubs_text(st, i));
-	for (size_t i = 0; bridge_catalog_info(gw.cat, i, &info) == 0; i++)
+	for (size_t i = 0; bridge_catalog_info(ro->cat, i, &info) == 0; i++)
 		if (info.why_not)
 			fprintf(out, "\n# not offered: %s.%s: %s", info.server, info.name,
 				info.why_not);
 	fputs("\n", out);
 	rc = fflush(out) == 0 ? 0 : appl_err_errno(err, -EIO, errno, "writing the stubs");
 out:
-	upstreams_close(&gw);
-	bridge_catalog_unref(gw.cat);
-	free(gw.description);
+	upstream_set_free(gw.ups);
+	roles_free(&gw);
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;

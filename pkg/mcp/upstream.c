@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "mcp/upstream.h"
 #include "base/utf8.h"
+#include "mcp/revision.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,9 +28,6 @@
  * (jsonrpc, id) and a server's stray whitespace. */
 #define UP_ENVELOPE_MAX (16u * 1024)
 #define UP_PATH		"/usr/local/bin:/usr/bin:/bin"
-
-static const char *const up_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
-					  NULL};
 
 enum req_kind {
 	REQ_CALL, /* a caller's tools/call */
@@ -698,23 +696,22 @@ static void page_answered(struct upstream *u, const struct jsonrpc_msg *m, size_
 
 static int initialize_send(struct upstream *u)
 {
-	json_t *p = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
-			      UPSTREAM_PROTOCOL_VERSION, "capabilities", "clientInfo", "name",
-			      UPSTREAM_CLIENT_NAME, "version", u->client_version);
+	json_t *p =
+		json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
+			  mcp_revision_latest(MCP_ERA_LEGACY)->name, "capabilities", "clientInfo",
+			  "name", UPSTREAM_CLIENT_NAME, "version", u->client_version);
 	struct req *r = p ? req_send(u, REQ_INIT, "initialize", p, u->hs_deadline_ms) : NULL;
 
 	json_decref(p);
 	return r ? 0 : -ENOMEM;
 }
 
+/* Upstream servers are spoken to in the legacy era (initialize). */
 static const char *version_known(const json_t *v)
 {
-	const char *s = json_string_value(v);
+	const struct mcp_revision *r = mcp_revision_find(json_string_value(v), MCP_ERA_LEGACY);
 
-	for (size_t i = 0; s && up_versions[i]; i++)
-		if (strcmp(s, up_versions[i]) == 0)
-			return up_versions[i];
-	return NULL;
+	return r ? r->name : NULL;
 }
 
 static void init_answered(struct upstream *u, const struct jsonrpc_msg *m)

@@ -43,10 +43,9 @@
 
 struct upstream; /* opaque */
 
-/* The protocol revision asked for in initialize (the latest we speak). The
- * server's answer is accepted when it is any of 2025-11-25, 2025-06-18,
- * 2025-03-26, 2024-11-05; anything else fails the handshake. */
-#define UPSTREAM_PROTOCOL_VERSION "2025-11-25"
+/* initialize asks for the newest legacy revision of mcp/revision.h; the
+ * server's answer is accepted when it names any legacy revision there, and
+ * anything else fails the handshake. */
 
 /* clientInfo is {"name": "appliance", "version": ...}. */
 #define UPSTREAM_CLIENT_NAME	    "appliance"

@@ -102,9 +102,9 @@ static void backoff(struct pool *p, const char *why)
 
 static const char *death_reason(struct cell *c)
 {
-	const char *e = json_string_value(json_object_get(cell_result(c), "error"));
+	const struct cell_outcome *o = cell_outcome(c);
 
-	return e ? e : "it ended";
+	return o && o->error ? o->error : "it ended";
 }
 
 /* Free the slots whose sandbox died; a death before ready is a failed boot. */

@@ -14,6 +14,8 @@
 
 #include "base/utf8.h"
 #include "bridge/bridge.h"
+#include "cell/cell.h"
+#include "mcp/upstream_set.h"
 #include "policy/policy.h"
 
 /* Server a: its read tools, plus a.put as a write. Server b: everything.
@@ -365,9 +367,13 @@ static void test_tool_error_text_is_cut_at_a_character(void **state)
 
 /* ---- runs ----------------------------------------------------------------------------- */
 
+/* The run talks to its cell and to the upstream set directly: this test
+ * links its own cell_* and upstream_set_* (so cell.o and upstream_set.o
+ * are not pulled from the library), recording what the run did. */
+
 struct sent {
 	char server[32], tool[32];
-	bridge_result_fn cb;
+	upstream_result_cb cb;
 	void *ctx;
 	uint64_t id;
 	bool cancelled, done;
@@ -383,12 +389,24 @@ struct fake {
 	json_t *last_value;
 };
 
-static int fake_send(void *data, const char *server, const char *tool, const json_t *args,
-		     unsigned timeout_ms, bridge_result_fn cb, void *ctx, uint64_t *call_id)
+struct cell {
+	struct fake *f;
+	cell_call_fn caller;
+	void *caller_data;
+};
+
+struct upstream_set {
+	struct cell *c;
+};
+
+int upstream_set_call(struct upstream_set *set, const char *server, const char *tool,
+		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
+		      uint64_t *call_id, const char *log_id)
 {
-	struct fake *f = data;
+	struct fake *f = set->c->f;
 	struct sent *s = &f->sent[f->nsent];
 
+	assert_string_equal(log_id, "run-1");
 	assert_true(json_is_object(args));
 	assert_int_equal(timeout_ms, 30000);
 	if (f->send_rc)
@@ -403,9 +421,9 @@ static int fake_send(void *data, const char *server, const char *tool, const jso
 	return 0;
 }
 
-static void fake_cancel(void *data, const char *server, uint64_t call_id)
+void upstream_set_cancel(struct upstream_set *set, const char *server, uint64_t call_id)
 {
-	struct fake *f = data;
+	struct fake *f = set->c->f;
 	(void)server;
 
 	assert_true(call_id >= 1000 && call_id < 1000 + f->nsent);
@@ -413,25 +431,32 @@ static void fake_cancel(void *data, const char *server, uint64_t call_id)
 	f->sent[call_id - 1000].cancelled = true;
 }
 
-static void fake_answer(void *data, json_int_t id, const json_t *value)
+void cell_call_answer(struct cell *c, json_int_t id, const json_t *value)
 {
-	struct fake *f = data;
+	struct fake *f = c->f;
 
 	f->answered[f->nanswered++] = id;
 	json_decref(f->last_value);
 	f->last_value = json_deep_copy(value);
 }
 
-static void fake_refuse(void *data, json_int_t id, const char *m)
+void cell_call_refuse(struct cell *c, json_int_t id, const char *m)
 {
-	struct fake *f = data;
+	struct fake *f = c->f;
 
 	assert_true(strlen(m) <= APPL_TOOL_ERROR_MAX);
 	f->refused[f->nrefused++] = id;
 	snprintf(f->last_refusal, sizeof(f->last_refusal), "%s", m);
 }
 
-static const struct bridge_ops OPS = {fake_send, fake_cancel, fake_answer, fake_refuse};
+void cell_set_caller(struct cell *c, cell_call_fn fn, void *data)
+{
+	c->caller = fn;
+	c->caller_data = data;
+}
+
+static struct cell the_cell;
+static struct upstream_set the_set = {&the_cell};
 
 static struct bridge_run *run_new(struct fake *f, const char *role, unsigned max_calls,
 				  unsigned concurrency)
@@ -446,8 +471,12 @@ static struct bridge_run *run_new(struct fake *f, const char *role, unsigned max
 	struct bridge_run *r;
 
 	memset(f, 0, sizeof(*f));
-	r = bridge_run_new(c, &lim, &OPS, f, &err);
+	memset(&the_cell, 0, sizeof(the_cell));
+	the_cell.f = f;
+	r = bridge_run_new(c, &lim, &the_set, &the_cell, "run-1", &err);
 	assert_non_null(r);
+	/* the run is the cell's caller from now on */
+	assert_ptr_equal(the_cell.caller_data, r);
 	bridge_catalog_unref(c); /* the run holds its own reference */
 	return r;
 }
@@ -456,7 +485,9 @@ static void call(struct bridge_run *r, json_int_t id, const char *tool, const ch
 {
 	json_t *a = load(args);
 
-	bridge_run_call(r, id, tool, a);
+	/* as the cell does: through the caller it was given */
+	assert_ptr_equal(the_cell.caller_data, r);
+	the_cell.caller(the_cell.caller_data, id, tool, a);
 	json_decref(a);
 }
 
@@ -481,17 +512,17 @@ static void test_run_caps_calls_in_flight(void **state)
 	assert_int_equal(f.nsent, 16);
 	assert_int_equal(bridge_run_inflight(r), 16);
 	/* the oldest waiting call goes when one ends, in order */
-	finish(&f, 3, BRIDGE_UP_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}", NULL);
+	finish(&f, 3, UPSTREAM_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"3\"}]}", NULL);
 	assert_int_equal(f.nanswered, 1);
 	assert_int_equal(f.answered[0], 4);
 	assert_string_equal(json_string_value(f.last_value), "3");
 	assert_int_equal(f.nsent, 17);
 	for (size_t i = 0; i < 20; i++)
 		if (i != 3 && !f.sent[i].done && i < f.nsent)
-			finish(&f, i, BRIDGE_UP_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+			finish(&f, i, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
 	for (size_t i = 17; i < f.nsent; i++)
 		if (!f.sent[i].done)
-			finish(&f, i, BRIDGE_UP_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+			finish(&f, i, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
 	assert_int_equal(f.nsent, 20);
 	assert_int_equal(f.nanswered, 20);
 	assert_int_equal(bridge_run_peak(r), 16);
@@ -527,18 +558,18 @@ static void test_run_upstream_failures_become_refusals(void **state)
 
 	for (int i = 1; i <= 6; i++)
 		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
-	finish(&f, 0, BRIDGE_UP_TIMEOUT, NULL, "timeout");
+	finish(&f, 0, UPSTREAM_TIMEOUT, NULL, "timeout");
 	assert_non_null(strstr(f.last_refusal, "timeout"));
-	finish(&f, 1, BRIDGE_UP_UNAVAILABLE, NULL, "upstream_unavailable");
+	finish(&f, 1, UPSTREAM_UNAVAILABLE, NULL, "upstream_unavailable");
 	assert_non_null(strstr(f.last_refusal, "upstream_unavailable"));
-	finish(&f, 2, BRIDGE_UP_ERROR, NULL, "Unknown tool: sum");
+	finish(&f, 2, UPSTREAM_ERROR, NULL, "Unknown tool: sum");
 	assert_non_null(strstr(f.last_refusal, "Unknown tool: sum"));
-	finish(&f, 3, BRIDGE_UP_OK,
+	finish(&f, 3, UPSTREAM_OK,
 	       "{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":"
 	       "\"bad input\"}]}",
 	       NULL);
 	assert_string_equal(f.last_refusal, "bad input");
-	finish(&f, 4, BRIDGE_UP_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}",
+	finish(&f, 4, UPSTREAM_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}",
 	       NULL);
 	assert_int_equal(f.nanswered, 1);
 	assert_int_equal(f.nrefused, 4);
@@ -562,7 +593,7 @@ static void test_run_result_refusals_name_the_tool(void **state)
 	for (int i = 0; i < 41; i++)
 		append(deep, sizeof(deep), "}");
 	call(r, 1, "a.sum", "{\"a\":1,\"b\":2}");
-	finish(&f, 0, BRIDGE_UP_OK, deep, NULL);
+	finish(&f, 0, UPSTREAM_OK, deep, NULL);
 	assert_int_equal(f.nanswered, 0);
 	assert_string_equal(f.last_refusal,
 			    "refused: a.sum: the tool's result nests deeper than 32 levels");

@@ -476,7 +476,7 @@ static void test_handshake_and_paging(void **state)
 	assert_true(upstream_tool_get(e.u, 0)->read_only_hint);
 	assert_false(upstream_tool_get(e.u, 6)->read_only_hint);
 	assert_non_null(json_object_get(upstream_tool_get(e.u, 0)->input_schema, "properties"));
-	assert_string_equal(upstream_protocol_version(e.u), UPSTREAM_PROTOCOL_VERSION);
+	assert_string_equal(upstream_protocol_version(e.u), "2025-11-25");
 	assert_string_equal(upstream_name(e.u), "toy");
 	stop(&e);
 }

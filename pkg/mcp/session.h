@@ -1,0 +1,158 @@
+/* session.h: the MCP server the agents' clients talk to: a dispatch core
+ * that knows no transport (docs/mcp-server.md).
+ *
+ * A struct mcp_server holds what every client shares: the owner's hooks,
+ * the progress clock. A struct mcp_session is one client connection: it is
+ * fed whole messages by its transport (stdio today: pkg/mcp/stdio.h) and
+ * answers through the transport's send. The session is hostile input's
+ * first stop after framing: every message is parsed strictly (pkg/jsonrpc),
+ * refused with the right JSON-RPC error, and the session keeps serving.
+ *
+ * Two eras, decided per request (mcp/revision.h):
+ *   - a request whose params._meta names io.modelcontextprotocol/
+ *     protocolVersion is served under that revision (2026-07-28) with no
+ *     handshake: server/discover, tools/list, tools/call,
+ *     subscriptions/listen; every result carries resultType;
+ *   - any other request is legacy: initialize picks the revision for the
+ *     connection (2025-11-25 and before), then ping, tools/list, tools/call
+ *     and the unsolicited notifications/tools/list_changed.
+ * Both may arrive on one connection. Request ids are unique among the
+ * requests in flight: a request reusing one is refused, never run.
+ *
+ * The one tool is run_python; what a run does is the owner's (hooks).
+ * While a run whose request carried a progressToken is in flight, the
+ * session sends notifications/progress at least every MCP_PROGRESS_EVERY_MS
+ * and soon after the code prints or calls a tool, at most one per
+ * MCP_PROGRESS_GAP_MS.
+ */
+#ifndef APPL_MCP_SESSION_H
+#define APPL_MCP_SESSION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+#include "cell/cell.h"
+#include "loop/loop.h"
+#include "mcp/revision.h"
+
+#define MCP_PROGRESS_EVERY_MS 2000u /* a run with a token hears at least this often */
+#define MCP_PROGRESS_GAP_MS   250u  /* and never more often than this */
+#define MCP_PROGRESS_TAIL     512u  /* bytes of output a progress message quotes */
+#define MCP_LISTENS_MAX	      8u    /* open subscriptions/listen per session */
+
+struct mcp_server;
+struct mcp_session;
+struct mcp_run; /* one tools/call of run_python in flight */
+
+/* How a session reaches its client. */
+struct mcp_transport {
+	/* Queue line[0..len) (one message with its '\n'; steals line). 0, or
+	 * negative when the transport cannot take it (a client that stopped
+	 * reading): the transport then ends the connection itself. */
+	int (*send)(void *t, char *line, size_t len);
+	/* End the connection now (for a client that broke it): nothing more is
+	 * read or written. */
+	void (*close)(void *t, const char *why);
+	void *t;
+};
+
+/* Who is on the other end; borrowed by the session, so it must outlive it. */
+struct mcp_principal {
+	const char *client; /* a name for logs: "stdio" */
+	const char *role;   /* its policy role; NULL: it may call nothing */
+};
+
+/* What one request carries, for the owner (every pointer borrowed for the
+ * call). */
+struct mcp_request {
+	struct mcp_session *session;
+	const struct mcp_principal *principal;
+	const struct mcp_revision *rev; /* its revision; rev->era its era */
+	const json_t *client_caps;	/* the client's capabilities, or NULL */
+	const json_t *meta;		/* params._meta, or NULL */
+	const json_t *progress_token;	/* a string or an integer, or NULL */
+	const json_t *id;
+};
+
+/* How a run is doing, for a progress notification. */
+struct mcp_progress {
+	bool waiting;	     /* no sandbox yet: waiting for a free slot */
+	unsigned long calls; /* tool calls made so far */
+	const char *out;     /* what it printed so far (kept bytes); may be NULL */
+	size_t out_len;
+};
+
+struct mcp_server_hooks {
+	/* A run_python call: code[0..len) (UTF-8, at most APPL_CELL_CODE_MAX
+	 * bytes; borrowed for the call). The owner answers later with
+	 * mcp_run_finish or mcp_run_fail, exactly once, unless on_cancel came
+	 * first. */
+	void (*on_run)(struct mcp_run *run, const struct mcp_request *req, const char *code,
+		       size_t len, void *data);
+	/* run is over for the client (it cancelled it, or its session is being
+	 * freed): stop it; no answer goes out, and run is freed right after. */
+	void (*on_cancel)(struct mcp_run *run, void *data);
+	/* Fill *p for run (pointers borrowed until the hook returns). */
+	void (*progress)(struct mcp_run *run, struct mcp_progress *p, void *data);
+	/* The run_python description role sees (borrowed; valid until the next
+	 * call). */
+	const char *(*description)(const char *role, void *data);
+	/* The session's client broke the connection or went away. */
+	void (*on_closed)(struct mcp_session *s, const char *why, void *data);
+	void *data;
+};
+
+/* New server in loop (borrowed), hooks copied. NULL with err. */
+struct mcp_server *mcp_server_new(struct loop *loop, const struct mcp_server_hooks *hooks,
+				  struct appl_err *err);
+/* Every session must have been freed first. Safe on NULL. */
+void mcp_server_free(struct mcp_server *srv);
+
+/* A session for one client: t copied, p borrowed. NULL with err. */
+struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_transport *t,
+				    const struct mcp_principal *p, struct appl_err *err);
+
+/* One message from the client: line[0..len), without its newline; any
+ * bytes. An empty line (or a lone '\r') is ignored. */
+void mcp_session_input(struct mcp_session *s, const char *line, size_t len);
+
+/* A message over the transport's cap: head[0..len) is its start, read for
+ * its id; it is answered with an error and the session goes on. */
+void mcp_session_overlong(struct mcp_session *s, const char *head, size_t len);
+
+/* The transport ended (why for the log): nothing more is sent; the owner
+ * hears on_closed. */
+void mcp_session_ended(struct mcp_session *s, const char *why);
+
+/* Runs still in flight are cancelled (on_cancel), then it is freed. Safe on
+ * NULL. */
+void mcp_session_free(struct mcp_session *s);
+
+/* The legacy revision initialize picked, or NULL. */
+const struct mcp_revision *mcp_session_revision(const struct mcp_session *s);
+
+/* Answer run with the cell's outcome (borrowed): the result object as
+ * structuredContent (where the revision has it) and as text; isError when
+ * the code raised or was stopped. Frees run. */
+void mcp_run_finish(struct mcp_run *run, const struct cell_outcome *o);
+
+/* Answer run with a tool error text (isError: true), e.g. a refusal before
+ * any cell ran. Frees run. */
+void mcp_run_fail(struct mcp_run *run, const char *text);
+
+/* The run moved on (printed, called): a progress notification goes out
+ * soon, when its request asked for them. */
+void mcp_run_poke(struct mcp_run *run);
+
+/* The owner's pointer for a run. */
+void mcp_run_set_data(struct mcp_run *run, void *data);
+void *mcp_run_data(const struct mcp_run *run);
+
+/* What role sees changed (its run_python description): tell its clients
+ * that asked to hear (legacy: initialized; modern: an open
+ * subscriptions/listen for tools). */
+void mcp_server_tools_changed(struct mcp_server *srv, const char *role);
+
+#endif

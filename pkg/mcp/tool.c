@@ -1,0 +1,82 @@
+/* tool.c: run_python's tool object, results and progress text (see tool.h). */
+#define _GNU_SOURCE
+#include "mcp/tool.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/limits.h"
+
+json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description)
+{
+	json_t *t = json_pack(
+		"{s:s,s:s,s:{s:s,s:{s:{s:s,s:s,s:I}},s:[s],s:b}}", "name", MCP_TOOL_NAME,
+		"description", description ? description : "", "inputSchema", "type", "object",
+		"properties", "code", "type", "string", "description",
+		"The Python program to run (top-level await works).", "maxLength",
+		(json_int_t)APPL_CELL_CODE_MAX, "required", "code", "additionalProperties", 0);
+	int bad = !t;
+
+	if (!bad && mcp_revision_has(rev, MCP_HAS_TOOL_ANNOTATIONS))
+		bad |= json_object_set_new(t, "annotations",
+					   json_pack("{s:s,s:b,s:b}", "title", "Run Python",
+						     "readOnlyHint", 0, "openWorldHint", 1));
+	if (!bad && mcp_revision_has(rev, MCP_HAS_STRUCTURED)) {
+		bad |= json_object_set_new(t, "title", json_string("Run Python"));
+		bad |= json_object_set_new(t, "outputSchema",
+					   json_deep_copy(cell_outcome_schema()));
+	}
+	if (bad) {
+		json_decref(t);
+		return NULL;
+	}
+	return t;
+}
+
+json_t *mcp_tool_text_result(const char *text, bool is_error)
+{
+	return json_pack("{s:[{s:s,s:s}],s:b}", "content", "type", "text", "text", text, "isError",
+			 is_error);
+}
+
+json_t *mcp_tool_result(const struct mcp_revision *rev, const struct cell_outcome *o)
+{
+	json_t *obj = cell_outcome_json(o);
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_t *res = text ? mcp_tool_text_result(text, cell_outcome_is_error(o)) : NULL;
+
+	free(text);
+	if (res && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
+	    json_object_set(res, "structuredContent", obj) < 0) {
+		json_decref(res);
+		res = NULL;
+	}
+	json_decref(obj);
+	return res;
+}
+
+char *mcp_progress_message(const struct mcp_progress *p)
+{
+	const char *tail = p->out ? p->out : "";
+	size_t n = p->out ? p->out_len : 0;
+	char *msg;
+
+	if (p->waiting)
+		return strdup("waiting for a free sandbox");
+	if (n > MCP_PROGRESS_TAIL) {
+		tail += n - MCP_PROGRESS_TAIL;
+		n = MCP_PROGRESS_TAIL;
+	}
+	/* Start at a character: skip continuation bytes the cut left. */
+	while (n && ((unsigned char)*tail & 0xc0) == 0x80) {
+		tail++;
+		n--;
+	}
+	if (asprintf(&msg, "running: %lu call%s, %zu bytes printed%s%.*s", p->calls,
+		     p->calls == 1 ? "" : "s", p->out ? p->out_len : 0,
+		     n ? (n < p->out_len ? "; output so far ends: " : "; output so far: ") : "",
+		     (int)n, tail) < 0)
+		return NULL;
+	return msg;
+}

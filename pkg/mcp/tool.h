@@ -1,0 +1,37 @@
+/* tool.h: run_python as MCP shows it, per revision: the tool object, its
+ * result, and the text of a progress notification. Pure; exported for the
+ * session and its tests.
+ */
+#ifndef APPL_MCP_TOOL_H
+#define APPL_MCP_TOOL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "cell/cell.h"
+#include "mcp/revision.h"
+#include "mcp/session.h"
+
+#define MCP_TOOL_NAME "run_python"
+
+/* The tool object of tools/list under rev, with description (borrowed; NULL
+ * as ""). inputSchema always; annotations, title and outputSchema (the
+ * result object's schema, cell_outcome_schema) where rev has them. New, or
+ * NULL on out of memory. */
+json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description);
+
+/* The tools/call result of an outcome under rev: the result object as JSON
+ * text, and as structuredContent where rev has it; isError per
+ * cell_outcome_is_error. New, or NULL on out of memory. */
+json_t *mcp_tool_result(const struct mcp_revision *rev, const struct cell_outcome *o);
+
+/* {content: [{type: text, text}], isError}. New, or NULL. */
+json_t *mcp_tool_text_result(const char *text, bool is_error);
+
+/* The message of a progress notification: what the run is doing, its calls
+ * and bytes printed, and the last bytes of its output (at most
+ * MCP_PROGRESS_TAIL, starting at a character). New string (free()), or NULL
+ * on out of memory. */
+char *mcp_progress_message(const struct mcp_progress *p);
+
+#endif

@@ -1,0 +1,149 @@
+/* upstream_set.c: the upstream servers of a policy (see upstream_set.h). */
+#include "mcp/upstream_set.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log/log.h"
+
+struct upstream_set {
+	struct upstream **ups; /* one per stdio server, policy order */
+	size_t n;
+	upstream_set_changed_fn changed;
+	void *data;
+	bool opened; /* past the start: changes are told */
+};
+
+static void on_ready(struct upstream *u, void *data)
+{
+	struct upstream_set *s = data;
+	(void)u;
+
+	/* At start the owner builds its view once, after every server had its
+	 * chance; later, a server that (re)started changes it. */
+	if (s->opened && s->changed)
+		s->changed(s->data, "a server (re)started");
+}
+
+static void on_tools_changed(struct upstream *u, void *data)
+{
+	struct upstream_set *s = data;
+	(void)u;
+
+	if (s->opened && s->changed)
+		s->changed(s->data, "a server's tool list changed");
+}
+
+static void on_down(struct upstream *u, const char *why, void *data)
+{
+	(void)data;
+	log_line(LOG_WARN, NULL, "upstream %s stopped: %s", upstream_name(u), why);
+}
+
+struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p,
+				       const struct upstream_opts *opts,
+				       upstream_set_changed_fn changed, void *data,
+				       struct appl_err *err)
+{
+	struct upstream_set *s = calloc(1, sizeof(*s));
+	struct upstream_hooks hooks = {.on_ready = on_ready,
+				       .on_tools_changed = on_tools_changed,
+				       .on_down = on_down,
+				       .data = s};
+	size_t n = policy_server_count(p);
+
+	if (!s || !(s->ups = calloc(n ? n : 1, sizeof(*s->ups)))) {
+		free(s);
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	s->changed = changed;
+	s->data = data;
+	for (size_t i = 0; i < n; i++) {
+		const struct policy_server *srv = policy_server_get(p, i);
+
+		if (srv->kind != POLICY_SERVER_STDIO)
+			continue;
+		if (!(s->ups[s->n] = upstream_new(loop, srv, &hooks, opts, err))) {
+			upstream_set_free(s);
+			return NULL;
+		}
+		s->n++;
+	}
+	for (size_t i = 0; i < s->n; i++) {
+		struct appl_err werr = {0};
+
+		if (upstream_wait_ready(s->ups[i], APPL_UPSTREAM_INIT_TIMEOUT_MS, &werr) < 0)
+			log_line(LOG_WARN, NULL, "upstream %s is not available: %s%s%s",
+				 upstream_name(s->ups[i]), werr.msg,
+				 *upstream_last_error(s->ups[i]) ? ": " : "",
+				 upstream_last_error(s->ups[i]));
+	}
+	s->opened = true;
+	return s;
+}
+
+void upstream_set_free(struct upstream_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		upstream_free(s->ups[i]);
+	free(s->ups);
+	free(s);
+}
+
+size_t upstream_set_count(const struct upstream_set *s)
+{
+	return s ? s->n : 0;
+}
+
+const struct upstream *upstream_set_get(const struct upstream_set *s, size_t i)
+{
+	return s && i < s->n ? s->ups[i] : NULL;
+}
+
+void upstream_set_wake(struct upstream_set *s)
+{
+	for (size_t i = 0; s && i < s->n; i++)
+		if (upstream_state(s->ups[i]) == UPSTREAM_DOWN) {
+			struct appl_err err = {0};
+
+			upstream_start(s->ups[i], &err);
+		}
+}
+
+static struct upstream *find(const struct upstream_set *s, const char *server)
+{
+	for (size_t i = 0; s && i < s->n; i++)
+		if (strcmp(upstream_name(s->ups[i]), server) == 0)
+			return s->ups[i];
+	return NULL;
+}
+
+int upstream_set_call(struct upstream_set *s, const char *server, const char *tool,
+		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
+		      uint64_t *call_id, const char *log_id)
+{
+	struct upstream *u = find(s, server);
+	struct appl_err err = {0};
+	int rc;
+
+	if (!u)
+		return -EAGAIN;
+	rc = upstream_call(u, tool, args, timeout_ms, cb, ctx, call_id, &err);
+	if (rc < 0 && rc != -EAGAIN)
+		log_line(LOG_WARN, log_id, "calling %s.%s: %s", server, tool, err.msg);
+	else if (rc == 0)
+		log_line(LOG_DEBUG, log_id, "call %s.%s sent", server, tool);
+	return rc;
+}
+
+void upstream_set_cancel(struct upstream_set *s, const char *server, uint64_t call_id)
+{
+	struct upstream *u = find(s, server);
+
+	if (u)
+		upstream_call_cancel(u, call_id);
+}

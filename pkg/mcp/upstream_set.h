@@ -1,0 +1,54 @@
+/* upstream_set.h: every upstream server of a policy, by name: started
+ * together, woken when work arrives, called and cancelled by server name
+ * (pkg/bridge sends each allowed call here, with no owner in between).
+ */
+#ifndef APPL_MCP_UPSTREAM_SET_H
+#define APPL_MCP_UPSTREAM_SET_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/err.h"
+#include "loop/loop.h"
+#include "mcp/upstream.h"
+#include "policy/policy.h"
+
+struct upstream_set;
+
+/* Told to the owner, from the loop. why is for the log. May be NULL. */
+typedef void (*upstream_set_changed_fn)(void *data, const char *why);
+
+/* Start every stdio server of p (borrowed; must outlive the set) in loop,
+ * each answer capped at opts->result_max, and run the loop until each is
+ * ready or had APPL_UPSTREAM_INIT_TIMEOUT_MS (they start together, so the
+ * wait is the slowest one's). A server that does not come up is logged and
+ * offers no tools until it does. changed(data) is called whenever a
+ * server's tool list may have changed after this returned (a restart, a
+ * list_changed). New set, or NULL with err (-ENOMEM, -EMFILE, a bad
+ * server). */
+struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p,
+				       const struct upstream_opts *opts,
+				       upstream_set_changed_fn changed, void *data,
+				       struct appl_err *err);
+
+/* Stop every server (pending calls are cancelled). Safe on NULL; never
+ * from a callback. */
+void upstream_set_free(struct upstream_set *s);
+
+size_t upstream_set_count(const struct upstream_set *s);
+const struct upstream *upstream_set_get(const struct upstream_set *s, size_t i);
+
+/* Restart each server that is down (work has arrived). */
+void upstream_set_wake(struct upstream_set *s);
+
+/* Call server.tool(args) as upstream_call does, for the run log_id (for
+ * log lines; may be NULL). -EAGAIN also when no server has that name. */
+int upstream_set_call(struct upstream_set *s, const char *server, const char *tool,
+		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
+		      uint64_t *call_id, const char *log_id);
+
+/* upstream_call_cancel on server's upstream; an unknown name is ignored. */
+void upstream_set_cancel(struct upstream_set *s, const char *server, uint64_t call_id);
+
+#endif

@@ -1,0 +1,913 @@
+/* test_session.c: the MCP dispatch core with a fake transport: both eras
+ * and their mix, _meta and version errors, request ids in flight,
+ * server/discover, result shapes per revision (the run result against its
+ * outputSchema), progress, cancellation, subscriptions, roles. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "base/limits.h"
+#include "mcp/session.h"
+#include "mcp/tool.h"
+#include "schema/schema.h"
+
+#define MODERN_META                                                                                \
+	"\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                   \
+	"\"io.modelcontextprotocol/clientCapabilities\":{},"                                       \
+	"\"io.modelcontextprotocol/clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}"
+
+#define OUT_MAX 64
+
+/* One client: what the session sent it. */
+struct client {
+	struct mcp_principal p;
+	struct mcp_session *s;
+	json_t *out[OUT_MAX];
+	size_t nout, next;
+	int closes;
+};
+
+struct env {
+	struct loop *loop;
+	struct mcp_server *srv;
+	struct client a, b;
+	struct mcp_run *runs[8];
+	size_t nruns;
+	char code[64];
+	char req_rev[16];
+	char req_role[16];
+	bool had_token;
+	int cancels;
+	/* what progress reports */
+	struct mcp_progress prog;
+};
+
+static int t_send(void *t, char *line, size_t len)
+{
+	struct client *c = t;
+	json_error_t je;
+	json_t *v;
+
+	assert_true(len > 0 && line[len - 1] == '\n');
+	assert_null(memchr(line, '\n', len - 1)); /* one line, one message */
+	v = json_loadb(line, len - 1, 0, &je);
+	free(line);
+	assert_non_null(v);
+	assert_true(c->nout < OUT_MAX);
+	c->out[c->nout++] = v;
+	return 0;
+}
+
+static void t_close(void *t, const char *why)
+{
+	(void)why;
+	((struct client *)t)->closes++;
+}
+
+static void on_run(struct mcp_run *run, const struct mcp_request *req, const char *code, size_t len,
+		   void *data)
+{
+	struct env *e = data;
+
+	assert_true(e->nruns < 8);
+	e->runs[e->nruns++] = run;
+	snprintf(e->code, sizeof(e->code), "%.*s", (int)len, code);
+	snprintf(e->req_rev, sizeof(e->req_rev), "%s", req->rev->name);
+	snprintf(e->req_role, sizeof(e->req_role), "%s", req->principal->role);
+	e->had_token = req->progress_token != NULL;
+}
+
+static void forget(struct env *e, struct mcp_run *run)
+{
+	for (size_t i = 0; i < e->nruns; i++)
+		if (e->runs[i] == run) {
+			e->runs[i] = e->runs[--e->nruns];
+			return;
+		}
+	fail_msg("an unknown run");
+}
+
+static void on_cancel(struct mcp_run *run, void *data)
+{
+	struct env *e = data;
+
+	forget(e, run);
+	e->cancels++;
+}
+
+static void progress(struct mcp_run *run, struct mcp_progress *p, void *data)
+{
+	(void)run;
+	*p = ((struct env *)data)->prog;
+}
+
+static const char *description(const char *role, void *data)
+{
+	(void)data;
+	return role && strcmp(role, "ops") == 0 ? "the ops description" : "a test description";
+}
+
+static void client_open(struct env *e, struct client *c, const char *role)
+{
+	struct mcp_transport t = {t_send, t_close, c};
+	struct appl_err err = {0};
+
+	c->p = (struct mcp_principal){.client = "test", .role = role};
+	c->s = mcp_session_new(e->srv, &t, &c->p, &err);
+	assert_non_null(c->s);
+}
+
+static void client_clear(struct client *c)
+{
+	for (size_t i = 0; i < c->nout; i++)
+		json_decref(c->out[i]);
+	c->nout = c->next = 0;
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+	struct appl_err err = {0};
+	struct mcp_server_hooks hooks = {.on_run = on_run,
+					 .on_cancel = on_cancel,
+					 .progress = progress,
+					 .description = description,
+					 .data = e};
+
+	e->loop = loop_new(&err);
+	assert_non_null(e->loop);
+	e->srv = mcp_server_new(e->loop, &hooks, &err);
+	assert_non_null(e->srv);
+	client_open(e, &e->a, "reader");
+	client_open(e, &e->b, "ops");
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	mcp_session_free(e->a.s);
+	mcp_session_free(e->b.s);
+	assert_int_equal(e->nruns, 0); /* freeing a session cancels its runs */
+	client_clear(&e->a);
+	client_clear(&e->b);
+	mcp_server_free(e->srv);
+	loop_free(e->loop);
+	free(e);
+	return 0;
+}
+
+static void in(struct client *c, const char *line)
+{
+	mcp_session_input(c->s, line, strlen(line));
+}
+
+/* The next message the client got (borrowed until client_clear). */
+static json_t *out(struct client *c)
+{
+	if (c->next >= c->nout)
+		fail_msg("no message");
+	return c->out[c->next++];
+}
+
+static void none(struct client *c)
+{
+	if (c->next < c->nout) {
+		char *s = json_dumps(c->out[c->next], 0);
+		fail_msg("unexpected message: %s", s);
+	}
+}
+
+static json_t *result_of(json_t *v)
+{
+	json_t *r = json_object_get(v, "result");
+
+	assert_non_null(r);
+	return r;
+}
+
+static json_int_t code_of(json_t *v)
+{
+	json_t *err = json_object_get(v, "error");
+
+	assert_non_null(err);
+	return json_integer_value(json_object_get(err, "code"));
+}
+
+static const char *str(const json_t *obj, const char *key)
+{
+	return json_string_value(json_object_get(obj, key));
+}
+
+static void legacy_init(struct client *c, const char *version)
+{
+	char line[256];
+	json_t *r;
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+		 "{\"protocolVersion\":\"%s\",\"capabilities\":{}}}",
+		 version);
+	in(c, line);
+	r = result_of(out(c));
+	assert_string_equal(str(r, "protocolVersion"), version);
+	assert_null(json_object_get(r, "resultType"));
+	in(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+}
+
+/* A run_python call of code under id (a JSON id), with extra _meta text. */
+static void call(struct client *c, const char *id, const char *meta)
+{
+	char line[512];
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":"
+		 "{\"name\":\"run_python\",\"arguments\":{\"code\":\"print(1)\"}%s%s}}",
+		 id, meta ? "," : "", meta ? meta : "");
+	in(c, line);
+}
+
+/* ---- the legacy era ------------------------------------------------------------------ */
+
+static void test_legacy_tools_need_initialize(void **state)
+{
+	struct env *e = *state;
+	json_t *v;
+
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	call(&e->a, "2", NULL);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	assert_int_equal(e->nruns, 0);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}");
+	v = result_of(out(&e->a));
+	assert_true(json_is_object(v));
+	legacy_init(&e->a, "2025-06-18");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\"}");
+	assert_non_null(json_object_get(result_of(out(&e->a)), "tools"));
+	/* once is enough */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"initialize\",\"params\":"
+		  "{\"protocolVersion\":\"2025-06-18\"}}");
+	assert_int_equal(code_of(out(&e->a)), -32600);
+	none(&e->a);
+}
+
+static void test_legacy_unknown_version_gets_the_latest(void **state)
+{
+	struct env *e = *state;
+	json_t *r;
+
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	/* 2026-07-28 is not negotiated by initialize either */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"initialize\",\"params\":"
+		  "{\"protocolVersion\":\"2026-07-28\"}}");
+	r = result_of(out(&e->a));
+	assert_string_equal(str(r, "protocolVersion"), "2025-11-25");
+	assert_true(json_is_true(json_object_get(
+		json_object_get(json_object_get(r, "capabilities"), "tools"), "listChanged")));
+	assert_string_equal(str(json_object_get(r, "serverInfo"), "name"), "appliance");
+}
+
+/* What a tools/list and a run result hold, per legacy revision. */
+static void test_legacy_shapes_per_revision(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = "1\n", .out_len = 2, .calls = 0, .duration_ms = 5};
+	json_t *tool, *r;
+
+	legacy_init(&e->a, "2024-11-05");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	r = result_of(out(&e->a));
+	tool = json_array_get(json_object_get(r, "tools"), 0);
+	assert_string_equal(str(tool, "name"), "run_python");
+	assert_string_equal(str(tool, "description"), "a test description");
+	assert_non_null(json_object_get(tool, "inputSchema"));
+	assert_null(json_object_get(tool, "annotations"));
+	assert_null(json_object_get(tool, "outputSchema"));
+	assert_null(json_object_get(r, "ttlMs"));
+	assert_null(json_object_get(r, "resultType"));
+	call(&e->a, "2", NULL);
+	assert_int_equal(e->nruns, 1);
+	assert_string_equal(e->req_rev, "2024-11-05");
+	mcp_run_finish(e->runs[0], &o);
+	e->nruns = 0;
+	r = result_of(out(&e->a));
+	assert_null(json_object_get(r, "structuredContent"));
+	assert_non_null(strstr(str(json_array_get(json_object_get(r, "content"), 0), "text"),
+			       "\"stdout\":\"1\\n\""));
+
+	mcp_session_free(e->a.s);
+	client_clear(&e->a);
+	client_open(e, &e->a, "reader");
+	legacy_init(&e->a, "2025-11-25");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	tool = json_array_get(json_object_get(result_of(out(&e->a)), "tools"), 0);
+	assert_non_null(json_object_get(tool, "annotations"));
+	assert_non_null(json_object_get(tool, "outputSchema"));
+	assert_string_equal(str(tool, "title"), "Run Python");
+	call(&e->a, "2", NULL);
+	mcp_run_finish(e->runs[0], &o);
+	e->nruns = 0;
+	r = result_of(out(&e->a));
+	assert_non_null(json_object_get(r, "structuredContent"));
+	assert_null(json_object_get(r, "resultType"));
+	assert_true(json_is_false(json_object_get(r, "isError")));
+}
+
+static void test_errors_and_serving_goes_on(void **state)
+{
+	struct env *e = *state;
+	json_t *v;
+
+	legacy_init(&e->a, "2025-06-18");
+	in(&e->a, "{not json");
+	assert_int_equal(code_of(out(&e->a)), -32700);
+	in(&e->a, "[]");
+	assert_int_equal(code_of(out(&e->a)), -32600);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/nope\"}");
+	assert_int_equal(code_of(out(&e->a)), -32601);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":"
+		  "{\"name\":\"exec\",\"arguments\":{}}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":"
+		  "{\"name\":\"run_python\",\"arguments\":{\"code\":1}}}");
+	v = json_object_get(result_of(out(&e->a)), "isError");
+	assert_true(json_is_true(v));
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/list\",\"params\":"
+		  "{\"cursor\":\"4\"}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	/* notifications are never answered, known or not; responses neither */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\"}");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":99,\"result\":{}}");
+	in(&e->a, "");
+	in(&e->a, "\r");
+	none(&e->a);
+	assert_int_equal(e->nruns, 0);
+}
+
+/* ---- the modern era --------------------------------------------------------------------- */
+
+static void check_modern_result(json_t *r)
+{
+	assert_string_equal(str(r, "resultType"), "complete");
+	assert_string_equal(str(json_object_get(json_object_get(r, "_meta"),
+						"io.modelcontextprotocol/serverInfo"),
+				"name"),
+			    "appliance");
+}
+
+static void test_modern_needs_no_handshake(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = "", .error = "Traceback: boom", .calls = 2};
+	json_t *r, *tool;
+
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}");
+	r = result_of(out(&e->a));
+	check_modern_result(r);
+	assert_int_equal(json_integer_value(json_object_get(r, "ttlMs")), 60000);
+	assert_string_equal(str(r, "cacheScope"), "private");
+	tool = json_array_get(json_object_get(r, "tools"), 0);
+	assert_non_null(json_object_get(tool, "outputSchema"));
+	assert_string_equal(str(json_object_get(tool, "inputSchema"), "type"), "object");
+	call(&e->a, "1", MODERN_META);
+	assert_int_equal(e->nruns, 1);
+	assert_string_equal(e->req_rev, "2026-07-28");
+	assert_string_equal(e->req_role, "reader");
+	mcp_run_finish(e->runs[0], &o);
+	e->nruns = 0;
+	r = result_of(out(&e->a));
+	check_modern_result(r);
+	assert_true(json_is_true(json_object_get(r, "isError")));
+	assert_string_equal(str(json_object_get(r, "structuredContent"), "error"),
+			    "Traceback: boom");
+	/* a run that never ran: a tool error, shaped all the same */
+	call(&e->a, "2", MODERN_META);
+	mcp_run_fail(e->runs[0], "too many runs are waiting");
+	e->nruns = 0;
+	r = result_of(out(&e->a));
+	check_modern_result(r);
+	assert_true(json_is_true(json_object_get(r, "isError")));
+	/* legacy-only methods are not part of this revision */
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\",\"params\":{" MODERN_META "}}");
+	assert_int_equal(code_of(out(&e->a)), -32601);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"initialize\",\"params\":{"
+		  "\"protocolVersion\":\"2025-11-25\"," MODERN_META "}}");
+	assert_int_equal(code_of(out(&e->a)), -32601);
+	none(&e->a);
+}
+
+static void check_discover(json_t *v)
+{
+	json_t *r = result_of(v), *sv = json_object_get(r, "supportedVersions");
+	bool modern = false, legacy = false;
+	size_t i;
+	json_t *x;
+
+	check_modern_result(r);
+	json_array_foreach(sv, i, x) {
+		modern |= strcmp(json_string_value(x), "2026-07-28") == 0;
+		legacy |= strcmp(json_string_value(x), "2025-11-25") == 0;
+	}
+	assert_true(modern && legacy);
+	assert_non_null(json_object_get(json_object_get(r, "capabilities"), "tools"));
+	assert_true(json_is_integer(json_object_get(r, "ttlMs")));
+	assert_string_equal(str(r, "cacheScope"), "public");
+	assert_non_null(str(r, "instructions"));
+	/* identity is in _meta, not beside the result's fields */
+	assert_null(json_object_get(r, "serverInfo"));
+}
+
+static void test_discover_before_and_after_initialize(void **state)
+{
+	struct env *e = *state;
+
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":\"server-discover-probe-1\",\"method\":"
+		  "\"server/discover\",\"params\":{" MODERN_META "}}");
+	check_discover(out(&e->a));
+	/* without _meta it is malformed, before and after initialize */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"server/discover\"}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	legacy_init(&e->a, "2025-11-25");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"server/discover\",\"params\":{}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"server/discover\",\"params\":{" MODERN_META
+	   "}}");
+	check_discover(out(&e->a));
+	none(&e->a);
+}
+
+static void expect_invalid_meta(struct env *e, const char *meta, const char *words)
+{
+	char line[1024];
+	json_t *v;
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/"
+		 "list\",\"params\":{\"_meta\":%s}}",
+		 meta);
+	in(&e->a, line);
+	v = out(&e->a);
+	assert_int_equal(code_of(v), -32602);
+	assert_non_null(strstr(str(json_object_get(v, "error"), "message"), words));
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 7);
+}
+
+static void test_meta_must_be_whole(void **state)
+{
+	struct env *e = *state;
+
+	expect_invalid_meta(e, "[]", "_meta must be an object");
+	expect_invalid_meta(e, "{\"io.modelcontextprotocol/clientCapabilities\":{}}",
+			    "protocolVersion");
+	expect_invalid_meta(e,
+			    "{\"io.modelcontextprotocol/protocolVersion\":20260728,"
+			    "\"io.modelcontextprotocol/clientCapabilities\":{}}",
+			    "protocolVersion");
+	expect_invalid_meta(e, "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\"}",
+			    "clientCapabilities");
+	expect_invalid_meta(e,
+			    "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+			    "\"io.modelcontextprotocol/clientCapabilities\":[]}",
+			    "clientCapabilities");
+	expect_invalid_meta(e,
+			    "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+			    "\"io.modelcontextprotocol/clientCapabilities\":{},"
+			    "\"io.modelcontextprotocol/clientInfo\":\"me\"}",
+			    "clientInfo");
+	expect_invalid_meta(e,
+			    "{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+			    "\"io.modelcontextprotocol/clientCapabilities\":{},"
+			    "\"progressToken\":true}",
+			    "progressToken");
+	none(&e->a);
+	assert_int_equal(e->nruns, 0);
+}
+
+static void test_unsupported_versions(void **state)
+{
+	struct env *e = *state;
+	static const char *const asked[] = {"1900-01-01", "2025-11-25", "2026-07-29"};
+	char line[1024], longv[200];
+	json_t *v, *data;
+
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(
+			line, sizeof(line),
+			"{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"server/discover\",\"params\":"
+			"{\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"%s\","
+			"\"io.modelcontextprotocol/clientCapabilities\":{}}}}",
+			i, asked[i]);
+		in(&e->a, line);
+		v = out(&e->a);
+		assert_int_equal(code_of(v), -32022);
+		data = json_object_get(json_object_get(v, "error"), "data");
+		assert_string_equal(str(data, "requested"), asked[i]);
+		assert_string_equal(
+			json_string_value(json_array_get(json_object_get(data, "supported"), 0)),
+			"2026-07-28");
+		assert_true(json_array_size(json_object_get(data, "supported")) >= 2);
+	}
+	/* what is echoed of a long one is capped */
+	memset(longv, 'x', sizeof(longv) - 1);
+	longv[sizeof(longv) - 1] = '\0';
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"run_python\",\"arguments\":{\"code\":\"1\"},\"_meta\":{"
+		 "\"io.modelcontextprotocol/protocolVersion\":\"%s\","
+		 "\"io.modelcontextprotocol/clientCapabilities\":{}}}}",
+		 longv);
+	in(&e->a, line);
+	v = out(&e->a);
+	assert_int_equal(code_of(v), -32022);
+	assert_int_equal(
+		strlen(str(json_object_get(json_object_get(v, "error"), "data"), "requested")), 64);
+	assert_int_equal(e->nruns, 0);
+}
+
+/* Both eras on one connection, each request served by its own rules. */
+static void test_mixed_eras_on_one_connection(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = "1\n", .out_len = 2};
+	json_t *r;
+
+	legacy_init(&e->a, "2025-11-25");
+	call(&e->a, "1", MODERN_META);
+	call(&e->a, "2", NULL);
+	assert_int_equal(e->nruns, 2);
+	mcp_run_finish(e->runs[1], &o); /* id 2: legacy */
+	r = result_of(out(&e->a));
+	assert_null(json_object_get(r, "resultType"));
+	mcp_run_finish(e->runs[0], &o); /* id 1: modern */
+	e->nruns = 0;
+	r = result_of(out(&e->a));
+	assert_string_equal(str(r, "resultType"), "complete");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}");
+	assert_null(json_object_get(result_of(out(&e->a)), "ttlMs"));
+	none(&e->a);
+}
+
+/* ---- request ids -------------------------------------------------------------------------- */
+
+static void test_ids_in_flight_are_unique(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = ""};
+	json_t *v;
+
+	call(&e->a, "\"r\"", MODERN_META);
+	assert_int_equal(e->nruns, 1);
+	/* the same id again, either era: refused, never run, and not answered
+	 * under that id (the first keeps its one answer) */
+	call(&e->a, "\"r\"", MODERN_META);
+	v = out(&e->a);
+	assert_int_equal(code_of(v), -32600);
+	assert_true(json_is_null(json_object_get(v, "id")));
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":\"r\",\"method\":\"tools/list\",\"params\":{" MODERN_META
+	   "}}");
+	assert_int_equal(code_of(out(&e->a)), -32600);
+	assert_int_equal(e->nruns, 1);
+	/* 1 and "1" differ */
+	call(&e->a, "1", MODERN_META);
+	call(&e->a, "\"1\"", MODERN_META);
+	assert_int_equal(e->nruns, 3);
+	mcp_run_finish(e->runs[0], &o);
+	forget(e, e->runs[0]);
+	v = out(&e->a);
+	assert_string_equal(json_string_value(json_object_get(v, "id")), "r");
+	/* answered: the id is free again */
+	call(&e->a, "\"r\"", MODERN_META);
+	assert_int_equal(e->nruns, 3);
+	/* a subscription in flight holds its id too */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":\"listen:0\",\"method\":\"subscriptions/listen\","
+		  "\"params\":{\"notifications\":{}," MODERN_META "}}");
+	assert_string_equal(str(out(&e->a), "method"), "notifications/subscriptions/acknowledged");
+	call(&e->a, "\"listen:0\"", MODERN_META);
+	assert_int_equal(code_of(out(&e->a)), -32600);
+	assert_int_equal(e->nruns, 3);
+	none(&e->a);
+}
+
+/* ---- the run result and its schema ------------------------------------------------------------ */
+
+static void test_run_result_validates_against_its_output_schema(void **state)
+{
+	struct env *e = *state;
+	json_t *value = json_pack("{s:[i,i],s:s}", "k", 1, 2, "s", "x");
+	const struct cell_outcome outcomes[] = {
+		{.out = "hello\n", .out_len = 6, .value = value, .calls = 3, .duration_ms = 12},
+		{.out = "", .error = "Traceback: ValueError", .calls = 0},
+		{.out = "partial",
+		 .out_len = 7,
+		 .truncated = true,
+		 .reason = CELL_OUTPUT,
+		 .error = NULL},
+		{.out = "", .reason = CELL_DEADLINE, .error = "the cell ran past its deadline"},
+		{.out = "", .reason = CELL_CANCELLED, .error = "the run was cancelled"},
+		{.out = "", .reason = CELL_SIGNAL},
+	};
+	struct appl_err err = {0};
+	struct schema *sc = NULL;
+	json_t *tool, *schema_doc, *bad;
+
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}");
+	tool = json_array_get(json_object_get(result_of(out(&e->a)), "tools"), 0);
+	schema_doc = json_object_get(tool, "outputSchema");
+	assert_int_equal(schema_new(schema_doc, &sc, &err), 0);
+	for (size_t i = 0; i < sizeof(outcomes) / sizeof(outcomes[0]); i++) {
+		json_t *r;
+
+		call(&e->a, "1", MODERN_META);
+		mcp_run_finish(e->runs[0], &outcomes[i]);
+		e->nruns = 0;
+		r = result_of(out(&e->a));
+		if (schema_validate(sc, json_object_get(r, "structuredContent"), &err) != 0)
+			fail_msg("outcome %zu does not validate: %s", i, err.msg);
+		assert_int_equal(json_is_true(json_object_get(r, "isError")),
+				 cell_outcome_is_error(&outcomes[i]));
+	}
+	/* and the schema is not one that takes anything */
+	bad = json_pack("{s:s}", "stdout", "x");
+	assert_int_not_equal(schema_validate(sc, bad, &err), 0);
+	json_object_set_new(bad, "stdout", json_integer(1));
+	assert_int_not_equal(schema_validate(sc, bad, &err), 0);
+	json_decref(bad);
+	schema_free(sc);
+	json_decref(value);
+}
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+/* Run the loop until the client got a message past those seen, at most
+ * ms; return it or NULL. */
+static json_t *wait_msg(struct env *e, struct client *c, unsigned ms)
+{
+	uint64_t end = loop_now_ms() + ms;
+
+	while (c->next >= c->nout && loop_now_ms() < end)
+		loop_run_once(e->loop, 20);
+	return c->next < c->nout ? out(c) : NULL;
+}
+
+static void test_progress_while_a_run_goes_on(void **state)
+{
+	struct env *e = *state;
+	char big[2000];
+	struct cell_outcome o = {.out = ""};
+	json_t *v, *p;
+	uint64_t t1, t2;
+	const char *msg;
+
+	call(&e->a, "5",
+	     "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+	     "\"io.modelcontextprotocol/clientCapabilities\":{},\"progressToken\":\"tok\"}");
+	assert_int_equal(e->nruns, 1);
+	assert_true(e->had_token);
+	/* waiting for a slot: the heartbeat says so, unasked */
+	e->prog = (struct mcp_progress){.waiting = true};
+	v = wait_msg(e, &e->a, 30000);
+	assert_non_null(v);
+	assert_string_equal(str(v, "method"), "notifications/progress");
+	p = json_object_get(v, "params");
+	assert_string_equal(str(p, "progressToken"), "tok");
+	assert_int_equal(json_integer_value(json_object_get(p, "progress")), 1);
+	assert_string_equal(str(p, "message"), "waiting for a free sandbox");
+	/* it printed: a report soon, quoting the end of the output */
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	big[sizeof(big) - 4] = 'Z';
+	e->prog = (struct mcp_progress){.calls = 2, .out = big, .out_len = strlen(big)};
+	mcp_run_poke(e->runs[0]);
+	v = wait_msg(e, &e->a, 30000);
+	t1 = loop_now_ms();
+	assert_non_null(v);
+	p = json_object_get(v, "params");
+	assert_int_equal(json_integer_value(json_object_get(p, "progress")), 2);
+	msg = str(p, "message");
+	assert_non_null(strstr(msg, "2 calls, 1999 bytes printed"));
+	assert_non_null(strstr(msg, "aZaa"));
+	assert_true(strlen(msg) < MCP_PROGRESS_TAIL + 100);
+	/* pokes in a burst: one report, and not before the gap */
+	for (int i = 0; i < 50; i++)
+		mcp_run_poke(e->runs[0]);
+	v = wait_msg(e, &e->a, 30000);
+	t2 = loop_now_ms();
+	assert_non_null(v);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(v, "params"), "progress")), 3);
+	assert_true(t2 - t1 >= MCP_PROGRESS_GAP_MS - 5);
+	/* answered: no report after the answer */
+	mcp_run_finish(e->runs[0], &o);
+	e->nruns = 0;
+	v = out(&e->a);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 5);
+	assert_null(wait_msg(e, &e->a, MCP_PROGRESS_EVERY_MS + 500));
+}
+
+static void test_progress_per_revision_and_only_when_asked(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = ""};
+	json_t *v, *p;
+
+	legacy_init(&e->a, "2024-11-05");
+	call(&e->a, "1", "\"_meta\":{\"progressToken\":7}");
+	call(&e->a, "2", NULL);
+	assert_int_equal(e->nruns, 2);
+	e->prog = (struct mcp_progress){.calls = 1};
+	mcp_run_poke(e->runs[0]);
+	mcp_run_poke(e->runs[1]);
+	v = wait_msg(e, &e->a, 30000);
+	assert_non_null(v);
+	p = json_object_get(v, "params");
+	assert_int_equal(json_integer_value(json_object_get(p, "progressToken")), 7);
+	/* 2024-11-05 has no message */
+	assert_null(json_object_get(p, "message"));
+	mcp_run_finish(e->runs[0], &o);
+	mcp_run_finish(e->runs[1], &o);
+	e->nruns = 0;
+	assert_int_equal(json_integer_value(json_object_get(out(&e->a), "id")), 1);
+	assert_int_equal(json_integer_value(json_object_get(out(&e->a), "id")), 2);
+	none(&e->a);
+}
+
+/* ---- cancellation --------------------------------------------------------------------------- */
+
+static void test_cancel_in_both_eras(void **state)
+{
+	struct env *e = *state;
+
+	legacy_init(&e->a, "2025-06-18");
+	call(&e->a, "9", NULL);
+	call(&e->a, "10",
+	     "\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","
+	     "\"io.modelcontextprotocol/clientCapabilities\":{},\"progressToken\":1}");
+	assert_int_equal(e->nruns, 2);
+	/* a cancel for another id, or none, changes nothing */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+		  "{\"requestId\":\"9\"}}");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{}}");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\"}");
+	assert_int_equal(e->cancels, 0);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+		  "{\"requestId\":9}}");
+	assert_int_equal(e->cancels, 1);
+	/* modern: with its _meta */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+		  "{\"requestId\":10,\"reason\":\"timeout\"," MODERN_META "}}");
+	assert_int_equal(e->cancels, 2);
+	assert_int_equal(e->nruns, 0);
+	/* nothing more for either: no answer, no progress */
+	assert_null(wait_msg(e, &e->a, MCP_PROGRESS_EVERY_MS + 500));
+}
+
+/* ---- subscriptions and roles --------------------------------------------------------------- */
+
+static void test_tool_changes_reach_who_asked(void **state)
+{
+	struct env *e = *state;
+	json_t *v, *want;
+
+	/* a legacy client before initialized hears nothing */
+	mcp_server_tools_changed(e->srv, "reader");
+	none(&e->a);
+	legacy_init(&e->b, "2025-11-25");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":\"l\",\"method\":\"subscriptions/listen\","
+		  "\"params\":{\"notifications\":{\"toolsListChanged\":true,"
+		  "\"promptsListChanged\":true}," MODERN_META "}}");
+	v = out(&e->a);
+	assert_string_equal(str(v, "method"), "notifications/subscriptions/acknowledged");
+	assert_string_equal(str(json_object_get(json_object_get(v, "params"), "_meta"),
+				"io.modelcontextprotocol/subscriptionId"),
+			    "l");
+	/* only what is honoured is acknowledged */
+	want = json_pack("{s:b}", "toolsListChanged", 1);
+	assert_true(
+		json_equal(json_object_get(json_object_get(v, "params"), "notifications"), want));
+	json_decref(want);
+	/* the reader role changed: a hears it on its stream; b (ops) does not */
+	mcp_server_tools_changed(e->srv, "reader");
+	v = out(&e->a);
+	assert_string_equal(str(v, "method"), "notifications/tools/list_changed");
+	assert_string_equal(str(json_object_get(json_object_get(v, "params"), "_meta"),
+				"io.modelcontextprotocol/subscriptionId"),
+			    "l");
+	none(&e->b);
+	mcp_server_tools_changed(e->srv, "ops");
+	none(&e->a);
+	v = out(&e->b);
+	assert_string_equal(str(v, "method"), "notifications/tools/list_changed");
+	assert_null(json_object_get(v, "params"));
+	/* the role's own description */
+	in(&e->b, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	assert_string_equal(str(json_array_get(json_object_get(result_of(out(&e->b)), "tools"), 0),
+				"description"),
+			    "the ops description");
+	/* the stream ends when the client cancels it */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":"
+		  "{\"requestId\":\"l\"}}");
+	mcp_server_tools_changed(e->srv, "reader");
+	none(&e->a);
+}
+
+static void test_listen_is_bounded_and_checked(void **state)
+{
+	struct env *e = *state;
+	char line[512];
+
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"subscriptions/listen\","
+		  "\"params\":{" MODERN_META "}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	for (unsigned i = 1; i <= MCP_LISTENS_MAX + 1; i++) {
+		snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%u,\"method\":\"subscriptions/listen\","
+			 "\"params\":{\"notifications\":{\"toolsListChanged\":true}," MODERN_META
+			 "}}",
+			 i);
+		in(&e->a, line);
+		if (i <= MCP_LISTENS_MAX)
+			assert_string_equal(str(out(&e->a), "method"),
+					    "notifications/subscriptions/acknowledged");
+		else
+			assert_int_equal(code_of(out(&e->a)), -32602);
+	}
+	/* legacy: it needs the modern _meta */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"subscriptions/listen\","
+		  "\"params\":{\"notifications\":{}}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	none(&e->a);
+}
+
+static void test_overlong_gets_its_error(void **state)
+{
+	struct env *e = *state;
+	const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":77,\"method\":\"tools/call\",\"params\":{";
+	json_t *v;
+
+	mcp_session_overlong(e->a.s, head, sizeof(head) - 1);
+	v = out(&e->a);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 77);
+	assert_int_equal(code_of(v), -32600);
+	mcp_session_overlong(e->a.s, "{\"params\":", 10);
+	v = json_object_get(out(&e->a), "id");
+	assert_true(json_is_null(v));
+}
+
+static void test_ended_session_sends_nothing(void **state)
+{
+	struct env *e = *state;
+
+	call(&e->a, "1", MODERN_META);
+	mcp_session_ended(e->a.s, "end of input");
+	mcp_run_fail(e->runs[0], "x");
+	e->nruns = 0;
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\",\"params\":{" MODERN_META "}}");
+	none(&e->a);
+	assert_int_equal(e->a.closes, 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_legacy_tools_need_initialize, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_legacy_unknown_version_gets_the_latest, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_legacy_shapes_per_revision, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_errors_and_serving_goes_on, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_modern_needs_no_handshake, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_discover_before_and_after_initialize, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_meta_must_be_whole, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_unsupported_versions, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_mixed_eras_on_one_connection, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ids_in_flight_are_unique, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_result_validates_against_its_output_schema,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_progress_while_a_run_goes_on, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_progress_per_revision_and_only_when_asked,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_cancel_in_both_eras, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_tool_changes_reach_who_asked, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_listen_is_bounded_and_checked, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_overlong_gets_its_error, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_ended_session_sends_nothing, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
