@@ -16,11 +16,6 @@ static const struct mcp_revision table[] = {
 
 #define NREV (sizeof(table) / sizeof(table[0]))
 
-const struct mcp_revision *mcp_revision_at(size_t i)
-{
-	return i < NREV ? &table[i] : NULL;
-}
-
 const struct mcp_revision *mcp_revision_find(const char *name, unsigned eras)
 {
 	for (size_t i = 0; name && i < NREV; i++)

@@ -35,9 +35,6 @@ struct mcp_revision {
 	unsigned has;
 };
 
-/* The revisions, newest first; NULL past the end. */
-const struct mcp_revision *mcp_revision_at(size_t i);
-
 /* The revision named name (NUL-terminated), or NULL: unknown, or not of an
  * era in eras (a mask of enum mcp_era). */
 const struct mcp_revision *mcp_revision_find(const char *name, unsigned eras);

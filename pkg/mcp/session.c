@@ -293,6 +293,7 @@ static void m_initialize(struct mcp_session *s, const struct jsonrpc_msg *m,
 	if (!rev)
 		rev = mcp_revision_latest(MCP_ERA_LEGACY);
 	s->legacy = rev;
+	log_line(LOG_INFO, NULL, "%s: initialize: revision %s", s->p->client, rev->name);
 	s->legacy_caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
 	reply(s, m->id, rev,
 	      json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", rev->name, "capabilities",
@@ -511,10 +512,13 @@ static int classify(struct mcp_session *s, const struct jsonrpc_msg *m, struct m
 		return -1;
 	}
 	req->meta = meta;
+	/* A token is kept while its run lasts and echoed in every report:
+	 * capped like an id. */
 	token = json_object_get(meta, "progressToken");
-	if (token && !json_is_string(token) && !json_is_integer(token)) {
+	if (token && !jsonrpc_id_valid(token)) {
 		reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
-			    "_meta.progressToken must be a string or an integer");
+			    "_meta.progressToken must be an integer or a string of at most 256 "
+			    "bytes");
 		return -1;
 	}
 	req->progress_token = token;
@@ -725,11 +729,6 @@ void mcp_session_free(struct mcp_session *s)
 	json_decref(s->legacy_caps);
 	free(s);
 	tick_arm(srv);
-}
-
-const struct mcp_revision *mcp_session_revision(const struct mcp_session *s)
-{
-	return s->legacy;
 }
 
 /* ---- answers ------------------------------------------------------------------------ */

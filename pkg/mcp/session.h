@@ -130,9 +130,6 @@ void mcp_session_ended(struct mcp_session *s, const char *why);
  * NULL. */
 void mcp_session_free(struct mcp_session *s);
 
-/* The legacy revision initialize picked, or NULL. */
-const struct mcp_revision *mcp_session_revision(const struct mcp_session *s);
-
 /* Answer run with the cell's outcome (borrowed): the result object as
  * structuredContent (where the revision has it) and as text; isError when
  * the code raised or was stopped. Frees run. */

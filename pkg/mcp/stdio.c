@@ -85,11 +85,6 @@ struct mcp_stdio *mcp_stdio_open(struct mcp_server *srv, struct loop *loop, int 
 	return st;
 }
 
-struct mcp_session *mcp_stdio_session(const struct mcp_stdio *st)
-{
-	return st->s;
-}
-
 void mcp_stdio_free(struct mcp_stdio *st, int timeout_ms)
 {
 	if (!st)

@@ -19,8 +19,6 @@ struct mcp_stdio;
 struct mcp_stdio *mcp_stdio_open(struct mcp_server *srv, struct loop *loop, int in_fd, int out_fd,
 				 const struct mcp_principal *p, struct appl_err *err);
 
-struct mcp_session *mcp_stdio_session(const struct mcp_stdio *st);
-
 /* Stop reading, flush what is queued (at most timeout_ms), then free the
  * session (its runs are cancelled) and the transport. Safe on NULL. */
 void mcp_stdio_free(struct mcp_stdio *st, int timeout_ms);

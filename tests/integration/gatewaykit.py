@@ -105,6 +105,7 @@ class Session:
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         self.lines = queue.Queue()
         self.answers = {}
+        self.nulls = []  # answers with id null, in order
         self.notes = []
         self.stderr = []
         self.next_id = 1
@@ -147,7 +148,9 @@ class Session:
             return False
         assert raw is not None, "appliance closed stdout; its log:\n" + self.log()
         m = json.loads(raw)
-        if "id" in m and "method" not in m:
+        if "id" in m and m["id"] is None and "method" not in m:
+            self.nulls.append(m)
+        elif "id" in m and "method" not in m:
             self.answers[m["id"]] = m
         else:
             self.notes.append(m)
@@ -170,6 +173,26 @@ class Session:
             if time.time() >= deadline:
                 return None
             self._read_one(deadline)
+
+    def wait_notes(self, method, n, timeout=10):
+        """The first n notifications named method (read until they came)."""
+        deadline = time.time() + timeout
+        while True:
+            got = [m for m in self.notes if m.get("method") == method]
+            if len(got) >= n:
+                return got[:n]
+            assert time.time() < deadline, "%d of %d %s; log:\n%s" % (
+                len(got), n, method, self.log())
+            self._read_one(deadline)
+
+    def wait_nulls(self, n, timeout=30):
+        """The first n answers with id null (read until they came)."""
+        deadline = time.time() + timeout
+        while len(self.nulls) < n:
+            assert time.time() < deadline, "%d null-id answers; log:\n%s" % (
+                len(self.nulls), self.log())
+            self._read_one(deadline)
+        return self.nulls[:n]
 
     def request(self, method, params=None, timeout=90):
         return self.wait(self.start(method, params), timeout)

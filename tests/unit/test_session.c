@@ -492,6 +492,16 @@ static void test_meta_must_be_whole(void **state)
 			    "\"io.modelcontextprotocol/clientCapabilities\":{},"
 			    "\"progressToken\":true}",
 			    "progressToken");
+	{
+		char meta[600];
+		char big[300];
+
+		memset(big, 't', sizeof(big) - 1);
+		big[sizeof(big) - 1] = '\0';
+		snprintf(meta, sizeof(meta), "{\"progressToken\":\"%s\"}", big);
+		expect_invalid_meta(e, meta, "progressToken");
+		expect_invalid_meta(e, "{\"progressToken\":1.5}", "progressToken");
+	}
 	none(&e->a);
 	assert_int_equal(e->nruns, 0);
 }

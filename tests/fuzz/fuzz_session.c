@@ -1,0 +1,182 @@
+/* fuzz_session.c: the MCP dispatch core on hostile lines.
+ *
+ * The input is split at newlines; each piece goes to a session as one
+ * client message, in either era or none. Runs the session hands off are
+ * answered, failed, poked or left in flight by turns, and the session is
+ * freed at the end (cancelling what is left). Whatever comes in:
+ *   - every message the session sends is one line of JSON, an object with
+ *     "jsonrpc": "2.0", and either a method (a notification: the server
+ *     sends no requests) or an id with exactly one of result and error;
+ *   - no run is handed off under an id another run in flight has;
+ *   - every run handed off is answered or cancelled exactly once.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jsonrpc/jsonrpc.h"
+#include "mcp/session.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define RUNS_MAX 64
+
+struct state {
+	struct mcp_run *runs[RUNS_MAX];
+	json_t *ids[RUNS_MAX]; /* each run's request id */
+	size_t nruns;
+	unsigned long handed, ended;
+};
+
+static struct state st;
+
+static int t_send(void *t, char *line, size_t len)
+{
+	json_error_t je;
+	json_t *v;
+	(void)t;
+
+	if (len == 0 || line[len - 1] != '\n' || memchr(line, '\n', len - 1))
+		__builtin_trap();
+	v = json_loadb(line, len - 1, 0, &je);
+	if (!json_is_object(v) || !json_is_string(json_object_get(v, "jsonrpc")) ||
+	    strcmp(json_string_value(json_object_get(v, "jsonrpc")), "2.0") != 0)
+		__builtin_trap();
+	if (json_object_get(v, "method")) {
+		if (json_object_get(v, "id"))
+			__builtin_trap(); /* a request: never sent */
+	} else if (!json_object_get(v, "id") ||
+		   !json_object_get(v, "result") == !json_object_get(v, "error")) {
+		__builtin_trap();
+	}
+	json_decref(v);
+	free(line);
+	return 0;
+}
+
+static void t_close(void *t, const char *why)
+{
+	(void)t;
+	(void)why;
+}
+
+static void on_run(struct mcp_run *run, const struct mcp_request *req, const char *code, size_t len,
+		   void *data)
+{
+	(void)code;
+	(void)len;
+	(void)data;
+	if (!req->rev || !req->principal)
+		__builtin_trap();
+	st.handed++;
+	for (size_t i = 0; i < st.nruns; i++)
+		if (jsonrpc_id_equal(st.ids[i], req->id))
+			__builtin_trap();
+	if (st.nruns == RUNS_MAX) {
+		mcp_run_fail(run, "full");
+		st.ended++;
+		return;
+	}
+	st.ids[st.nruns] = json_deep_copy(req->id);
+	st.runs[st.nruns++] = run;
+}
+
+static void drop(size_t i)
+{
+	json_decref(st.ids[i]);
+	st.runs[i] = st.runs[st.nruns - 1];
+	st.ids[i] = st.ids[st.nruns - 1];
+	st.nruns--;
+	st.ended++;
+}
+
+static void on_cancel(struct mcp_run *run, void *data)
+{
+	(void)data;
+	for (size_t i = 0; i < st.nruns; i++)
+		if (st.runs[i] == run) {
+			drop(i);
+			return;
+		}
+	__builtin_trap(); /* a run not in flight */
+}
+
+static void progress(struct mcp_run *run, struct mcp_progress *p, void *data)
+{
+	(void)run;
+	(void)data;
+	p->calls = 3;
+	p->out = "out\xc3\xa9";
+	p->out_len = 5;
+}
+
+static const char *description(const char *role, void *data)
+{
+	(void)role;
+	(void)data;
+	return "d";
+}
+
+/* Act on the oldest run in flight, by the byte b. */
+static void act(uint8_t b)
+{
+	static const struct cell_outcome o = {.out = "x", .out_len = 1, .calls = 1};
+
+	if (!st.nruns)
+		return;
+	switch (b % 4) {
+	case 0:
+		mcp_run_finish(st.runs[0], &o);
+		drop(0);
+		break;
+	case 1:
+		mcp_run_fail(st.runs[0], "no");
+		drop(0);
+		break;
+	case 2:
+		mcp_run_poke(st.runs[0]);
+		break;
+	default:
+		break; /* left in flight */
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static struct loop *loop;
+	static const struct mcp_principal p = {.client = "fuzz", .role = "r"};
+	struct mcp_server_hooks hooks = {.on_run = on_run,
+					 .on_cancel = on_cancel,
+					 .progress = progress,
+					 .description = description};
+	struct mcp_transport t = {t_send, t_close, NULL};
+	struct appl_err err = {0};
+	struct mcp_server *srv;
+	struct mcp_session *s;
+	size_t at = 0;
+
+	if (!loop && !(loop = loop_new(&err)))
+		return 0;
+	memset(&st, 0, sizeof(st));
+	if (!(srv = mcp_server_new(loop, &hooks, &err)))
+		return 0;
+	if (!(s = mcp_session_new(srv, &t, &p, &err))) {
+		mcp_server_free(srv);
+		return 0;
+	}
+	while (at < size) {
+		const uint8_t *nl = memchr(data + at, '\n', size - at);
+		size_t len = nl ? (size_t)(nl - (data + at)) : size - at;
+
+		mcp_session_input(s, (const char *)data + at, len);
+		act(len ? data[at] : 0);
+		if (len > 2 && data[at + 1] == 'X')
+			mcp_server_tools_changed(srv, "r");
+		at += len + 1;
+	}
+	mcp_session_free(s);
+	if (st.nruns || st.ended != st.handed)
+		__builtin_trap();
+	mcp_server_free(srv);
+	return 0;
+}
