@@ -114,6 +114,7 @@ P = {
     "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10"),
     "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
+    "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
     "baselines": env_int("BENCH_BASELINES", 1),     # rows 1, 2, 6 on ptrace, old and new runsc
     "json": os.environ.get("BENCH_JSON", os.path.join(ROOT, "build", "bench.json")),
 }
@@ -708,11 +709,16 @@ def row_floor(work, n, spacing=0.0):
 # ---- rows 6 and 7: tool calls ------------------------------------------------------------------
 
 def toy_policy(work, limits, cfg=MAIN):
-    return work.policy(limits, {
-        "servers": {"toy": {"command": [TOY]}},
-        "tools": {"toy.*": {"access": "write"}},
-        "roles": {"dev": {"tools": ["toy.*"], "write": True}},
-        "clients": {"default_role": "dev"}}, cfg)
+    """The toy's tools as writes, or with BENCH_AUDIT=read|write as that
+    access with an audit log (a fresh one per policy, in the work
+    directory): a write's call line is on disk before the call goes."""
+    extra = {"servers": {"toy": {"command": [TOY]}},
+             "tools": {"toy.*": {"access": P["audit"] or "write"}},
+             "roles": {"dev": {"tools": ["toy.*"], "write": True}},
+             "clients": {"default_role": "dev"}}
+    if P["audit"]:
+        extra["audit"] = {"path": os.path.join(work.dir, "audit-%d.jsonl" % (work.serial + 1))}
+    return work.policy(limits, extra, cfg)
 
 
 ECHO_CELL = """import time

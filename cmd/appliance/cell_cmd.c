@@ -170,6 +170,18 @@ static int on_started(void *data, struct appl_err *err)
 	return cli_policy_commit(data, err);
 }
 
+/* A run the audit log does not record must not happen under a policy that
+ * has one: `cell` writes none, so it refuses such a policy. */
+static int cell_policy_check(const struct policy *p, const char *path, struct appl_err *err)
+{
+	if (policy_audit_path(p))
+		return appl_err_set(err, -ENOTSUP,
+				    "%s: has an audit log, which `appliance cell` does not write: "
+				    "run its cells through `appliance run`",
+				    path);
+	return cli_policy_runnable(p, path, err);
+}
+
 int cmd_cell(int argc, char **argv)
 {
 	struct cell_args a;
@@ -188,7 +200,7 @@ int cmd_cell(int argc, char **argv)
 					    .trust_file = a.trust_file,
 					    .trust_dir = a.trust_dir,
 					    .state_dir = a.state_dir,
-					    .check = cli_policy_runnable};
+					    .check = cell_policy_check};
 		if (cli_policy_accept(&o, &cp, &err) < 0)
 			return cli_fail(&err);
 		policy_apply(cp.policy, &a.o);

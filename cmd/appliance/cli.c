@@ -46,6 +46,18 @@ int cli_fail(const struct appl_err *err)
 	return 1;
 }
 
+int cli_fail_cmd(const char *cmd, const struct appl_err *err)
+{
+	fprintf(stderr, "appliance: %s: %s\n", cmd, err->msg[0] ? err->msg : "failed");
+	return 1;
+}
+
+int cli_usage_cmd(const char *cmd, const char *msg)
+{
+	fprintf(stderr, "appliance: %s: %s\n(see appliance help)\n", cmd, msg);
+	return 2;
+}
+
 int cli_policy_runnable(const struct policy *p, const char *path, struct appl_err *err)
 {
 	if (geteuid() != 0 && !policy_runtime_rootless(p))

@@ -20,6 +20,11 @@ const char *cli_inexact_option(int argc, char **argv, const struct option *opts)
 /* Print "appliance: MESSAGE" on stderr; returns exit status 1. */
 int cli_fail(const struct appl_err *err);
 
+/* The same for subcommand cmd ("appliance: keygen: MESSAGE"), and its
+ * usage error, which points at `appliance help` and returns 2. */
+int cli_fail_cmd(const char *cmd, const struct appl_err *err);
+int cli_usage_cmd(const char *cmd, const char *msg);
+
 /* What the appliance itself requires of a policy before it uses it (say,
  * the rootless opt-in); 0 or a negative code with err filled. */
 typedef int (*cli_policy_check)(const struct policy *p, const char *path, struct appl_err *err);

@@ -14,6 +14,7 @@
 #include "image/image.h"
 #include "log/log.h"
 #include "proc/proc.h"
+#include "audit_cmd.h"
 #include "cell_cmd.h"
 #include "cli.h"
 #include "run_cmd.h"
@@ -51,6 +52,15 @@ static const char usage_text[] =
 	"  verify [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR] POLICY.sig\n"
 	"        check a signed policy (signature, serial, expiry, rollback)\n"
 	"        without changing the state directory\n"
+	"  audit init [--state-dir DIR] PATH\n"
+	"        make the sealing key of the audit log at PATH (the policy's\n"
+	"        audit.path) and print it, once, for the auditor to keep\n"
+	"  audit verify [--key HEX|@FILE]... [--head FILE] [--state-dir DIR] FILE...\n"
+	"        check an audit log: its chain back through rotated files, its\n"
+	"        head (from the state, or --head; --head /dev/null: none) and,\n"
+	"        with the keys, its seals; exit 1 on the first problem\n"
+	"  audit show FILE\n"
+	"        print an audit log's starts, runs and calls readably\n"
 	"\n"
 	"The rollback floor (the highest serial accepted per deployment) is in\n"
 	"/var/lib/appliance as root, and --state-dir is refused there; an ordinary\n"
@@ -138,10 +148,10 @@ static const struct command {
 	int (*run)(int argc, char **argv);
 	bool serves; /* runs sandboxes or servers from an event loop */
 } commands[] = {
-	{"image", cmd_image, false},	 {"cell", cmd_cell, true},  {"run", cmd_run, true},
-	{"version", cmd_version, false}, {"help", cmd_help, false}, {"--help", cmd_help, false},
-	{"keygen", cmd_keygen, false},	 {"sign", cmd_sign, false}, {"verify", cmd_verify, false},
-	{"stubs", cmd_stubs, true},
+	{"image", cmd_image, false},	 {"cell", cmd_cell, true},    {"run", cmd_run, true},
+	{"version", cmd_version, false}, {"help", cmd_help, false},   {"--help", cmd_help, false},
+	{"keygen", cmd_keygen, false},	 {"sign", cmd_sign, false},   {"verify", cmd_verify, false},
+	{"stubs", cmd_stubs, true},	 {"audit", cmd_audit, false},
 };
 
 /* Process-wide state, set once, here: library code only checks it. */

@@ -16,18 +16,6 @@
 #include "policy/state.h"
 #include "policy/trust.h"
 
-static int fail(const char *cmd, const struct appl_err *err)
-{
-	fprintf(stderr, "appliance: %s: %s\n", cmd, err->msg[0] ? err->msg : "failed");
-	return 1;
-}
-
-static int usage(const char *cmd, const char *msg)
-{
-	fprintf(stderr, "appliance: %s: %s\n(see appliance help)\n", cmd, msg);
-	return 2;
-}
-
 static void time_text(int64_t t, char out[POLICY_TIME_STR])
 {
 	if (policy_sig_time_format(t, out, POLICY_TIME_STR) < 0)
@@ -50,7 +38,7 @@ int cmd_keygen(int argc, char **argv)
 	int c;
 
 	if (cli_inexact_option(argc, argv, opts))
-		return usage("keygen", "options must be spelled out in full");
+		return cli_usage_cmd("keygen", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 'p')
@@ -58,12 +46,12 @@ int cmd_keygen(int argc, char **argv)
 		else if (c == 's')
 			sec = optarg;
 		else
-			return usage("keygen", "unknown option");
+			return cli_usage_cmd("keygen", "unknown option");
 	}
 	if (!pub || !sec || optind != argc)
-		return usage("keygen", "needs --public FILE and --secret FILE");
+		return cli_usage_cmd("keygen", "needs --public FILE and --secret FILE");
 	if (policy_keypair_write(pub, sec, &pk, &err) < 0)
-		return fail("keygen", &err);
+		return cli_fail_cmd("keygen", &err);
 	policy_keyid_hex(pk.keyid, hex);
 	printf("key id %s\npublic key %s\nsecret key %s (unencrypted: keep it offline)\n", hex, pub,
 	       sec);
@@ -102,21 +90,21 @@ int cmd_sign(int argc, char **argv)
 	int c, rc;
 
 	if (cli_inexact_option(argc, argv, opts))
-		return usage("sign", "options must be spelled out in full");
+		return cli_usage_cmd("sign", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c != 's')
-			return usage("sign", "unknown option");
+			return cli_usage_cmd("sign", "unknown option");
 		sec = optarg;
 	}
 	if (!sec || optind != argc - 1)
-		return usage("sign", "needs --secret FILE and one POLICY");
+		return cli_usage_cmd("sign", "needs --secret FILE and one POLICY");
 	if (policy_seckey_file_read(sec, &sk, &err) < 0)
-		return fail("sign", &err);
+		return cli_fail_cmd("sign", &err);
 	rc = policy_file_sign(argv[optind], sk, now, sig_path, sizeof(sig_path), &info, &err);
 	policy_seckey_free(sk);
 	if (rc < 0)
-		return fail("sign", &err);
+		return cli_fail_cmd("sign", &err);
 	return sign_report(sig_path, &info, now);
 }
 
@@ -138,7 +126,7 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	int c;
 
 	if (cli_inexact_option(argc, argv, opts))
-		return usage("verify", "options must be spelled out in full");
+		return cli_usage_cmd("verify", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		if (c == 't')
@@ -148,12 +136,12 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 		else if (c == 's')
 			a->state_dir = optarg;
 		else
-			return usage("verify", "unknown option");
+			return cli_usage_cmd("verify", "unknown option");
 	}
 	if (a->trust_file && a->trust_dir)
-		return usage("verify", "--trust and --trust-dir exclude each other");
+		return cli_usage_cmd("verify", "--trust and --trust-dir exclude each other");
 	if (optind != argc - 1)
-		return usage("verify", "needs one POLICY.sig");
+		return cli_usage_cmd("verify", "needs one POLICY.sig");
 	a->sig_path = argv[optind];
 	if (!a->trust_file && !a->trust_dir)
 		a->trust_dir = POLICY_TRUST_DIR_DEFAULT;
@@ -189,20 +177,20 @@ int cmd_verify(int argc, char **argv)
 	if ((rc = verify_args_parse(argc, argv, &a)) != 0)
 		return rc;
 	if (cli_state_dir(a.state_dir, a.state_buf, sizeof(a.state_buf), &err) < 0)
-		return fail("verify", &err);
+		return cli_fail_cmd("verify", &err);
 	a.state_dir = a.state_buf;
 	if (a.trust_file)
 		rc = policy_trust_file_load(a.trust_file, &trust, &err);
 	else
 		rc = policy_trust_dir_load(a.trust_dir, &trust, &err);
 	if (rc < 0)
-		return fail("verify", &err);
+		return cli_fail_cmd("verify", &err);
 	/* commit false: verify judges the rollback but never moves it. */
 	rc = policy_load(a.sig_path, trust, a.state_dir, (int64_t)time(NULL), false, NULL, &info,
 			 &err);
 	policy_trust_free(trust);
 	if (rc < 0 || policy_state_read(a.state_dir, info.deployment, &st, &err) < 0)
-		return fail("verify", &err);
+		return cli_fail_cmd("verify", &err);
 	verify_report(&a, &info, &st);
 	return 0;
 }

@@ -134,6 +134,8 @@ int cmd_run(int argc, char **argv)
 	cfg.policy = cp.policy;
 	cfg.cache = a.cache;
 	cfg.run_dir = a.run_dir;
+	cfg.verified = &cp.info;
+	cfg.state_dir = cp.state_dir;
 	cfg.in_fd = STDIN_FILENO;
 	cfg.out_fd = STDOUT_FILENO;
 	/* The serial is recorded only once the image, the runtime and the

@@ -92,6 +92,14 @@
 #define APPL_MAX_RUNNER_LINES_DEF  20000u
 #define APPL_MAX_RUNNER_LINES_CEIL 1000000u
 #define APPL_RUNNER_LINES_SPARE	   64u /* lines a run needs besides its calls, at least */
+/* The audit log (docs/audit.md): a seal at least every this many lines and
+ * seconds, and a new file before one would pass this many KiB. */
+#define APPL_AUDIT_SEAL_LINES_DEF  1000u
+#define APPL_AUDIT_SEAL_LINES_CEIL 1000000u
+#define APPL_AUDIT_SEAL_S_DEF	   300u
+#define APPL_AUDIT_SEAL_S_CEIL	   86400u
+#define APPL_AUDIT_ROTATE_KB_DEF   65536u    /* 64 MiB */
+#define APPL_AUDIT_ROTATE_KB_CEIL  16777216u /* 16 GiB */
 
 /* Memory the sandbox's own gVisor kernel (Sentry, gofer) may use on top of
  * what the code may use, when the memory cgroup is applied as root. */
@@ -190,6 +198,9 @@
 #define APPL_CELLS_MIN		   1
 #define APPL_POOL_MIN		   0 /* no warm sandbox: every cell boots cold */
 #define APPL_MAX_RUNNER_LINES_MIN  APPL_RUNNER_LINES_SPARE
+#define APPL_AUDIT_SEAL_LINES_MIN  1
+#define APPL_AUDIT_SEAL_S_MIN	   1
+#define APPL_AUDIT_ROTATE_KB_MIN   16 /* room for a few lines of 8 KiB at most */
 
 /* What one policy may hold. The document needs 4 levels of nesting; more is
  * refused before jansson builds anything. */

@@ -97,6 +97,14 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
 				  struct upstream_set *ups, struct cell *cell, const char *log_id,
 				  struct appl_err *err);
 
+/* Record every call of r in the audit log a (borrowed; NULL: none), with
+ * role (borrowed; NULL: none) as the caller's: a refusal as one line, a
+ * call sent as its line before it goes (on disk first for a write tool)
+ * and another with its outcome. While a cannot be written, no call goes
+ * out (audit.h). */
+struct audit;
+void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role);
+
 /* A call from the code (the cell calls this): id (the runner's), tool
  * ("server.tool" as call.tool carries it) and args (borrowed; a reference
  * is taken when the call has to wait). Answered or refused to the cell

@@ -5,12 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "audit/audit.h"
 #include "base/limits.h"
 #include "base/utf8.h"
 #include "bridge/bridge.h"
 #include "bridge/internal.h"
 #include "cell/cell.h"
 #include "log/log.h"
+#include "loop/loop.h"
 #include "mcp/upstream_set.h"
 
 #define RUN_LOG_ID_MAX 32
@@ -23,6 +25,7 @@ struct bridge_call {
 	char *tool;		   /* "server.name", for messages */
 	json_t *args;
 	uint64_t up_id;
+	uint64_t sent_ms;
 	bool sent;
 };
 
@@ -41,6 +44,8 @@ struct bridge_run {
 	struct call_list waiting, inflight;
 	unsigned peak;
 	bool pumping;
+	struct audit *audit; /* NULL: no audit log */
+	const char *role;    /* for the log; borrowed from the policy */
 };
 
 void bridge_limits_from_policy(const struct policy_limits *l, struct bridge_limits *out)
@@ -85,6 +90,76 @@ static void call_free(struct bridge_call *c)
 	free(c);
 }
 
+/* ---- the audit log's lines of a call -------------------------------------- */
+
+#define AUDIT_TOOL_MAX 128 /* of a tool name the code made up */
+
+static const char *access_name(const struct bridge_run *r, const char *server, const char *name)
+{
+	const struct bridge_entry *e = server ? bridge_catalog_find(r->cat, server, name) : NULL;
+
+	if (!e)
+		return NULL;
+	return e->access == POLICY_ACCESS_WRITE ? "write" : "read";
+}
+
+/* The call's line: outcome "sent" or "refused" (with reason). The tool
+ * name is the code's and may be anything: cut, and made valid UTF-8. */
+static json_t *call_line(struct bridge_run *r, json_int_t id, const char *tool, const char *access,
+			 const json_t *args, const char *outcome, const char *reason)
+{
+	char name[AUDIT_TOOL_MAX + 1], digest[AUDIT_HASH_HEX];
+	char *a = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+	size_t alen = a ? strlen(a) : 0;
+	json_t *o;
+
+	snprintf(name, sizeof(name), "%s", tool);
+	appl_utf8_trim(name);
+	audit_digest_of(r->audit, a ? a : "", alen, digest);
+	free(a);
+	o = json_pack("{ss sI ss ss? ss? ss sI ss}", "run", r->log_id, "id", id, "tool", name,
+		      "role", r->role, "access", access, "args", digest, "args_bytes",
+		      (json_int_t)alen, "outcome", outcome);
+	if (o && reason)
+		json_object_set_new(o, "reason", json_string(reason));
+	return o;
+}
+
+static void audit_refusal(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args,
+			  const char *msg)
+{
+	json_t *o;
+
+	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
+	const char *dot = strchr(tool, '.');
+	const char *access = NULL;
+
+	if (!r->audit)
+		return;
+	if (dot && (size_t)(dot - tool) < sizeof(server)) {
+		memcpy(server, tool, (size_t)(dot - tool));
+		server[dot - tool] = '\0';
+		access = access_name(r, server, dot + 1);
+	}
+	o = call_line(r, id, tool, access, args, "refused", msg);
+	audit_event(r->audit, "call", o);
+	json_decref(o);
+}
+
+static void audit_end(struct bridge_run *r, const struct bridge_call *c, const char *outcome,
+		      size_t result_bytes)
+{
+	json_t *o;
+
+	if (!r->audit)
+		return;
+	o = json_pack("{ss sI ss ss sI sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
+		      "outcome", outcome, "result_bytes", (json_int_t)result_bytes, "ms",
+		      (json_int_t)(loop_now_ms() - c->sent_ms));
+	audit_event(r->audit, "call.end", o);
+	json_decref(o);
+}
+
 /* Every refusal reaches the cell here, and the log. The text may quote a
  * server: escaped for the log. */
 static void say_no(struct bridge_run *r, json_int_t id, const char *msg)
@@ -126,12 +201,24 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 	struct bridge_run *r = c->run;
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 	json_t *value = NULL;
+	const char *outcome;
 	int rc;
 
 	list_del(&r->inflight, c);
+	outcome = status == UPSTREAM_TIMEOUT	 ? "timeout"
+		  : status == UPSTREAM_ERROR	 ? "error"
+		  : status == UPSTREAM_CANCELLED ? "cancelled"
+		  : status == UPSTREAM_TOO_LARGE ? "too_large"
+						 : "unavailable";
 	switch (status) {
 	case UPSTREAM_OK:
 		rc = bridge_result_value(result, r->lim.max_result_bytes, &value, msg, sizeof(msg));
+		outcome = rc == 0	 ? "ok"
+			  : rc == 1	 ? "tool_error"
+			  : rc == -EFBIG ? "too_large"
+					 : "malformed";
+		/* Its size is measured again only for the log. */
+		audit_end(r, c, outcome, r->audit ? json_dumpb(result, NULL, 0, JSON_COMPACT) : 0);
 		if (rc == 0)
 			cell_call_answer(r->cell, c->id, value);
 		else if (rc == 1) /* the tool's own error: its text, as it is */
@@ -161,8 +248,40 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 		refuse(r, c->id, SAY_UNAVAILABLE, c->tool, NULL);
 		break;
 	}
+	if (status != UPSTREAM_OK)
+		audit_end(r, c, outcome, 0);
 	call_free(c);
 	pump(r);
+}
+
+static const struct say SAY_NO_AUDIT = {"refused: ",
+					": the audit log cannot be written, so no call goes out"};
+
+static const char *send_outcome(int rc)
+{
+	return rc == -EAGAIN  ? "unavailable"
+	       : rc == -EBUSY ? "busy"
+	       : rc == -EFBIG ? "too_large"
+			      : "host_fault";
+}
+
+/* The call's line before it goes out: a write's on disk first. false when
+ * the log cannot take it, and the call must not go. */
+static bool audit_sent(struct bridge_run *r, struct bridge_call *c)
+{
+	const char *access = access_name(r, c->server, c->name);
+	json_t *o;
+	int rc = 0;
+
+	if (!audit_ok(r->audit) && audit_flush(r->audit, false) < 0)
+		return false;
+	o = call_line(r, c->id, c->tool, access, c->args, "sent", NULL);
+	if (access && strcmp(access, "write") == 0)
+		rc = audit_event_sync(r->audit, "call", o);
+	else
+		audit_event(r->audit, "call", o);
+	json_decref(o);
+	return rc == 0;
 }
 
 static struct say send_error(int rc)
@@ -185,6 +304,17 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 {
 	int rc;
 
+	if (r->audit && !audit_sent(r, c)) {
+		char msg[APPL_TOOL_ERROR_MAX + 1];
+
+		snprintf(msg, sizeof(msg), "%s%s%s", SAY_NO_AUDIT.before, c->tool,
+			 SAY_NO_AUDIT.after);
+		audit_refusal(r, c->id, c->tool, c->args, msg);
+		refuse(r, c->id, SAY_NO_AUDIT, c->tool, NULL);
+		call_free(c);
+		return;
+	}
+	c->sent_ms = loop_now_ms();
 	list_push(&r->inflight, c);
 	if (r->inflight.n > r->peak)
 		r->peak = r->inflight.n;
@@ -197,6 +327,7 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 		return;
 	}
 	list_del(&r->inflight, c);
+	audit_end(r, c, send_outcome(rc), 0);
 	refuse(r, c->id, send_error(rc), c->tool, NULL);
 	call_free(c);
 }
@@ -243,6 +374,17 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
 	return r;
 }
 
+/* A refusal before the call is sent: the cell's answer and the log's line.
+ * Past the budget only the first refusal gets a line: a cell that goes on
+ * calling must not fill the log's disk (run.end counts every call). */
+static void call_refuse(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args,
+			const char *msg)
+{
+	if (r->calls <= (unsigned long)r->lim.max_calls + 1)
+		audit_refusal(r, id, tool, args, msg);
+	say_no(r, id, msg);
+}
+
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args)
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
@@ -252,19 +394,19 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 	r->calls++;
 	if (bridge_check(r->cat, tool, args, r->lim.max_args_bytes, &server, &name, msg,
 			 sizeof(msg)) < 0) {
-		say_no(r, id, msg);
+		call_refuse(r, id, tool, args, msg);
 		return;
 	}
 	if (r->calls > r->lim.max_calls) {
 		snprintf(msg, sizeof(msg), "refused: %s: call budget exhausted (%u calls per run)",
 			 tool, r->lim.max_calls);
-		say_no(r, id, msg);
+		call_refuse(r, id, tool, args, msg);
 		return;
 	}
 	if (r->waiting.n >= APPL_BRIDGE_WAITING_MAX) {
 		snprintf(msg, sizeof(msg), "refused: %s: %u calls are already waiting", tool,
 			 APPL_BRIDGE_WAITING_MAX);
-		say_no(r, id, msg);
+		call_refuse(r, id, tool, args, msg);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -273,7 +415,7 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 			free(c->tool);
 		free(c);
 		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", tool);
-		say_no(r, id, msg);
+		call_refuse(r, id, tool, args, msg);
 		return;
 	}
 	c->run = r;
@@ -294,6 +436,12 @@ unsigned bridge_run_peak(const struct bridge_run *r)
 	return r->peak;
 }
 
+void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role)
+{
+	r->audit = a;
+	r->role = role;
+}
+
 void bridge_run_free(struct bridge_run *r)
 {
 	if (!r)
@@ -305,12 +453,14 @@ void bridge_run_free(struct bridge_run *r)
 		list_del(&r->inflight, c);
 		if (c->sent)
 			upstream_set_cancel(r->ups, c->server, c->up_id);
+		audit_end(r, c, "abandoned", 0); /* the run ended first */
 		call_free(c);
 	}
 	while (r->waiting.head) {
 		struct bridge_call *c = r->waiting.head;
 
 		list_del(&r->waiting, c);
+		audit_refusal(r, c->id, c->tool, c->args, "the run ended before the call could go");
 		call_free(c);
 	}
 	bridge_catalog_unref(r->cat);

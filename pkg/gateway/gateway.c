@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "audit/audit.h"
+#include "base/version.h"
 #include "bridge/bridge.h"
 #include "cell/cell.h"
 #include "image/image.h"
@@ -42,6 +44,7 @@ struct gw_run {
 	uint64_t arrival;
 	char *code;
 	size_t code_len;
+	const char *client; /* the principal's name; borrowed from the session */
 	bool done;
 	const char *fail;		       /* why it never ran (static), or NULL */
 	char id[2 * GATEWAY_RUN_ID_BYTES + 1]; /* in every log line of the run */
@@ -75,6 +78,9 @@ struct gateway {
 	unsigned running;
 	unsigned waiting;
 	struct loop_task reap; /* runs that ended: answered and freed after the round */
+	struct audit *audit;   /* NULL: the policy has no audit log */
+	unsigned long served;  /* requests to run, for the stop line */
+	char stop_why[32];
 	bool stop;
 };
 
@@ -276,9 +282,10 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 			return err->code;
 	}
 	/* The bridge takes the cell's calls itself, before any code runs. */
-	if (!(r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err)) ||
-	    cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(cat), &gw->cell_lim,
-		     &hooks, r->arrival, err) < 0) {
+	if ((r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err)))
+		bridge_run_audit(r->br, gw->audit, r->role->name);
+	if (!r->br || cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(cat),
+			       &gw->cell_lim, &hooks, r->arrival, err) < 0) {
 		bridge_run_free(r->br);
 		r->br = NULL;
 		cell_free(r->cell);
@@ -329,15 +336,69 @@ static void run_end_log(const struct gw_run *r, const struct cell_outcome *o)
 		 (unsigned long long)(loop_now_ms() - r->arrival), r->run ? "" : " (cancelled)");
 }
 
+/* The run's last line: a run that ran ends with run.end, one that never
+ * got a cell with run.refused. On disk before the answer leaves: 0, or the
+ * log's failure. */
+static int run_end_audit(struct gw_run *r, const struct cell_outcome *o)
+{
+	struct audit *a = r->gw->audit;
+	const char *reason;
+	json_t *body;
+	int rc;
+
+	if (!a)
+		return 0;
+	if (!o) {
+		body = json_pack("{ss ss ss}", "run", r->id, "client", r->client, "reason",
+				 r->fail ? r->fail : "it could not start");
+		audit_event(a, "run.refused", body);
+		json_decref(body);
+		return audit_flush(a, false);
+	}
+	reason = cell_reason_name(o->reason);
+	body = json_pack("{ss ss sI sI sI sb}", "run", r->id, "reason",
+			 reason	    ? reason
+			 : o->error ? "error"
+				    : "done",
+			 "ms", (json_int_t)(loop_now_ms() - r->arrival), "calls",
+			 (json_int_t)o->calls, "out_bytes", (json_int_t)o->out_len, "answered",
+			 r->run != NULL);
+	if (!r->run) {
+		audit_event(a, "run.end", body);
+		json_decref(body);
+		return 0;
+	}
+	rc = audit_event_sync(a, "run.end", body);
+	if (rc < 0) {
+		/* Queued for when the log can be written again: it was not
+		 * answered. */
+		log_line(LOG_ERR, r->id, "the run's end could not be logged: %s", audit_why(a));
+		json_object_set_new(body, "answered", json_false());
+		json_object_set_new(body, "withheld", json_true());
+		audit_event(a, "run.end", body);
+	}
+	json_decref(body);
+	return rc;
+}
+
 static void run_answer(struct gw_run *r)
 {
 	const struct cell_outcome *o = r->cell ? cell_outcome(r->cell) : NULL;
+	char msg[640];
 
 	if (o)
 		run_end_log(r, o);
 	else
 		log_line(LOG_INFO, r->id, "ended without a run: %s",
 			 r->fail ? r->fail : "it could not start");
+	if (run_end_audit(r, o) < 0 && r->run && o) {
+		/* Fail closed: what the log does not hold, the client does not get. */
+		snprintf(msg, sizeof(msg),
+			 "the run's answer is withheld: the audit log cannot be written (%s)",
+			 audit_why(r->gw->audit));
+		mcp_run_fail(r->run, msg);
+		r->run = NULL;
+	}
 	if (!r->run)
 		return;
 	if (o)
@@ -393,6 +454,38 @@ static void on_admit_timeout(void *data)
 	run_ended(r);
 }
 
+/* A request that gets no run at all: the client's error, and the log's
+ * line when the log can take one. */
+static void run_refuse(struct gateway *gw, struct mcp_run *run, const struct mcp_request *req,
+		       const char *why)
+{
+	char id[2 * GATEWAY_RUN_ID_BYTES + 1];
+	json_t *body;
+
+	if (gw->audit) {
+		run_id_new(id);
+		body = json_pack("{ss ss ss}", "run", id, "client", req->principal->client,
+				 "reason", why);
+		audit_event(gw->audit, "run.refused", body);
+		json_decref(body);
+	}
+	mcp_run_fail(run, why);
+}
+
+/* The run's first line, with a keyed digest of its code, never the code. */
+static void run_start_audit(struct gateway *gw, struct gw_run *r, const struct mcp_request *req)
+{
+	char digest[AUDIT_HASH_HEX];
+	json_t *body;
+
+	audit_digest_of(gw->audit, r->code, r->code_len, digest);
+	body = json_pack("{ss ss ss? ss ss sI}", "run", r->id, "client", req->principal->client,
+			 "role", req->principal->role, "revision", req->rev->name, "code", digest,
+			 "code_bytes", (json_int_t)r->code_len);
+	audit_event(gw->audit, "run.start", body);
+	json_decref(body);
+}
+
 static void on_run(struct mcp_run *run, const struct mcp_request *req, const char *code, size_t len,
 		   void *data)
 {
@@ -400,18 +493,30 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 	struct appl_err err = {0};
 	struct gw_role *role;
 	struct gw_run *r;
+	char why[640];
 
+	gw->served++;
 	if ((int64_t)time(NULL) >= policy_expires(gw->policy)) {
-		mcp_run_fail(run, "the appliance's policy has expired: no new cells run");
+		run_refuse(gw, run, req, "the appliance's policy has expired: no new cells run");
+		return;
+	}
+	/* Fail closed: no cell runs that the log could not record. */
+	if (gw->audit && !audit_ok(gw->audit) && audit_flush(gw->audit, false) < 0) {
+		snprintf(why, sizeof(why),
+			 "the run could not start: the audit log cannot be written (%s)",
+			 audit_why(gw->audit));
+		log_line(LOG_ERR, NULL, "%s", why);
+		run_refuse(gw, run, req, why);
 		return;
 	}
 	if (gw->waiting >= APPL_RUNS_WAITING_MAX) {
-		mcp_run_fail(run, "too many runs are waiting: try again when some have ended");
+		run_refuse(gw, run, req,
+			   "too many runs are waiting: try again when some have ended");
 		return;
 	}
 	if (!(role = role_get(gw, req->principal->role, &err))) {
 		log_line(LOG_ERR, NULL, "the tool list of a role could not be built: %s", err.msg);
-		mcp_run_fail(run, "the run could not start: host fault");
+		run_refuse(gw, run, req, "the run could not start: host fault");
 		return;
 	}
 	r = calloc(1, sizeof(*r));
@@ -433,7 +538,10 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 	r->gw = gw;
 	r->run = run;
 	r->role = role;
+	r->client = req->principal->client;
 	r->arrival = loop_now_ms();
+	if (gw->audit)
+		run_start_audit(gw, r, req);
 	loop_timer_set(r->admit, gw->lim.deadline_s * 1000ull);
 	mcp_run_set_data(run, r);
 	r->next = gw->runs;
@@ -474,6 +582,8 @@ static void on_closed(struct mcp_session *s, const char *why, void *data)
 	(void)why;
 
 	/* The stdio client is the one client: its end is the appliance's. */
+	if (!gw->stop)
+		snprintf(gw->stop_why, sizeof(gw->stop_why), "client closed");
 	gw->stop = true;
 }
 
@@ -490,6 +600,8 @@ static void on_stop_signal(int signo, void *data)
 	struct gateway *gw = data;
 
 	log_line(LOG_INFO, NULL, "signal %d: stopping", signo);
+	if (!gw->stop)
+		snprintf(gw->stop_why, sizeof(gw->stop_why), "signal %d", signo);
 	gw->stop = true;
 }
 
@@ -513,6 +625,75 @@ static int signals_watch(struct gateway *gw, struct appl_err *err)
 		if (loop_signal(gw->loop, stops[i], on_stop_signal, gw, err) < 0)
 			return err->code;
 	return loop_signal(gw->loop, SIGCHLD, on_sigchld, gw, err);
+}
+
+/* ---- the audit log ------------------------------------------------------------ */
+
+static int audit_start(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
+{
+	struct policy_limits *l = &gw->lim;
+	struct audit_config ac = {.path = policy_audit_path(cfg->policy),
+				  .state_dir = cfg->state_dir,
+				  .seal = policy_audit_seal(cfg->policy),
+				  .seal_lines = l->audit_seal_lines,
+				  .seal_s = l->audit_seal_s,
+				  .rotate_bytes = (uint64_t)l->audit_rotate_kb * 1024u};
+
+	if (!ac.path) {
+		log_line(LOG_WARN, NULL, "no audit log: the policy has no audit.path");
+		return 0;
+	}
+	if (!ac.state_dir)
+		return appl_err_set(err, -EINVAL, "audit: no state directory");
+	gw->audit = audit_open(gw->loop, &ac, err);
+	if (!gw->audit)
+		return appl_err_prefix(err, "audit log");
+	log_line(LOG_INFO, NULL, "audit log %s%s", ac.path, ac.seal ? " (sealed)" : "");
+	return 0;
+}
+
+/* The start line, on disk before the first request is read. */
+static int audit_started(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
+{
+	const struct policy_verified *v = cfg->verified;
+	char policy_digest[8 + 2 * POLICY_HASH_BYTES + 1] = "sha256:";
+	json_t *body;
+	int rc;
+
+	if (!gw->audit)
+		return 0;
+	if (v)
+		sodium_bin2hex(policy_digest + 7, sizeof(policy_digest) - 7, v->hash,
+			       POLICY_HASH_BYTES);
+	body = json_pack("{ss? ss? sI ss ss ss ss sb}", "deployment", v ? v->deployment : NULL,
+			 "key", v ? v->keyid_hex : NULL, "serial", (json_int_t)(v ? v->serial : 0),
+			 "policy", v ? policy_digest : "", "image",
+			 policy_image_digest(cfg->policy), "runsc", sandbox_rt_version(gw->rt),
+			 "version", APPL_VERSION, "seal", policy_audit_seal(cfg->policy));
+	rc = audit_event_sync(gw->audit, "start", body);
+	json_decref(body);
+	if (rc < 0)
+		return appl_err_set(err, rc, "audit log: %s", audit_why(gw->audit));
+	return 0;
+}
+
+/* The stop line and a last seal, then the log closed. */
+static void audit_stop(struct gateway *gw)
+{
+	json_t *body;
+
+	if (!gw->audit)
+		return;
+	body = json_pack("{ss sI}", "reason", gw->stop_why[0] ? gw->stop_why : "start failed",
+			 "runs", (json_int_t)gw->served);
+	audit_event(gw->audit, "stop", body);
+	json_decref(body);
+	audit_seal_now(gw->audit);
+	if (audit_flush(gw->audit, true) < 0)
+		log_line(LOG_ERR, NULL, "the audit log's stop line was not written: %s",
+			 audit_why(gw->audit));
+	audit_free(gw->audit);
+	gw->audit = NULL;
 }
 
 static void serve(struct gateway *gw)
@@ -549,6 +730,7 @@ static void shutdown_all(struct gateway *gw)
 	upstream_set_free(gw->ups);
 	gw->ups = NULL;
 	roles_free(gw);
+	audit_stop(gw);
 }
 
 static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
@@ -578,7 +760,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	if (image_layout_verify(policy_image_layout(cfg->policy), policy_image_digest(cfg->policy),
 				dir ? dir : cache, gw->rootfs, sizeof(gw->rootfs), err) < 0)
 		return err->code;
-	if (!(gw->loop = loop_new(err)) || !(gw->rt = sandbox_rt_open(&rc, err)))
+	if (!(gw->loop = loop_new(err)) || audit_start(gw, cfg, err) < 0 ||
+	    !(gw->rt = sandbox_rt_open(&rc, err)))
 		return err->code;
 	if (upstreams_open(gw, err) < 0 || !role_get(gw, gw->stdio_client.role, err))
 		return err->code;
@@ -609,6 +792,8 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 		rc = signals_watch(&gw, err);
 	if (rc == 0 && cfg->on_started)
 		rc = cfg->on_started(cfg->data, err);
+	if (rc == 0)
+		rc = audit_started(&gw, cfg, err);
 	if (rc == 0) {
 		log_line(LOG_INFO, NULL, "serving");
 		serve(&gw);

@@ -11,6 +11,7 @@
 
 #include "base/err.h"
 #include "cell/cell.h"
+#include "policy/load.h"
 #include "policy/policy.h"
 #include "sandbox/ociconfig.h"
 
@@ -19,6 +20,10 @@ struct gateway_config {
 	const char *cache;	     /* image cache; NULL: the default */
 	const char *run_dir;	     /* runsc instances; NULL: the default */
 	int in_fd, out_fd;	     /* the client's stdio */
+	/* For the audit log (when the policy has one): what was verified, and
+	 * the state directory that holds the log's head and keys. */
+	const struct policy_verified *verified;
+	const char *state_dir;
 	/* Called once everything checked at start has passed (the image
 	 * verified, the sandbox runtime open, the servers configured) and
 	 * before the first request is read: where `run` records the policy's

@@ -59,6 +59,7 @@ struct policy {
 	struct policy_token *tokens;
 	size_t ntokens;
 	const char *audit_path;
+	bool audit_seal;
 };
 
 struct ctx {
@@ -684,6 +685,9 @@ static const struct field limit_fields[] = {
 	LIMIT(cells, CELLS),
 	LIMIT(pool, POOL),
 	LIMIT(max_runner_lines, MAX_RUNNER_LINES),
+	LIMIT(audit_seal_lines, AUDIT_SEAL_LINES),
+	LIMIT(audit_seal_s, AUDIT_SEAL_S),
+	LIMIT(audit_rotate_kb, AUDIT_ROTATE_KB),
 };
 
 _Static_assert(APPL_MAX_RUNNER_LINES_DEF >= APPL_MAX_CALLS_CEIL + APPL_RUNNER_LINES_SPARE,
@@ -723,6 +727,7 @@ static const struct field audit_fields[] = {
 	 .off = offsetof(struct policy, audit_path),
 	 .maxlen = APPL_POLICY_PATH_MAX,
 	 .check = abs_path_check},
+	{.name = "seal", .type = F_BOOL, .off = offsetof(struct policy, audit_seal)},
 };
 
 static int audit_parse(struct ctx *c, void *base, const json_t *v, const char *path)
@@ -1497,6 +1502,11 @@ const struct policy_token *policy_token_match(const struct policy *p, const unsi
 const char *policy_audit_path(const struct policy *p)
 {
 	return p->audit_path;
+}
+
+bool policy_audit_seal(const struct policy *p)
+{
+	return p->audit_seal;
 }
 
 /* ---- access decisions ------------------------------------------------------ */

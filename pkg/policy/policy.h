@@ -94,6 +94,9 @@ struct policy_limits {
 	unsigned cells;		    /* cells in flight */
 	unsigned pool;		    /* warm sandboxes; 0: every cell boots cold */
 	unsigned max_runner_lines;  /* protocol lines a run's runner may send */
+	unsigned audit_seal_lines;  /* a seal line at least every this many lines */
+	unsigned audit_seal_s;	    /* and every this many seconds */
+	unsigned audit_rotate_kb;   /* a new log file before one passes this */
 };
 
 /* Fill l with the defaults (APPL_*_DEF). */
@@ -228,5 +231,8 @@ const struct policy_token *policy_token_match(const struct policy *p, const unsi
 
 /* audit.path: absolute, or NULL when the policy has no `audit`. */
 const char *policy_audit_path(const struct policy *p);
+
+/* audit.seal: seal lines with the key `appliance audit init` made. */
+bool policy_audit_seal(const struct policy *p);
 
 #endif

@@ -59,6 +59,7 @@ static const char *const cgroup_roots[] = {
 struct sandbox_rt {
 	char runsc[PATH_MAX];
 	char platform[16];
+	char version[64]; /* as `runsc --version` names it */
 	bool rootless;
 	char dir[PATH_MAX];  /* this instance */
 	char name[64];	     /* its directory name */
@@ -343,6 +344,7 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 	}
 	snprintf(rt->runsc, sizeof(rt->runsc), "%s", runsc);
 	snprintf(rt->platform, sizeof(rt->platform), "%s", platform);
+	snprintf(rt->version, sizeof(rt->version), "%s", v.text);
 	rt->rootless = cfg->rootless;
 	rt->lock = -1;
 	instances_reclaim(rt->runsc, state, rt->rootless);
@@ -353,6 +355,11 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 		return NULL;
 	}
 	return rt;
+}
+
+const char *sandbox_rt_version(const struct sandbox_rt *rt)
+{
+	return rt->version;
 }
 
 void sandbox_rt_close(struct sandbox_rt *rt)

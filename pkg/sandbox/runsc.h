@@ -62,6 +62,9 @@ int sandbox_runsc_version_check(const struct sandbox_runsc_version *v, const cha
  * directory. New object, or NULL with err filled. */
 struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct appl_err *err);
 
+/* The runsc release in use ("0.0~20240729.0"); borrowed. */
+const char *sandbox_rt_version(const struct sandbox_rt *rt);
+
 /* Destroy every sandbox still running, remove the instance directory. */
 void sandbox_rt_close(struct sandbox_rt *rt);
 

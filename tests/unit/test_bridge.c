@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <cmocka.h>
 
+#include "audit/audit.h"
+#include "base/fs.h"
 #include "base/utf8.h"
 #include "bridge/bridge.h"
 #include "cell/cell.h"
@@ -399,6 +402,22 @@ struct upstream_set {
 	struct cell *c;
 };
 
+/* With an audit log: a write's call line must be in the file (not only
+ * queued) when the call reaches the upstream. */
+static const char *audit_watch;
+
+static void write_logged_before_sent(void)
+{
+	char *data;
+	size_t len;
+	struct appl_err err = {0};
+
+	assert_int_equal(appl_file_read(audit_watch, 1u << 20, &data, &len, &err), 0);
+	assert_non_null(
+		strstr(data, "\"tool\":\"a.put\",\"role\":\"writer\",\"access\":\"write\""));
+	free(data);
+}
+
 int upstream_set_call(struct upstream_set *set, const char *server, const char *tool,
 		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
 		      uint64_t *call_id, const char *log_id)
@@ -409,6 +428,8 @@ int upstream_set_call(struct upstream_set *set, const char *server, const char *
 	assert_string_equal(log_id, "run-1");
 	assert_true(json_is_object(args));
 	assert_int_equal(timeout_ms, 30000);
+	if (audit_watch && strcmp(tool, "put") == 0)
+		write_logged_before_sent();
 	if (f->send_rc)
 		return f->send_rc;
 	snprintf(s->server, sizeof(s->server), "%s", server);
@@ -644,6 +665,103 @@ static void test_run_waiting_is_bounded_and_freed(void **state)
 	assert_int_equal(f.nrefused, 2);
 }
 
+/* The lines of the log at path, as parsed objects. */
+static json_t *log_lines(const char *path)
+{
+	json_t *all = json_array();
+	char *data, *p, *nl;
+	size_t len;
+	struct appl_err err = {0};
+
+	assert_int_equal(appl_file_read(path, 1u << 20, &data, &len, &err), 0);
+	for (p = data; (nl = strchr(p, '\n')); p = nl + 1)
+		json_array_append_new(all, json_loadb(p, (size_t)(nl - p), 0, NULL));
+	free(data);
+	return all;
+}
+
+static const char *member(json_t *lines, size_t i, const char *key)
+{
+	return json_string_value(json_object_get(json_array_get(lines, i), key));
+}
+
+static void test_audit_lines_of_calls(void **state)
+{
+	char dir[] = "/tmp/appliance-bridge-audit.XXXXXX", path[64], away[80], st[64];
+	struct appl_err err = {0};
+	struct audit_config cfg = {.path = path,
+				   .state_dir = st,
+				   .seal_lines = 1000,
+				   .seal_s = 3600,
+				   .rotate_bytes = 1u << 30};
+	struct fake f;
+	struct bridge_run *r;
+	struct audit *a;
+	json_t *lines;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/log", dir);
+	snprintf(st, sizeof(st), "%s/state", dir);
+	snprintf(away, sizeof(away), "%s/away", dir);
+	assert_int_equal(mkdir(st, 0700), 0);
+	a = audit_open(NULL, &cfg, &err);
+	assert_non_null(a);
+	audit_watch = path;
+	r = run_new(&f, "writer", 4, 16);
+	bridge_run_audit(r, a, "writer");
+	call(r, 1, "a.sum", "{\"a\":1,\"b\":2}"); /* a read: queued, sent */
+	call(r, 2, "a.put", "{\"a\":1,\"b\":2}"); /* a write: on disk first */
+	assert_int_equal(f.nsent, 2);
+	finish(&f, 0, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	call(r, 3, "a.nope", "{}");
+	call(r, 4, "a.sum", "{\"a\":\"x\",\"b\":2}"); /* refused by its schema */
+	for (int i = 5; i < 60; i++)		      /* over the budget: one line, not 55 */
+		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
+	bridge_run_free(r);			    /* call 2 still upstream: abandoned */
+	assert_int_equal(audit_flush(a, false), 0); /* the loop's round, as in the gateway */
+	assert_int_equal(audit_flush(a, false), 0); /* the loop's round, as the gateway has it */
+	json_decref(f.last_value);
+	/* The log cannot be written: the write is refused before it goes,
+	 * then every call. */
+	r = run_new(&f, "writer", 10, 16);
+	bridge_run_audit(r, a, "writer");
+	assert_int_equal(rename(path, away), 0);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nsent, 0);
+	assert_int_equal(f.nrefused, 2);
+	assert_non_null(strstr(f.last_refusal, "the audit log cannot be written"));
+	assert_false(audit_ok(a));
+	assert_int_equal(rename(away, path), 0);
+	bridge_run_free(r);
+	assert_int_equal(audit_flush(a, true), 0);
+	audit_free(a);
+	audit_watch = NULL;
+	lines = log_lines(path);
+	/* log.open; run 1: sent 1, sent 2, end 1, refused 3, 4, 5 (the budget's
+	 * first), end 2 abandoned; resumed; run 2: refused 1, refused 2. */
+	assert_int_equal(json_array_size(lines), 11);
+	assert_string_equal(member(lines, 1, "outcome"), "sent");
+	assert_string_equal(member(lines, 1, "access"), "read");
+	assert_string_equal(member(lines, 2, "tool"), "a.put");
+	assert_string_equal(member(lines, 2, "access"), "write");
+	assert_string_equal(member(lines, 3, "ev"), "call.end");
+	assert_string_equal(member(lines, 3, "outcome"), "ok");
+	assert_string_equal(member(lines, 4, "outcome"), "refused");
+	assert_true(json_is_null(json_object_get(json_array_get(lines, 4), "access")));
+	assert_non_null(strstr(member(lines, 5, "reason"), "invalid arguments"));
+	assert_non_null(strstr(member(lines, 6, "reason"), "budget exhausted"));
+	assert_string_equal(member(lines, 7, "outcome"), "abandoned");
+	assert_string_equal(member(lines, 8, "ev"), "resumed");
+	assert_string_equal(member(lines, 9, "tool"), "a.put");
+	assert_string_equal(member(lines, 9, "outcome"), "refused");
+	assert_string_equal(member(lines, 10, "tool"), "a.sum");
+	assert_string_equal(member(lines, 10, "outcome"), "refused");
+	json_decref(lines);
+	appl_tree_remove(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -663,6 +781,7 @@ int main(void)
 		cmocka_unit_test(test_run_result_refusals_name_the_tool),
 		cmocka_unit_test(test_run_send_failures),
 		cmocka_unit_test(test_run_waiting_is_bounded_and_freed),
+		cmocka_unit_test(test_audit_lines_of_calls),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

@@ -243,6 +243,9 @@ static void test_defaults(void **state)
 	assert_int_equal(l.concurrency, APPL_CONCURRENCY_DEF);
 	assert_int_equal(l.cells, APPL_CELLS_DEF);
 	assert_int_equal(l.pool, APPL_POOL_DEF);
+	assert_int_equal(l.audit_seal_lines, APPL_AUDIT_SEAL_LINES_DEF);
+	assert_int_equal(l.audit_seal_s, APPL_AUDIT_SEAL_S_DEF);
+	assert_int_equal(l.audit_rotate_kb, APPL_AUDIT_ROTATE_KB_DEF);
 	policy_limits_default(&d);
 	assert_memory_equal(&l, &d, sizeof(l));
 	assert_int_equal(policy_server_count(p), 0);
@@ -314,6 +317,9 @@ static void test_limits_each_side(void **state)
 		{"concurrency", APPL_CONCURRENCY_MIN, APPL_CONCURRENCY_CEIL, ""},
 		{"cells", APPL_CELLS_MIN, APPL_CELLS_CEIL, ""},
 		{"pool", APPL_POOL_MIN, APPL_POOL_CEIL, ""},
+		{"audit_seal_lines", APPL_AUDIT_SEAL_LINES_MIN, APPL_AUDIT_SEAL_LINES_CEIL, ""},
+		{"audit_seal_s", APPL_AUDIT_SEAL_S_MIN, APPL_AUDIT_SEAL_S_CEIL, ""},
+		{"audit_rotate_kb", APPL_AUDIT_ROTATE_KB_MIN, APPL_AUDIT_ROTATE_KB_CEIL, ""},
 	};
 
 	(void)state;
@@ -487,7 +493,23 @@ static void test_servers_read(void **state)
 	assert_null(policy_server_find(p, NULL));
 	assert_int_equal(policy_serial(p), 7);
 	assert_string_equal(policy_audit_path(p), "/var/log/appliance/audit.jsonl");
+	assert_false(policy_audit_seal(p));
 	policy_free(p);
+}
+
+static void test_audit_seal_is_a_boolean(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(", \"audit\": {\"path\": \"/a/log\", \"seal\": true}", &err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_true(policy_audit_seal(p));
+	policy_free(p);
+	assert_null(parse_with(", \"audit\": {\"path\": \"/a/log\", \"seal\": 1}", &err));
+	assert_non_null(strstr(err.msg, "audit.seal"));
+	assert_null(parse_with(", \"audit\": {\"seal\": true}", &err));
+	assert_non_null(strstr(err.msg, "audit.path"));
 }
 
 static void test_stdio_only_not_http(void **state)
@@ -882,6 +904,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_limits_read),
 		cmocka_unit_test(test_limits_each_side),
+		cmocka_unit_test(test_audit_seal_is_a_boolean),
 		cmocka_unit_test(test_output_limits_cross_check),
 		cmocka_unit_test(test_expires),
 		cmocka_unit_test(test_layout_resolution),

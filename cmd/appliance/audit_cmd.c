@@ -1,0 +1,279 @@
+/* audit_cmd.c: `appliance audit init|verify|show`: argument parsing and
+ * printing only; the work is in pkg/audit (docs/audit.md). */
+#include "audit_cmd.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "audit/format.h"
+#include "audit/verify.h"
+#include "base/err.h"
+#include "base/fs.h"
+#include "cli.h"
+#include "policy/state.h"
+
+/* A key file holds 64 hex digits and perhaps a newline; anything much
+ * longer is not one. */
+#define KEY_FILE_MAX 256
+
+/* ---- init ----------------------------------------------------------------- */
+
+static void init_report(const unsigned char *k0, const char *kid)
+{
+	char hex[AUDIT_HASH_HEX];
+
+	audit_hex(k0, AUDIT_KEY_BYTES, hex);
+	printf("kid %s\nkey %s\n", kid, hex);
+	printf("Keep this key off this host: it is shown only once, and `appliance audit verify "
+	       "--key` needs it to check the seals.\n");
+	fflush(stdout);
+	sodium_memzero(hex, sizeof(hex));
+}
+
+static int audit_init(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"state-dir", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *state_arg = NULL;
+	char state[PATH_MAX], kid[AUDIT_KID_HEX];
+	struct appl_err err = {0};
+	unsigned char *k0;
+	int c, rc;
+
+	if (cli_inexact_option(argc, argv, opts))
+		return cli_usage_cmd("audit init", "options must be spelled out in full");
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 's')
+			return cli_usage_cmd("audit init", "unknown option");
+		state_arg = optarg;
+	}
+	if (optind != argc - 1)
+		return cli_usage_cmd("audit init", "needs one PATH (the policy's audit.path)");
+	/* As root the state is the appliance's own: a sealing key made
+	 * anywhere else would be one no appliance uses. */
+	if (cli_state_dir(state_arg, state, sizeof(state), &err) < 0)
+		return cli_fail_cmd("audit init", &err);
+	if (!(k0 = sodium_malloc(AUDIT_KEY_BYTES))) {
+		appl_err_set(&err, -ENOMEM, "out of locked memory");
+		return cli_fail_cmd("audit init", &err);
+	}
+	rc = audit_seal_init(state, argv[optind], k0, kid, &err);
+	if (rc == 0)
+		init_report(k0, kid);
+	sodium_free(k0);
+	return rc < 0 ? cli_fail_cmd("audit init", &err) : 0;
+}
+
+/* ---- verify --------------------------------------------------------------- */
+
+struct verify_args {
+	const char *head, *state_arg;
+	unsigned char (*keys)[AUDIT_KEY_BYTES]; /* sodium_allocarray'ed */
+	size_t nkeys;
+	char state[PATH_MAX];
+};
+
+/* 64 hex digits (either case), then at most white space. */
+static int key_hex(const char *s, size_t len, unsigned char out[AUDIT_KEY_BYTES])
+{
+	size_t got = 0;
+
+	while (len && strchr(" \t\r\n", s[len - 1]))
+		len--;
+	if (len != 2 * AUDIT_KEY_BYTES)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		if (!strchr("0123456789abcdefABCDEF", s[i]) || s[i] == '\0')
+			return -EINVAL;
+	if (sodium_hex2bin(out, AUDIT_KEY_BYTES, s, len, NULL, &got, NULL) != 0 ||
+	    got != AUDIT_KEY_BYTES)
+		return -EINVAL;
+	return 0;
+}
+
+/* The key in the file at path, read into locked memory (never a buffer
+ * that is grown and freed with the key left in it). */
+static int key_file(const char *path, unsigned char out[AUDIT_KEY_BYTES], struct appl_err *err)
+{
+	char *buf = sodium_malloc(KEY_FILE_MAX + 1);
+	ssize_t got = 0, n;
+	struct stat st;
+	int fd, rc;
+
+	if (!buf)
+		return appl_err_set(err, -ENOMEM, "out of locked memory");
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		rc = fd < 0 ? appl_err_errno(err, -errno, errno, "--key @%s", path)
+			    : appl_err_set(err, -EINVAL, "--key @%s: not a regular file", path);
+		goto out;
+	}
+	while (got <= KEY_FILE_MAX &&
+	       (n = read(fd, buf + got, (size_t)(KEY_FILE_MAX + 1 - got))) > 0)
+		got += n;
+	rc = got <= KEY_FILE_MAX && key_hex(buf, (size_t)got, out) == 0
+		     ? 0
+		     : appl_err_set(err, -EINVAL, "--key @%s: not a key file (64 hex digits)",
+				    path);
+out:
+	if (fd >= 0)
+		close(fd);
+	sodium_free(buf); /* wipes it */
+	return rc;
+}
+
+/* --key HEX or --key @FILE. A key on the command line is wiped from argv
+ * once read, so that it is not left for ps to show for the whole run. */
+static int key_take(char *arg, unsigned char out[AUDIT_KEY_BYTES], struct appl_err *err)
+{
+	int rc;
+
+	if (arg[0] == '@')
+		return key_file(arg + 1, out, err);
+	rc = key_hex(arg, strlen(arg), out);
+	sodium_memzero(arg, strlen(arg));
+	return rc < 0 ? appl_err_set(err, rc, "--key: not 64 hex digits (nor @FILE)") : 0;
+}
+
+static int verify_args_parse(int argc, char **argv, struct verify_args *a)
+{
+	static const struct option opts[] = {
+		{"key", required_argument, NULL, 'k'},
+		{"head", required_argument, NULL, 'h'},
+		{"state-dir", required_argument, NULL, 's'},
+		{NULL, 0, NULL, 0},
+	};
+	struct appl_err err = {0};
+	int c;
+
+	if (cli_inexact_option(argc, argv, opts))
+		return cli_usage_cmd("audit verify", "options must be spelled out in full");
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			if (a->nkeys == AUDIT_VERIFY_KEYS_MAX)
+				return cli_usage_cmd("audit verify", "too many --key options");
+			if (key_take(optarg, a->keys[a->nkeys++], &err) < 0)
+				return cli_usage_cmd("audit verify", err.msg);
+			break;
+		case 'h':
+			a->head = optarg;
+			break;
+		case 's':
+			a->state_arg = optarg;
+			break;
+		default:
+			return cli_usage_cmd("audit verify", "unknown option");
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_cmd("audit verify", "needs at least one FILE");
+	return 0;
+}
+
+/* --state-dir is allowed as root here: verify only reads, and a head from
+ * elsewhere is no way around anything (--head takes any file anyway). */
+static int verify_state(struct verify_args *a, struct appl_err *err)
+{
+	if (a->state_arg) {
+		if (appl_path_join(a->state, sizeof(a->state), a->state_arg, "", "") < 0)
+			return appl_err_set(err, -ENAMETOOLONG, "--state-dir: path too long");
+		return 0;
+	}
+	if (policy_state_dir_default(a->state, sizeof(a->state), err) < 0) {
+		if (!a->head)
+			return -1;
+		a->state[0] = '\0'; /* with --head, the state is only for the lock */
+	}
+	return 0;
+}
+
+static int verify_files(struct verify_args *a, int argc, char **argv)
+{
+	struct audit_verify_opts o = {
+		.keys = (const unsigned char(*)[AUDIT_KEY_BYTES])a->keys,
+		.nkeys = a->nkeys,
+		.head_file = a->head,
+		.state_dir = a->state[0] ? a->state : NULL,
+	};
+	struct appl_err err = {0};
+	int status = 0, rc;
+
+	for (int i = optind; i < argc; i++) {
+		rc = audit_verify(argv[i], &o, stdout, &err);
+		if (rc < 0)
+			cli_fail_cmd("audit verify", &err);
+		if (rc != 0)
+			status = 1;
+	}
+	return status;
+}
+
+static int audit_verify_cmd(int argc, char **argv)
+{
+	struct verify_args a = {0};
+	struct appl_err err = {0};
+	int rc;
+
+	a.keys = sodium_allocarray(AUDIT_VERIFY_KEYS_MAX, AUDIT_KEY_BYTES);
+	if (!a.keys) {
+		appl_err_set(&err, -ENOMEM, "out of locked memory");
+		return cli_fail_cmd("audit verify", &err);
+	}
+	rc = verify_args_parse(argc, argv, &a);
+	if (rc == 0 && verify_state(&a, &err) < 0)
+		rc = cli_fail_cmd("audit verify", &err);
+	if (rc == 0)
+		rc = verify_files(&a, argc, argv);
+	sodium_free(a.keys); /* wipes them */
+	return rc;
+}
+
+/* ---- show ----------------------------------------------------------------- */
+
+static int audit_show_cmd(int argc, char **argv)
+{
+	static const struct option opts[] = {{NULL, 0, NULL, 0}};
+	struct appl_err err = {0};
+
+	if (cli_inexact_option(argc, argv, opts))
+		return cli_usage_cmd("audit show", "takes no options");
+	optind = 1;
+	if (getopt_long(argc, argv, "", opts, NULL) != -1)
+		return cli_usage_cmd("audit show", "takes no options");
+	if (optind != argc - 1)
+		return cli_usage_cmd("audit show", "needs one FILE");
+	if (audit_show(argv[optind], stdout, &err) < 0)
+		return cli_fail_cmd("audit show", &err);
+	return 0;
+}
+
+int cmd_audit(int argc, char **argv)
+{
+	static const struct {
+		const char *name;
+		int (*run)(int argc, char **argv);
+	} subs[] = {
+		{"init", audit_init},
+		{"verify", audit_verify_cmd},
+		{"show", audit_show_cmd},
+	};
+
+	if (argc < 2)
+		return cli_usage_cmd("audit", "needs a subcommand: init, verify or show");
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)
+		if (strcmp(argv[1], subs[i].name) == 0)
+			return subs[i].run(argc - 1, argv + 1);
+	return cli_usage_cmd("audit", "the subcommands are init, verify and show");
+}

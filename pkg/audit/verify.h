@@ -1,0 +1,65 @@
+/* verify.h: the reading side of the audit log: `appliance audit verify`
+ * and `appliance audit show` (docs/audit.md, "Verification").
+ *
+ * The log is untrusted input: whoever can write the file can put anything
+ * in it, and the checker's job is to say so. Every line is read with a cap
+ * (AUDIT_LINE_MAX), parsed by jansson with duplicate keys refused, and every
+ * member is type-checked before it is used; a name of a previous file is
+ * a plain file name in the directory of the file given, opened without
+ * following symlinks, and the chain of files is followed at most
+ * AUDIT_VERIFY_FILES_MAX steps (file indexes must fall by one at each step,
+ * so a loop cannot be followed at all).
+ */
+#ifndef APPL_AUDIT_VERIFY_H
+#define APPL_AUDIT_VERIFY_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "audit/format.h"
+#include "base/err.h"
+
+#define AUDIT_VERIFY_FILES_MAX 100000 /* files of one chain followed */
+#define AUDIT_VERIFY_KEYS_MAX  64     /* --key values */
+
+struct audit_verify_opts {
+	/* The auditor's k0 of each key the log was sealed with (borrowed;
+	 * copies are made in locked memory and wiped). nkeys 0: seals are
+	 * counted, not checked. */
+	const unsigned char (*keys)[AUDIT_KEY_BYTES];
+	size_t nkeys;
+	/* --head FILE, or NULL: STATE/audit/ID.head of the log's absolute
+	 * path. An empty FILE (/dev/null) says "no head": the head rule is
+	 * skipped and the report says so. */
+	const char *head_file;
+	/* Where audit/ID.head and audit/ID.lock live; NULL: nowhere (then
+	 * only head_file can give a head). */
+	const char *state_dir;
+};
+
+/* Check file, and the files it continues (log.open's previous, in the
+ * same directory), by every rule of docs/audit.md "Verification". Prints a
+ * short report to out (borrowed): on success one line
+ *
+ *     FILE: 1234 lines in 2 files, chain intact, head matches (line 1234),
+ *     sealed through line 1200 (2026-12-01T14:00:00.000Z)
+ *
+ * (or "no seals", or "N seals not checked (no --key)") and notes such as
+ * an acknowledged torn line, each "FILE:LINE: note: ..."; on a problem one
+ * line "FILE:LINE: why" for the first problem, LINE the physical line in
+ * that file (FILE is the previous file's path when the problem is in one;
+ * "FILE: why" for a problem that is on no line). Returns 0 when all is
+ * good, 1 when a problem was found, < 0 when the log could not be read at
+ * all (err filled). */
+int audit_verify(const char *file, const struct audit_verify_opts *o, FILE *out,
+		 struct appl_err *err);
+
+/* Print the lines of file (this file only) readably to out: appliance
+ * starts and stops, runs (client, role, revision, code bytes), their calls
+ * (tool, outcome, ms or the refusal's reason) and ends (reason, duration,
+ * calls, output bytes). Text from the log is escaped; a line that is not
+ * a log line is shown as such. No check is made: that is audit_verify's.
+ * 0, or < 0 when the file cannot be read (err filled). */
+int audit_show(const char *file, FILE *out, struct appl_err *err);
+
+#endif

@@ -1,0 +1,538 @@
+"""test_audit.py: the audit log of real appliances, and attacks on it.
+
+- every run and every call is recorded (who, which tool, outcome, sizes),
+  code and arguments only as digests keyed with the installation's key;
+- the log is checked twice: by `appliance audit verify`, and by this file's
+  own reading of docs/audit.md (BLAKE2b from Python's hashlib), so the
+  document is enough for another tool;
+- tampering with a real sealed log: a byte edited, a line deleted, two
+  swapped, the tail cut, a line spliced from another log, the head edited,
+  a seal forged, the chain recomputed after an edit: each is detected;
+- three appliances writing one log at once make one chain;
+- a torn last line (an appliance killed mid-write) is reported, and the
+  next start continues after it with a `torn` line;
+- a log on a full tmpfs: no new cell, a write tool's call refused, the
+  client told why; the log resumes once there is room;
+- a log removed or cut is refused at start, and so is a sealing policy
+  without its key; rotation by size is followed by verify.
+
+Runs as root; needs build/appliance, build/image and build/toy-server.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from cellkit import APPLIANCE
+from harness import main, test
+import gatewaykit as gk
+
+STATE = "/var/lib/appliance"  # POLICY_STATE_DIR: the tests run as root
+ZERO = "0" * 64
+
+
+def tmpdir():
+    d = tempfile.mkdtemp(prefix="appliance-audit-test.")
+    os.chmod(d, 0o755)
+    return d
+
+
+def audit_policy(path, seal=False, limits=None, write=True):
+    """The toy as server `toy` (reads, and write_note as a write), role r,
+    and the audit log at path."""
+    audit = {"path": path}
+    if seal:
+        audit["seal"] = True
+    return gk._kit.policy(dict({"deadline_s": 60}, **(limits or {})),
+                          servers={"toy": gk.toy_server()},
+                          tools={"toy.*": {"access": "read"},
+                                 "toy.write_note": {"access": "write"}},
+                          roles={"r": {"tools": ["toy.*"], "write": write}},
+                          clients={"default_role": "r"}, audit=audit)
+
+
+def state_id(path):
+    return hashlib.blake2b(path.encode(), digest_size=32).hexdigest()[:32]
+
+
+def head_path(path):
+    return os.path.join(STATE, "audit", state_id(path) + ".head")
+
+
+def install_key():
+    with open(os.path.join(STATE, "audit.key")) as f:
+        return bytes.fromhex(f.read().strip())
+
+
+def h(data):
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
+def lines_of(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")[:-1]
+
+
+def chain(path):
+    """The log at path read by docs/audit.md alone: each line an object
+    whose n and prev continue the line before. Returns the events."""
+    out, prev, n = [], ZERO, 0
+    for raw in lines_of(path):
+        ev = json.loads(raw)
+        assert list(ev)[:5] == ["n", "prev", "t", "ev", "pid"], ev
+        if out or ev["ev"] != "log.open" or ev["previous"] is None:
+            assert ev["n"] == n + 1 and ev["prev"] == prev, (ev, n, prev)
+        n, prev = ev["n"], h(raw)
+        out.append(ev)
+    return out
+
+
+def verify(*args):
+    r = subprocess.run([APPLIANCE, "audit", "verify", *args], capture_output=True, text=True,
+                       timeout=60)
+    return r.returncode, r.stdout + r.stderr
+
+
+def init_seal(path):
+    r = subprocess.run([APPLIANCE, "audit", "init", path], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+    keys = re.findall(r"\b[0-9a-f]{64}\b", r.stdout)
+    assert len(keys) == 1, r.stdout
+    return keys[0]
+
+
+CALLS = """
+SECRET_CODE_MARKER = 1
+print(await toy.echo(text="SECRET_ARG_MARKER"))
+await toy.write_note(text="a note")
+try:
+    await toy.echo(text=5)
+except ToolError as e:
+    print("refused:", e)
+"""
+
+
+def run_cells(sig, n=1, src=CALLS):
+    with gk.Session(sig) as s:
+        for _ in range(n):
+            out = s.cell(src)
+            assert "SECRET_ARG_MARKER" in out, out
+        return s.proc.pid
+
+
+@test
+def every_run_and_call_is_recorded_without_code_or_arguments():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    pid = run_cells(audit_policy(log))
+    raw = open(log, "rb").read()
+    assert b"SECRET_CODE_MARKER" not in raw and b"SECRET_ARG_MARKER" not in raw, raw
+    evs = chain(log)
+    names = [e["ev"] for e in evs]
+    assert names == ["log.open", "start", "run.start", "call", "call.end", "call", "call.end",
+                     "call", "run.end", "stop"], names
+    assert all(e["pid"] == pid for e in evs)
+    start, rs = evs[1], evs[2]
+    assert start["image"].startswith("sha256:") and start["policy"].startswith("sha256:")
+    assert start["serial"] > 0 and start["runsc"] and start["seal"] is False, start
+    assert rs["client"] == "stdio" and rs["role"] == "r" and rs["revision"] == "2025-11-25"
+    key = install_key()
+    code = CALLS.encode()
+    assert rs["code_bytes"] == len(code)
+    assert rs["code"] == hashlib.blake2b(code, digest_size=32, key=key).hexdigest()
+    assert rs["code"] != h(code), "the digest must be keyed"
+    echo, note, bad = evs[3], evs[5], evs[7]
+    assert (echo["tool"], echo["access"], echo["outcome"]) == ("toy.echo", "read", "sent")
+    args = json.dumps({"text": "SECRET_ARG_MARKER"}, separators=(",", ":")).encode()
+    assert echo["args"] == hashlib.blake2b(args, digest_size=32, key=key).hexdigest()
+    assert echo["args_bytes"] == len(args)
+    assert (note["tool"], note["access"], note["outcome"]) == ("toy.write_note", "write", "sent")
+    assert bad["outcome"] == "refused" and "expected string" in bad["reason"], bad
+    end = evs[4]
+    assert end["outcome"] == "ok" and end["result_bytes"] > 0 and end["id"] == echo["id"]
+    re_ = evs[8]
+    assert re_["reason"] == "done" and re_["calls"] == 3 and re_["answered"] is True, re_
+    assert evs[9]["reason"] == "client closed" and evs[9]["runs"] == 1
+    assert all(e["run"] == rs["run"] for e in evs[2:9])
+    rc, out = verify(log)
+    assert rc == 0 and "chain intact" in out, out
+    shutil.rmtree(d)
+
+
+class Sealed:
+    """A sealed log made once by two appliance sessions, and its key."""
+    made = None
+
+    @classmethod
+    def get(cls):
+        if cls.made is None:
+            d = tmpdir()
+            log = os.path.join(d, "audit.jsonl")
+            key = init_seal(log)
+            sig = audit_policy(log, seal=True, limits={"audit_seal_lines": 4})
+            run_cells(sig, 2)
+            run_cells(sig, 1)
+            cls.made = (d, log, key)
+        return cls.made
+
+
+def tampered(edit):
+    """A copy of the sealed log and its head, edit(lines) applied to the
+    copy's lines (a list of bytes, changed in place); its verdict."""
+    d, log, key = Sealed.get()
+    w = tmpdir()
+    copy, head = os.path.join(w, "audit.jsonl"), os.path.join(w, "head")
+    shutil.copy(head_path(log), head)
+    lines = lines_of(log)
+    edit(lines, head)
+    with open(copy, "wb") as f:
+        f.write(b"".join(x + b"\n" for x in lines))
+    rc, out = verify("--key", key, "--head", head, copy)
+    shutil.rmtree(w)
+    return rc, out
+
+
+def rechain(lines, start):
+    """What an attacker who can write the file does after an edit: every
+    hash from line start on recomputed (seals left as they were)."""
+    for i in range(max(start, 1), len(lines)):
+        ev = json.loads(lines[i])
+        ev["prev"] = h(lines[i - 1])
+        lines[i] = json.dumps(ev, separators=(",", ":")).encode()
+
+
+def head_rewrite(head, lines, path_bytes):
+    """A head naming the last of lines, as the attacker would write it."""
+    last = json.loads(lines[-1])
+    body = "appliance-audit-head 1 %d 1 %d %d %s 0 0 %s " % (10 ** 6, last["n"], path_bytes,
+                                                           h(lines[-1]), ZERO)
+    slot = (body + h(body.encode())[:16] + "\n").encode().ljust(512, b"\0")
+    with open(head, "wb") as f:
+        f.write(slot)
+
+
+@test
+def a_real_sealed_log_verifies_and_every_tampering_is_detected():
+    d, log, key = Sealed.get()
+    evs = chain(log)
+    seals = [e for e in evs if e["ev"] == "seal"]
+    assert len(seals) >= 3 and [s["epoch"] for s in seals] == list(range(len(seals))), seals
+    rc, out = verify("--key", key, log)
+    assert rc == 0 and "sealed through line %d" % seals[-1]["n"] in out, out
+    rc, out = verify(log)
+    assert rc == 0, out  # seals counted, not checked, without the key
+
+    first_run = next(i for i, x in enumerate(lines_of(log)) if b'"ev":"run.start"' in x)
+
+    def byte_edited(lines, head):
+        lines[first_run] = lines[first_run].replace(b'"stdio"', b'"stdiO"')
+    rc, out = tampered(byte_edited)
+    assert rc == 1 and ":%d:" % (first_run + 2) in out, out
+
+    def deleted(lines, head):
+        del lines[4]
+    assert tampered(deleted)[0] == 1
+
+    def swapped(lines, head):
+        lines[4], lines[5] = lines[5], lines[4]
+    assert tampered(swapped)[0] == 1
+
+    def cut(lines, head):
+        del lines[-2:]
+    rc, out = tampered(cut)
+    assert rc == 1 and "cut" in out, out
+
+    def spliced(lines, head):
+        other = lines_of(os.path.join(tmp_other_log(), "audit.jsonl"))
+        lines[6] = other[2]
+    assert tampered(spliced)[0] == 1
+
+    def head_edited(lines, head):
+        with open(head, "r+b") as f:
+            data = bytearray(f.read())
+            for slot in (0, 512):  # a digit of N changed in every slot
+                if data[slot:slot + 21] != b"appliance-audit-head ":
+                    continue
+                i = data.index(b" ", slot + 30)
+                data[i + 1] = ord("9") if data[i + 1] != ord("9") else ord("8")
+            f.seek(0)
+            f.write(bytes(data))
+    rc, out = tampered(head_edited)
+    assert rc == 1 and "head" in out, out
+
+    def head_earlier(lines, head):  # a valid head that names an earlier line
+        head_rewrite(head, lines[:-3], sum(len(x) + 1 for x in lines[:-3]))
+    rc, out = tampered(head_earlier)
+    assert rc == 1 and "head" in out, out
+
+    def seal_forged(lines, head):
+        i = max(k for k, x in enumerate(lines) if b'"ev":"seal"' in x)
+        ev = json.loads(lines[i])
+        ev["mac"] = h(b"forged")
+        lines[i] = json.dumps(ev, separators=(",", ":")).encode()
+        rechain(lines, i + 1)
+        head_rewrite(head, lines, sum(len(x) + 1 for x in lines))
+    rc, out = tampered(seal_forged)
+    assert rc == 1 and "seal" in out, out
+
+    # Whoever can write the file and the head can recompute the chain; the
+    # seals before the edit still give it away.
+    def rewritten(lines, head):
+        lines[first_run] = lines[first_run].replace(b'"stdio"', b'"other"')
+        rechain(lines, first_run + 1)
+        head_rewrite(head, lines, sum(len(x) + 1 for x in lines))
+    rc, out = tampered(rewritten)
+    assert rc == 1 and "seal" in out, out
+    # ... and without the key, that rewrite passes the chain and head checks:
+    # this is what sealing is for.
+
+
+_other = []
+
+
+def tmp_other_log():
+    if not _other:
+        d = tmpdir()
+        run_cells(audit_policy(os.path.join(d, "audit.jsonl")))
+        _other.append(d)
+    return _other[0]
+
+
+@test
+def three_appliances_writing_one_log_make_one_chain():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    sig = audit_policy(log)
+    sessions = [gk.Session(sig) for _ in range(3)]
+    rids = [(s, s.start_cell(CALLS)) for s in sessions for _ in range(2)]
+    for s, rid in rids:
+        r = s.result(rid)
+        assert r["error"] is None, r
+    for s in sessions:
+        s.close()
+    evs = chain(log)
+    assert len({e["pid"] for e in evs}) == 3
+    assert sum(e["ev"] == "run.start" for e in evs) == 6
+    assert sum(e["ev"] == "call" for e in evs) == 18
+    assert sum(e["ev"] == "stop" for e in evs) == 3
+    rc, out = verify(log)
+    assert rc == 0, out
+    shutil.rmtree(d)
+
+
+def head_drop_newest(log):
+    """What a kill between writing a batch and recording it leaves: the
+    head's newest slot unwritten, so the slot that announced the batch is
+    the head (docs/audit.md)."""
+    path = head_path(log)
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        gens = {off: int(data[off:off + 64].split(b" ")[2]) for off in (0, 512)
+                if data[off:off + 21] == b"appliance-audit-head "}
+        newest = max(gens, key=gens.get)
+        data[newest] = ord("X")
+        f.seek(0)
+        f.write(bytes(data))
+
+
+@test
+def a_torn_last_line_is_reported_and_the_next_start_continues_after_it():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    sig = audit_policy(log)
+    run_cells(sig)
+    # Killed while writing its last batch (the stop line): 20 bytes of it
+    # on disk, the batch announced in the head and never recorded.
+    data = open(log, "rb").read()
+    last = data.rindex(b"\n", 0, len(data) - 1) + 1
+    fragment = data[last:last + 20]
+    head_drop_newest(log)
+    with open(log, "r+b") as f:
+        f.truncate(last + 20)
+    rc, out = verify(log)
+    assert rc == 1 and "torn" in out, out
+    run_cells(sig)
+    evs = chain_with_torn(log, fragment)
+    torn = [e for e in evs if e["ev"] == "torn"]
+    assert len(torn) == 1 and torn[0]["bytes"] == len(fragment) + 1, torn
+    rc, out = verify(log)
+    assert rc == 0 and "torn" in out, out
+    # A SIGKILL while serving leaves a chain that verifies (no stop line).
+    s = gk.Session(sig)
+    s.cell("print(1)")
+    s.proc.send_signal(signal.SIGKILL)
+    s.proc.wait()
+    assert chain_with_torn(log, fragment)[-1]["ev"] == "run.end"
+    rc, out = verify(log)
+    assert rc == 0, out
+    # Lines that continue the chain, appended by whoever can write the
+    # file, are taken by no appliance: none announced them.
+    lines = lines_of(log)
+    forged = json.dumps({"n": json.loads(lines[-1])["n"] + 1, "prev": h(lines[-1]),
+                         "t": "2026-01-01T00:00:00.000Z", "ev": "stop", "pid": 1,
+                         "reason": "forged", "runs": 0}, separators=(",", ":")).encode()
+    with open(log, "ab") as f:
+        f.write(forged + b"\n")
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"no appliance announced" in r.stderr, r.stderr
+    rc, out = verify(log)
+    assert rc == 1 and "head" in out, out
+    shutil.rmtree(d)
+
+
+def chain_with_torn(path, fragment):
+    """chain() of a log holding one acknowledged fragment."""
+    lines = lines_of(path)
+    i = lines.index(fragment)
+    ev = json.loads(lines[i + 1])
+    assert ev["ev"] == "torn" and ev["prev"] == h(lines[i - 1]), ev
+    d = tmpdir()
+    p = os.path.join(d, "x")
+    with open(p, "wb") as f:
+        f.write(b"".join(x + b"\n" for k, x in enumerate(lines) if k != i))
+    try:
+        return chain(p)
+    finally:
+        shutil.rmtree(d)
+
+
+@test
+def a_removed_or_cut_log_and_a_seal_without_its_key_are_refused_at_start():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    sig = audit_policy(log)
+    run_cells(sig)
+    data = open(log, "rb").read()
+    with open(log, "wb") as f:
+        f.write(data[:data.rindex(b"\n", 0, len(data) - 1) + 1])
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"was cut" in r.stderr, r.stderr
+    os.unlink(log)
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"was removed" in r.stderr, r.stderr
+    other = os.path.join(d, "sealed.jsonl")
+    r = subprocess.run(gk.run_argv(audit_policy(other, seal=True)), input=b"",
+                       capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"audit init" in r.stderr, r.stderr
+    assert not os.path.exists(other)
+    # `appliance cell` writes no log, so it refuses a policy that has one.
+    r = subprocess.run(gk._kit.argv(sig, "cell") + ["-"], input=b"print(1)",
+                       capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"audit log" in r.stderr, r.stderr
+    shutil.rmtree(d)
+
+
+@test
+def a_full_disk_stops_new_cells_and_write_calls_until_there_is_room():
+    d = tmpdir()
+    mnt = os.path.join(d, "mnt")
+    os.mkdir(mnt)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512k", "tmpfs", mnt], check=True)
+    try:
+        log = os.path.join(mnt, "audit.jsonl")
+        filler = os.path.join(mnt, "filler")
+        sig = audit_policy(log)
+        with gk.Session(sig) as s:
+            # A cell that calls, waits for the disk to fill, makes reads
+            # enough to fill the log's last page (tmpfs allocates pages),
+            # then tries a write.
+            rid = s.start_cell("""
+import os, time
+print(await toy.echo(text="before"))
+time.sleep(6)
+for i in range(40):
+    try:
+        await toy.echo(text="x" * 100)
+    except ToolError as e:
+        pass
+try:
+    await toy.write_note(text="during")
+except ToolError as e:
+    print("write:", e)
+time.sleep(6)
+""")
+            wait_for(lambda: b'"toy.echo","role":"r","access":"read"' in open(log, "rb").read(),
+                     "the first call's line")
+            fill(filler)
+            wait_for(lambda: b"the audit log cannot be written" in "".join(
+                x.decode("utf-8", "replace") for x in list(s.stderr) if x).encode(),
+                "the write call refused")
+            r = s.request("tools/call", gk.code("print(1)"))
+            assert r["result"]["isError"] is True, r
+            text = r["result"]["content"][0]["text"]
+            assert "audit log cannot be written" in text and "No space left" in text, text
+            os.unlink(filler)
+            out = s.result(rid)
+            assert "write: refused: toy.write_note: the audit log cannot be written" in \
+                out["stdout"], out
+            assert s.cell("print(2)") == "2\n"
+        evs = chain(log)
+        names = [e["ev"] for e in evs]
+        assert "resumed" in names, names
+        res = evs[names.index("resumed")]
+        assert "No space left" in res["error"], res
+        refused = [e for e in evs if e["ev"] == "call" and e["outcome"] == "refused"]
+        assert [e for e in refused if e["tool"] == "toy.write_note"], refused
+        assert not [e for e in evs if e["ev"] == "call" and e["tool"] == "toy.write_note"
+                    and e["outcome"] == "sent"], "the refused write was logged as sent"
+        rc, out = verify(log)
+        assert rc == 0, out
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(d)
+
+
+def wait_for(cond, what, timeout=60):
+    deadline = time.time() + timeout
+    while not cond():
+        assert time.time() < deadline, "waited for %s" % what
+        time.sleep(0.05)
+
+
+def fill(path):
+    """Write path until the file system is full."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while f.write(b"\0" * 4096):
+                pass
+        except OSError as e:
+            assert e.errno == 28, e
+
+
+@test
+def rotation_starts_a_new_file_that_names_the_old_one():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    sig = audit_policy(log, limits={"audit_rotate_kb": 16})
+    with gk.Session(sig) as s:
+        while not os.path.exists(log + ".1"):
+            s.cell(CALLS)
+        s.cell(CALLS)
+    first = lines_of(log)[0]
+    ev = json.loads(first)
+    old = lines_of(log + ".1")
+    assert ev["ev"] == "log.open" and ev["file"] == 2, ev
+    assert ev["previous"] == {"name": "audit.jsonl.1", "n": json.loads(old[-1])["n"],
+                              "hash": h(old[-1])}, ev
+    assert ev["prev"] == h(old[-1])
+    assert os.path.getsize(log + ".1") <= 16 * 1024
+    rc, out = verify(log)
+    assert rc == 0 and "2 files" in out, out
+    shutil.rmtree(d)
+
+
+if __name__ == "__main__":
+    try:
+        main(globals())
+    finally:
+        if Sealed.made:
+            shutil.rmtree(Sealed.made[0], True)
+        for x in _other:
+            shutil.rmtree(x, True)

@@ -1,0 +1,1262 @@
+/* test_audit_verify.c: the audit log's checker and printer
+ * (pkg/audit/verify.c), on logs built here by hand with format.c's
+ * primitives: an intact log, then each way one can be tampered with (a
+ * byte edited, a line deleted, lines swapped, the tail cut, lines past
+ * the head, a line from another log, the head edited, seals forged, with
+ * an epoch gap or an unknown key), torn lines, rotation and the files
+ * it names, and input that is no log at all. Each case checks the exit
+ * code and what is said. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <setjmp.h>
+#include <sodium.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "audit/format.h"
+#include "audit/verify.h"
+#include "base/fs.h"
+
+#define T0	"2026-12-01T14:00:00.000Z"
+#define PID	4242
+#define BUF_MAX (256u * 1024)
+
+struct fix {
+	char tmp[64];
+	char state[128]; /* tmp/state */
+	char dir[128];	 /* tmp/log: the log's directory */
+	char path[192];	 /* dir/audit.log: the log */
+	unsigned char k0[AUDIT_KEY_BYTES];
+	char out[8192]; /* what the last check said */
+};
+
+/* A chain being built: its lines go into a buffer, one per file. */
+struct chain {
+	uint64_t n;
+	char hash[AUDIT_HASH_HEX];
+	uint64_t file; /* the index of the file being built */
+	unsigned char key[AUDIT_KEY_BYTES];
+	char kid[AUDIT_KID_HEX];
+	uint64_t epoch;
+	unsigned t; /* seconds after T0 */
+};
+
+struct lbuf {
+	char *p;
+	size_t len;
+};
+
+static int fix_setup(void **state)
+{
+	struct fix *f = calloc(1, sizeof(*f));
+	int fd;
+
+	assert_non_null(f);
+	assert_true(sodium_init() >= 0);
+	snprintf(f->tmp, sizeof(f->tmp), "/tmp/appl-auditv.XXXXXX");
+	assert_non_null(mkdtemp(f->tmp));
+	snprintf(f->state, sizeof(f->state), "%s/state", f->tmp);
+	snprintf(f->dir, sizeof(f->dir), "%s/log", f->tmp);
+	assert_int_equal(mkdir(f->dir, 0700), 0);
+	snprintf(f->path, sizeof(f->path), "%s/audit.log", f->dir);
+	assert_int_equal(audit_state_open(f->state, true, &fd, NULL), 0);
+	close(fd);
+	memset(f->k0, 7, sizeof(f->k0));
+	*state = f;
+	return 0;
+}
+
+static int fix_teardown(void **state)
+{
+	struct fix *f = *state;
+
+	appl_tree_remove(f->tmp);
+	free(f);
+	return 0;
+}
+
+/* ---- building logs ------------------------------------------------------- */
+
+static void lbuf_add(struct lbuf *b, const char *s, size_t n)
+{
+	if (!b->p)
+		assert_non_null(b->p = malloc(BUF_MAX));
+	assert_true(b->len + n <= BUF_MAX);
+	memcpy(b->p + b->len, s, n);
+	b->len += n;
+}
+
+static void chain_init(struct chain *c, const unsigned char *k0)
+{
+	memset(c, 0, sizeof(*c));
+	memset(c->hash, '0', AUDIT_HASH_HEX - 1);
+	if (k0) {
+		memcpy(c->key, k0, AUDIT_KEY_BYTES);
+		audit_kid(k0, c->kid);
+	}
+}
+
+static void time_of(const struct chain *c, char t[AUDIT_TIME_LEN + 1])
+{
+	audit_time(1796133600000 + (int64_t)c->t * 1000, t); /* T0 */
+}
+
+/* One well-formed line: the five members, then rest ("" or ",..."). */
+static void line_add(struct lbuf *b, struct chain *c, const char *ev, const char *rest)
+{
+	char line[2 * AUDIT_LINE_MAX], t[AUDIT_TIME_LEN + 1];
+	int n;
+
+	time_of(c, t);
+	n = snprintf(line, sizeof(line),
+		     "{\"n\":%" PRIu64 ",\"prev\":\"%s\",\"t\":\"%s\",\"ev\":\"%s\",\"pid\":%d%s}",
+		     c->n + 1, c->hash, t, ev, PID, rest);
+	assert_true(n > 0 && (size_t)n < sizeof(line));
+	audit_line_hash(line, (size_t)n, c->hash);
+	c->n++;
+	c->t++;
+	lbuf_add(b, line, (size_t)n);
+	lbuf_add(b, "\n", 1);
+}
+
+/* The first line of file c->file + 1, continuing prev_name (NULL: none). */
+static void open_add(struct lbuf *b, struct chain *c, const char *prev_name)
+{
+	char rest[512];
+
+	c->file++;
+	if (prev_name)
+		snprintf(rest, sizeof(rest),
+			 ",\"file\":%" PRIu64 ",\"previous\":{\"name\":\"%s\",\"n\":%" PRIu64
+			 ",\"hash\":\"%s\"}",
+			 c->file, prev_name, c->n, c->hash);
+	else
+		snprintf(rest, sizeof(rest), ",\"file\":%" PRIu64 ",\"previous\":null", c->file);
+	line_add(b, c, "log.open", rest);
+}
+
+/* A seal of epoch (the next one, unless forced), with the chain's key. */
+static void seal_add_as(struct lbuf *b, struct chain *c, uint64_t epoch, bool forge)
+{
+	char rest[256], mac[AUDIT_HASH_HEX], t[AUDIT_TIME_LEN + 1];
+
+	time_of(c, t);
+	audit_seal_mac(c->key, c->kid, epoch, c->n + 1, c->hash, t, mac);
+	if (forge)
+		mac[0] = mac[0] == 'a' ? 'b' : 'a';
+	snprintf(rest, sizeof(rest), ",\"kid\":\"%s\",\"epoch\":%" PRIu64 ",\"mac\":\"%s\"", c->kid,
+		 epoch, mac);
+	line_add(b, c, "seal", rest);
+	audit_ratchet(c->key);
+	c->epoch = epoch + 1;
+}
+
+static void seal_add(struct lbuf *b, struct chain *c)
+{
+	seal_add_as(b, c, c->epoch, false);
+}
+
+/* An ordinary run: start, a call sent and ended, the end. */
+static void run_add(struct lbuf *b, struct chain *c)
+{
+	line_add(b, c, "run.start",
+		 ",\"run\":\"0123456789ab\",\"client\":\"alice\",\"role\":\"analyst\","
+		 "\"revision\":\"2026-07-28\",\"code\":\"" T0 "\",\"code_bytes\":512");
+	line_add(b, c, "call",
+		 ",\"run\":\"0123456789ab\",\"id\":1,\"tool\":\"github.search\",\"role\":"
+		 "\"analyst\",\"access\":\"read\",\"args\":\"x\",\"args_bytes\":20,"
+		 "\"outcome\":\"sent\"");
+	line_add(b, c, "call.end",
+		 ",\"run\":\"0123456789ab\",\"id\":1,\"tool\":\"github.search\",\"outcome\":"
+		 "\"ok\",\"result_bytes\":2048,\"ms\":120");
+	line_add(b, c, "run.end",
+		 ",\"run\":\"0123456789ab\",\"reason\":\"done\",\"ms\":1500,\"calls\":1,"
+		 "\"out_bytes\":12,\"answered\":true");
+}
+
+/* A log of one file: log.open, start, a run, stop (7 lines). */
+static void log_build(struct lbuf *b, struct chain *c)
+{
+	open_add(b, c, NULL);
+	line_add(b, c, "start",
+		 ",\"deployment\":\"prod\",\"key\":\"0123456789ABCDEF\",\"serial\":7,"
+		 "\"version\":\"0.9\",\"seal\":false");
+	run_add(b, c);
+	line_add(b, c, "stop", ",\"reason\":\"client closed\",\"runs\":1");
+}
+
+static void file_put(const char *path, const struct lbuf *b)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	assert_true(fd >= 0);
+	assert_int_equal(appl_fd_write_all(fd, b->p, b->len), 0);
+	close(fd);
+}
+
+/* The head of the log at path, as the writer keeps it, in gen's slot. */
+static void head_put_gen(struct fix *f, const char *path, const struct chain *c, uint64_t bytes,
+			 uint64_t gen)
+{
+	struct audit_head h = {.gen = gen, .file = c->file, .n = c->n, .bytes = bytes};
+	char id[AUDIT_ID_HEX], name[512];
+	int fd;
+
+	memcpy(h.hash, c->hash, AUDIT_HASH_HEX);
+	audit_state_id(path, id);
+	snprintf(name, sizeof(name), "%s/audit/%s.head", f->state, id);
+	fd = open(name, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(audit_head_write_fd(fd, &h, false), 0);
+	close(fd);
+}
+
+static void head_put(struct fix *f, const struct chain *c, uint64_t bytes)
+{
+	head_put_gen(f, f->path, c, bytes, 1);
+}
+
+/* The log at f->path, from b, with its head. */
+static void log_put(struct fix *f, const struct lbuf *b, const struct chain *c)
+{
+	file_put(f->path, b);
+	head_put(f, c, b->len);
+}
+
+/* [start, len) of line k (0-based) of b, newline included. */
+static void line_span(const struct lbuf *b, size_t k, size_t *start, size_t *len)
+{
+	size_t s = 0;
+
+	for (size_t i = 0; i < k; i++) {
+		char *nl = memchr(b->p + s, '\n', b->len - s);
+		assert_non_null(nl);
+		s = (size_t)(nl - b->p) + 1;
+	}
+	*start = s;
+	*len = (size_t)((char *)memchr(b->p + s, '\n', b->len - s) - (b->p + s)) + 1;
+}
+
+static void line_delete(struct lbuf *b, size_t k)
+{
+	size_t s, n;
+
+	line_span(b, k, &s, &n);
+	memmove(b->p + s, b->p + s + n, b->len - s - n);
+	b->len -= n;
+}
+
+static void lines_swap(struct lbuf *b, size_t k)
+{
+	size_t s1, n1, s2, n2;
+	char tmp[AUDIT_LINE_MAX + 1];
+
+	line_span(b, k, &s1, &n1);
+	line_span(b, k + 1, &s2, &n2);
+	memcpy(tmp, b->p + s1, n1);
+	memmove(b->p + s1, b->p + s2, n2);
+	memcpy(b->p + s1 + n2, tmp, n1);
+}
+
+/* Replace the first `from` in line k with `to`, of the same length. */
+static void line_edit(struct lbuf *b, size_t k, const char *from, const char *to)
+{
+	size_t s, n;
+	char *at;
+
+	assert_int_equal(strlen(from), strlen(to));
+	line_span(b, k, &s, &n);
+	at = memmem(b->p + s, n, from, strlen(from));
+	assert_non_null(at);
+	memcpy(at, to, strlen(to));
+}
+
+/* ---- checking ------------------------------------------------------------ */
+
+static int check_with(struct fix *f, const char *file, const char *head_file,
+		      const unsigned char (*keys)[AUDIT_KEY_BYTES], size_t nkeys)
+{
+	struct audit_verify_opts o = {
+		.keys = keys, .nkeys = nkeys, .head_file = head_file, .state_dir = f->state};
+	struct appl_err err = {0};
+	FILE *out = fmemopen(f->out, sizeof(f->out) - 1, "w");
+	int rc;
+
+	assert_non_null(out);
+	memset(f->out, 0, sizeof(f->out));
+	rc = audit_verify(file, &o, out, &err);
+	fclose(out);
+	if (rc < 0)
+		snprintf(f->out, sizeof(f->out), "error: %s", err.msg);
+	return rc;
+}
+
+static int check(struct fix *f)
+{
+	return check_with(f, f->path, NULL, NULL, 0);
+}
+
+static int check_keyed(struct fix *f)
+{
+	const unsigned char(*keys)[AUDIT_KEY_BYTES] =
+		(const unsigned char(*)[AUDIT_KEY_BYTES])f->k0;
+
+	return check_with(f, f->path, NULL, keys, 1);
+}
+
+/* What was said contains want. */
+static void said(const struct fix *f, const char *want)
+{
+	if (!strstr(f->out, want))
+		fail_msg("output\n%s\ndoes not contain\n%s", f->out, want);
+}
+
+/* The problem is on line `line` of the log's file `name`. */
+static void problem_at(const struct fix *f, const char *name, unsigned line, const char *want)
+{
+	char at[512];
+
+	snprintf(at, sizeof(at), "%s/%s:%u: ", f->dir, name, line);
+	said(f, at);
+	said(f, want);
+	if (strchr(f->out, '\n') != f->out + strlen(f->out) - 1)
+		fail_msg("more than one line said:\n%s", f->out);
+}
+
+/* ---- intact -------------------------------------------------------------- */
+
+static void test_intact(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char want[1024], cwd[4096];
+	int rc;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 0);
+	snprintf(want, sizeof(want),
+		 "%s: 7 lines in 1 file, chain intact, head matches (line 7), no seals\n", f->path);
+	assert_string_equal(f->out, want);
+	/* relative to the working directory: the head is found all the same */
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(f->dir), 0);
+	rc = check_with(f, "audit.log", NULL, NULL, 0);
+	assert_int_equal(chdir(cwd), 0);
+	assert_int_equal(rc, 0);
+	assert_string_equal(f->out, "audit.log: 7 lines in 1 file, chain intact, head matches "
+				    "(line 7), no seals\n");
+	free(b.p);
+}
+
+/* ---- tampering ----------------------------------------------------------- */
+
+static void test_byte_edited(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_edit(&b, 3, "github.search", "github.seArch"); /* line 4: the call */
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 5, "prev is not the hash of line 4 before it");
+	free(b.p);
+}
+
+static void test_byte_edited_breaking_json(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_edit(&b, 2, "\"run\":", "\"run\';");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 3, "not a log line: not JSON");
+	free(b.p);
+}
+
+static void test_line_deleted(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_delete(&b, 3);
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 4, "n is 5 after 3: lines were removed, reordered or repeated");
+	free(b.p);
+}
+
+static void test_lines_swapped(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	lines_swap(&b, 3);
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 4, "n is 5 after 3");
+	free(b.p);
+}
+
+/* The last lines gone, chain and all: only the head can tell. */
+static void test_tail_cut(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	size_t s, n;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	head_put(f, &c, b.len);
+	line_span(&b, 5, &s, &n);
+	b.len = s; /* lines 6 and 7 cut */
+	file_put(f->path, &b);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 5,
+		   "the tail was cut: the log ends at line 5, the head records line 7");
+	free(b.p);
+}
+
+static void test_lines_past_head(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	log_put(f, &b, &c);
+	line_add(&b, &c, "stop", ",\"reason\":\"signal 15\",\"runs\":0");
+	file_put(f->path, &b);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 8,
+		   "lines past the recorded head: it ends at line 7, this is line 8");
+	free(b.p);
+}
+
+/* A line of another log with the same n: its prev is another chain's. */
+static void test_line_spliced(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0}, other = {0};
+	struct chain c, oc;
+	size_t s, n, os, on;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	chain_init(&oc, NULL);
+	oc.t = 99;
+	log_build(&other, &oc);
+	line_span(&b, 3, &s, &n);
+	line_span(&other, 3, &os, &on);
+	assert_int_equal(n, on);
+	memcpy(b.p + s, other.p + os, n);
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 4, "prev is not the hash of line 3 before it");
+	free(b.p);
+	free(other.p);
+}
+
+/* A rewritten log, chain and all recomputed: the head's hash differs. */
+static void test_rewritten_chain(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0}, forged = {0};
+	struct chain c, fc;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	head_put(f, &c, b.len);
+	chain_init(&fc, NULL);
+	fc.t = 1; /* other times, same shape */
+	log_build(&forged, &fc);
+	file_put(f->path, &forged);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 7, "the head records line 7 with another hash");
+	free(b.p);
+	free(forged.p);
+}
+
+static void test_head_edited(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char id[AUDIT_ID_HEX], name[512], slot[2 * AUDIT_HEAD_SLOT];
+	int fd;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	log_put(f, &b, &c); /* gen 1: slot 1 only */
+	audit_state_id(f->path, id);
+	snprintf(name, sizeof(name), "%s/audit/%s.head", f->state, id);
+	fd = open(name, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pread(fd, slot, sizeof(slot), 0), (ssize_t)sizeof(slot));
+	/* say line 6 is the last: the check no longer matches */
+	char *at = memmem(slot + AUDIT_HEAD_SLOT, AUDIT_HEAD_SLOT, " 7 ", 3);
+	assert_non_null(at);
+	at[1] = '6';
+	assert_int_equal(pwrite(fd, slot, sizeof(slot), 0), (ssize_t)sizeof(slot));
+	close(fd);
+	assert_int_equal(check(f), 1);
+	said(f, ": the head ");
+	said(f, "has no valid slot: it was edited, or is not a head file");
+	free(b.p);
+}
+
+/* The newer slot edited, the older one valid: the older head holds, and
+ * the lines after it are past it. */
+static void test_head_older_slot(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char id[AUDIT_ID_HEX], name[512];
+	int fd;
+
+	chain_init(&c, NULL);
+	open_add(&b, &c, NULL); /* log_build's lines, with the head after line 6 */
+	line_add(&b, &c, "start",
+		 ",\"deployment\":\"prod\",\"key\":\"0123456789ABCDEF\",\"serial\":7,"
+		 "\"version\":\"0.9\",\"seal\":false");
+	run_add(&b, &c);
+	head_put_gen(f, f->path, &c, b.len, 2);
+	line_add(&b, &c, "stop", ",\"reason\":\"client closed\",\"runs\":1");
+	head_put_gen(f, f->path, &c, b.len, 3);
+	file_put(f->path, &b);
+	assert_int_equal(check(f), 0); /* gen 3 is the head */
+	said(f, "head matches (line 7)");
+	audit_state_id(f->path, id);
+	snprintf(name, sizeof(name), "%s/audit/%s.head", f->state, id);
+	fd = open(name, O_RDWR | O_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(pwrite(fd, "X", 1, AUDIT_HEAD_SLOT + 30), 1); /* gen 3's slot */
+	close(fd);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 7, "lines past the recorded head: it ends at line 6");
+	free(b.p);
+}
+
+static void test_no_head(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char want[1024];
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	file_put(f->path, &b);
+	assert_int_equal(check(f), 1);
+	snprintf(want, sizeof(want), "%s: no head recorded for %s in %s", f->path, f->path,
+		 f->state);
+	said(f, want);
+	/* --head /dev/null: checked without one, and said so */
+	assert_int_equal(check_with(f, f->path, "/dev/null", NULL, 0), 0);
+	said(f, "7 lines in 1 file, chain intact, head not checked (the --head file is empty)");
+	/* --head FILE: that head */
+	head_put(f, &c, b.len);
+	{
+		char id[AUDIT_ID_HEX], name[512];
+
+		audit_state_id(f->path, id);
+		snprintf(name, sizeof(name), "%s/audit/%s.head", f->state, id);
+		assert_int_equal(check_with(f, f->path, name, NULL, 0), 0);
+		said(f, "head matches (line 7)");
+	}
+	/* a --head that cannot be read is an error, not a problem */
+	assert_true(check_with(f, f->path, "/nonexistent/head", NULL, 0) < 0);
+	said(f, "error: --head /nonexistent/head: No such file or directory");
+	free(b.p);
+}
+
+/* ---- seals --------------------------------------------------------------- */
+
+static void sealed_build(struct lbuf *b, struct chain *c, const unsigned char *k0)
+{
+	chain_init(c, k0);
+	log_build(b, c);
+	seal_add(b, c); /* line 8, epoch 0 */
+	run_add(b, c);
+	seal_add(b, c); /* line 13, epoch 1 */
+}
+
+static void test_seal_verified(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char t[AUDIT_TIME_LEN + 1], want[256];
+
+	sealed_build(&b, &c, f->k0);
+	line_add(&b, &c, "stop", ",\"reason\":\"client closed\",\"runs\":1");
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 0);
+	c.t = 12;
+	time_of(&c, t);
+	snprintf(want, sizeof(want),
+		 "14 lines in 1 file, chain intact, head matches (line 14), sealed through "
+		 "line 13 (%s)\n",
+		 t);
+	said(f, want);
+	/* without the key: counted, not checked */
+	assert_int_equal(check(f), 0);
+	said(f, "head matches (line 14), 2 seals not checked (no --key)\n");
+	free(b.p);
+}
+
+static void test_seal_forged(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, f->k0);
+	log_build(&b, &c);
+	seal_add(&b, &c);
+	run_add(&b, &c);
+	seal_add_as(&b, &c, 1, true);
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 1);
+	problem_at(f, "audit.log", 13, "seal: the mac does not verify (kid ");
+	said(f, ", epoch 1): the lines before it were changed, or the seal is forged");
+	free(b.p);
+}
+
+/* A log rewritten from some line on, chain recomputed, by whoever holds
+ * the host's key of now: the seal before, of an older key, fails. */
+static void test_seal_rewritten_with_later_key(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, f->k0);
+	log_build(&b, &c);
+	audit_ratchet(c.key); /* the key of epoch 1, used for epoch 0 */
+	seal_add_as(&b, &c, 0, false);
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 1);
+	problem_at(f, "audit.log", 8, "seal: the mac does not verify");
+	free(b.p);
+}
+
+static void test_seal_epoch_gap(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, f->k0);
+	log_build(&b, &c);
+	seal_add(&b, &c);
+	run_add(&b, &c);
+	audit_ratchet(c.key); /* a seal of epoch 1 removed */
+	seal_add_as(&b, &c, 2, false);
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 1);
+	problem_at(f, "audit.log", 13,
+		   "seal: epoch 2 where epoch 1 was due: seals were removed or repeated");
+	free(b.p);
+}
+
+static void test_seal_first_epoch_not_zero(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, f->k0);
+	log_build(&b, &c);
+	audit_ratchet(c.key);
+	seal_add_as(&b, &c, 1, false);
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 1);
+	problem_at(f, "audit.log", 8, "seal: epoch 1 where epoch 0 was due");
+	free(b.p);
+}
+
+static void test_seal_unknown_kid(void **state)
+{
+	struct fix *f = *state;
+	unsigned char other[AUDIT_KEY_BYTES];
+	struct lbuf b = {0};
+	struct chain c;
+
+	memset(other, 9, sizeof(other));
+	sealed_build(&b, &c, other);
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 1);
+	problem_at(f, "audit.log", 8, "seal: kid ");
+	said(f, " is none of the keys given");
+	/* both keys given: each seal checks with its own */
+	{
+		unsigned char keys[2][AUDIT_KEY_BYTES];
+
+		memcpy(keys[0], f->k0, AUDIT_KEY_BYTES);
+		memcpy(keys[1], other, AUDIT_KEY_BYTES);
+		assert_int_equal(check_with(f, f->path, NULL, (const unsigned char(*)[32])keys, 2),
+				 0);
+		said(f, "sealed through line 13");
+	}
+	free(b.p);
+}
+
+static void test_seal_malformed(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, f->k0);
+	log_build(&b, &c);
+	line_add(&b, &c, "seal", ",\"kid\":\"abc\",\"epoch\":0,\"mac\":\"00\"");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1); /* even without --key */
+	problem_at(f, "audit.log", 8, "seal: kid: missing, or not 16 lower-case hex digits");
+	free(b.p);
+}
+
+/* ---- torn lines ---------------------------------------------------------- */
+
+static void test_torn_tail(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	head_put(f, &c, b.len);
+	lbuf_add(&b, "{\"n\":8,\"prev\":\"ab", 17);
+	file_put(f->path, &b);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 8,
+		   "torn: an appliance stopped mid-write (17 bytes with no newline at the end)");
+	free(b.p);
+}
+
+/* What the next writer does with it: a newline, then a torn line chained
+ * to the last whole line. */
+static void test_torn_acknowledged(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char want[1024];
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	lbuf_add(&b, "{\"n\":8,\"prev\":\"ab\n", 18);
+	line_add(&b, &c, "torn", ",\"bytes\":18");
+	line_add(&b, &c, "start", ",\"seal\":false");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 0);
+	snprintf(want, sizeof(want),
+		 "%s: 9 lines in 1 file, chain intact, head matches (line 9), no seals\n"
+		 "%s:8: note: a fragment of 18 bytes that an appliance left when it stopped "
+		 "mid-write, acknowledged by the torn line after it\n",
+		 f->path, f->path);
+	assert_string_equal(f->out, want);
+	free(b.p);
+}
+
+/* Cut right before its newline, a whole line is a fragment too. */
+static void test_torn_whole_line(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c, lost;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	lost = c;
+	line_add(&b, &lost, "stop", ",\"reason\":\"x\",\"runs\":0"); /* not in the chain */
+	c.t = lost.t;
+	{
+		char rest[64];
+		size_t s, n;
+
+		line_span(&b, 7, &s, &n);
+		snprintf(rest, sizeof(rest), ",\"bytes\":%zu", n);
+		line_add(&b, &c, "torn", rest);
+	}
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 0);
+	said(f, "8 lines in 1 file, chain intact");
+	said(f, ":8: note: a fragment of ");
+	free(b.p);
+}
+
+static void test_torn_wrong_bytes(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	lbuf_add(&b, "{\"n\":8,\"prev\":\"ab\n", 18);
+	line_add(&b, &c, "torn", ",\"bytes\":17");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 8, "the torn line after it does not acknowledge it");
+	free(b.p);
+}
+
+static void test_torn_without_fragment(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_add(&b, &c, "torn", ",\"bytes\":18");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 8, "a torn line with no fragment before it");
+	free(b.p);
+}
+
+/* ---- rotation ------------------------------------------------------------ */
+
+/* audit.log.1 (file 1) and audit.log (file 2). */
+static void rotated_build(struct fix *f, struct chain *c, struct lbuf *b2)
+{
+	struct lbuf b1 = {0};
+	char p1[256];
+
+	chain_init(c, NULL);
+	log_build(&b1, c);
+	snprintf(p1, sizeof(p1), "%s.1", f->path);
+	file_put(p1, &b1);
+	open_add(b2, c, "audit.log.1");
+	run_add(b2, c);
+	log_put(f, b2, c);
+	free(b1.p);
+}
+
+static void test_rotation(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char p1[256], want[1024];
+
+	rotated_build(f, &c, &b);
+	assert_int_equal(check(f), 0);
+	said(f, "12 lines in 2 files, chain intact, head matches (line 12), no seals\n");
+	/* the rotated file alone: its chain, and the head is not its own */
+	snprintf(p1, sizeof(p1), "%s.1", f->path);
+	assert_int_equal(check_with(f, p1, NULL, NULL, 0), 0);
+	snprintf(want, sizeof(want),
+		 "%s: 7 lines in 1 file, chain intact, head not checked (this is file 1 of the "
+		 "log at %s, which is at file 2), no seals\n",
+		 p1, f->path);
+	assert_string_equal(f->out, want);
+	free(b.p);
+}
+
+static void test_rotation_edited_previous(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0}, b1 = {0};
+	struct chain c;
+	char p1[256];
+
+	rotated_build(f, &c, &b);
+	snprintf(p1, sizeof(p1), "%s.1", f->path);
+	{
+		struct chain c1;
+
+		chain_init(&c1, NULL);
+		log_build(&b1, &c1);
+		line_edit(&b1, 1, "prod", "test");
+		file_put(p1, &b1);
+	}
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log.1", 3, "prev is not the hash of line 2 before it");
+	free(b.p);
+	free(b1.p);
+}
+
+static void test_rotation_missing_previous(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char p1[256];
+
+	rotated_build(f, &c, &b);
+	snprintf(p1, sizeof(p1), "%s.1", f->path);
+	assert_int_equal(unlink(p1), 0);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 1,
+		   "the previous file audit.log.1 cannot be opened: No such file or directory");
+	/* a symlink in its place is not followed */
+	assert_int_equal(symlink("audit.log", p1), 0);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 1,
+		   "the previous file audit.log.1 cannot be opened: it is a symlink");
+	free(b.p);
+}
+
+/* previous names no file of the directory, or the file itself (a loop). */
+static void test_rotation_bad_names(void **state)
+{
+	static const char *const bad[] = {"../log/audit.log.1", "..", ".", "", "/etc/passwd"};
+	struct fix *f = *state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct lbuf b = {0};
+		struct chain c;
+
+		chain_init(&c, NULL);
+		c.file = 1;
+		c.n = 7;
+		open_add(&b, &c, bad[i]);
+		log_put(f, &b, &c);
+		assert_int_equal(check(f), 1);
+		problem_at(f, "audit.log", 1, "previous.name: missing, or not a plain file name");
+		free(b.p);
+	}
+	{
+		struct lbuf b = {0};
+		struct chain c;
+
+		chain_init(&c, NULL);
+		c.file = 1;
+		c.n = 7;
+		open_add(&b, &c, "audit.log");
+		log_put(f, &b, &c);
+		assert_int_equal(check(f), 1);
+		problem_at(f, "audit.log", 1, "the previous file audit.log is file 2, not file 1");
+		free(b.p);
+	}
+}
+
+/* A chain that does not start at file 1, or a file index repeated. */
+static void test_rotation_index(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	c.file = 2;
+	open_add(&b, &c, NULL); /* file 3, previous null */
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 1, "file 3 names no previous file: files 1 to 2 are missing");
+	free(b.p);
+}
+
+static void test_head_wrong_file(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	rotated_build(f, &c, &b);
+	c.file = 3;
+	head_put(f, &c, b.len);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 1,
+		   "the head records file 3, this is file 2: the files after it are missing");
+	free(b.p);
+}
+
+/* ---- not a log at all ---------------------------------------------------- */
+
+static void test_overlong_line(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char *pad = malloc(AUDIT_LINE_MAX + 1), rest[AUDIT_LINE_MAX + 64];
+
+	assert_non_null(pad);
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	memset(pad, 'x', AUDIT_LINE_MAX);
+	pad[AUDIT_LINE_MAX - 200] = '\0';
+	snprintf(rest, sizeof(rest), ",\"pad\":\"%s\"", pad);
+	line_add(&b, &c, "resumed", rest); /* just under the cap */
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 0);
+	pad[AUDIT_LINE_MAX - 200] = 'x';
+	pad[AUDIT_LINE_MAX] = '\0';
+	snprintf(rest, sizeof(rest), ",\"pad\":\"%s\"", pad);
+	line_add(&b, &c, "resumed", rest);
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 9, "longer than 8192 bytes");
+	free(pad);
+	free(b.p);
+}
+
+static void test_garbage(void **state)
+{
+	static const char bin[] = "\x00\x01\xff\xfe{\"n\":1}\x1b[2J\x7f";
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	lbuf_add(&b, bin, sizeof(bin) - 1);
+	lbuf_add(&b, "\n", 1);
+	line_add(&b, &c, "stop", ",\"reason\":\"x\",\"runs\":0");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 8, "not a log line: not JSON");
+	/* what is said is one printable line */
+	for (const char *p = f->out; *p; p++)
+		assert_true(*p == '\n' || ((unsigned char)*p >= 0x20 && *p != 0x7f));
+	/* a binary file from its first byte */
+	b.len = 0;
+	lbuf_add(&b, bin, sizeof(bin) - 1);
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 1, "torn: an appliance stopped mid-write");
+	/* an empty file */
+	b.len = 0;
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	said(f, "audit.log: empty: a log file starts with its log.open line");
+	free(b.p);
+}
+
+static void test_not_an_object(void **state)
+{
+	static const struct {
+		const char *line, *why;
+	} cases[] = {
+		{"[1,2,3]", "not a log line: not a JSON object"},
+		{"\"text\"", "not a log line: not JSON"},
+		{"42", "not a log line: not JSON"},
+		{"null", "not a log line: not JSON"},
+		{"{}", "n: missing, or not a positive integer"},
+		{"{\"n\":8} {}", "not a log line: not JSON"},
+	};
+	struct fix *f = *state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct lbuf b = {0};
+		struct chain c;
+
+		chain_init(&c, NULL);
+		log_build(&b, &c);
+		head_put(f, &c, b.len);
+		lbuf_add(&b, cases[i].line, strlen(cases[i].line));
+		lbuf_add(&b, "\n", 1);
+		file_put(f->path, &b);
+		assert_int_equal(check(f), 1);
+		problem_at(f, "audit.log", 8, cases[i].why);
+		free(b.p);
+	}
+}
+
+/* Each common member of the wrong type or form, and a duplicate key. */
+static void test_wrong_types(void **state)
+{
+	static const struct {
+		const char *from, *to, *why;
+	} cases[] = {
+		{"\"n\":5", "\"n\":\"5\"", "n: missing, or not a positive integer"},
+		{"\"n\":5", "\"n\":5.0", "n: missing, or not a positive integer"},
+		{"\"n\":5", "\"n\":-5", "n: missing, or not a positive integer"},
+		{"\"prev\":\"", "\"prev\":1,\"x\":\"",
+		 "prev: missing, or not 64 lower-case hex digits"},
+		{"\"t\":\"2026", "\"t\":\"1926", NULL}, /* a time, if an odd one */
+		{"\"t\":\"2026-12-01T", "\"t\":\"2026-12-01 ", "t: missing, or not a time"},
+		{"\"ev\":\"call.end\"", "\"ev\":7", "ev: missing, or not a string"},
+		{"\"pid\":4242", "\"pid\":true", "pid: missing, or not a positive integer"},
+		{"\"pid\":4242", "\"pid\":4242,\"pid\":1", "not JSON"},
+		{"\"n\":5", "\"N\":5", "n: missing"},
+	};
+	struct fix *f = *state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct lbuf b = {0}, e = {0};
+		struct chain c;
+		size_t s, n;
+		char *at;
+
+		chain_init(&c, NULL);
+		log_build(&b, &c);
+		/* line 5 rewritten (its length may change): the head is moot */
+		line_span(&b, 4, &s, &n);
+		at = memmem(b.p + s, n, cases[i].from, strlen(cases[i].from));
+		assert_non_null(at);
+		lbuf_add(&e, b.p, (size_t)(at - b.p));
+		lbuf_add(&e, cases[i].to, strlen(cases[i].to));
+		lbuf_add(&e, at + strlen(cases[i].from),
+			 b.len - (size_t)(at - b.p) - strlen(cases[i].from));
+		log_put(f, &e, &c);
+		if (!cases[i].why) {
+			assert_int_equal(check(f), 1);
+			problem_at(f, "audit.log", 6, "prev is not the hash of line 5");
+		} else {
+			assert_int_equal(check(f), 1);
+			problem_at(f, "audit.log", 5, cases[i].why);
+		}
+		free(b.p);
+		free(e.p);
+	}
+}
+
+/* The first line must be log.open, and only a first line may be. */
+static void test_log_open_place(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, NULL);
+	line_add(&b, &c, "start", ",\"seal\":false");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 1, "the file's first line is a start line, not log.open");
+	free(b.p);
+	b = (struct lbuf){0};
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_add(&b, &c, "log.open", ",\"file\":1,\"previous\":null");
+	log_put(f, &b, &c);
+	assert_int_equal(check(f), 1);
+	problem_at(f, "audit.log", 8, "a log.open line in the middle of a file");
+	free(b.p);
+}
+
+static void test_not_a_file(void **state)
+{
+	struct fix *f = *state;
+
+	assert_true(check_with(f, f->dir, NULL, NULL, 0) < 0);
+	said(f, "not a regular file");
+	assert_true(check_with(f, "/nonexistent/audit.log", NULL, NULL, 0) < 0);
+	said(f, "No such file or directory");
+}
+
+/* ---- show ---------------------------------------------------------------- */
+
+static void test_show(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	struct appl_err err = {0};
+	char out[8192] = {0};
+	FILE *o;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_add(&b, &c, "call",
+		 ",\"run\":\"0123456789ab\",\"id\":2,\"tool\":\"fs.write\\u001b[2J\",\"role\":"
+		 "\"analyst\",\"access\":\"write\",\"args\":\"x\",\"args_bytes\":9,\"outcome\":"
+		 "\"refused\",\"reason\":\"not allowed for role analyst\"");
+	line_add(&b, &c, "approval", ",\"run\":\"0123456789ab\"");
+	line_add(&b, &c, "run.end", ",\"run\":7,\"reason\":null");
+	lbuf_add(&b, "garbage\n{\"n\":1", 14);
+	file_put(f->path, &b);
+	o = fmemopen(out, sizeof(out) - 1, "w");
+	assert_non_null(o);
+	assert_int_equal(audit_show(f->path, o, &err), 0);
+	fclose(o);
+	if (!strstr(out, T0 "  log file 1\n") ||
+	    !strstr(out, "  appliance start: pid 4242, deployment prod, serial 7, version 0.9, "
+			 "seal no\n") ||
+	    !strstr(out, "  run 0123456789ab: client alice, role analyst, revision 2026-07-28, "
+			 "code 512 bytes\n") ||
+	    !strstr(out, "    run 0123456789ab call 1: github.search (read), 20 argument "
+			 "bytes: sent\n") ||
+	    !strstr(out, "    run 0123456789ab call 1: github.search: ok in 120 ms, 2048 result "
+			 "bytes\n") ||
+	    !strstr(out, "  run 0123456789ab end: done after 1500 ms, 1 calls, 12 output bytes, "
+			 "answered yes\n") ||
+	    !strstr(out, "  appliance stop: pid 4242, client closed, 1 runs\n") ||
+	    !strstr(out, "    run 0123456789ab call 2: fs.write\\x1b[2J (write), 9 argument "
+			 "bytes: refused: not allowed for role analyst\n") ||
+	    !strstr(out, "  approval (an event this version does not know)\n") ||
+	    !strstr(out, "  run 7 end: none after ? ms, ? calls, ? output bytes\n") ||
+	    !strstr(out, "line 11: not a log line (7 bytes)\n") ||
+	    !strstr(out, "line 12: not a log line (6 bytes)\nline 12: no newline at the end"))
+		fail_msg("show said:\n%s", out);
+	assert_true(audit_show("/nonexistent", stdout, &err) < 0);
+	free(b.p);
+}
+
+int main(void)
+{
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fix_setup, fix_teardown)
+	const struct CMUnitTest tests[] = {
+		T(test_intact),
+		T(test_byte_edited),
+		T(test_byte_edited_breaking_json),
+		T(test_line_deleted),
+		T(test_lines_swapped),
+		T(test_tail_cut),
+		T(test_lines_past_head),
+		T(test_line_spliced),
+		T(test_rewritten_chain),
+		T(test_head_edited),
+		T(test_head_older_slot),
+		T(test_no_head),
+		T(test_seal_verified),
+		T(test_seal_forged),
+		T(test_seal_rewritten_with_later_key),
+		T(test_seal_epoch_gap),
+		T(test_seal_first_epoch_not_zero),
+		T(test_seal_unknown_kid),
+		T(test_seal_malformed),
+		T(test_torn_tail),
+		T(test_torn_acknowledged),
+		T(test_torn_whole_line),
+		T(test_torn_wrong_bytes),
+		T(test_torn_without_fragment),
+		T(test_rotation),
+		T(test_rotation_edited_previous),
+		T(test_rotation_missing_previous),
+		T(test_rotation_bad_names),
+		T(test_rotation_index),
+		T(test_head_wrong_file),
+		T(test_overlong_line),
+		T(test_garbage),
+		T(test_not_an_object),
+		T(test_wrong_types),
+		T(test_log_open_place),
+		T(test_not_a_file),
+		T(test_show),
+	};
+#undef T
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
