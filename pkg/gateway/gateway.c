@@ -381,6 +381,22 @@ static int run_end_audit(struct gw_run *r, const struct cell_outcome *o)
 	return rc;
 }
 
+/* A run the appliance's stop ended before it was answered (every run
+ * still listed): its last line says so. */
+static void run_shutdown_audit(struct gw_run *r)
+{
+	json_t *body;
+
+	if (!r->gw->audit)
+		return;
+	body = json_pack("{ss ss sI sI sI sb}", "run", r->id, "reason", "shutdown", "ms",
+			 (json_int_t)(loop_now_ms() - r->arrival), "calls",
+			 (json_int_t)(r->cell ? cell_calls(r->cell) : 0), "out_bytes",
+			 (json_int_t)0, "answered", 0);
+	audit_event(r->gw->audit, "run.end", body);
+	json_decref(body);
+}
+
 static void run_answer(struct gw_run *r)
 {
 	const struct cell_outcome *o = r->cell ? cell_outcome(r->cell) : NULL;
@@ -718,6 +734,7 @@ static void shutdown_all(struct gateway *gw)
 		struct gw_run *r = gw->runs;
 
 		r->run = NULL;
+		run_shutdown_audit(r);
 		run_unlink(gw, r);
 		run_free(r);
 	}

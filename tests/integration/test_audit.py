@@ -9,8 +9,11 @@
   swapped, the tail cut, a line spliced from another log, the head edited,
   a seal forged, the chain recomputed after an edit: each is detected;
 - three appliances writing one log at once make one chain;
-- a torn last line (an appliance killed mid-write) is reported, and the
-  next start continues after it with a `torn` line;
+- a torn last line (an appliance killed mid-write: its batch announced
+  in the head and cut short in the file, as a kill leaves them) is
+  reported, and the next start continues after it with a `torn` line;
+  lines someone appended, even chained, are taken by no appliance;
+- a run cut short by the appliance's stop still gets its run.end;
 - a log on a full tmpfs: no new cell, a write tool's call refused, the
   client told why; the log resumes once there is room;
 - a log removed or cut is refused at start, and so is a sealing policy
@@ -504,6 +507,21 @@ def fill(path):
                 pass
         except OSError as e:
             assert e.errno == 28, e
+
+
+@test
+def a_run_the_stop_cut_short_ends_in_the_log_too():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    s = gk.Session(audit_policy(log))
+    s.start_cell("import time\ntime.sleep(60)\n")
+    wait_for(lambda: b'"ev":"run.start"' in open(log, "rb").read(), "the run's start")
+    s.close()
+    evs = chain(log)
+    assert [e["ev"] for e in evs[-2:]] == ["run.end", "stop"], evs[-3:]
+    assert evs[-2]["reason"] == "shutdown" and evs[-2]["answered"] is False, evs[-2]
+    assert evs[-1]["reason"] == "client closed", evs[-1]
+    shutil.rmtree(d)
 
 
 @test
