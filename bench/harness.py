@@ -709,14 +709,17 @@ def row_floor(work, n, spacing=0.0):
 # ---- rows 6 and 7: tool calls ------------------------------------------------------------------
 
 def toy_policy(work, limits, cfg=MAIN):
-    """The toy's tools as writes, or with BENCH_AUDIT=read|write as that
-    access with an audit log (a fresh one per policy, in the work
-    directory): a write's call line is on disk before the call goes."""
+    """The toy's tools as the server marks them (readOnlyHint: reads, the
+    rest writes), or with BENCH_AUDIT=read|write toy.echo as that access
+    and an audit log (a fresh one per policy, in the work directory): a
+    write's call line is on disk before the call goes."""
     extra = {"servers": {"toy": {"command": [TOY]}},
-             "tools": {"toy.*": {"access": P["audit"] or "write"}},
+             "tools": {"toy.*": {"access": "write"}},
              "roles": {"dev": {"tools": ["toy.*"], "write": True}},
              "clients": {"default_role": "dev"}}
     if P["audit"]:
+        # An exact entry: echo's own readOnlyHint would make it a read.
+        extra["tools"]["toy.echo"] = {"access": P["audit"]}
         extra["audit"] = {"path": os.path.join(work.dir, "audit-%d.jsonl" % (work.serial + 1))}
     return work.policy(limits, extra, cfg)
 

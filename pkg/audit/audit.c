@@ -572,8 +572,11 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 			return fail(a, rc, err, "%s", e2.msg);
 		a->seal_wanted = false;
 	}
+	/* Not synced: should this write be lost, the announcement (on disk
+	 * when it counts) covers what the batch wrote, and the next writer
+	 * adopts it. */
 	bt->h.pend_file = 0;
-	if ((rc = head_put(a, &bt->h, bt->gen + 2, durable, err)) < 0)
+	if ((rc = head_put(a, &bt->h, bt->gen + 2, false, err)) < 0)
 		return rc;
 	a->last_n = bt->h.n;
 	return 0;
