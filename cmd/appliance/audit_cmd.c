@@ -244,17 +244,24 @@ static int audit_verify_cmd(int argc, char **argv)
 
 static int audit_show_cmd(int argc, char **argv)
 {
-	static const struct option opts[] = {{NULL, 0, NULL, 0}};
+	static const struct option opts[] = {{"runs", no_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
 	struct appl_err err = {0};
+	bool runs = false;
+	int c, rc;
 
 	if (cli_inexact_option(argc, argv, opts))
-		return cli_usage_cmd("audit show", "takes no options");
+		return cli_usage_cmd("audit show", "options must be spelled out in full");
 	optind = 1;
-	if (getopt_long(argc, argv, "", opts, NULL) != -1)
-		return cli_usage_cmd("audit show", "takes no options");
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		if (c != 'r')
+			return cli_usage_cmd("audit show", "the only option is --runs");
+		runs = true;
+	}
 	if (optind != argc - 1)
 		return cli_usage_cmd("audit show", "needs one FILE");
-	if (audit_show(argv[optind], stdout, &err) < 0)
+	rc = runs ? audit_show_runs(argv[optind], stdout, &err)
+		  : audit_show(argv[optind], stdout, &err);
+	if (rc < 0)
 		return cli_fail_cmd("audit show", &err);
 	return 0;
 }

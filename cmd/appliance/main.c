@@ -59,7 +59,7 @@ static const char usage_text[] =
 	"        check an audit log: its chain back through rotated files, its\n"
 	"        head (from the state, or --head; --head /dev/null: none) and,\n"
 	"        with the keys, its seals; exit 1 on the first problem\n"
-	"  audit show FILE\n"
+	"  audit show [--runs] FILE\n"
 	"        print an audit log's starts, runs and calls readably\n"
 	"\n"
 	"The rollback floor (the highest serial accepted per deployment) is in\n"

@@ -46,6 +46,11 @@ static const struct {
 	{"seal", "seal: kid {kid}, epoch {epoch}"},
 };
 
+/* The parts of a run's summary line. */
+#define RUN_WHO	    "client {client}, role {role}, {revision}, {code_bytes} code bytes"
+#define RUN_END	    "{reason} after {ms} ms, {out_bytes} output bytes[, answered {answered}]"
+#define RUN_REFUSED "refused: {reason}"
+
 static const json_t *member_at(const json_t *o, const char *key, size_t len)
 {
 	const char *dot = memchr(key, '.', len);
@@ -154,7 +159,138 @@ static int show_lines(struct audit_reader *r, FILE *out)
 	}
 }
 
-int audit_show(const char *file, FILE *out, struct appl_err *err)
+/* ---- one line per run ------------------------------------------------------- */
+
+#define SHOW_RUNS_MAX  100000 /* runs summed up; more are counted, not shown */
+#define SHOW_TOOLS_MAX 8      /* tools named per run */
+
+struct runs {
+	json_t *by_id; /* run id -> {start, end, tools: {tool: n}, refused, failed} */
+	json_t *order; /* run ids, as they came */
+	size_t dropped;
+};
+
+static json_t *run_entry(struct runs *rs, const json_t *o)
+{
+	const char *id = str_member(o, "run");
+	json_t *e;
+
+	if (!id)
+		return NULL;
+	if ((e = json_object_get(rs->by_id, id)))
+		return e;
+	if (json_array_size(rs->order) >= SHOW_RUNS_MAX) {
+		rs->dropped++;
+		return NULL;
+	}
+	e = json_pack("{s{}sisi}", "tools", "refused", 0, "failed", 0);
+	if (!e || json_object_set_new(rs->by_id, id, e) < 0 ||
+	    json_array_append_new(rs->order, json_string(id)) < 0)
+		return NULL;
+	return e;
+}
+
+static void count(json_t *obj, const char *key)
+{
+	json_object_set_new(obj, key,
+			    json_integer(json_integer_value(json_object_get(obj, key)) + 1));
+}
+
+static void run_take(struct runs *rs, json_t *o)
+{
+	const char *ev = str_member(o, "ev"), *tool = str_member(o, "tool");
+	const char *outcome = str_member(o, "outcome");
+	json_t *e;
+
+	if (!ev || (strncmp(ev, "run.", 4) != 0 && strncmp(ev, "call", 4) != 0))
+		return;
+	if (!(e = run_entry(rs, o)))
+		return;
+	if (strcmp(ev, "run.start") == 0)
+		json_object_set(e, "start", o);
+	else if (strcmp(ev, "run.end") == 0 || strcmp(ev, "run.refused") == 0)
+		json_object_set(e, "end", o);
+	else if (strcmp(ev, "call") == 0 && tool) {
+		count(json_object_get(e, "tools"), tool);
+		if (outcome && strcmp(outcome, "refused") == 0)
+			count(e, "refused");
+	} else if (strcmp(ev, "call.end") == 0 && outcome && strcmp(outcome, "ok") != 0)
+		count(e, "failed");
+}
+
+static void run_put(FILE *out, const char *id, const json_t *e)
+{
+	const json_t *st = json_object_get(e, "start"), *end = json_object_get(e, "end");
+	const json_t *first = st ? st : end;
+	const char *t = first ? str_member(first, "t") : NULL, *tool;
+	char shown[AUDIT_SHOWN_MAX];
+	const json_t *n;
+	size_t k = 0;
+
+	fprintf(out, "%s  run %s: ", t && audit_time_valid(t) ? t : "(no time)               ",
+		audit_escape(id, shown));
+	if (st)
+		text_put(out, st, RUN_WHO, RUN_WHO + strlen(RUN_WHO), false);
+	else
+		fputs("(no start recorded)", out);
+	fputs(": ", out);
+	json_object_foreach((json_t *)json_object_get(e, "tools"), tool, n) {
+		if (k == SHOW_TOOLS_MAX) {
+			fputs(", ...", out);
+			break;
+		}
+		fprintf(out, "%s%s x%" JSON_INTEGER_FORMAT, k++ ? ", " : "",
+			audit_escape(tool, shown), json_integer_value(n));
+	}
+	fprintf(out, "%s; %" JSON_INTEGER_FORMAT " refused, %" JSON_INTEGER_FORMAT " failed; ",
+		k ? "" : "no calls", json_integer_value(json_object_get(e, "refused")),
+		json_integer_value(json_object_get(e, "failed")));
+	if (!end)
+		fputs("no end recorded", out);
+	else if (strcmp(json_string_value(json_object_get(end, "ev")), "run.refused") == 0)
+		text_put(out, end, RUN_REFUSED, RUN_REFUSED + strlen(RUN_REFUSED), false);
+	else
+		text_put(out, end, RUN_END, RUN_END + strlen(RUN_END), false);
+	fputc('\n', out);
+}
+
+static int runs_lines(struct audit_reader *r, FILE *out)
+{
+	struct runs rs = {json_object(), json_array(), 0};
+	int got;
+
+	if (!rs.by_id || !rs.order) {
+		json_decref(rs.by_id);
+		json_decref(rs.order);
+		return -ENOMEM;
+	}
+	while ((got = audit_reader_next(r)) > 0) {
+		json_t *o;
+
+		if (got == AUDIT_LINE_LONG) {
+			if ((got = audit_reader_skip(r)) < 0)
+				break;
+			continue;
+		}
+		o = json_loadb(r->line, r->line_len, JSON_REJECT_DUPLICATES, NULL);
+		if (json_is_object(o))
+			run_take(&rs, o);
+		json_decref(o);
+	}
+	for (size_t i = 0; got == 0 && i < json_array_size(rs.order); i++) {
+		const char *id = json_string_value(json_array_get(rs.order, i));
+
+		run_put(out, id, json_object_get(rs.by_id, id));
+	}
+	if (got == 0 && rs.dropped)
+		fprintf(out, "(%zu more lines of runs past the first %d runs, not shown)\n",
+			rs.dropped, SHOW_RUNS_MAX);
+	json_decref(rs.by_id);
+	json_decref(rs.order);
+	return got;
+}
+
+static int show_file(const char *file, bool runs, FILE *out, struct appl_err *err)
 {
 	struct audit_reader *r;
 	struct stat st;
@@ -173,8 +309,18 @@ int audit_show(const char *file, FILE *out, struct appl_err *err)
 	}
 	rc = audit_reader_init(r, fd, UINT64_MAX);
 	if (rc == 0)
-		rc = show_lines(r, out);
+		rc = runs ? runs_lines(r, out) : show_lines(r, out);
 	free(r);
 	close(fd);
 	return rc < 0 ? appl_err_errno(err, rc, -rc, "reading %s", file) : 0;
+}
+
+int audit_show(const char *file, FILE *out, struct appl_err *err)
+{
+	return show_file(file, false, out, err);
+}
+
+int audit_show_runs(const char *file, FILE *out, struct appl_err *err)
+{
+	return show_file(file, true, out, err);
 }

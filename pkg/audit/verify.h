@@ -62,4 +62,10 @@ int audit_verify(const char *file, const struct audit_verify_opts *o, FILE *out,
  * 0, or < 0 when the file cannot be read (err filled). */
 int audit_show(const char *file, FILE *out, struct appl_err *err);
 
+/* The same file summed up, one line per run, in the order the runs came:
+ * when, who (client, role, revision, code size), the tools it called and
+ * how often, how many calls were refused or failed, and how it ended. At
+ * most 100000 runs are summed up. 0 or <0. */
+int audit_show_runs(const char *file, FILE *out, struct appl_err *err);
+
 #endif

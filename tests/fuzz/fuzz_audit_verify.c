@@ -105,6 +105,14 @@ static void show_once(void)
 	fclose(f);
 	printable(out, len);
 	free(out);
+	out = NULL;
+	len = 0;
+	f = open_memstream(&out, &len);
+	check(f != NULL);
+	check(audit_show_runs(path, f, &err) == 0);
+	fclose(f);
+	printable(out, len);
+	free(out);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

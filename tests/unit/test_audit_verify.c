@@ -1215,6 +1215,44 @@ static void test_show(void **state)
 	free(b.p);
 }
 
+static void test_show_runs(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	struct appl_err err = {0};
+	char out[8192] = {0};
+	FILE *o;
+
+	chain_init(&c, NULL);
+	log_build(&b, &c);
+	line_add(&b, &c, "run.start",
+		 ",\"run\":\"bbbbbbbbbbbb\",\"client\":\"bob\",\"role\":null,\"revision\":"
+		 "\"2025-11-25\",\"code\":\"x\",\"code_bytes\":3");
+	line_add(&b, &c, "call",
+		 ",\"run\":\"bbbbbbbbbbbb\",\"id\":1,\"tool\":\"fs.write\\u001b\",\"outcome\":"
+		 "\"refused\",\"reason\":\"no\"");
+	line_add(&b, &c, "run.refused",
+		 ",\"run\":\"cccccccccccc\",\"client\":\"bob\",\"reason\":\"too many\"");
+	file_put(f->path, &b);
+	o = fmemopen(out, sizeof(out) - 1, "w");
+	assert_non_null(o);
+	assert_int_equal(audit_show_runs(f->path, o, &err), 0);
+	fclose(o);
+	/* One line per run, in order; a run with no end says so; strings
+	 * escaped. */
+	if (!strstr(out, "  run 0123456789ab: client alice, role analyst, 2026-07-28, 512 code "
+			 "bytes: github.search x1; 0 refused, 0 failed; done after 1500 ms, 12 "
+			 "output bytes, answered yes\n") ||
+	    !strstr(out, "  run bbbbbbbbbbbb: client bob, role none, 2025-11-25, 3 code bytes: "
+			 "fs.write\\x1b x1; 1 refused, 0 failed; no end recorded\n") ||
+	    !strstr(out, "  run cccccccccccc: (no start recorded): no calls; 0 refused, 0 "
+			 "failed; refused: too many\n"))
+		fail_msg("show --runs said:\n%s", out);
+	assert_true(audit_show_runs("/nonexistent", stdout, &err) < 0);
+	free(b.p);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fix_setup, fix_teardown)
@@ -1256,6 +1294,7 @@ int main(void)
 		T(test_log_open_place),
 		T(test_not_a_file),
 		T(test_show),
+		T(test_show_runs),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
