@@ -100,6 +100,12 @@
 #define APPL_AUDIT_SEAL_S_CEIL	   86400u
 #define APPL_AUDIT_ROTATE_KB_DEF   65536u    /* 64 MiB */
 #define APPL_AUDIT_ROTATE_KB_CEIL  16777216u /* 16 GiB */
+/* Approvals: how long one question waits for its answer, and how many
+ * questions one run may ask. */
+#define APPL_APPROVAL_TIMEOUT_S_DEF  120u
+#define APPL_APPROVAL_TIMEOUT_S_CEIL 3600u
+#define APPL_MAX_APPROVALS_DEF	     10u
+#define APPL_MAX_APPROVALS_CEIL	     1000u
 
 /* Memory the sandbox's own gVisor kernel (Sentry, gofer) may use on top of
  * what the code may use, when the memory cgroup is applied as root. */
@@ -184,23 +190,25 @@
 /* ---- policy document (pkg/policy/policy.c) ------------------------------- */
 /* The least value of each per-cell limit above: a policy sets a limit
  * anywhere from its _MIN to its _CEIL (APPL_MEMORY_MB_MIN is above). */
-#define APPL_DEADLINE_S_MIN	   1
-#define APPL_MAX_CALLS_MIN	   1
-#define APPL_CALL_TIMEOUT_S_MIN	   1
-#define APPL_MAX_ARGS_BYTES_MIN	   1
-#define APPL_MAX_RESULT_BYTES_MIN  1
-#define APPL_MAX_OUTPUT_BYTES_MIN  1 /* and at most stop_output_bytes */
-#define APPL_STOP_OUTPUT_BYTES_MIN 1
-#define APPL_PIDS_MIN		   1
-#define APPL_NOFILE_MIN		   16 /* the interpreter and the runner's private descriptors */
-#define APPL_TMPFS_MB_MIN	   1
-#define APPL_CONCURRENCY_MIN	   1
-#define APPL_CELLS_MIN		   1
-#define APPL_POOL_MIN		   0 /* no warm sandbox: every cell boots cold */
-#define APPL_MAX_RUNNER_LINES_MIN  APPL_RUNNER_LINES_SPARE
-#define APPL_AUDIT_SEAL_LINES_MIN  1
-#define APPL_AUDIT_SEAL_S_MIN	   1
-#define APPL_AUDIT_ROTATE_KB_MIN   16 /* room for a few lines of 8 KiB at most */
+#define APPL_DEADLINE_S_MIN	    1
+#define APPL_MAX_CALLS_MIN	    1
+#define APPL_CALL_TIMEOUT_S_MIN	    1
+#define APPL_MAX_ARGS_BYTES_MIN	    1
+#define APPL_MAX_RESULT_BYTES_MIN   1
+#define APPL_MAX_OUTPUT_BYTES_MIN   1 /* and at most stop_output_bytes */
+#define APPL_STOP_OUTPUT_BYTES_MIN  1
+#define APPL_PIDS_MIN		    1
+#define APPL_NOFILE_MIN		    16 /* the interpreter and the runner's private descriptors */
+#define APPL_TMPFS_MB_MIN	    1
+#define APPL_CONCURRENCY_MIN	    1
+#define APPL_CELLS_MIN		    1
+#define APPL_POOL_MIN		    0 /* no warm sandbox: every cell boots cold */
+#define APPL_MAX_RUNNER_LINES_MIN   APPL_RUNNER_LINES_SPARE
+#define APPL_AUDIT_SEAL_LINES_MIN   1
+#define APPL_AUDIT_SEAL_S_MIN	    1
+#define APPL_AUDIT_ROTATE_KB_MIN    16 /* room for a few lines of 8 KiB at most */
+#define APPL_APPROVAL_TIMEOUT_S_MIN 1
+#define APPL_MAX_APPROVALS_MIN	    0 /* every gated call is refused */
 
 /* What one policy may hold. The document needs 4 levels of nesting; more is
  * refused before jansson builds anything. */

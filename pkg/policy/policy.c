@@ -33,6 +33,7 @@
 struct rule { /* one entry of `tools` */
 	const char *pattern;
 	enum policy_access access;
+	bool approval; /* its calls need a person's yes */
 };
 
 struct policy {
@@ -60,6 +61,7 @@ struct policy {
 	size_t ntokens;
 	const char *audit_path;
 	bool audit_seal;
+	const char *approvals_command;
 };
 
 struct ctx {
@@ -688,6 +690,8 @@ static const struct field limit_fields[] = {
 	LIMIT(audit_seal_lines, AUDIT_SEAL_LINES),
 	LIMIT(audit_seal_s, AUDIT_SEAL_S),
 	LIMIT(audit_rotate_kb, AUDIT_ROTATE_KB),
+	LIMIT(approval_timeout_s, APPROVAL_TIMEOUT_S),
+	LIMIT(max_approvals, MAX_APPROVALS),
 };
 
 _Static_assert(APPL_MAX_RUNNER_LINES_DEF >= APPL_MAX_CALLS_CEIL + APPL_RUNNER_LINES_SPARE,
@@ -733,6 +737,20 @@ static const struct field audit_fields[] = {
 static int audit_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
 	return fields_parse(c, v, audit_fields, NELEM(audit_fields), base, path);
+}
+
+static const struct field approvals_fields[] = {
+	{.name = "command",
+	 .type = F_STR,
+	 .required = true,
+	 .off = offsetof(struct policy, approvals_command),
+	 .maxlen = APPL_POLICY_PATH_MAX,
+	 .check = abs_path_check},
+};
+
+static int approvals_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	return fields_parse(c, v, approvals_fields, NELEM(approvals_fields), base, path);
 }
 
 /* ---- servers ------------------------------------------------------------- */
@@ -990,6 +1008,7 @@ static int access_parse(struct ctx *c, void *base, const json_t *v, const char *
 
 static const struct field rule_fields[] = {
 	{.name = "access", .type = F_FN, .required = true, .parse = access_parse},
+	{.name = "approval", .type = F_BOOL, .off = offsetof(struct rule, approval)},
 };
 
 static int tools_parse(struct ctx *c, void *base, const json_t *v, const char *path)
@@ -1047,6 +1066,9 @@ static int role_tools_parse(struct ctx *c, void *base, const json_t *v, const ch
 static const struct field role_fields[] = {
 	{.name = "tools", .type = F_FN, .required = true, .parse = role_tools_parse},
 	{.name = "write", .type = F_BOOL, .off = offsetof(struct policy_role, write), .def = 0},
+	{.name = "approve_writes",
+	 .type = F_BOOL,
+	 .off = offsetof(struct policy_role, approve_writes)},
 };
 
 static int role_cmp(const void *a, const void *b)
@@ -1233,6 +1255,7 @@ static const struct field top_fields[] = {
 	{.name = "roles", .type = F_FN, .parse = roles_parse},
 	{.name = "clients", .type = F_FN, .parse = clients_parse},
 	{.name = "audit", .type = F_FN, .parse = audit_parse},
+	{.name = "approvals", .type = F_FN, .parse = approvals_parse},
 };
 
 /* jansson reports a repeated key by its line and column; the rule here is
@@ -1511,9 +1534,8 @@ bool policy_audit_seal(const struct policy *p)
 
 /* ---- access decisions ------------------------------------------------------ */
 
-/* The tool's access under `tools`, or -1 when no entry admits it. */
-static int tool_class(const struct policy *p, const char *server, const char *tool,
-		      bool read_only_hint)
+/* The entry that decides server.tool: the exact one, else the wildcard. */
+static const struct rule *rule_of(const struct policy *p, const char *server, const char *tool)
 {
 	const struct rule *exact = NULL, *wild = NULL;
 
@@ -1524,16 +1546,25 @@ static int tool_class(const struct policy *p, const char *server, const char *to
 		else if (m == 1)
 			wild = &p->rules[i];
 	}
-	if (exact)
-		return (int)exact->access;
-	if (!wild)
+	return exact ? exact : wild;
+}
+
+/* The tool's access under `tools`, or -1 when no entry admits it. */
+static int tool_class(const struct policy *p, const char *server, const char *tool,
+		      bool read_only_hint)
+{
+	const struct rule *r = rule_of(p, server, tool);
+
+	if (!r)
 		return -1;
+	if (pattern_match(r->pattern, server, tool) == 2)
+		return (int)r->access;
 	/* Under a wildcard the server's own hint sorts its tools: "read"
 	 * admits only what it calls read-only, "write" admits everything but
 	 * still counts hinted tools as reads, so read-only roles keep them. */
 	if (read_only_hint)
 		return POLICY_ACCESS_READ;
-	return wild->access == POLICY_ACCESS_WRITE ? POLICY_ACCESS_WRITE : -1;
+	return r->access == POLICY_ACCESS_WRITE ? POLICY_ACCESS_WRITE : -1;
 }
 
 static bool role_names(const struct policy_role *r, const char *server, const char *tool)
@@ -1572,6 +1603,36 @@ int policy_tool_access(const struct policy *p, const char *server, const char *t
 		       bool read_only_hint, const char *role, enum policy_access *access)
 {
 	return policy_tool_check(p, server, tool, read_only_hint, role, access) == POLICY_OK;
+}
+
+bool policy_tool_approval(const struct policy *p, const char *server, const char *tool,
+			  const char *role, enum policy_access access)
+{
+	const struct policy_role *r;
+	const struct rule *rule;
+
+	if (!p || !server || !tool)
+		return false;
+	r = policy_role_find(p, role);
+	rule = rule_of(p, server, tool);
+	return (rule && rule->approval) ||
+	       (access == POLICY_ACCESS_WRITE && r && r->approve_writes);
+}
+
+bool policy_approvals_used(const struct policy *p)
+{
+	for (size_t i = 0; i < p->nrules; i++)
+		if (p->rules[i].approval)
+			return true;
+	for (size_t i = 0; i < p->nroles; i++)
+		if (p->roles[i].approve_writes)
+			return true;
+	return false;
+}
+
+const char *policy_approvals_command(const struct policy *p)
+{
+	return p->approvals_command;
 }
 
 const char *policy_verdict_text(enum policy_verdict v)

@@ -79,24 +79,26 @@ bool policy_runtime_rootless(const struct policy *p);
 /* Every per-cell limit, each within APPL_<NAME>_MIN..APPL_<NAME>_CEIL of
  * limits.h and APPL_<NAME>_DEF when the policy leaves it out. */
 struct policy_limits {
-	unsigned deadline_s;	    /* arrival to answer, boot and queueing included */
-	unsigned max_calls;	    /* tool calls per cell */
-	unsigned call_timeout_s;    /* per tool call */
-	unsigned max_args_bytes;    /* one call's arguments */
-	unsigned max_result_bytes;  /* one call's result (refused, not cut) */
-	unsigned max_output_bytes;  /* output kept for the model; <= stop_output_bytes */
-	unsigned stop_output_bytes; /* output that stops the run */
-	unsigned memory_mb;	    /* RLIMIT_AS, and the memory cgroup as root */
-	unsigned pids;		    /* RLIMIT_NPROC inside the sandbox */
-	unsigned nofile;	    /* RLIMIT_NOFILE */
-	unsigned tmpfs_mb;	    /* size of /tmp, and RLIMIT_FSIZE */
-	unsigned concurrency;	    /* calls in flight per cell */
-	unsigned cells;		    /* cells in flight */
-	unsigned pool;		    /* warm sandboxes; 0: every cell boots cold */
-	unsigned max_runner_lines;  /* protocol lines a run's runner may send */
-	unsigned audit_seal_lines;  /* a seal line at least every this many lines */
-	unsigned audit_seal_s;	    /* and every this many seconds */
-	unsigned audit_rotate_kb;   /* a new log file before one passes this */
+	unsigned deadline_s;	     /* arrival to answer, boot and queueing included */
+	unsigned max_calls;	     /* tool calls per cell */
+	unsigned call_timeout_s;     /* per tool call */
+	unsigned max_args_bytes;     /* one call's arguments */
+	unsigned max_result_bytes;   /* one call's result (refused, not cut) */
+	unsigned max_output_bytes;   /* output kept for the model; <= stop_output_bytes */
+	unsigned stop_output_bytes;  /* output that stops the run */
+	unsigned memory_mb;	     /* RLIMIT_AS, and the memory cgroup as root */
+	unsigned pids;		     /* RLIMIT_NPROC inside the sandbox */
+	unsigned nofile;	     /* RLIMIT_NOFILE */
+	unsigned tmpfs_mb;	     /* size of /tmp, and RLIMIT_FSIZE */
+	unsigned concurrency;	     /* calls in flight per cell */
+	unsigned cells;		     /* cells in flight */
+	unsigned pool;		     /* warm sandboxes; 0: every cell boots cold */
+	unsigned max_runner_lines;   /* protocol lines a run's runner may send */
+	unsigned audit_seal_lines;   /* a seal line at least every this many lines */
+	unsigned audit_seal_s;	     /* and every this many seconds */
+	unsigned audit_rotate_kb;    /* a new log file before one passes this */
+	unsigned approval_timeout_s; /* one approval question's wait */
+	unsigned max_approvals;	     /* approval questions per run */
 };
 
 /* Fill l with the defaults (APPL_*_DEF). */
@@ -187,6 +189,19 @@ enum policy_verdict policy_tool_check(const struct policy *p, const char *server
 int policy_tool_access(const struct policy *p, const char *server, const char *tool,
 		       bool read_only_hint, const char *role, enum policy_access *access);
 
+/* Whether a call of server.tool by role (allowed: policy_tool_check said
+ * POLICY_OK with access) needs a person's yes first: the `tools` entry
+ * that decided its access says "approval": true, or it is a write and the
+ * role says "approve_writes": true. */
+bool policy_tool_approval(const struct policy *p, const char *server, const char *tool,
+			  const char *role, enum policy_access access);
+
+/* Whether any entry or role asks for approvals at all. */
+bool policy_approvals_used(const struct policy *p);
+
+/* approvals.command: the absolute path of the approver program, or NULL. */
+const char *policy_approvals_command(const struct policy *p);
+
 /* A short text for a verdict ("not allowed by the policy", ...); static. */
 const char *policy_verdict_text(enum policy_verdict v);
 
@@ -195,7 +210,8 @@ struct policy_role {
 	const char *name;	  /* [a-z][a-z0-9_-]*, at most APPL_POLICY_LABEL_MAX */
 	const char *const *tools; /* ntools patterns then NULL: "server.tool" or "server.*" */
 	size_t ntools;
-	bool write; /* may call write tools */
+	bool write;	     /* may call write tools */
+	bool approve_writes; /* each of its write calls needs a person's yes */
 };
 
 /* Roles are sorted by name. */

@@ -254,6 +254,18 @@ def a_policy_naming_an_http_server_is_refused():
     assert r.returncode == 1 and b"not supported" in r.stderr, r.stderr
 
 
+@test
+def a_policy_asking_for_approvals_is_refused_until_they_are_served():
+    for extra in ({"tools": {"toy.*": {"access": "write", "approval": True}}},
+                  {"roles": {"r": {"tools": ["toy.*"], "write": True, "approve_writes": True}}},
+                  {"approvals": {"command": "/bin/true"}}):
+        doc = {"servers": {"toy": {"command": ["/bin/true"]}},
+               "tools": {"toy.*": {"access": "write"}}}
+        doc.update(extra)
+        r = subprocess.run(run_argv(policy(extra=doc)), input=b"", capture_output=True)
+        assert r.returncode == 1 and b"approvals are not supported yet" in r.stderr, r.stderr
+
+
 if __name__ == "__main__":
     try:
         main()

@@ -246,6 +246,10 @@ static void test_defaults(void **state)
 	assert_int_equal(l.audit_seal_lines, APPL_AUDIT_SEAL_LINES_DEF);
 	assert_int_equal(l.audit_seal_s, APPL_AUDIT_SEAL_S_DEF);
 	assert_int_equal(l.audit_rotate_kb, APPL_AUDIT_ROTATE_KB_DEF);
+	assert_int_equal(l.approval_timeout_s, 120);
+	assert_int_equal(l.max_approvals, 10);
+	assert_false(policy_approvals_used(p));
+	assert_null(policy_approvals_command(p));
 	policy_limits_default(&d);
 	assert_memory_equal(&l, &d, sizeof(l));
 	assert_int_equal(policy_server_count(p), 0);
@@ -320,6 +324,9 @@ static void test_limits_each_side(void **state)
 		{"audit_seal_lines", APPL_AUDIT_SEAL_LINES_MIN, APPL_AUDIT_SEAL_LINES_CEIL, ""},
 		{"audit_seal_s", APPL_AUDIT_SEAL_S_MIN, APPL_AUDIT_SEAL_S_CEIL, ""},
 		{"audit_rotate_kb", APPL_AUDIT_ROTATE_KB_MIN, APPL_AUDIT_ROTATE_KB_CEIL, ""},
+		{"approval_timeout_s", APPL_APPROVAL_TIMEOUT_S_MIN, APPL_APPROVAL_TIMEOUT_S_CEIL,
+		 ""},
+		{"max_approvals", APPL_MAX_APPROVALS_MIN, APPL_MAX_APPROVALS_CEIL, ""},
 	};
 
 	(void)state;
@@ -495,6 +502,49 @@ static void test_servers_read(void **state)
 	assert_string_equal(policy_audit_path(p), "/var/log/appliance/audit.jsonl");
 	assert_false(policy_audit_seal(p));
 	policy_free(p);
+}
+
+/* A tool entry's "approval", a role's "approve_writes", and which calls
+ * they gate. */
+static void test_approvals(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(
+		", \"servers\": {\"fs\": {\"command\": [\"/bin/fs\"]}, \"t\": {\"command\": "
+		"[\"/bin/t\"]}}, \"tools\": {\"fs.*\": {\"access\": \"write\"}, \"fs.rm\": "
+		"{\"access\": \"write\", \"approval\": true}, \"t.*\": {\"access\": \"write\", "
+		"\"approval\": true}}, \"roles\": {\"dev\": {\"tools\": [\"fs.*\", \"t.*\"], "
+		"\"write\": true}, \"ops\": {\"tools\": [\"fs.*\"], \"write\": true, "
+		"\"approve_writes\": true}}, \"approvals\": {\"command\": \"/usr/bin/ask\"}, "
+		"\"limits\": {\"approval_timeout_s\": 30, \"max_approvals\": 0}",
+		&err);
+	struct policy_limits l;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_true(policy_approvals_used(p));
+	assert_string_equal(policy_approvals_command(p), "/usr/bin/ask");
+	policy_limits_get(p, &l);
+	assert_int_equal(l.approval_timeout_s, 30);
+	assert_int_equal(l.max_approvals, 0);
+	/* The exact entry decides for fs.rm; the wildcard for the rest. */
+	assert_true(policy_tool_approval(p, "fs", "rm", "dev", POLICY_ACCESS_WRITE));
+	assert_false(policy_tool_approval(p, "fs", "write", "dev", POLICY_ACCESS_WRITE));
+	assert_true(policy_tool_approval(p, "t", "x", "dev", POLICY_ACCESS_READ));
+	/* approve_writes: every write of the role, no read. */
+	assert_true(policy_tool_approval(p, "fs", "write", "ops", POLICY_ACCESS_WRITE));
+	assert_false(policy_tool_approval(p, "fs", "read", "ops", POLICY_ACCESS_READ));
+	assert_false(policy_tool_approval(p, "fs", "write", NULL, POLICY_ACCESS_WRITE));
+	policy_free(p);
+	assert_null(parse_with(", \"approvals\": {\"command\": \"ask\"}", &err));
+	assert_non_null(strstr(err.msg, "approvals.command"));
+	assert_null(parse_with(", \"approvals\": {}", &err));
+	assert_non_null(strstr(err.msg, "approvals.command"));
+	assert_null(parse_with(", \"servers\": {\"fs\": {\"command\": [\"/bin/fs\"]}}, "
+			       "\"tools\": {\"fs.*\": {\"access\": \"write\", \"approval\": 1}}",
+			       &err));
+	assert_non_null(strstr(err.msg, "approval"));
 }
 
 static void test_audit_seal_is_a_boolean(void **state)
@@ -905,6 +955,7 @@ int main(void)
 		cmocka_unit_test(test_limits_read),
 		cmocka_unit_test(test_limits_each_side),
 		cmocka_unit_test(test_audit_seal_is_a_boolean),
+		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),
 		cmocka_unit_test(test_expires),
 		cmocka_unit_test(test_layout_resolution),
