@@ -14,6 +14,7 @@
  *      object of at most max_args_bytes (compact JSON) that validates, and
  *      names the schema does not declare are refused unless it allows them;
  *   3. the run has calls left (every call counts, refused ones too);
+ *      a tool the policy gates waits for the approver's yes (approve.c);
  *      calls beyond `concurrency` in flight wait their turn (FIFO);
  *   4. the upstream answers within the per-call timeout, with a result of at
  *      most max_result_bytes (refused, not cut) that nests at most
@@ -104,6 +105,21 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
  * out (audit.h). */
 struct audit;
 void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role);
+
+/* Who is asked before a call of a tool that needs a person's yes
+ * (policy_tool_approval): the approver program command (NULL: nobody can
+ * be asked, and such calls are refused as unavailable), each question
+ * waiting at most timeout_ms, at most max questions per run. loop runs the
+ * program; client names the caller in the question. All borrowed. */
+struct loop;
+struct bridge_approvals {
+	struct loop *loop;
+	const char *command;
+	unsigned timeout_ms;
+	unsigned max;
+	const char *client;
+};
+void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *ap);
 
 /* A call from the code (the cell calls this): id (the runner's), tool
  * ("server.tool" as call.tool carries it) and args (borrowed; a reference

@@ -72,6 +72,8 @@ static int entry_fill(struct bridge_entry *e, const struct policy *p, const char
 	if (!e->server || !e->name || (t->description && !e->description))
 		return -ENOMEM;
 	e->verdict = policy_tool_check(p, t->server, t->name, t->read_only_hint, role, &e->access);
+	e->approval = e->verdict == POLICY_OK &&
+		      policy_tool_approval(p, t->server, t->name, role, e->access);
 	if (!t->input_schema) {
 		e->schema_why = strdup("the tool has no input schema");
 		return e->schema_why ? 0 : -ENOMEM;

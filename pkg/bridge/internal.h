@@ -20,6 +20,7 @@ struct bridge_entry {
 	bool name_bad;
 	enum policy_verdict verdict;
 	enum policy_access access;
+	bool approval; /* each call needs a person's yes (policy_tool_approval) */
 };
 
 struct bridge_catalog {
@@ -33,5 +34,35 @@ struct bridge_catalog {
 const struct bridge_entry *bridge_catalog_find(const struct bridge_catalog *c, const char *server,
 					       const char *name);
 const char *bridge_entry_why_not(const struct bridge_entry *e);
+
+/* ---- approval questions (approve.c) --------------------------------------- */
+
+struct loop;
+struct bridge_ask;
+
+/* The answer: "approved", "declined" or "timeout". */
+typedef void (*bridge_ask_cb)(void *data, const char *outcome);
+
+/* Ask the approver program command (absolute; run with an empty
+ * environment, in its own process group) question[0..len) on its stdin;
+ * "approve" as the first line of its stdout is a yes, anything else
+ * (another word, nothing, its exit) a no, and no answer within timeout_ms
+ * a timeout. cb is called once, from the loop, never from inside this
+ * call. NULL with err when it could not be started. */
+struct bridge_ask *bridge_ask_start(struct loop *loop, const char *command, unsigned timeout_ms,
+				    const char *question, size_t len, bridge_ask_cb cb, void *data,
+				    struct appl_err *err);
+
+/* Stop asking: the program killed and reaped, cb not called. Safe on NULL. */
+void bridge_ask_free(struct bridge_ask *q);
+
+/* The question for a call of server.tool with args (an object), as JSON:
+ * {run, client, role, server, tool, text, arguments} where text names the
+ * server and the tool first, then each argument, escaped (controls and
+ * bidirectional characters), values over 200 bytes cut with their size
+ * and digest shown; arguments is text's list as an object of strings. New
+ * string, or NULL. */
+char *bridge_question(const char *run, const char *client, const char *role, const char *server,
+		      const char *tool, const json_t *args);
 
 #endif

@@ -27,6 +27,8 @@ struct bridge_call {
 	uint64_t up_id;
 	uint64_t sent_ms;
 	bool sent;
+	struct bridge_ask *ask; /* while a person is asked */
+	uint64_t ask_ms;
 };
 
 struct call_list {
@@ -46,6 +48,9 @@ struct bridge_run {
 	bool pumping;
 	struct audit *audit; /* NULL: no audit log */
 	const char *role;    /* for the log; borrowed from the policy */
+	struct bridge_approvals ap;
+	unsigned asked;		 /* questions this run asked */
+	struct call_list asking; /* calls waiting for a yes */
 };
 
 void bridge_limits_from_policy(const struct policy_limits *l, struct bridge_limits *out)
@@ -374,6 +379,93 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
 	return r;
 }
 
+/* ---- approvals ------------------------------------------------------------- */
+
+static void audit_approval(struct bridge_run *r, const struct bridge_call *c, const char *outcome,
+			   uint64_t ms)
+{
+	json_t *o;
+
+	if (!r->audit)
+		return;
+	o = json_pack("{ss sI ss ss? ss ss sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
+		      "role", r->role, "by", "program", "outcome", outcome, "ms", (json_int_t)ms);
+	audit_event(r->audit, "approval", o);
+	json_decref(o);
+}
+
+static void approval_no(struct bridge_run *r, struct bridge_call *c, const char *outcome,
+			const char *why)
+{
+	char msg[APPL_TOOL_ERROR_MAX + 1];
+
+	audit_approval(r, c, outcome, c->ask_ms ? loop_now_ms() - c->ask_ms : 0);
+	snprintf(msg, sizeof(msg), "refused: %s: no approval: %s", c->tool, why);
+	audit_refusal(r, c->id, c->tool, c->args, msg);
+	say_no(r, c->id, msg);
+	call_free(c);
+}
+
+static void on_approval(void *data, const char *outcome)
+{
+	struct bridge_call *c = data;
+	struct bridge_run *r = c->run;
+	char why[64];
+
+	list_del(&r->asking, c);
+	bridge_ask_free(c->ask);
+	c->ask = NULL;
+	if (strcmp(outcome, "approved") == 0) {
+		audit_approval(r, c, outcome, loop_now_ms() - c->ask_ms);
+		list_push(&r->waiting, c);
+		pump(r);
+		return;
+	}
+	if (strcmp(outcome, "timeout") == 0)
+		snprintf(why, sizeof(why), "no answer within %u s", r->ap.timeout_ms / 1000);
+	else
+		snprintf(why, sizeof(why), "the approver said no");
+	approval_no(r, c, outcome, why);
+}
+
+/* c needs a person's yes before it may wait its turn. */
+static void approval_ask(struct bridge_run *r, struct bridge_call *c)
+{
+	struct appl_err err = {0};
+	char *q;
+
+	if (!r->ap.command || !r->ap.loop) {
+		approval_no(r, c, "unavailable", "nobody can be asked (no approver program)");
+		return;
+	}
+	if (r->asked >= r->ap.max) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "this run has asked %u times, its limit", r->ap.max);
+		approval_no(r, c, "unavailable", why);
+		return;
+	}
+	r->asked++;
+	c->ask_ms = loop_now_ms();
+	q = bridge_question(r->log_id, r->ap.client, r->role, c->server, c->name, c->args);
+	c->ask = q ? bridge_ask_start(r->ap.loop, r->ap.command, r->ap.timeout_ms, q, strlen(q),
+				      on_approval, c, &err)
+		   : NULL;
+	free(q);
+	if (!c->ask) {
+		log_line(LOG_ERR, r->log_id[0] ? r->log_id : NULL, "approver: %s",
+			 err.msg[0] ? err.msg : "out of memory");
+		approval_no(r, c, "unavailable", "the approver could not be asked");
+		return;
+	}
+	list_push(&r->asking, c);
+}
+
+void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *ap)
+{
+	r->ap = *ap;
+}
+
 /* A refusal before the call is sent: the cell's answer and the log's line.
  * Past the budget only the first refusal gets a line: a cell that goes on
  * calling must not fill the log's disk (run.end counts every call). */
@@ -388,6 +480,7 @@ static void call_refuse(struct bridge_run *r, json_int_t id, const char *tool, c
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args)
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
+	const struct bridge_entry *entry;
 	const char *server, *name;
 	struct bridge_call *c;
 
@@ -422,6 +515,11 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 	c->id = id;
 	c->server = server;
 	c->name = name;
+	entry = bridge_catalog_find(r->cat, server, name);
+	if (entry && entry->approval) {
+		approval_ask(r, c);
+		return;
+	}
 	list_push(&r->waiting, c);
 	pump(r);
 }
@@ -461,6 +559,14 @@ void bridge_run_free(struct bridge_run *r)
 
 		list_del(&r->waiting, c);
 		audit_refusal(r, c->id, c->tool, c->args, "the run ended before the call could go");
+		call_free(c);
+	}
+	while (r->asking.head) {
+		struct bridge_call *c = r->asking.head;
+
+		list_del(&r->asking, c);
+		bridge_ask_free(c->ask);
+		audit_approval(r, c, "cancelled", loop_now_ms() - c->ask_ms);
 		call_free(c);
 	}
 	bridge_catalog_unref(r->cat);

@@ -282,8 +282,16 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 			return err->code;
 	}
 	/* The bridge takes the cell's calls itself, before any code runs. */
-	if ((r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err)))
+	if ((r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err))) {
+		struct bridge_approvals ap = {.loop = gw->loop,
+					      .command = policy_approvals_command(gw->policy),
+					      .timeout_ms = gw->lim.approval_timeout_s * 1000u,
+					      .max = gw->lim.max_approvals,
+					      .client = r->client};
+
 		bridge_run_audit(r->br, gw->audit, r->role->name);
+		bridge_run_approvals(r->br, &ap);
+	}
 	if (!r->br || cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(cat),
 			       &gw->cell_lim, &hooks, r->arrival, err) < 0) {
 		bridge_run_free(r->br);

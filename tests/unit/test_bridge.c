@@ -17,7 +17,9 @@
 #include "base/fs.h"
 #include "base/utf8.h"
 #include "bridge/bridge.h"
+#include "bridge/internal.h"
 #include "cell/cell.h"
+#include "loop/loop.h"
 #include "mcp/upstream_set.h"
 #include "policy/policy.h"
 
@@ -762,6 +764,178 @@ static void test_audit_lines_of_calls(void **state)
 	appl_tree_remove(dir);
 }
 
+/* ---- approvals ------------------------------------------------------------ */
+
+static const char GATED[] =
+	"{\"policy_version\":1,\"serial\":1,\"expires\":\"2099-01-01T00:00:00Z\","
+	"\"image\":{\"layout\":\"/img\",\"digest\":\"sha256:"
+	"0000000000000000000000000000000000000000000000000000000000000000\"},"
+	"\"servers\":{\"a\":{\"command\":[\"/bin/true\"]}},"
+	"\"tools\":{\"a.*\":{\"access\":\"read\"},\"a.put\":{\"access\":\"write\","
+	"\"approval\":true}},\"roles\":{\"writer\":{\"tools\":[\"a.*\"],\"write\":true}}}";
+
+/* A run of the gated policy: a.sum a read, a.put a write that needs a yes. */
+static struct bridge_run *gated_run(struct fake *f, struct policy **gp)
+{
+	json_t *sum = load(SUM_SCHEMA);
+	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true},
+				     {"a", "put", "Put.", sum, false}};
+	struct bridge_limits lim = {.max_calls = 50,
+				    .concurrency = 4,
+				    .call_timeout_ms = 30000,
+				    .max_args_bytes = 16384,
+				    .max_result_bytes = 65536};
+	struct appl_err err = {0};
+	struct bridge_catalog *c = NULL;
+	struct bridge_run *r;
+
+	if (policy_parse(GATED, strlen(GATED), "/", gp, &err) != 0 ||
+	    bridge_catalog_new(*gp, "writer", t, 2, &c, &err) != 0)
+		fail_msg("%s", err.msg);
+	json_decref(sum);
+	memset(f, 0, sizeof(*f));
+	memset(&the_cell, 0, sizeof(the_cell));
+	the_cell.f = f;
+	r = bridge_run_new(c, &lim, &the_set, &the_cell, "run-1", &err);
+	assert_non_null(r);
+	bridge_catalog_unref(c);
+	return r;
+}
+
+/* A program that answers answer (NULL: never) to any question. */
+static void approver_write(const char *path, const char *answer)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	if (answer)
+		fprintf(f, "#!/bin/sh\ncat >/dev/null\nprintf '%s\\n'\n", answer);
+	else
+		fprintf(f, "#!/bin/sh\nexec sleep 60\n");
+	fclose(f);
+	assert_int_equal(chmod(path, 0755), 0);
+}
+
+/* Run the loop until the fake has sent or refused n calls in all. */
+static void settle(struct loop *loop, struct fake *f, size_t n)
+{
+	for (int i = 0; i < 2000 && f->nsent + f->nrefused < n; i++)
+		assert_true(loop_run_once(loop, 10) >= 0);
+	assert_int_equal(f->nsent + f->nrefused, n);
+}
+
+static void test_approvals_gate_the_call(void **state)
+{
+	char dir[] = "/tmp/appliance-bridge-approve.XXXXXX", yes[64], no[64], mute[64];
+	struct appl_err err = {0};
+	struct loop *loop;
+	struct policy *gp;
+	struct fake f;
+	struct bridge_run *r;
+	struct bridge_approvals ap;
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	snprintf(yes, sizeof(yes), "%s/yes", dir);
+	snprintf(no, sizeof(no), "%s/no", dir);
+	snprintf(mute, sizeof(mute), "%s/mute", dir);
+	approver_write(yes, "approve");
+	approver_write(no, "deny");
+	approver_write(mute, NULL);
+	assert_non_null(loop = loop_new(&err));
+	/* Nobody to ask: refused, never sent; a read is not gated. */
+	r = gated_run(&f, &gp);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nsent, 1);
+	assert_string_equal(f.sent[0].tool, "sum");
+	assert_non_null(strstr(f.last_refusal, "refused: a.put: no approval: nobody can be asked"));
+	bridge_run_free(r);
+	policy_free(gp);
+	/* A yes: the call goes once the program answered. */
+	r = gated_run(&f, &gp);
+	ap = (struct bridge_approvals){loop, yes, 5000, 2, "tester"};
+	bridge_run_approvals(r, &ap);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nsent, 0); /* waiting for the answer */
+	settle(loop, &f, 1);
+	assert_int_equal(f.nsent, 1);
+	assert_string_equal(f.sent[0].tool, "put");
+	/* The limit: two questions per run here. */
+	call(r, 2, "a.put", "{\"a\":1,\"b\":2}");
+	settle(loop, &f, 2);
+	call(r, 3, "a.put", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nrefused, 1);
+	assert_non_null(strstr(f.last_refusal, "this run has asked 2 times, its limit"));
+	bridge_run_free(r);
+	policy_free(gp);
+	/* A no, and no answer in time. */
+	r = gated_run(&f, &gp);
+	ap = (struct bridge_approvals){loop, no, 5000, 10, "tester"};
+	bridge_run_approvals(r, &ap);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	settle(loop, &f, 1);
+	assert_int_equal(f.nsent, 0);
+	assert_non_null(strstr(f.last_refusal, "no approval: the approver said no"));
+	bridge_run_free(r);
+	policy_free(gp);
+	r = gated_run(&f, &gp);
+	ap = (struct bridge_approvals){loop, mute, 300, 10, "tester"};
+	bridge_run_approvals(r, &ap);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	settle(loop, &f, 1);
+	assert_int_equal(f.nsent, 0);
+	assert_non_null(strstr(f.last_refusal, "no approval: no answer within 0 s"));
+	/* The run ending while a question waits: the program is stopped, and
+	 * no answer comes for a call that is gone. */
+	call(r, 2, "a.put", "{\"a\":1,\"b\":2}");
+	bridge_run_free(r);
+	for (int i = 0; i < 30; i++)
+		assert_true(loop_run_once(loop, 10) >= 0);
+	assert_int_equal(f.nrefused, 1);
+	policy_free(gp);
+	loop_free(loop);
+	appl_tree_remove(dir);
+}
+
+static void test_question_is_escaped_and_bounded(void **state)
+{
+	json_t *args = json_object(), *q;
+	char key[8], *text;
+	const char *t, *content;
+	(void)state;
+
+	json_object_set_new(args, "path\x1b", json_string("/x\xe2\x80\xae"));
+	json_object_set_new(args, "content", json_string(""));
+	{
+		char big[1001];
+
+		memset(big, 'y', 1000);
+		big[1000] = '\0';
+		json_object_set_new(args, "content", json_string(big));
+	}
+	for (int i = 0; i < 20; i++) {
+		snprintf(key, sizeof(key), "k%02d", i);
+		json_object_set_new(args, key, json_integer(i));
+	}
+	text = bridge_question("run-1", "alice", NULL, "fs", "write_file", args);
+	assert_non_null(text);
+	q = json_loads(text, 0, NULL);
+	t = json_string_value(json_object_get(q, "text"));
+	assert_true(strncmp(t, "fs.write_file\n", 14) == 0);
+	assert_null(strchr(t, '\x1b'));
+	assert_null(strstr(t, "\xe2\x80\xae"));
+	assert_non_null(strstr(t, "path\\x1b: \"/x\\xe2\\x80\\xae\""));
+	content = json_string_value(json_object_get(json_object_get(q, "arguments"), "content"));
+	assert_non_null(strstr(content, "... (1002 bytes, blake2b "));
+	assert_true(strlen(content) < 300);
+	assert_non_null(strstr(t, "(6 more arguments)"));
+	assert_true(json_is_null(json_object_get(q, "role")));
+	json_decref(q);
+	free(text);
+	json_decref(args);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -782,6 +956,8 @@ int main(void)
 		cmocka_unit_test(test_run_send_failures),
 		cmocka_unit_test(test_run_waiting_is_bounded_and_freed),
 		cmocka_unit_test(test_audit_lines_of_calls),
+		cmocka_unit_test(test_approvals_gate_the_call),
+		cmocka_unit_test(test_question_is_escaped_and_bounded),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);
