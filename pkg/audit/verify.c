@@ -902,6 +902,13 @@ static int end_check(struct verifier *v)
 	char shown[AUDIT_SHOWN_MAX];
 
 	v->name = v->names[0];
+	/* A key given and not one seal of it: the seals may have been cut
+	 * out along with what they sealed. */
+	if (v->nsealers && !v->sealed_n)
+		return problem(v, 0,
+			       "no seal of the key%s given: the log was never sealed with %s, "
+			       "or its seals were removed",
+			       v->nsealers == 1 ? "" : "s", v->nsealers == 1 ? "it" : "them");
 	switch (v->head_state) {
 	case HEAD_FOUND:
 		if (v->n < v->head.n)

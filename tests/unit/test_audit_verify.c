@@ -632,6 +632,25 @@ static void test_seal_verified(void **state)
 	free(b.p);
 }
 
+/* Every seal cut out, with or without what it sealed: with the key, that
+ * is a problem; without it, nothing says the log was ever sealed. */
+static void test_seals_removed(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+
+	chain_init(&c, f->k0);
+	log_build(&b, &c);
+	log_put(f, &b, &c);
+	assert_int_equal(check_keyed(f), 1);
+	said(f, "no seal of the key given: the log was never sealed with it, or its seals were "
+		"removed");
+	assert_int_equal(check(f), 0);
+	said(f, "no seals\n");
+	free(b.p);
+}
+
 static void test_seal_forged(void **state)
 {
 	struct fix *f = *state;
@@ -1270,6 +1289,7 @@ int main(void)
 		T(test_head_older_slot),
 		T(test_no_head),
 		T(test_seal_verified),
+		T(test_seals_removed),
 		T(test_seal_forged),
 		T(test_seal_rewritten_with_later_key),
 		T(test_seal_epoch_gap),
