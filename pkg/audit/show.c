@@ -41,6 +41,7 @@ static const struct {
 		     "bytes"},
 	{"run.end", "run {run} end: {reason} after {ms} ms, {calls} calls, {out_bytes} output "
 		    "bytes[, answered {answered}]"},
+	{"approval", "  run {run} call {id}: {tool}: approval {outcome} ({by}) after {ms} ms"},
 	{"torn", "torn: the line before is a fragment of {bytes} bytes"},
 	{"resumed", "writing resumed after {failed_ms} ms ({error}), {dropped} events dropped"},
 	{"seal", "seal: kid {kid}, epoch {epoch}"},

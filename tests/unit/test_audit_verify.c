@@ -1203,7 +1203,10 @@ static void test_show(void **state)
 		 ",\"run\":\"0123456789ab\",\"id\":2,\"tool\":\"fs.write\\u001b[2J\",\"role\":"
 		 "\"analyst\",\"access\":\"write\",\"args\":\"x\",\"args_bytes\":9,\"outcome\":"
 		 "\"refused\",\"reason\":\"not allowed for role analyst\"");
-	line_add(&b, &c, "approval", ",\"run\":\"0123456789ab\"");
+	line_add(&b, &c, "future.event", ",\"run\":\"0123456789ab\"");
+	line_add(&b, &c, "approval",
+		 ",\"run\":\"0123456789ab\",\"id\":3,\"tool\":\"fs.write\",\"role\":\"analyst\","
+		 "\"by\":\"program\",\"outcome\":\"declined\",\"ms\":40");
 	line_add(&b, &c, "run.end", ",\"run\":7,\"reason\":null");
 	lbuf_add(&b, "garbage\n{\"n\":1", 14);
 	file_put(f->path, &b);
@@ -1225,10 +1228,12 @@ static void test_show(void **state)
 	    !strstr(out, "  appliance stop: pid 4242, client closed, 1 runs\n") ||
 	    !strstr(out, "    run 0123456789ab call 2: fs.write\\x1b[2J (write), 9 argument "
 			 "bytes: refused: not allowed for role analyst\n") ||
-	    !strstr(out, "  approval (an event this version does not know)\n") ||
+	    !strstr(out, "  future.event (an event this version does not know)\n") ||
+	    !strstr(out, "    run 0123456789ab call 3: fs.write: approval declined (program) after "
+			 "40 ms\n") ||
 	    !strstr(out, "  run 7 end: none after ? ms, ? calls, ? output bytes\n") ||
-	    !strstr(out, "line 11: not a log line (7 bytes)\n") ||
-	    !strstr(out, "line 12: not a log line (6 bytes)\nline 12: no newline at the end"))
+	    !strstr(out, "line 12: not a log line (7 bytes)\n") ||
+	    !strstr(out, "line 13: not a log line (6 bytes)\nline 13: no newline at the end"))
 		fail_msg("show said:\n%s", out);
 	assert_true(audit_show("/nonexistent", stdout, &err) < 0);
 	free(b.p);
