@@ -427,9 +427,11 @@ def memory_stays_within_its_bound(mode):
         # 4 x 200 MiB cannot fit under the cgroup. gVisor sizes its memory to
         # the cgroup's limit, so children die inside the sandbox and the run
         # goes on; were gVisor itself over the limit, the sandbox would be
-        # killed and the run stopped for memory. Either way not all fit.
+        # killed and the run stopped for memory. Either way not all fit. A
+        # sandbox pressed against its cgroup limit can also stall in reclaim
+        # until its deadline stops it: the bound above held all the same.
         if r["stopped"]:
-            assert r["reason"] == "memory", r
+            assert r["reason"] in ("memory", "deadline"), r
         else:
             codes = json.loads(ok_stdout(r))
             assert len(codes) == children and any(c != 0 for c in codes), r
