@@ -48,9 +48,10 @@ static const struct {
 };
 
 /* The parts of a run's summary line. */
-#define RUN_WHO	    "client {client}, role {role}, {revision}, {code_bytes} code bytes"
-#define RUN_END	    "{reason} after {ms} ms, {out_bytes} output bytes[, answered {answered}]"
-#define RUN_REFUSED "refused: {reason}"
+static const char RUN_WHO[] = "client {client}, role {role}, {revision}, {code_bytes} code bytes";
+static const char RUN_END[] = "{reason} after {ms} ms, {out_bytes} output bytes[, answered "
+			      "{answered}]";
+static const char RUN_REFUSED[] = "refused: {reason}";
 
 static const json_t *member_at(const json_t *o, const char *key, size_t len)
 {
