@@ -60,8 +60,6 @@ struct audit {
 	bool seal_wanted; /* audit_seal_now, or the timer */
 	struct loop_task task;
 	struct loop_timer *seal_timer, *retry_timer;
-	uint64_t written;
-	uint64_t last_n;
 };
 
 static int64_t now_ms(void)
@@ -564,7 +562,6 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 	/* The lines are in the file: from here a failure leaves them past the
 	 * head, announced, and the next batch adopts them. */
 	queue_pop(a, bt->nev);
-	a->written += bt->nev;
 	if (bt->st_dirty) {
 		struct appl_err e2 = {0};
 
@@ -578,7 +575,6 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 	bt->h.pend_file = 0;
 	if ((rc = head_put(a, &bt->h, bt->gen + 2, false, err)) < 0)
 		return rc;
-	a->last_n = bt->h.n;
 	return 0;
 }
 
@@ -733,11 +729,6 @@ const char *audit_why(const struct audit *a)
 void audit_digest_of(const struct audit *a, const void *data, size_t len, char out[AUDIT_HASH_HEX])
 {
 	audit_digest(a->dkey, data, len, out);
-}
-
-uint64_t audit_lines_written(const struct audit *a)
-{
-	return a->written;
 }
 
 /* ---- open and free ------------------------------------------------------------------- */

@@ -72,7 +72,4 @@ const char *audit_why(const struct audit *a);
 /* The keyed digest of data (format.h), with this installation's key. */
 void audit_digest_of(const struct audit *a, const void *data, size_t len, char out[AUDIT_HASH_HEX]);
 
-/* Lines written by this process, and the chain's last n it knows. */
-uint64_t audit_lines_written(const struct audit *a);
-
 #endif
