@@ -901,7 +901,7 @@ static void test_approvals_gate_the_call(void **state)
 static void test_question_is_escaped_and_bounded(void **state)
 {
 	json_t *args = json_object(), *q;
-	char key[8], *text;
+	char key[16], *text;
 	const char *t, *content;
 	(void)state;
 
