@@ -5,7 +5,7 @@
 //
 //   node tests/mcp-client2.mjs [--negotiation legacy|auto|2026-07-28] [--in-place]
 //       [--call JSON]... [--timeout MS] [--reset-on-progress] [--abort-after MS]
-//       [--list-changed] -- COMMAND [ARG...]
+//       [--list-changed] [--elicit ANSWER[,ANSWER...]] -- COMMAND [ARG...]
 //
 // --negotiation picks the SDK's versionNegotiation: legacy (initialize, the
 // SDK's default), auto (a server/discover probe, falling back to initialize)
@@ -14,10 +14,14 @@
 // SDK probes on the one connection. Each --call ({"name", "arguments"}) runs
 // after tools/list with the request timeout --timeout; --reset-on-progress
 // restarts that timeout on each progress notification; --abort-after aborts
-// each call after MS. It prints one JSON document:
+// each call after MS. --elicit declares form elicitation and answers each
+// elicitation/create (legacy: a request; 2026-07-28: inside an
+// InputRequiredResult, which the SDK fulfils and retries itself) with the
+// next answer of the list (the last repeats): accept (approve true), false
+// (accept, approve false), decline or cancel. It prints one JSON document:
 //   {"era", "version", "server", "discover", "instructions", "tools": [Tool...],
 //    "calls": [{"result"} or {"error": {"code", "message"}}, "progress": [...]],
-//    "events": [...]}
+//    "events": [...], "elicitations": [{"message", "mode", "answer"}...]}
 // Exit 0 when it got that far, 1 with {"fatal": message} when connecting or
 // listing failed, 2 on bad usage.
 import { Client } from "@modelcontextprotocol/client";
@@ -30,7 +34,8 @@ function usage(msg) {
 
 function parseArgs(argv) {
   const opts = { negotiation: "legacy", inPlace: false, calls: [], timeout: 60000,
-                 reset: false, abortAfter: 0, listChanged: false, command: null, args: [] };
+                 reset: false, abortAfter: 0, listChanged: false, elicit: null, command: null,
+                 args: [] };
   let i = 0;
   const num = (s) => {
     const n = Number(s);
@@ -53,6 +58,11 @@ function parseArgs(argv) {
     else if (a === "--reset-on-progress") opts.reset = true;
     else if (a === "--abort-after" && i + 1 < argv.length) opts.abortAfter = num(argv[++i]);
     else if (a === "--list-changed") opts.listChanged = true;
+    else if (a === "--elicit" && i + 1 < argv.length) {
+      opts.elicit = argv[++i].split(",");
+      for (const e of opts.elicit)
+        if (!["accept", "false", "decline", "cancel"].includes(e)) usage(`--elicit: ${e}?`);
+    }
     else usage(`unknown option ${a}`);
   }
   if (i + 1 >= argv.length) usage("no command after --");
@@ -78,11 +88,22 @@ async function main() {
     clientOpts.listChanged = {
       tools: { onChanged: (err, tools) => events.push({ listChanged: err ? String(err) : tools.length }) },
     };
+  const elicitations = [];
+  if (opts.elicit) clientOpts.capabilities.elicitation = { form: {} };
   const client = new Client({ name: "mcp-client2", version: "0.0.0" }, clientOpts);
+  if (opts.elicit)
+    client.setRequestHandler("elicitation/create", async (request) => {
+      const p = request.params ?? {};
+      const answer = opts.elicit[Math.min(elicitations.length, opts.elicit.length - 1)];
+      elicitations.push({ message: p.message, mode: p.mode ?? null, answer });
+      if (answer === "accept") return { action: "accept", content: { approve: true } };
+      if (answer === "false") return { action: "accept", content: { approve: false } };
+      return { action: answer };
+    });
   client.onerror = (e) => events.push({ onerror: String(e?.message ?? e) });
   const Transport = opts.inPlace ? InPlaceTransport : StdioClientTransport;
   const transport = new Transport({ command: opts.command, args: opts.args, stderr: "inherit" });
-  const out = { calls: [], events };
+  const out = { calls: [], events, elicitations };
   try {
     await client.connect(transport, { timeout: opts.timeout });
     out.era = client.getProtocolEra();

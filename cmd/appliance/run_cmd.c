@@ -100,13 +100,6 @@ static int policy_supported(const struct policy *p, const char *path, struct app
 				    "%s: names an HTTP upstream server; HTTP upstreams are not "
 				    "supported yet",
 				    path);
-	if (policy_approvals_used(p) && !policy_approvals_command(p))
-		return appl_err_set(
-			err, -ENOTSUP,
-			"%s: asks for approvals (a tool's \"approval\" or a role's "
-			"\"approve_writes\") and names no approvals.command; asking the "
-			"MCP client itself is not supported yet",
-			path);
 	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0)
 		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
 				      policy_approvals_command(p));

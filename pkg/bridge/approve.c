@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bridge/bridge.h"
 #include "bridge/internal.h"
 #include "log/log.h"
 #include "loop/loop.h"
@@ -33,6 +34,8 @@ struct bridge_ask {
 	const char *outcome;
 	bridge_ask_cb cb;
 	void *data;
+	const struct bridge_asker *k; /* a client's question: k's, handle while open */
+	void *handle;
 };
 
 /* One argument's value for a person: compact JSON, escaped, cut. */
@@ -59,11 +62,11 @@ static char *value_shown(const json_t *v)
 	return out;
 }
 
-char *bridge_question(const char *run, const char *client, const char *role, const char *server,
-		      const char *tool, const json_t *args)
+json_t *bridge_question_obj(const char *run, const char *client, const char *role,
+			    const char *server, const char *tool, const json_t *args)
 {
 	json_t *shown = json_object(), *q;
-	char *text = NULL, *line, name[4 * 64 + 1], *res;
+	char *text = NULL, *line, name[4 * 64 + 1];
 	const char *key;
 	json_t *v;
 	size_t n = 0;
@@ -98,7 +101,15 @@ char *bridge_question(const char *run, const char *client, const char *role, con
 	q = json_pack("{ss ss ss? ss ss ss so}", "run", run, "client", client, "role", role,
 		      "server", server, "tool", tool, "text", text, "arguments", shown);
 	free(text);
-	res = q ? json_dumps(q, JSON_COMPACT) : NULL;
+	return q;
+}
+
+char *bridge_question(const char *run, const char *client, const char *role, const char *server,
+		      const char *tool, const json_t *args)
+{
+	json_t *q = bridge_question_obj(run, client, role, server, tool, args);
+	char *res = q ? json_dumps(q, JSON_COMPACT) : NULL;
+
 	json_decref(q);
 	return res;
 }
@@ -109,7 +120,12 @@ static void ask_end(struct bridge_ask *q, const char *outcome)
 		return;
 	q->outcome = outcome;
 	loop_timer_set(q->timer, 0);
-	loop_del(q->loop, q->out);
+	if (q->out >= 0)
+		loop_del(q->loop, q->out);
+	if (q->handle) { /* withdrawn: the client's answer would come too late */
+		q->k->cancel(q->k->a, q->handle);
+		q->handle = NULL;
+	}
 	loop_defer(q->loop, &q->done);
 }
 
@@ -220,10 +236,50 @@ fail:
 	return NULL;
 }
 
+static void on_client_answer(void *token, const char *outcome)
+{
+	struct bridge_ask *q = token;
+
+	q->handle = NULL; /* answered: the client's side is gone */
+	ask_end(q, outcome);
+}
+
+struct bridge_ask *bridge_ask_client(struct loop *loop, const struct bridge_asker *k,
+				     unsigned timeout_ms, const char *text,
+				     const unsigned char bind[32], bridge_ask_cb cb, void *data,
+				     char *why, size_t cap)
+{
+	struct bridge_ask *q = calloc(1, sizeof(*q));
+	struct appl_err err = {0};
+
+	if (!q || !(q->timer = loop_timer_new(loop, on_timeout, q, &err)) ||
+	    loop_timer_set(q->timer, timeout_ms) < 0) {
+		snprintf(why, cap, "out of memory");
+		if (q)
+			loop_timer_free(q->timer);
+		free(q);
+		return NULL;
+	}
+	q->loop = loop;
+	q->out = q->pidfd = -1;
+	q->cb = cb;
+	q->data = data;
+	q->k = k;
+	loop_task_init(&q->done, on_done, q);
+	if (!(q->handle = k->ask(k->a, text, bind, on_client_answer, q, why, cap))) {
+		loop_timer_free(q->timer);
+		free(q);
+		return NULL;
+	}
+	return q;
+}
+
 void bridge_ask_free(struct bridge_ask *q)
 {
 	if (!q)
 		return;
+	if (q->handle)
+		q->k->cancel(q->k->a, q->handle);
 	loop_task_cancel(q->loop, &q->done);
 	loop_timer_free(q->timer);
 	if (q->out >= 0) {

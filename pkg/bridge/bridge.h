@@ -106,15 +106,33 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
 struct audit;
 void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role);
 
+/* The person at the run's MCP client, asked through the client
+ * (elicitation; the gateway's). ask puts text (what a person reads;
+ * borrowed) to the client for the call whose binding digest is bind (its
+ * id, tool and arguments); it answers later, from the loop and never from
+ * inside ask, through answer(token, outcome), outcome one of "approved",
+ * "declined", "cancelled" or "unavailable", exactly once unless
+ * cancel(a, handle) came first. NULL when this client cannot be asked, with
+ * why (cap bytes) saying so. */
+typedef void (*bridge_answer_fn)(void *token, const char *outcome);
+struct bridge_asker {
+	void *(*ask)(void *a, const char *text, const unsigned char bind[32],
+		     bridge_answer_fn answer, void *token, char *why, size_t cap);
+	void (*cancel)(void *a, void *handle);
+	void *a;
+};
+
 /* Who is asked before a call of a tool that needs a person's yes
- * (policy_tool_approval): the approver program command (NULL: nobody can
- * be asked, and such calls are refused as unavailable), each question
- * waiting at most timeout_ms, at most max questions per run. loop runs the
- * program; client names the caller in the question. All borrowed. */
+ * (policy_tool_approval): the approver program command when there is one;
+ * else the client through asker (ask NULL: nobody, and such calls are
+ * refused as unavailable). Each question waits at most timeout_ms, at most
+ * max questions per run. loop runs the program and the timers; client
+ * names the caller in the question. All borrowed. */
 struct loop;
 struct bridge_approvals {
 	struct loop *loop;
 	const char *command;
+	struct bridge_asker asker;
 	unsigned timeout_ms;
 	unsigned max;
 	const char *client;

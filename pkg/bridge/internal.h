@@ -40,7 +40,8 @@ const char *bridge_entry_why_not(const struct bridge_entry *e);
 struct loop;
 struct bridge_ask;
 
-/* The answer: "approved", "declined" or "timeout". */
+/* The answer: "approved", "declined", "timeout"; from a client also
+ * "cancelled" or "unavailable". */
 typedef void (*bridge_ask_cb)(void *data, const char *outcome);
 
 /* Ask the approver program command (absolute; run with an empty
@@ -53,7 +54,18 @@ struct bridge_ask *bridge_ask_start(struct loop *loop, const char *command, unsi
 				    const char *question, size_t len, bridge_ask_cb cb, void *data,
 				    struct appl_err *err);
 
-/* Stop asking: the program killed and reaped, cb not called. Safe on NULL. */
+/* Ask the client through k (bridge.h) instead: text is what a person
+ * reads, bind the call's binding digest. The same answers, and the same
+ * timeout, as a program's; "cancelled" and "unavailable" too. NULL with
+ * why (cap bytes) when the client cannot be asked. */
+struct bridge_asker;
+struct bridge_ask *bridge_ask_client(struct loop *loop, const struct bridge_asker *k,
+				     unsigned timeout_ms, const char *text,
+				     const unsigned char bind[32], bridge_ask_cb cb, void *data,
+				     char *why, size_t cap);
+
+/* Stop asking: the program killed and reaped (or the client's question
+ * withdrawn), cb not called. Safe on NULL. */
 void bridge_ask_free(struct bridge_ask *q);
 
 /* The question for a call of server.tool with args (an object), as JSON:
@@ -64,5 +76,9 @@ void bridge_ask_free(struct bridge_ask *q);
  * string, or NULL. */
 char *bridge_question(const char *run, const char *client, const char *role, const char *server,
 		      const char *tool, const json_t *args);
+
+/* The same question as an object (new reference), or NULL. */
+json_t *bridge_question_obj(const char *run, const char *client, const char *role,
+			    const char *server, const char *tool, const json_t *args);
 
 #endif

@@ -1,6 +1,7 @@
 /* run.c: one run's tool calls: the budget, the in-flight cap and its FIFO,
  * the upstream's answer (see bridge.h). */
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ struct bridge_call {
 	bool sent;
 	struct bridge_ask *ask; /* while a person is asked */
 	uint64_t ask_ms;
+	const char *by; /* who was asked: "program" or "client" */
 };
 
 struct call_list {
@@ -388,8 +390,8 @@ static void audit_approval(struct bridge_run *r, const struct bridge_call *c, co
 
 	if (!r->audit)
 		return;
-	o = json_pack("{ss sI ss ss? ss ss sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
-		      "role", r->role, "by", "program", "outcome", outcome, "ms", (json_int_t)ms);
+	o = json_pack("{ss sI ss ss? ss? ss sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
+		      "role", r->role, "by", c->by, "outcome", outcome, "ms", (json_int_t)ms);
 	audit_event(r->audit, "approval", o);
 	json_decref(o);
 }
@@ -410,6 +412,7 @@ static void on_approval(void *data, const char *outcome)
 {
 	struct bridge_call *c = data;
 	struct bridge_run *r = c->run;
+	bool program = strcmp(c->by, "program") == 0;
 	char why[64];
 
 	list_del(&r->asking, c);
@@ -423,39 +426,76 @@ static void on_approval(void *data, const char *outcome)
 	}
 	if (strcmp(outcome, "timeout") == 0)
 		snprintf(why, sizeof(why), "no answer within %u s", r->ap.timeout_ms / 1000);
+	else if (strcmp(outcome, "cancelled") == 0)
+		snprintf(why, sizeof(why), "the question was cancelled");
+	else if (strcmp(outcome, "unavailable") == 0)
+		snprintf(why, sizeof(why), "the client could not ask");
 	else
-		snprintf(why, sizeof(why), "the approver said no");
+		snprintf(why, sizeof(why), "%s said no",
+			 program ? "the approver" : "the person asked");
 	approval_no(r, c, outcome, why);
 }
 
-/* c needs a person's yes before it may wait its turn. */
+/* What binds a question to its call: the call's id, tool and arguments. */
+static void call_bind(const struct bridge_call *c, unsigned char out[32])
+{
+	crypto_generichash_state st;
+	char *args = json_dumps(c->args, JSON_COMPACT | JSON_SORT_KEYS);
+	char id[24];
+
+	snprintf(id, sizeof(id), "%lld", (long long)c->id);
+	crypto_generichash_init(&st, NULL, 0, 32);
+	crypto_generichash_update(&st, (const unsigned char *)id, strlen(id) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)c->tool, strlen(c->tool) + 1);
+	if (args)
+		crypto_generichash_update(&st, (const unsigned char *)args, strlen(args));
+	crypto_generichash_final(&st, out, 32);
+	free(args);
+}
+
+/* c needs a person's yes before it may wait its turn: the approver program
+ * when the policy names one, else the person at the client. */
 static void approval_ask(struct bridge_run *r, struct bridge_call *c)
 {
 	struct appl_err err = {0};
-	char *q;
+	unsigned char bind[32];
+	char why[160] = "";
+	json_t *q;
 
-	if (!r->ap.command || !r->ap.loop) {
+	if (!r->ap.loop || (!r->ap.command && !r->ap.asker.ask)) {
 		approval_no(r, c, "unavailable", "nobody can be asked (no approver program)");
 		return;
 	}
+	c->by = r->ap.command ? "program" : "client";
 	if (r->asked >= r->ap.max) {
-		char why[96];
-
 		snprintf(why, sizeof(why), "this run has asked %u times, its limit", r->ap.max);
 		approval_no(r, c, "unavailable", why);
 		return;
 	}
 	r->asked++;
 	c->ask_ms = loop_now_ms();
-	q = bridge_question(r->log_id, r->ap.client, r->role, c->server, c->name, c->args);
-	c->ask = q ? bridge_ask_start(r->ap.loop, r->ap.command, r->ap.timeout_ms, q, strlen(q),
-				      on_approval, c, &err)
-		   : NULL;
-	free(q);
+	q = bridge_question_obj(r->log_id, r->ap.client, r->role, c->server, c->name, c->args);
+	if (q && r->ap.command) {
+		char *text = json_dumps(q, JSON_COMPACT);
+
+		c->ask = text ? bridge_ask_start(r->ap.loop, r->ap.command, r->ap.timeout_ms, text,
+						 strlen(text), on_approval, c, &err)
+			      : NULL;
+		free(text);
+		if (!c->ask)
+			snprintf(why, sizeof(why), "the approver could not be asked");
+	} else if (q) {
+		call_bind(c, bind);
+		c->ask = bridge_ask_client(r->ap.loop, &r->ap.asker, r->ap.timeout_ms,
+					   json_string_value(json_object_get(q, "text")), bind,
+					   on_approval, c, why, sizeof(why));
+	}
+	json_decref(q);
 	if (!c->ask) {
-		log_line(LOG_ERR, r->log_id[0] ? r->log_id : NULL, "approver: %s",
-			 err.msg[0] ? err.msg : "out of memory");
-		approval_no(r, c, "unavailable", "the approver could not be asked");
+		if (err.msg[0] || !q)
+			log_line(LOG_ERR, r->log_id[0] ? r->log_id : NULL, "approver: %s",
+				 err.msg[0] ? err.msg : "out of memory");
+		approval_no(r, c, "unavailable", why[0] ? why : "out of memory");
 		return;
 	}
 	list_push(&r->asking, c);

@@ -267,6 +267,31 @@ static void on_cell_progress(struct cell *c, void *data)
 		mcp_run_poke(r->run);
 }
 
+/* The bridge asks the person at r's client through its session. */
+static void *ask_client(void *a, const char *text, const unsigned char bind[32],
+			bridge_answer_fn answer, void *token, char *why, size_t cap)
+{
+	struct gw_run *r = a;
+	struct mcp_ask_spec sp = {.text = text,
+				  .bind = bind,
+				  .label = r->id,
+				  .timeout_ms = r->gw->lim.approval_timeout_s * 1000u,
+				  .fn = answer,
+				  .token = token};
+
+	if (!r->run) {
+		snprintf(why, cap, "the client has gone");
+		return NULL;
+	}
+	return mcp_run_ask(r->run, &sp, why, cap);
+}
+
+static void ask_withdraw(void *a, void *handle)
+{
+	(void)a;
+	mcp_ask_cancel(handle);
+}
+
 static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err)
 {
 	struct cell_hooks hooks = {
@@ -285,6 +310,7 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	if ((r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err))) {
 		struct bridge_approvals ap = {.loop = gw->loop,
 					      .command = policy_approvals_command(gw->policy),
+					      .asker = {ask_client, ask_withdraw, r},
 					      .timeout_ms = gw->lim.approval_timeout_s * 1000u,
 					      .max = gw->lim.max_approvals,
 					      .client = r->client};

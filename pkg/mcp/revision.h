@@ -27,6 +27,9 @@ enum {
 	MCP_HAS_RESULT_TYPE = 1u << 3, /* resultType on every result (2026-07-28) */
 	MCP_HAS_CACHE_HINTS = 1u << 4, /* ttlMs and cacheScope on lists (2026-07-28) */
 	MCP_HAS_RESULT_META_INFO = 1u << 5, /* serverInfo in each result's _meta (2026-07-28) */
+	MCP_HAS_ELICITATION = 1u << 6,	    /* elicitation/create, server to client (2025-06-18) */
+	MCP_HAS_ELICIT_MODE = 1u << 7,	    /* elicitation params.mode (2025-11-25) */
+	MCP_HAS_INPUT_REQUIRED = 1u << 8,   /* InputRequiredResult, requestState (2026-07-28) */
 };
 
 struct mcp_revision {

@@ -2,6 +2,7 @@
 #include "mcp/session.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,20 +29,57 @@
 /* Of a requested version that is not ours, at most this much is echoed. */
 #define MCP_REQUESTED_ECHO_MAX 64u
 
+/* A requestState: base64url (no padding) of nonce, expiry, MAC. */
+#define STATE_NONCE 16u
+#define STATE_MAC   32u
+#define STATE_RAW   (STATE_NONCE + 8u + STATE_MAC)
+#define STATE_TEXT  80u /* its text, unpadded base64url of STATE_RAW bytes, fits */
+#define STATE_LABEL "appliance-request-state 1"
+/* A parked run outlives its questions' timeout by this much, so that the
+ * asker's refusal comes first and a retry in between still collects the
+ * run's answer. */
+#define STATE_GRACE_MS 2000u
+
 #define MCP_INSTRUCTIONS                                                                           \
 	"Run Python with run_python; its description lists the tools a program can call. "         \
 	"Only what the program prints comes back."
 
+struct mcp_ask {
+	struct mcp_ask *next; /* the run's, oldest first */
+	struct mcp_run *run;
+	char key[32];	/* legacy: the request's id; modern: its inputRequests key */
+	json_t *params; /* elicitation/create's */
+	unsigned char bind[32];
+	bool sent;   /* modern: in the InputRequiredResult the client holds */
+	bool legacy; /* an elicitation/create request, answered by its id */
+	mcp_answer_fn fn;
+	void *token;
+};
+
 struct mcp_run {
 	struct mcp_run *next, *prev;
 	struct mcp_session *s;
-	json_t *id;
+	json_t *id; /* NULL while parked */
 	const struct mcp_revision *rev;
 	json_t *token;	/* progressToken, or NULL: no progress */
 	uint64_t due;	/* when the next progress goes out */
 	uint64_t last;	/* when the last one went */
 	json_int_t seq; /* progress: rises by one each notification */
 	void *data;
+	unsigned char code_digest[32];
+	bool can_elicit;      /* modern: the request's client has form elicitation */
+	struct mcp_ask *asks; /* questions open, oldest first */
+	char label[48];	      /* the owner's name for it, bound into requestState */
+	unsigned timeout_ms;  /* how long a requestState lives */
+	/* Parked (2026-07-28): the request was answered with input_required,
+	 * and the run waits for the retry that carries requestState. */
+	bool parked;
+	unsigned char nonce[STATE_NONCE];
+	unsigned char asks_digest[32]; /* the questions that state asked */
+	uint64_t expires;
+	struct loop_timer *expiry;
+	bool owner_done; /* answered by the owner: result (when parked) waits */
+	json_t *result;
 };
 
 struct listen {
@@ -68,7 +106,9 @@ struct mcp_server {
 	struct loop *loop;
 	struct mcp_server_hooks hooks;
 	struct mcp_session *sessions;
-	struct loop_timer *tick; /* the next progress notification */
+	struct loop_timer *tick;			/* the next progress notification */
+	unsigned char key[crypto_generichash_KEYBYTES]; /* requestState's MAC key */
+	uint64_t asks;					/* questions ever asked */
 };
 
 /* ---- sending ---------------------------------------------------------------- */
@@ -109,7 +149,7 @@ static int result_shape(const struct mcp_revision *rev, json_t *result)
 {
 	int bad = 0;
 
-	if (mcp_revision_has(rev, MCP_HAS_RESULT_TYPE))
+	if (mcp_revision_has(rev, MCP_HAS_RESULT_TYPE) && !json_object_get(result, "resultType"))
 		bad |= json_object_set_new(result, "resultType", json_string("complete"));
 	if (mcp_revision_has(rev, MCP_HAS_RESULT_META_INFO))
 		bad |= json_object_set_new(result, "_meta",
@@ -211,21 +251,52 @@ void mcp_run_poke(struct mcp_run *r)
 
 /* ---- runs and subscriptions in flight ----------------------------------------- */
 
-static struct mcp_run *run_new(struct mcp_session *s, const struct mcp_request *req)
+/* Whether caps (a client's capabilities) offer form elicitation: an
+ * elicitation object that names neither mode means form. */
+static bool can_form_elicit(const json_t *caps)
 {
-	struct mcp_run *r = calloc(1, sizeof(*r));
+	const json_t *e = json_object_get(caps, "elicitation");
 
-	if (!r || !(r->id = jsonrpc_id_copy(req->id))) {
-		free(r);
-		return NULL;
-	}
-	r->s = s;
+	if (!json_is_object(e))
+		return false;
+	if (!json_object_get(e, "form") && !json_object_get(e, "url"))
+		return true;
+	return json_is_object(json_object_get(e, "form"));
+}
+
+/* r answers req from now on: its id, revision, progress token. */
+static int run_attach(struct mcp_run *r, const struct mcp_request *req)
+{
+	if (!(r->id = jsonrpc_id_copy(req->id)))
+		return -ENOMEM;
 	r->rev = req->rev;
+	r->can_elicit = can_form_elicit(req->client_caps);
+	json_decref(r->token);
+	r->token = NULL;
 	if (req->progress_token) {
 		r->token = json_deep_copy(req->progress_token);
 		r->last = loop_now_ms();
 		r->due = r->last + MCP_PROGRESS_EVERY_MS;
 	}
+	return 0;
+}
+
+static void code_digest(const char *code, size_t len, unsigned char out[32])
+{
+	crypto_generichash(out, 32, (const unsigned char *)code, len, NULL, 0);
+}
+
+static struct mcp_run *run_new(struct mcp_session *s, const struct mcp_request *req,
+			       const char *code, size_t len)
+{
+	struct mcp_run *r = calloc(1, sizeof(*r));
+
+	if (!r || run_attach(r, req) < 0) {
+		free(r);
+		return NULL;
+	}
+	r->s = s;
+	code_digest(code, len, r->code_digest);
 	r->next = s->runs;
 	if (s->runs)
 		s->runs->prev = r;
@@ -235,10 +306,41 @@ static struct mcp_run *run_new(struct mcp_session *s, const struct mcp_request *
 	return r;
 }
 
+static void ask_free(struct mcp_ask *a)
+{
+	json_decref(a->params);
+	free(a);
+}
+
+/* Take a off its run's list. */
+static void ask_unlink(struct mcp_ask *a)
+{
+	for (struct mcp_ask **pa = &a->run->asks; *pa; pa = &(*pa)->next)
+		if (*pa == a) {
+			*pa = a->next;
+			return;
+		}
+}
+
+/* Every question r still has open is answered (outcome) and dropped. */
+static void asks_end(struct mcp_run *r, const char *outcome)
+{
+	while (r->asks) {
+		struct mcp_ask *a = r->asks;
+
+		r->asks = a->next;
+		a->fn(a->token, outcome);
+		ask_free(a);
+	}
+}
+
 static void run_free(struct mcp_run *r)
 {
 	struct mcp_session *s = r->s;
 
+	asks_end(r, "cancelled");
+	loop_timer_free(r->expiry);
+	json_decref(r->result);
 	if (r->prev)
 		r->prev->next = r->next;
 	else
@@ -253,12 +355,358 @@ static void run_free(struct mcp_run *r)
 static bool id_in_flight(const struct mcp_session *s, const json_t *id)
 {
 	for (const struct mcp_run *r = s->runs; r; r = r->next)
-		if (jsonrpc_id_equal(r->id, id))
+		if (r->id && jsonrpc_id_equal(r->id, id))
 			return true;
 	for (const struct listen *l = s->listens; l; l = l->next)
 		if (jsonrpc_id_equal(l->id, id))
 			return true;
 	return false;
+}
+
+/* ---- questions to the client (write approvals) ------------------------------------- */
+
+/* A run is waiting for its client's input: it has a question open. */
+static bool run_waits(const struct mcp_run *r)
+{
+	return r->asks || r->parked;
+}
+
+/* How many cells of client wait for its input, over every session. */
+static unsigned waiting_of(const struct mcp_server *srv, const char *client)
+{
+	unsigned n = 0;
+
+	for (const struct mcp_session *s = srv->sessions; s; s = s->next)
+		if (strcmp(s->p->client, client) == 0)
+			for (const struct mcp_run *r = s->runs; r; r = r->next)
+				n += run_waits(r); /* an ended run's kept answer counts */
+	return n;
+}
+
+static json_t *elicit_params(const struct mcp_revision *rev, const char *text)
+{
+	json_t *p =
+		json_pack("{ss s{ss s{s{ss ss ss sb}} s[s]}}", "message", text, "requestedSchema",
+			  "type", "object", "properties", "approve", "type", "boolean", "title",
+			  "Approve", "description", "Yes lets this one call reach its server.",
+			  "default", 0, "required", "approve");
+
+	if (p && mcp_revision_has(rev, MCP_HAS_ELICIT_MODE) &&
+	    json_object_set_new(p, "mode", json_string("form"))) {
+		json_decref(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* A client's answer to an elicitation: only accept with approve true is a
+ * yes; an answer that is not one of the three actions is a no. */
+static const char *answer_outcome(const json_t *res)
+{
+	const char *action = json_string_value(json_object_get(res, "action"));
+
+	if (!action || !json_is_object(res))
+		return "declined";
+	if (strcmp(action, "accept") == 0)
+		return json_is_true(json_object_get(json_object_get(res, "content"), "approve"))
+			       ? "approved"
+			       : "declined";
+	if (strcmp(action, "cancel") == 0)
+		return "cancelled";
+	return "declined";
+}
+
+/* The MAC of a parked run's state, for the client and code digest given
+ * (the retry's), over what the run keeps. */
+static void state_mac(const struct mcp_run *r, const char *client, const unsigned char code[32],
+		      uint64_t expires, unsigned char out[STATE_MAC])
+{
+	crypto_generichash_state st;
+	unsigned char exp[8];
+
+	for (int i = 0; i < 8; i++)
+		exp[i] = (unsigned char)(expires >> (56 - 8 * i));
+	crypto_generichash_init(&st, r->s->srv->key, sizeof(r->s->srv->key), STATE_MAC);
+	crypto_generichash_update(&st, (const unsigned char *)STATE_LABEL, sizeof(STATE_LABEL));
+	crypto_generichash_update(&st, r->nonce, sizeof(r->nonce));
+	crypto_generichash_update(&st, exp, sizeof(exp));
+	crypto_generichash_update(&st, (const unsigned char *)client, strlen(client) + 1);
+	crypto_generichash_update(&st, (const unsigned char *)r->label, strlen(r->label) + 1);
+	crypto_generichash_update(&st, code, 32);
+	crypto_generichash_update(&st, r->asks_digest, sizeof(r->asks_digest));
+	crypto_generichash_final(&st, out, STATE_MAC);
+}
+
+static void on_expiry(void *data);
+
+/* Answer r's request with input_required for every question not yet sent,
+ * and park r: it has no request until the retry. */
+static void park(struct mcp_run *r)
+{
+	struct mcp_server *srv = r->s->srv;
+	unsigned char raw[STATE_RAW], mac[STATE_MAC];
+	char text[STATE_TEXT];
+	crypto_generichash_state st;
+	json_t *reqs = json_object(), *res;
+	struct appl_err err = {0};
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(r->asks_digest));
+	for (struct mcp_ask *a = r->asks; a; a = a->next) {
+		if (a->sent)
+			continue;
+		a->sent = true;
+		json_object_set_new(
+			reqs, a->key,
+			json_pack("{ss sO}", "method", "elicitation/create", "params", a->params));
+		crypto_generichash_update(&st, (const unsigned char *)a->key, strlen(a->key) + 1);
+		crypto_generichash_update(&st, a->bind, sizeof(a->bind));
+	}
+	crypto_generichash_final(&st, r->asks_digest, sizeof(r->asks_digest));
+	randombytes_buf(r->nonce, sizeof(r->nonce));
+	r->expires = loop_now_ms() + r->timeout_ms + STATE_GRACE_MS;
+	state_mac(r, r->s->p->client, r->code_digest, r->expires, mac);
+	memcpy(raw, r->nonce, STATE_NONCE);
+	for (int i = 0; i < 8; i++)
+		raw[STATE_NONCE + i] = (unsigned char)(r->expires >> (56 - 8 * i));
+	memcpy(raw + STATE_NONCE + 8, mac, STATE_MAC);
+	sodium_bin2base64(text, sizeof(text), raw, sizeof(raw),
+			  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	res = reqs ? json_pack("{ss so ss}", "resultType", "input_required", "inputRequests", reqs,
+			       "requestState", text)
+		   : NULL;
+	reply(r->s, r->id, r->rev, res);
+	json_decref(r->id);
+	r->id = NULL;
+	json_decref(r->token); /* progress belongs to a request */
+	r->token = NULL;
+	r->parked = true;
+	if (!r->expiry)
+		r->expiry = loop_timer_new(srv->loop, on_expiry, r, &err);
+	if (r->expiry)
+		loop_timer_set(r->expiry, r->timeout_ms + STATE_GRACE_MS);
+	log_line(LOG_INFO, r->label[0] ? r->label : NULL,
+		 "%s: asked for input; the run waits for the retry", r->s->p->client);
+	tick_arm(srv);
+}
+
+/* A parked run whose client never came back: stopped, or (when it had
+ * ended) its kept answer dropped. */
+static void on_expiry(void *data)
+{
+	struct mcp_run *r = data;
+	struct mcp_server *srv = r->s->srv;
+
+	if (!r->parked)
+		return;
+	log_line(LOG_WARN, r->label[0] ? r->label : NULL,
+		 "%s: the client did not come back with its input within %u s: %s", r->s->p->client,
+		 (r->timeout_ms + STATE_GRACE_MS) / 1000,
+		 r->owner_done ? "answer dropped" : "stopped");
+	if (!r->owner_done && srv->hooks.on_cancel)
+		srv->hooks.on_cancel(r, srv->hooks.data);
+	run_free(r);
+	tick_arm(srv);
+}
+
+struct mcp_ask *mcp_run_ask(struct mcp_run *r, const struct mcp_ask_spec *sp, char *why, size_t cap)
+{
+	struct mcp_session *s = r->s;
+	bool modern = mcp_revision_has(r->rev, MCP_HAS_INPUT_REQUIRED);
+	struct mcp_ask *a, **end;
+
+	if (s->ended || r->owner_done) {
+		snprintf(why, cap, "the client has gone");
+		return NULL;
+	}
+	if (modern ? !r->can_elicit
+		   : !mcp_revision_has(r->rev, MCP_HAS_ELICITATION) ||
+			     !can_form_elicit(s->legacy_caps)) {
+		snprintf(why, cap,
+			 "the client cannot be asked (it declared no form elicitation) and no "
+			 "approver program is set");
+		return NULL;
+	}
+	if (!run_waits(r) && waiting_of(s->srv, s->p->client) >= MCP_INPUT_WAITING_MAX) {
+		snprintf(why, cap, "%u cells of this client wait for its input already",
+			 MCP_INPUT_WAITING_MAX);
+		return NULL;
+	}
+	if (!(a = calloc(1, sizeof(*a))) || !(a->params = elicit_params(r->rev, sp->text))) {
+		free(a);
+		snprintf(why, cap, "out of memory");
+		return NULL;
+	}
+	a->run = r;
+	a->fn = sp->fn;
+	a->token = sp->token;
+	memcpy(a->bind, sp->bind, sizeof(a->bind));
+	a->legacy = !modern;
+	snprintf(a->key, sizeof(a->key), "%s-%llu", modern ? "approve" : "appliance-ask",
+		 (unsigned long long)++s->srv->asks);
+	snprintf(r->label, sizeof(r->label), "%s", sp->label ? sp->label : "");
+	r->timeout_ms = sp->timeout_ms;
+	for (end = &r->asks; *end; end = &(*end)->next)
+		;
+	*end = a;
+	if (modern) {
+		if (!r->parked)
+			park(r);
+		return a;
+	}
+	{
+		json_t *id = json_string(a->key);
+		char *line = NULL;
+		size_t len = 0;
+
+		if (id && jsonrpc_request_encode(id, "elicitation/create", a->params,
+						 APPL_RPC_MESSAGE_MAX, &line, &len, NULL) == 0)
+			send_line(s, line, len);
+		json_decref(id);
+	}
+	return a;
+}
+
+void mcp_ask_cancel(struct mcp_ask *a)
+{
+	struct mcp_run *r = a->run;
+
+	ask_unlink(a);
+	if (a->legacy) {
+		json_t *params =
+			json_pack("{ss ss}", "requestId", a->key, "reason", "no answer in time");
+
+		if (params)
+			notify(r->s, "notifications/cancelled", params);
+		json_decref(params);
+	}
+	ask_free(a);
+}
+
+/* A legacy client's answer to one of its elicitation/create requests. */
+static void on_response(struct mcp_session *s, const struct jsonrpc_msg *m)
+{
+	const char *id = json_string_value(m->id);
+
+	if (!id)
+		return;
+	for (struct mcp_run *r = s->runs; r; r = r->next)
+		for (struct mcp_ask *a = r->asks; a; a = a->next) {
+			if (!a->legacy || strcmp(a->key, id) != 0)
+				continue;
+			ask_unlink(a);
+			a->fn(a->token, m->kind == JSONRPC_RESULT ? answer_outcome(m->result)
+								  : "unavailable");
+			ask_free(a);
+			return;
+		}
+}
+
+/* The parked run whose state text names, or NULL. */
+static struct mcp_run *parked_find(struct mcp_server *srv, const unsigned char *nonce)
+{
+	for (struct mcp_session *s = srv->sessions; s; s = s->next)
+		for (struct mcp_run *r = s->runs; r; r = r->next)
+			if (r->parked && sodium_memcmp(r->nonce, nonce, STATE_NONCE) == 0)
+				return r;
+	return NULL;
+}
+
+/* A retry of a parked run (2026-07-28): params carry requestState and
+ * inputResponses. Verified, single-use; then the run answers this request. */
+static void on_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
+		     const struct mcp_request *req, const char *code, size_t len)
+{
+	const json_t *state = json_object_get(m->params, "requestState");
+	const json_t *responses = json_object_get(m->params, "inputResponses");
+	unsigned char raw[STATE_RAW], mac[STATE_MAC], digest[32];
+	uint64_t expires = 0;
+	size_t n = 0;
+	struct mcp_run *r;
+
+	if (!mcp_revision_has(req->rev, MCP_HAS_INPUT_REQUIRED)) {
+		reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
+			    "requestState belongs to revision 2026-07-28");
+		return;
+	}
+	if (!json_is_string(state) || json_string_length(state) >= STATE_TEXT ||
+	    sodium_base642bin(raw, sizeof(raw), json_string_value(state), json_string_length(state),
+			      NULL, &n, NULL, sodium_base64_VARIANT_URLSAFE_NO_PADDING) < 0 ||
+	    n != sizeof(raw)) {
+		reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "requestState refused: malformed");
+		return;
+	}
+	if (responses && !json_is_object(responses)) {
+		reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "inputResponses must be an object");
+		return;
+	}
+	if (!(r = parked_find(s->srv, raw))) {
+		log_line(LOG_WARN, NULL,
+			 "%s: refused a requestState that is unknown, used or expired",
+			 s->p->client);
+		reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
+			    "requestState refused: unknown, already used, or expired");
+		return;
+	}
+	for (int i = 0; i < 8; i++)
+		expires = expires << 8 | raw[STATE_NONCE + i];
+	code_digest(code, len, digest);
+	state_mac(r, s->p->client, digest, expires, mac);
+	if (r->s != s || expires != r->expires ||
+	    sodium_memcmp(mac, raw + STATE_NONCE + 8, STATE_MAC) != 0) {
+		log_line(LOG_WARN, r->label[0] ? r->label : NULL,
+			 "%s: refused a requestState that does not verify", s->p->client);
+		reply_error(
+			s, m->id, JSONRPC_INVALID_PARAMS,
+			"requestState refused: it does not verify for this client and this code");
+		return;
+	}
+	if (loop_now_ms() >= r->expires) {
+		reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "requestState refused: expired");
+		return;
+	}
+	for (struct mcp_ask *a = r->asks; a; a = a->next)
+		if (a->sent && !json_is_object(json_object_get(responses, a->key))) {
+			char msg[96];
+
+			snprintf(msg, sizeof(msg), "inputResponses has no answer for %s", a->key);
+			reply_error(s, m->id, JSONRPC_INVALID_PARAMS, msg);
+			return;
+		}
+	/* Verified: used up now, whatever follows. */
+	r->parked = false;
+	sodium_memzero(r->nonce, sizeof(r->nonce));
+	loop_timer_set(r->expiry, 0);
+	if (run_attach(r, req) < 0) {
+		reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+		r->parked = true; /* nobody to answer: it ends at its expiry */
+		return;
+	}
+	if (r->owner_done) { /* it ended while it waited: its answer was kept */
+		json_t *res = r->result;
+
+		r->result = NULL;
+		reply(s, r->id, r->rev, res);
+		run_free(r);
+		tick_arm(s->srv);
+		return;
+	}
+	for (struct mcp_ask *a = r->asks, *next; a; a = next) {
+		next = a->next;
+		if (!a->sent)
+			continue;
+		ask_unlink(a);
+		a->fn(a->token, answer_outcome(json_object_get(responses, a->key)));
+		ask_free(a);
+	}
+	log_line(LOG_INFO, r->label[0] ? r->label : NULL, "%s: input received; the run goes on",
+		 s->p->client);
+	if (r->asks) { /* asked again while it waited */
+		if (r->can_elicit)
+			park(r);
+		else
+			asks_end(r, "unavailable");
+	}
+	tick_arm(s->srv);
 }
 
 /* ---- methods ------------------------------------------------------------------ */
@@ -371,7 +819,11 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 		      mcp_tool_text_result("code is longer than the cap of 262144 bytes", 1));
 		return;
 	}
-	if (!(r = run_new(s, req))) {
+	if (json_object_get(m->params, "requestState")) {
+		on_retry(s, m, req, json_string_value(code), json_string_length(code));
+		return;
+	}
+	if (!(r = run_new(s, req, json_string_value(code), json_string_length(code)))) {
 		reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
@@ -624,7 +1076,8 @@ void mcp_session_input(struct mcp_session *s, const char *line, size_t len)
 		on_request(s, &m);
 	else if (m.kind == JSONRPC_NOTIFICATION)
 		on_notification(s, &m);
-	/* responses are ignored: this server sends no requests */
+	else if (m.kind == JSONRPC_RESULT || m.kind == JSONRPC_ERROR)
+		on_response(s, &m); /* to a question it was asked; others are ignored */
 	jsonrpc_msg_clear(&m);
 }
 
@@ -658,14 +1111,19 @@ void mcp_session_ended(struct mcp_session *s, const char *why)
 struct mcp_server *mcp_server_new(struct loop *loop, const struct mcp_server_hooks *hooks,
 				  struct appl_err *err)
 {
-	struct mcp_server *srv = calloc(1, sizeof(*srv));
+	struct mcp_server *srv;
 
-	if (!srv) {
+	if (sodium_init() < 0) {
+		appl_err_set(err, -EIO, "libsodium could not start");
+		return NULL;
+	}
+	if (!(srv = calloc(1, sizeof(*srv)))) {
 		appl_err_set(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	srv->loop = loop;
 	srv->hooks = *hooks;
+	randombytes_buf(srv->key, sizeof(srv->key));
 	if (!(srv->tick = loop_timer_new(loop, on_tick, srv, err))) {
 		free(srv);
 		return NULL;
@@ -678,6 +1136,7 @@ void mcp_server_free(struct mcp_server *srv)
 	if (!srv)
 		return;
 	loop_timer_free(srv->tick);
+	sodium_memzero(srv->key, sizeof(srv->key));
 	free(srv);
 }
 
@@ -709,7 +1168,7 @@ void mcp_session_free(struct mcp_session *s)
 	srv = s->srv;
 	s->ended = true;
 	while (s->runs) {
-		if (srv->hooks.on_cancel)
+		if (!s->runs->owner_done && srv->hooks.on_cancel)
 			srv->hooks.on_cancel(s->runs, srv->hooks.data);
 		run_free(s->runs);
 	}
@@ -733,22 +1192,32 @@ void mcp_session_free(struct mcp_session *s)
 
 /* ---- answers ------------------------------------------------------------------------ */
 
-void mcp_run_finish(struct mcp_run *run, const struct cell_outcome *o)
+/* The owner's answer for run: sent, or kept for the retry of a parked
+ * run. */
+static void run_answer(struct mcp_run *run, json_t *result /* steals */)
 {
 	struct mcp_session *s = run->s;
 
-	reply(s, run->id, run->rev, mcp_tool_result(run->rev, o));
+	if (run->parked) {
+		asks_end(run, "cancelled");
+		run->owner_done = true;
+		json_decref(run->result);
+		run->result = result;
+		return;
+	}
+	reply(s, run->id, run->rev, result);
 	run_free(run);
 	tick_arm(s->srv);
 }
 
+void mcp_run_finish(struct mcp_run *run, const struct cell_outcome *o)
+{
+	run_answer(run, mcp_tool_result(run->rev, o));
+}
+
 void mcp_run_fail(struct mcp_run *run, const char *text)
 {
-	struct mcp_session *s = run->s;
-
-	reply(s, run->id, run->rev, mcp_tool_text_result(text, 1));
-	run_free(run);
-	tick_arm(s->srv);
+	run_answer(run, mcp_tool_text_result(text, 1));
 }
 
 void mcp_run_set_data(struct mcp_run *run, void *data)

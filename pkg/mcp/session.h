@@ -91,8 +91,9 @@ struct mcp_server_hooks {
 	 * first. */
 	void (*on_run)(struct mcp_run *run, const struct mcp_request *req, const char *code,
 		       size_t len, void *data);
-	/* run is over for the client (it cancelled it, or its session is being
-	 * freed): stop it; no answer goes out, and run is freed right after. */
+	/* run is over for the client (it cancelled it, its session is being
+	 * freed, or it never came back with the input it was asked for): stop
+	 * it; no answer goes out, and run is freed right after. */
 	void (*on_cancel)(struct mcp_run *run, void *data);
 	/* Fill *p for run (pointers borrowed until the hook returns). */
 	void (*progress)(struct mcp_run *run, struct mcp_progress *p, void *data);
@@ -132,11 +133,13 @@ void mcp_session_free(struct mcp_session *s);
 
 /* Answer run with the cell's outcome (borrowed): the result object as
  * structuredContent (where the revision has it) and as text; isError when
- * the code raised or was stopped. Frees run. */
+ * the code raised or was stopped. The owner is done with run; a run that
+ * waits for its client's retry (2026-07-28) keeps the answer for it until
+ * its requestState expires. */
 void mcp_run_finish(struct mcp_run *run, const struct cell_outcome *o);
 
 /* Answer run with a tool error text (isError: true), e.g. a refusal before
- * any cell ran. Frees run. */
+ * any cell ran. As mcp_run_finish. */
 void mcp_run_fail(struct mcp_run *run, const char *text);
 
 /* The run moved on (printed, called): a progress notification goes out
@@ -146,6 +149,46 @@ void mcp_run_poke(struct mcp_run *run);
 /* The owner's pointer for a run. */
 void mcp_run_set_data(struct mcp_run *run, void *data);
 void *mcp_run_data(const struct mcp_run *run);
+
+/* ---- asking the person at the client (write approvals) --------------------- */
+
+/* Cells of one client that may wait for its input at once (either era). */
+#define MCP_INPUT_WAITING_MAX 4u
+
+/* One question put to a run's client; the session's. */
+struct mcp_ask;
+
+/* The answer: "approved", "declined", "cancelled" or "unavailable". */
+typedef void (*mcp_answer_fn)(void *token, const char *outcome);
+
+struct mcp_ask_spec {
+	const char *text;	   /* what a person reads (borrowed) */
+	const unsigned char *bind; /* 32 bytes: what the question is about */
+	const char *label;	   /* the owner's name for the run (copied) */
+	unsigned timeout_ms;	   /* how long the answer is awaited */
+	mcp_answer_fn fn;
+	void *token;
+};
+
+/* Ask run's client for a yes: a form elicitation with one boolean field,
+ * approve (accept with approve true is the only yes). Legacy era: an
+ * elicitation/create request to the client. 2026-07-28: the run's request
+ * is answered with an InputRequiredResult carrying the elicitation and a
+ * requestState (a MAC over the client, the run, the code's digest and the
+ * questions' binds, with a key this server keeps); the run waits, without
+ * a request, for the client's retry of the same call with inputResponses
+ * and that requestState, which is single-use and expires after timeout_ms (and a grace
+ * of 2 s, so the asker's own timeout comes first: a retry in between
+ * collects the run's answer).
+ * The answer comes through fn, from the loop, exactly once unless
+ * mcp_ask_cancel came first. NULL when the client cannot be asked (its
+ * revision or capabilities have no form elicitation, it is gone, or
+ * MCP_INPUT_WAITING_MAX of its cells wait already), with why. */
+struct mcp_ask *mcp_run_ask(struct mcp_run *run, const struct mcp_ask_spec *spec, char *why,
+			    size_t cap);
+
+/* Withdraw the question (the asker gave up waiting): fn is not called. */
+void mcp_ask_cancel(struct mcp_ask *a);
 
 /* What role sees changed (its run_python description): tell its clients
  * that asked to hear (legacy: initialized; modern: an open

@@ -1,15 +1,15 @@
-"""test_approvals.py: a gated write reaches its server only after the
-approver program said yes.
+"""test_approvals.py: a gated write reaches its server only after a
+person said yes: the approver program's, or the MCP client's.
 
 server-filesystem serves a scratch directory; `fs.write_file` needs a yes
 ("approval": true), reads do not. The approver is a small script that keeps
-the question it was asked and answers yes, no, or nothing. The files on
+the question it was asked and answers yes, no, or nothing. Without one, the
+client is asked: the v2 SDK's client (tests/mcp-client2.mjs --elicit) in
+the legacy era (elicitation/create) and pinned to 2026-07-28
+(InputRequiredResult, which the SDK fulfils and retries itself), and raw
+requests for requestStates that are tampered with or replayed. The files on
 disk (the upstream's own state) show whether a call arrived; the audit log
 records every question and its outcome, never the arguments.
-
-Asking the MCP client itself (elicitation, InputRequiredResult) is not
-served yet: a policy that gates tools without an approver program is
-refused at start (test_run.py).
 
 Runs as root; needs build/appliance, build/image and the npm servers.
 """
@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from harness import main, test
 import gatewaykit as gk
@@ -42,17 +43,19 @@ def approver(d, answer):
     return path
 
 
-def fs_policy(d, answer, limits=None):
+def fs_policy(d, answer, limits=None, program=True):
+    """The policy; program=False names no approver program (the client is
+    asked)."""
     root = os.path.join(d, "root")
     os.makedirs(root, exist_ok=True)
+    extra = {"approvals": {"command": approver(d, answer)}} if program else {}
     sig = gk._kit.policy(dict({"deadline_s": 60}, **(limits or {})),
                          servers={"fs": {"command": [gk.node(), gk.need(gk.FILESYSTEM), root]}},
                          tools={"fs.*": {"access": "read"},
                                 "fs.write_file": {"access": "write", "approval": True}},
                          roles={"w": {"tools": ["fs.*"], "write": True}},
                          clients={"default_role": "w"},
-                         approvals={"command": approver(d, answer)},
-                         audit={"path": os.path.join(d, "audit.jsonl")})
+                         audit={"path": os.path.join(d, "audit.jsonl")}, **extra)
     return sig, root
 
 
@@ -172,6 +175,159 @@ def an_approver_that_cannot_run_is_refused_at_start():
     os.chmod(os.path.join(d, "approver-approve"), 0o644)
     r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
     assert r.returncode == 1 and b"approvals.command" in r.stderr, r.stderr
+    shutil.rmtree(d)
+
+
+CLIENT2 = os.path.join(gk.ROOT, "tests", "mcp-client2.mjs")
+ERAS = ("legacy", "2026-07-28")
+
+
+def client2(sig, negotiation, codes, elicit=None, timeout=240):
+    """mcp-client2.mjs running each code as a run_python call; its document."""
+    argv = [gk.node(), CLIENT2, "--negotiation", negotiation, "--timeout", "120000"]
+    for src in codes:
+        argv += ["--call", json.dumps({"name": "run_python", "arguments": {"code": src}})]
+    if elicit:
+        argv += ["--elicit", elicit]
+    r = subprocess.run(argv + ["--"] + gk.run_argv(sig), capture_output=True, timeout=timeout)
+    err = r.stderr.decode("utf-8", "replace")
+    assert r.returncode == 0, r.stdout.decode() + err[-4000:]
+    return json.loads(r.stdout)
+
+
+def printed(call):
+    assert "result" in call, call
+    return call["result"]["structuredContent"]["stdout"]
+
+
+@test
+def the_client_is_asked_in_both_eras_and_only_accept_with_approve_true_is_a_yes():
+    answers = ["accept", "decline", "cancel", "false"]
+    for era in ERAS:
+        d = scratch()
+        sig, root = fs_policy(d, None, program=False)
+        targets = [os.path.join(root, "%s.txt" % a) for a in answers]
+        out = client2(sig, era, [WRITE % t for t in targets], elicit=",".join(answers))
+        assert out["version"] == ("2025-11-25" if era == "legacy" else era), out
+        got = [printed(c) for c in out["calls"]]
+        assert got[0] == "written\n", got
+        assert "no approval: the person asked said no" in got[1], got
+        assert "no approval: the question was cancelled" in got[2], got
+        assert "no approval: the person asked said no" in got[3], got
+        # the upstream's own state: only the approved write arrived
+        assert sorted(os.listdir(root)) == ["accept.txt"], os.listdir(root)
+        e = out["elicitations"]
+        assert [x["answer"] for x in e] == answers, e
+        assert all(x["message"].startswith("fs.write_file\n  path: ") for x in e), e
+        assert all(x["mode"] == "form" for x in e), e
+        ap = audit_events(d, "approval")
+        assert [(a["outcome"], a["by"]) for a in ap] == [
+            ("approved", "client"), ("declined", "client"), ("cancelled", "client"),
+            ("declined", "client")], (era, ap)
+        shutil.rmtree(d)
+
+
+@test
+def a_client_without_elicitation_gets_no_and_the_write_never_arrives():
+    for era in ERAS:
+        d = scratch()
+        sig, root = fs_policy(d, None, program=False)
+        out = client2(sig, era, [WRITE % os.path.join(root, "n.txt")])
+        got = printed(out["calls"][0])
+        assert "no approval: the client cannot be asked" in got, got
+        assert os.listdir(root) == []
+        assert [a["outcome"] for a in audit_events(d, "approval")] == ["unavailable"]
+        shutil.rmtree(d)
+
+
+@test
+def three_gathered_writes_are_each_asked_of_the_client():
+    for era in ERAS:
+        d = scratch()
+        sig, root = fs_policy(d, None, program=False)
+        out = client2(sig, era, ["import json\n" + GATHER % root], elicit="accept")
+        got = json.loads(printed(out["calls"][0]))
+        assert got == ["ok", "ok", "ok"], (era, got)
+        assert sorted(os.listdir(root)) == ["g0.txt", "g1.txt", "g2.txt"]
+        assert len(out["elicitations"]) == 3, out["elicitations"]
+        assert [a["outcome"] for a in audit_events(d, "approval")] == ["approved"] * 3
+        shutil.rmtree(d)
+
+
+@test
+def the_approver_program_decides_even_when_the_client_could_be_asked():
+    for answer, expect in (("approve", ["p.txt"]), ("deny", [])):
+        d = scratch()
+        sig, root = fs_policy(d, answer)
+        out = client2(sig, "2026-07-28", [WRITE % os.path.join(root, "p.txt")], elicit="accept")
+        assert out["elicitations"] == [], out
+        assert os.listdir(root) == expect, (answer, os.listdir(root))
+        assert [a["by"] for a in audit_events(d, "approval")] == ["program"]
+        shutil.rmtree(d)
+
+
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+          "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}}
+YES = {"action": "accept", "content": {"approve": True}}
+
+
+def raw_call(s, src, **extra):
+    params = {"name": "run_python", "arguments": {"code": src}, "_meta": MODERN}
+    params.update(extra)
+    return s.request("tools/call", params, timeout=120)
+
+
+@test
+def a_tampered_or_replayed_request_state_is_refused():
+    d = scratch()
+    sig, root = fs_policy(d, None, program=False)
+    target = os.path.join(root, "r.txt")
+    src = WRITE % target
+    with gk.Session(sig) as s:
+        first = raw_call(s, src)["result"]
+        assert first["resultType"] == "input_required", first
+        (key, q), = first["inputRequests"].items()
+        assert q["method"] == "elicitation/create" and q["params"]["mode"] == "form", q
+        state = first["requestState"]
+        answers = {key: YES}
+        # one character of the MAC changed; the nonce changed; other code
+        bad = state[:-2] + ("A" if state[-2] != "A" else "B") + state[-1]
+        for st, code_ in ((bad, src), ("B" + state[1:] if state[0] != "B" else "C" + state[1:],
+                                         src), (state, src + "\n")):
+            a = raw_call(s, code_, requestState=st, inputResponses=answers)
+            assert a["error"]["code"] == -32602 and "requestState refused" in \
+                a["error"]["message"], a
+        assert not os.path.exists(target), "a refused retry let the write through"
+        done = raw_call(s, src, requestState=state, inputResponses=answers)["result"]
+        assert done["resultType"] == "complete", done
+        assert done["structuredContent"]["stdout"] == "written\n", done
+        # the same state again: used up, and nothing is written twice
+        os.unlink(target)
+        a = raw_call(s, src, requestState=state, inputResponses=answers)
+        assert a["error"]["code"] == -32602 and "already used" in a["error"]["message"], a
+        assert not os.path.exists(target)
+    assert [a["outcome"] for a in audit_events(d, "approval")] == ["approved"]
+    shutil.rmtree(d)
+
+
+@test
+def a_client_that_never_retries_leaves_no_cell_behind():
+    d = scratch()
+    sig, root = fs_policy(d, None, {"approval_timeout_s": 2}, program=False)
+    with gk.Session(sig) as s:
+        first = raw_call(s, WRITE % os.path.join(root, "late.txt"))["result"]
+        assert first["resultType"] == "input_required", first
+        deadline = time.time() + 60
+        while "did not come back with its input" not in s.log():
+            assert time.time() < deadline, s.log()
+            time.sleep(0.2)
+        (key, _), = first["inputRequests"].items()
+        a = raw_call(s, WRITE % os.path.join(root, "late.txt"),
+                     requestState=first["requestState"], inputResponses={key: YES})
+        assert a["error"]["code"] == -32602, a
+    assert os.listdir(root) == []
+    assert [a["outcome"] for a in audit_events(d, "approval")] == ["timeout"]
     shutil.rmtree(d)
 
 

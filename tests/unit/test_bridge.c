@@ -854,7 +854,7 @@ static void test_approvals_gate_the_call(void **state)
 	policy_free(gp);
 	/* A yes: the call goes once the program answered. */
 	r = gated_run(&f, &gp);
-	ap = (struct bridge_approvals){loop, yes, 5000, 2, "tester"};
+	ap = (struct bridge_approvals){loop, yes, {0}, 5000, 2, "tester"};
 	bridge_run_approvals(r, &ap);
 	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
 	assert_int_equal(f.nsent, 0); /* waiting for the answer */
@@ -871,7 +871,7 @@ static void test_approvals_gate_the_call(void **state)
 	policy_free(gp);
 	/* A no, and no answer in time. */
 	r = gated_run(&f, &gp);
-	ap = (struct bridge_approvals){loop, no, 5000, 10, "tester"};
+	ap = (struct bridge_approvals){loop, no, {0}, 5000, 10, "tester"};
 	bridge_run_approvals(r, &ap);
 	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
 	settle(loop, &f, 1);
@@ -880,7 +880,7 @@ static void test_approvals_gate_the_call(void **state)
 	bridge_run_free(r);
 	policy_free(gp);
 	r = gated_run(&f, &gp);
-	ap = (struct bridge_approvals){loop, mute, 300, 10, "tester"};
+	ap = (struct bridge_approvals){loop, mute, {0}, 300, 10, "tester"};
 	bridge_run_approvals(r, &ap);
 	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
 	settle(loop, &f, 1);
@@ -896,6 +896,113 @@ static void test_approvals_gate_the_call(void **state)
 	policy_free(gp);
 	loop_free(loop);
 	appl_tree_remove(dir);
+}
+
+/* A client asker the test drives: it records the question and answers
+ * when told to. */
+struct fake_asker {
+	bool refuse; /* "cannot be asked" */
+	int asks, cancels;
+	char text[256];
+	unsigned char bind[32];
+	bridge_answer_fn answer;
+	void *token;
+	int handle;
+};
+
+static void *fake_ask(void *a, const char *text, const unsigned char bind[32],
+		      bridge_answer_fn answer, void *token, char *why, size_t cap)
+{
+	struct fake_asker *k = a;
+
+	if (k->refuse) {
+		snprintf(why, cap, "the client cannot be asked (test)");
+		return NULL;
+	}
+	k->asks++;
+	snprintf(k->text, sizeof(k->text), "%s", text);
+	memcpy(k->bind, bind, 32);
+	k->answer = answer;
+	k->token = token;
+	return &k->handle;
+}
+
+static void fake_cancel(void *a, void *handle)
+{
+	struct fake_asker *k = a;
+
+	assert_ptr_equal(handle, &k->handle);
+	k->cancels++;
+	k->answer = NULL;
+}
+
+static void test_approvals_through_the_client(void **state)
+{
+	static const char *const nos[][2] = {{"declined", "the person asked said no"},
+					     {"cancelled", "the question was cancelled"},
+					     {"unavailable", "the client could not ask"}};
+	struct appl_err err = {0};
+	struct fake_asker k = {0};
+	struct bridge_approvals ap;
+	unsigned char first[32];
+	struct loop *loop;
+	struct policy *gp;
+	struct bridge_run *r;
+	struct fake f;
+	(void)state;
+
+	assert_non_null(loop = loop_new(&err));
+	ap = (struct bridge_approvals){loop, NULL, {fake_ask, fake_cancel, &k}, 5000, 10, "tester"};
+	/* A yes: the question names the call first; the call goes after. */
+	r = gated_run(&f, &gp);
+	bridge_run_approvals(r, &ap);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	assert_int_equal(k.asks, 1);
+	assert_int_equal(f.nsent, 0);
+	assert_true(strncmp(k.text, "a.put\n", 6) == 0);
+	memcpy(first, k.bind, 32);
+	k.answer(k.token, "approved");
+	settle(loop, &f, 1);
+	assert_int_equal(f.nsent, 1);
+	/* Another call's question binds to another call. */
+	call(r, 2, "a.put", "{\"a\":1,\"b\":3}");
+	assert_int_equal(k.asks, 2);
+	assert_memory_not_equal(first, k.bind, 32);
+	/* Each no refuses the call, and the upstream never sees it. */
+	for (size_t i = 0; i < 3; i++) {
+		if (i)
+			call(r, (json_int_t)(2 + i), "a.put", "{\"a\":1,\"b\":2}");
+		k.answer(k.token, nos[i][0]);
+		settle(loop, &f, 2 + i);
+		assert_int_equal(f.nsent, 1);
+		assert_non_null(strstr(f.last_refusal, nos[i][1]));
+	}
+	bridge_run_free(r);
+	policy_free(gp);
+	/* No answer in time: the question is withdrawn, the call refused. */
+	r = gated_run(&f, &gp);
+	ap.timeout_ms = 200;
+	bridge_run_approvals(r, &ap);
+	k.cancels = 0;
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	settle(loop, &f, 1);
+	assert_int_equal(k.cancels, 1);
+	assert_non_null(strstr(f.last_refusal, "no approval: no answer within 0 s"));
+	/* The run ending while the client is asked withdraws the question. */
+	call(r, 2, "a.put", "{\"a\":1,\"b\":2}");
+	bridge_run_free(r);
+	assert_int_equal(k.cancels, 2);
+	policy_free(gp);
+	/* A client that cannot be asked: unavailable, with its reason. */
+	r = gated_run(&f, &gp);
+	k.refuse = true;
+	bridge_run_approvals(r, &ap);
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nrefused, 1);
+	assert_non_null(strstr(f.last_refusal, "no approval: the client cannot be asked (test)"));
+	bridge_run_free(r);
+	policy_free(gp);
+	loop_free(loop);
 }
 
 static void test_question_is_escaped_and_bounded(void **state)
@@ -957,6 +1064,7 @@ int main(void)
 		cmocka_unit_test(test_run_waiting_is_bounded_and_freed),
 		cmocka_unit_test(test_audit_lines_of_calls),
 		cmocka_unit_test(test_approvals_gate_the_call),
+		cmocka_unit_test(test_approvals_through_the_client),
 		cmocka_unit_test(test_question_is_escaped_and_bounded),
 	};
 

@@ -786,6 +786,358 @@ static void test_cancel_in_both_eras(void **state)
 	assert_null(wait_msg(e, &e->a, MCP_PROGRESS_EVERY_MS + 500));
 }
 
+/* ---- asking the client (write approvals) --------------------------------------------------- */
+
+#define ELICIT_META                                                                                \
+	"\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                   \
+	"\"io.modelcontextprotocol/clientCapabilities\":{\"elicitation\":{\"form\":{}}}}"
+
+/* What the askers heard. */
+static const char *answers[16];
+static size_t nanswers;
+
+static void on_answer(void *token, const char *outcome)
+{
+	(void)token;
+	assert_true(nanswers < 16);
+	answers[nanswers++] = outcome;
+}
+
+static struct mcp_ask *ask(struct mcp_run *run, unsigned timeout_ms, char *why, size_t cap)
+{
+	static const unsigned char bind[32] = {1, 2, 3};
+	struct mcp_ask_spec sp = {.text = "fs.write_file\n  path: \"/x\"",
+				  .bind = bind,
+				  .label = "run-1",
+				  .timeout_ms = timeout_ms,
+				  .fn = on_answer};
+
+	return mcp_run_ask(run, &sp, why, cap);
+}
+
+static void legacy_init_caps(struct client *c, const char *version, const char *caps)
+{
+	char line[256];
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":"
+		 "{\"protocolVersion\":\"%s\",\"capabilities\":%s}}",
+		 version, caps);
+	in(c, line);
+	assert_non_null(result_of(out(c)));
+	in(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+}
+
+/* The elicitation/create the client was sent: its id (borrowed). */
+static const char *elicit_request(struct client *c, bool mode)
+{
+	json_t *v = out(c), *params = json_object_get(v, "params");
+	json_t *approve = json_object_get(
+		json_object_get(json_object_get(params, "requestedSchema"), "properties"),
+		"approve");
+
+	assert_string_equal(str(v, "method"), "elicitation/create");
+	assert_true(strncmp(str(params, "message"), "fs.write_file\n", 14) == 0);
+	assert_string_equal(str(approve, "type"), "boolean");
+	if (mode)
+		assert_string_equal(str(params, "mode"), "form");
+	else
+		assert_null(json_object_get(params, "mode"));
+	return str(v, "id");
+}
+
+static void test_legacy_elicitation_answers(void **state)
+{
+	static const char *const replies[][2] = {
+		{"\"result\":{\"action\":\"accept\",\"content\":{\"approve\":true}}", "approved"},
+		{"\"result\":{\"action\":\"accept\",\"content\":{\"approve\":false}}", "declined"},
+		{"\"result\":{\"action\":\"accept\",\"content\":{\"approve\":\"yes\"}}",
+		 "declined"},
+		{"\"result\":{\"action\":\"decline\"}", "declined"},
+		{"\"result\":{\"action\":\"cancel\"}", "cancelled"},
+		{"\"result\":{\"action\":\"maybe\"}", "declined"},
+		{"\"result\":7", "declined"},
+		{"\"error\":{\"code\":-32601,\"message\":\"no\"}", "unavailable"},
+	};
+	struct env *e = *state;
+	struct cell_outcome o = {.out = ""};
+	char why[160], line[256];
+
+	nanswers = 0;
+	legacy_init_caps(&e->a, "2025-11-25", "{\"elicitation\":{}}");
+	call(&e->a, "1", NULL);
+	for (size_t i = 0; i < sizeof(replies) / sizeof(replies[0]); i++) {
+		const char *id;
+
+		assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+		id = elicit_request(&e->a, true);
+		/* an answer to an id never asked changes nothing */
+		in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":\"appliance-ask-999\",\"result\":{}}");
+		assert_int_equal(nanswers, i);
+		snprintf(line, sizeof(line), "{\"jsonrpc\":\"2.0\",\"id\":\"%s\",%s}", id,
+			 replies[i][0]);
+		in(&e->a, line);
+		assert_int_equal(nanswers, i + 1);
+		assert_string_equal(answers[i], replies[i][1]);
+		/* answered once: the same answer again is ignored */
+		in(&e->a, line);
+		assert_int_equal(nanswers, i + 1);
+	}
+	/* withdrawn: the client hears notifications/cancelled for it */
+	mcp_ask_cancel(ask(e->runs[0], 60000, why, sizeof(why)));
+	{
+		const char *id = elicit_request(&e->a, true);
+		json_t *n = out(&e->a);
+
+		assert_string_equal(str(n, "method"), "notifications/cancelled");
+		assert_string_equal(str(json_object_get(n, "params"), "requestId"), id);
+	}
+	/* the run ending answers what is still open: cancelled */
+	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+	(void)elicit_request(&e->a, true);
+	mcp_run_finish(e->runs[0], &o);
+	forget(e, e->runs[0]);
+	assert_string_equal(answers[nanswers - 1], "cancelled");
+	assert_non_null(result_of(out(&e->a)));
+	none(&e->a);
+}
+
+static void test_legacy_elicitation_needs_the_capability(void **state)
+{
+	struct env *e = *state;
+	char why[160];
+
+	/* declared none */
+	legacy_init(&e->a, "2025-11-25");
+	call(&e->a, "1", NULL);
+	assert_null(ask(e->runs[0], 1000, why, sizeof(why)));
+	assert_non_null(strstr(why, "no form elicitation"));
+	/* url only */
+	legacy_init_caps(&e->b, "2025-11-25", "{\"elicitation\":{\"url\":{}}}");
+	call(&e->b, "1", NULL);
+	assert_null(ask(e->runs[1], 1000, why, sizeof(why)));
+	none(&e->a);
+	none(&e->b);
+	mcp_session_free(e->a.s);
+	mcp_session_free(e->b.s);
+	client_clear(&e->a);
+	client_clear(&e->b);
+	/* a revision before elicitation; and 2025-06-18, which has it without
+	 * a mode */
+	client_open(e, &e->a, "reader");
+	client_open(e, &e->b, "ops");
+	legacy_init_caps(&e->a, "2025-03-26", "{\"elicitation\":{}}");
+	call(&e->a, "1", NULL);
+	assert_null(ask(e->runs[0], 1000, why, sizeof(why)));
+	legacy_init_caps(&e->b, "2025-06-18", "{\"elicitation\":{}}");
+	call(&e->b, "1", NULL);
+	assert_non_null(ask(e->runs[1], 1000, why, sizeof(why)));
+	(void)elicit_request(&e->b, false);
+}
+
+static void test_cells_waiting_for_input_are_capped(void **state)
+{
+	struct env *e = *state;
+	char why[160], id[8];
+
+	nanswers = 0;
+	legacy_init_caps(&e->a, "2025-11-25", "{\"elicitation\":{}}");
+	for (unsigned i = 0; i <= MCP_INPUT_WAITING_MAX; i++) {
+		snprintf(id, sizeof(id), "%u", i + 1);
+		call(&e->a, id, NULL);
+	}
+	for (unsigned i = 0; i < MCP_INPUT_WAITING_MAX; i++) {
+		assert_non_null(ask(e->runs[i], 60000, why, sizeof(why)));
+		(void)elicit_request(&e->a, true);
+	}
+	/* a cell already waiting may ask again; a new one may not */
+	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+	(void)elicit_request(&e->a, true);
+	assert_null(ask(e->runs[MCP_INPUT_WAITING_MAX], 60000, why, sizeof(why)));
+	assert_non_null(strstr(why, "wait for its input already"));
+	none(&e->a);
+}
+
+/* The requestState of an input_required answer (borrowed), checked. */
+static const char *input_required(json_t *v, const char **key)
+{
+	json_t *r = result_of(v), *reqs = json_object_get(r, "inputRequests");
+	const char *k;
+	json_t *q;
+
+	assert_string_equal(str(r, "resultType"), "input_required");
+	assert_int_equal(json_object_size(reqs), 1);
+	json_object_foreach(reqs, k, q) {
+		assert_string_equal(str(q, "method"), "elicitation/create");
+		assert_string_equal(str(json_object_get(q, "params"), "mode"), "form");
+		*key = k;
+	}
+	assert_non_null(str(r, "requestState"));
+	return str(r, "requestState");
+}
+
+/* A retry of run_python with code, state and responses (JSON text). */
+static void retry(struct client *c, const char *id, const char *code, const char *state,
+		  const char *responses)
+{
+	char line[1024];
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":"
+		 "{\"name\":\"run_python\",\"arguments\":{\"code\":\"%s\"},\"requestState\":\"%s\","
+		 "\"inputResponses\":%s," ELICIT_META "}}",
+		 id, code, state, responses);
+	in(c, line);
+}
+
+static void yes_for(char *out, size_t cap, const char *key, const char *answer)
+{
+	snprintf(out, cap, "{\"%s\":%s}", key, answer);
+}
+
+#define YES "{\"action\":\"accept\",\"content\":{\"approve\":true}}"
+
+static void test_modern_input_required_round_trip(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = "done"};
+	char why[160], state1[96], state2[96], resp[160], key1[32];
+	const char *key;
+	json_t *v;
+
+	nanswers = 0;
+	call(&e->a, "1", ELICIT_META);
+	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+	snprintf(state1, sizeof(state1), "%s", input_required(out(&e->a), &key));
+	snprintf(key1, sizeof(key1), "%s", key);
+	/* a second question while it waits goes out on the retry's answer; a
+	 * response under its key is no answer to it */
+	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+	none(&e->a);
+	snprintf(resp, sizeof(resp),
+		 "{\"jsonrpc\":\"2.0\",\"id\":\"approve-%lu\",\"result\":" YES "}",
+		 strtoul(key1 + strlen("approve-"), NULL, 10) + 1);
+	in(&e->a, resp);
+	assert_int_equal(nanswers, 0);
+	/* an answer missing: refused, and the state stays good */
+	retry(&e->a, "2", "print(1)", state1, "{}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	assert_int_equal(nanswers, 0);
+	yes_for(resp, sizeof(resp), key1, YES);
+	retry(&e->a, "3", "print(1)", state1, resp);
+	assert_int_equal(nanswers, 1);
+	assert_string_equal(answers[0], "approved");
+	v = out(&e->a);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 3);
+	snprintf(state2, sizeof(state2), "%s", input_required(v, &key));
+	assert_string_not_equal(state1, state2);
+	/* the first state again: used up */
+	retry(&e->a, "4", "print(1)", state1, resp);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	yes_for(resp, sizeof(resp), key, "{\"action\":\"decline\"}");
+	retry(&e->a, "5", "print(1)", state2, resp);
+	assert_int_equal(nanswers, 2);
+	assert_string_equal(answers[1], "declined");
+	none(&e->a); /* the run goes on, attached to 5 */
+	mcp_run_finish(e->runs[0], &o);
+	forget(e, e->runs[0]);
+	v = out(&e->a);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 5);
+	assert_string_equal(str(result_of(v), "resultType"), "complete");
+	none(&e->a);
+}
+
+/* Change the character at i of a state to another of base64url's. */
+static void flip(char *state, size_t i)
+{
+	state[i] = state[i] == 'A' ? 'B' : 'A';
+}
+
+static void test_request_state_is_authentic_and_bound(void **state)
+{
+	struct env *e = *state;
+	struct cell_outcome o = {.out = "kept"};
+	char why[160], st[96], bad[96], resp[160];
+	const char *key;
+	json_t *v;
+
+	nanswers = 0;
+	call(&e->a, "1", ELICIT_META);
+	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+	snprintf(st, sizeof(st), "%s", input_required(out(&e->a), &key));
+	yes_for(resp, sizeof(resp), key, YES);
+	/* its MAC, its expiry, its nonce changed; cut; not base64 */
+	snprintf(bad, sizeof(bad), "%s", st);
+	flip(bad, strlen(bad) - 3);
+	retry(&e->a, "2", "print(1)", bad, resp);
+	v = out(&e->a);
+	assert_int_equal(code_of(v), -32602);
+	assert_non_null(strstr(str(json_object_get(v, "error"), "message"), "does not verify"));
+	snprintf(bad, sizeof(bad), "%s", st);
+	flip(bad, 23);
+	retry(&e->a, "3", "print(1)", bad, resp);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	snprintf(bad, sizeof(bad), "%s", st);
+	flip(bad, 2);
+	retry(&e->a, "4", "print(1)", bad, resp);
+	v = out(&e->a);
+	assert_non_null(strstr(str(json_object_get(v, "error"), "message"), "unknown"));
+	snprintf(bad, sizeof(bad), "%.*s", (int)strlen(st) - 4, st);
+	retry(&e->a, "5", "print(1)", bad, resp);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	retry(&e->a, "6", "print(1)", "!!!!", resp);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	/* other code, or another client's connection: refused */
+	retry(&e->a, "7", "print(2)", st, resp);
+	assert_non_null(
+		strstr(str(json_object_get(out(&e->a), "error"), "message"), "does not verify"));
+	retry(&e->b, "7", "print(1)", st, resp);
+	assert_int_equal(code_of(out(&e->b)), -32602);
+	/* a legacy request carrying one */
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":{\"name\":"
+		  "\"run_python\",\"arguments\":{\"code\":\"print(1)\"},\"requestState\":\"x\"}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	assert_int_equal(nanswers, 0);
+	/* the run ends while it waits: its answer is kept for the retry */
+	mcp_run_finish(e->runs[0], &o);
+	forget(e, e->runs[0]);
+	assert_string_equal(answers[0], "cancelled");
+	none(&e->a);
+	retry(&e->a, "9", "print(1)", st, resp);
+	v = out(&e->a);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 9);
+	assert_string_equal(str(result_of(v), "resultType"), "complete");
+	/* and only once */
+	retry(&e->a, "10", "print(1)", st, resp);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	none(&e->a);
+	none(&e->b);
+}
+
+static void test_a_client_that_never_comes_back(void **state)
+{
+	struct env *e = *state;
+	char why[160], st[96], resp[160];
+	const char *key;
+
+	/* no elicitation declared: nobody to ask */
+	call(&e->a, "1", MODERN_META);
+	assert_null(ask(e->runs[0], 50, why, sizeof(why)));
+	assert_non_null(strstr(why, "no form elicitation"));
+	/* asked, and never retried: stopped when its state expires */
+	call(&e->a, "2", ELICIT_META);
+	assert_non_null(ask(e->runs[1], 50, why, sizeof(why)));
+	snprintf(st, sizeof(st), "%s", input_required(out(&e->a), &key));
+	for (int i = 0; i < 1000 && e->cancels == 0; i++)
+		assert_true(loop_run_once(e->loop, 10) >= 0);
+	assert_int_equal(e->cancels, 1);
+	assert_int_equal(e->nruns, 1);
+	yes_for(resp, sizeof(resp), key, YES);
+	retry(&e->a, "3", "print(1)", st, resp);
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	none(&e->a);
+}
+
 /* ---- subscriptions and roles --------------------------------------------------------------- */
 
 static void test_tool_changes_reach_who_asked(void **state)
@@ -913,6 +1265,17 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_progress_per_revision_and_only_when_asked,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_cancel_in_both_eras, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_legacy_elicitation_answers, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_legacy_elicitation_needs_the_capability, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_cells_waiting_for_input_are_capped, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_modern_input_required_round_trip, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_request_state_is_authentic_and_bound, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_a_client_that_never_comes_back, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_tool_changes_reach_who_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_listen_is_bounded_and_checked, setup,
 						teardown),
