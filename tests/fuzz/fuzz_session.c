@@ -5,12 +5,20 @@
  * answered, failed, poked or left in flight by turns, and the session is
  * freed at the end (cancelling what is left). Whatever comes in:
  *   - every message the session sends is one line of JSON, an object with
- *     "jsonrpc": "2.0", and either a method (a notification: the server
- *     sends no requests) or an id with exactly one of result and error;
+ *     "jsonrpc": "2.0", and either a method (a notification, or an
+ *     elicitation/create request with a string id) or an id with exactly
+ *     one of result and error;
  *   - no run is handed off under an id another run in flight has;
- *   - every run handed off is answered or cancelled exactly once.
+ *   - every run handed off is answered or cancelled exactly once;
+ *   - every question put to the client (mcp_run_ask) is answered or
+ *     withdrawn exactly once.
+ * A line's "@S@" is replaced by the last requestState the session gave
+ * out, so retries reach past the MAC.
  */
+#define _GNU_SOURCE
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,12 +28,17 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define RUNS_MAX 64
+#define ASKS_MAX 64
 
 struct state {
 	struct mcp_run *runs[RUNS_MAX];
 	json_t *ids[RUNS_MAX]; /* each run's request id */
 	size_t nruns;
 	unsigned long handed, ended;
+	struct mcp_ask *asks[ASKS_MAX]; /* open questions */
+	bool open[ASKS_MAX];
+	unsigned long asked, answered;
+	char state[128]; /* the last requestState */
 };
 
 static struct state st;
@@ -43,15 +56,43 @@ static int t_send(void *t, char *line, size_t len)
 	    strcmp(json_string_value(json_object_get(v, "jsonrpc")), "2.0") != 0)
 		__builtin_trap();
 	if (json_object_get(v, "method")) {
-		if (json_object_get(v, "id"))
-			__builtin_trap(); /* a request: never sent */
+		if (json_object_get(v, "id") &&
+		    (strcmp(json_string_value(json_object_get(v, "method")),
+			    "elicitation/create") != 0 ||
+		     !json_is_string(json_object_get(v, "id"))))
+			__builtin_trap(); /* the one request it sends */
 	} else if (!json_object_get(v, "id") ||
 		   !json_object_get(v, "result") == !json_object_get(v, "error")) {
 		__builtin_trap();
 	}
+	{
+		const char *rs = json_string_value(
+			json_object_get(json_object_get(v, "result"), "requestState"));
+
+		if (rs) { /* answered: the parked run's id is free again */
+			snprintf(st.state, sizeof(st.state), "%s", rs);
+			for (size_t i = 0; i < st.nruns; i++)
+				if (st.ids[i] &&
+				    jsonrpc_id_equal(st.ids[i], json_object_get(v, "id"))) {
+					json_decref(st.ids[i]);
+					st.ids[i] = NULL;
+				}
+		}
+	}
 	json_decref(v);
 	free(line);
 	return 0;
+}
+
+static void on_answer(void *token, const char *outcome)
+{
+	size_t i = (size_t)(uintptr_t)token;
+	(void)outcome;
+
+	if (i >= ASKS_MAX || !st.open[i])
+		__builtin_trap(); /* answered twice, or after it was withdrawn */
+	st.open[i] = false;
+	st.answered++;
 }
 
 static void t_close(void *t, const char *why)
@@ -70,7 +111,7 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 		__builtin_trap();
 	st.handed++;
 	for (size_t i = 0; i < st.nruns; i++)
-		if (jsonrpc_id_equal(st.ids[i], req->id))
+		if (st.ids[i] && jsonrpc_id_equal(st.ids[i], req->id))
 			__builtin_trap();
 	if (st.nruns == RUNS_MAX) {
 		mcp_run_fail(run, "full");
@@ -124,7 +165,7 @@ static void act(uint8_t b)
 
 	if (!st.nruns)
 		return;
-	switch (b % 4) {
+	switch (b % 6) {
 	case 0:
 		mcp_run_finish(st.runs[0], &o);
 		drop(0);
@@ -135,6 +176,36 @@ static void act(uint8_t b)
 		break;
 	case 2:
 		mcp_run_poke(st.runs[0]);
+		break;
+	case 4: {
+		static const unsigned char bind[32] = {7};
+		char why[128];
+		size_t i;
+		struct mcp_ask_spec sp = {.text = "t.w\n  x: 1",
+					  .bind = bind,
+					  .label = "run",
+					  .timeout_ms = 1000,
+					  .fn = on_answer};
+
+		for (i = 0; i < ASKS_MAX && st.open[i]; i++)
+			;
+		if (i == ASKS_MAX)
+			break;
+		sp.token = (void *)(uintptr_t)i;
+		if ((st.asks[i] = mcp_run_ask(st.runs[st.nruns - 1], &sp, why, sizeof(why)))) {
+			st.open[i] = true;
+			st.asked++;
+		}
+		break;
+	}
+	case 5:
+		for (size_t i = 0; i < ASKS_MAX; i++)
+			if (st.open[i]) {
+				mcp_ask_cancel(st.asks[i]);
+				st.open[i] = false;
+				st.answered++;
+				break;
+			}
 		break;
 	default:
 		break; /* left in flight */
@@ -167,15 +238,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (at < size) {
 		const uint8_t *nl = memchr(data + at, '\n', size - at);
 		size_t len = nl ? (size_t)(nl - (data + at)) : size - at;
+		const char *line = (const char *)data + at;
+		const char *mark = len >= 3 ? memmem(line, len, "@S@", 3) : NULL;
 
-		mcp_session_input(s, (const char *)data + at, len);
-		act(len ? data[at] : 0);
+		if (mark) {
+			size_t head = (size_t)(mark - line), n = strlen(st.state);
+			char *buf = malloc(len - 3 + n + 1);
+
+			if (buf) {
+				memcpy(buf, line, head);
+				memcpy(buf + head, st.state, n);
+				memcpy(buf + head + n, mark + 3, len - head - 3);
+				mcp_session_input(s, buf, len - 3 + n);
+				free(buf);
+			}
+		} else
+			mcp_session_input(s, line, len);
+		act(len ? (uint8_t)(data[at] + len) : 0); /* what follows the line */
 		if (len > 2 && data[at + 1] == 'X')
 			mcp_server_tools_changed(srv, "r");
 		at += len + 1;
 	}
 	mcp_session_free(s);
-	if (st.nruns || st.ended != st.handed)
+	if (st.nruns || st.ended != st.handed || st.asked != st.answered)
 		__builtin_trap();
 	mcp_server_free(srv);
 	return 0;
