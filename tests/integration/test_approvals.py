@@ -312,6 +312,29 @@ def a_tampered_or_replayed_request_state_is_refused():
 
 
 @test
+def the_deadline_runs_while_a_cell_waits_and_its_answer_is_kept_for_the_retry():
+    d = scratch()
+    sig, root = fs_policy(d, None, {"deadline_s": 3, "approval_timeout_s": 60}, program=False)
+    src = WRITE % os.path.join(root, "slow.txt")
+    with gk.Session(sig) as s:
+        first = raw_call(s, src)["result"]
+        assert first["resultType"] == "input_required", first
+        deadline = time.time() + 60
+        while "ended: deadline" not in s.log():
+            assert time.time() < deadline, s.log()
+            time.sleep(0.2)
+        (key, _), = first["inputRequests"].items()
+        done = raw_call(s, src, requestState=first["requestState"],
+                        inputResponses={key: YES})["result"]
+        assert done["resultType"] == "complete", done
+        assert done["structuredContent"]["stopped"] and \
+            done["structuredContent"]["reason"] == "deadline", done
+    assert os.listdir(root) == []
+    assert [a["outcome"] for a in audit_events(d, "approval")] == ["cancelled"]
+    shutil.rmtree(d)
+
+
+@test
 def a_client_that_never_retries_leaves_no_cell_behind():
     d = scratch()
     sig, root = fs_policy(d, None, {"approval_timeout_s": 2}, program=False)
