@@ -280,6 +280,20 @@
 #define APPL_UPSTREAM_LIST_BYTES_MAX (16u * 1024 * 1024) /* all pages of one tools/list */
 #define APPL_UPSTREAM_CURSOR_MAX     1024		 /* bytes of one nextCursor */
 #define APPL_UPSTREAM_TOOL_NAME_MAX  128 /* MCP asks 1 to 128; longer tools are skipped */
+/* A stdio server's own cgroup (servers.NAME.memory_mb, .pids): generous,
+ * since Node alone wants a few hundred MiB; they bound a runaway server, not
+ * a normal one. */
+#define APPL_UPSTREAM_MEMORY_MB_DEF 1024u
+#define APPL_UPSTREAM_MEMORY_MB_MIN 64u
+#define APPL_UPSTREAM_MEMORY_MB_MAX (64u * 1024)
+#define APPL_UPSTREAM_PIDS_DEF	    256u
+#define APPL_UPSTREAM_PIDS_MIN	    8u
+#define APPL_UPSTREAM_PIDS_MAX	    32768u
+#define APPL_UPSTREAM_NOFILE	    4096u /* RLIMIT_NOFILE of a server */
+/* The system user servers run as when the policy names none (created when
+ * missing). */
+#define APPL_UPSTREAM_USER   "appliance-upstream"
+#define APPL_POLICY_USER_MAX 32
 
 /* ---- gateway ------------------------------------------------------------- */
 /* run_python calls waiting for a free cell slot: beyond, a call is refused at

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "gateway/gateway.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -26,7 +27,10 @@
 #include "mcp/stdio.h"
 #include "mcp/upstream_set.h"
 #include "pool/pool.h"
+#include "base/fs.h"
+#include "proc/confine.h"
 #include "proc/proc.h"
+#include "proc/seccomp.h"
 #include "sandbox/runsc.h"
 #include "stubs/stubs.h"
 
@@ -59,8 +63,19 @@ struct gw_role {
 	char *description;
 };
 
+/* What every server is confined by: the system call filter, and the paths
+ * hidden from it (proc/confine.h). */
+#define GW_HIDE_MAX 56
+struct gw_confine {
+	struct proc_filter *filter;
+	const char *hide[GW_HIDE_MAX + 1];
+	char *owned[GW_HIDE_MAX]; /* the entries made here */
+	size_t n, nowned;
+};
+
 struct gateway {
 	const struct policy *policy;
+	struct gw_confine confine;
 	struct policy_limits lim;
 	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
 	struct cell_limits cell_lim;   /* every run's */
@@ -210,10 +225,95 @@ static void on_upstreams_changed(void *data, const char *why)
 	}
 }
 
+static void hide_add(struct gw_confine *c, const char *path)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->hide[i], path) == 0)
+			return;
+	if (path && path[0] == '/' && c->n < GW_HIDE_MAX)
+		c->hide[c->n++] = path;
+	c->hide[c->n] = NULL;
+}
+
+static void hide_add_copy(struct gw_confine *c, const char *path)
+{
+	char *dup = c->nowned < GW_HIDE_MAX ? strdup(path) : NULL;
+
+	if (dup) {
+		c->owned[c->nowned++] = dup;
+		hide_add(c, dup);
+	}
+}
+
+/* The audit log and the rotated files beside it (PATH.N). */
+static void hide_audit(struct gw_confine *c, const char *log)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *base = strrchr(log, '/');
+	size_t blen;
+	struct dirent *e;
+	DIR *d;
+
+	hide_add(c, log);
+	if (!base || (size_t)(base - log) >= sizeof(dir))
+		return;
+	memcpy(dir, log, (size_t)(base - log));
+	dir[base - log] = '\0';
+	base++;
+	blen = strlen(base);
+	if (!(d = opendir(dir[0] ? dir : "/")))
+		return;
+	while ((e = readdir(d)))
+		if (strncmp(e->d_name, base, blen) == 0 && e->d_name[blen] == '.' &&
+		    strspn(e->d_name + blen + 1, "0123456789") == strlen(e->d_name + blen + 1) &&
+		    e->d_name[blen + 1] &&
+		    appl_path_join(path, sizeof(path), dir, "/", e->d_name) == 0)
+			hide_add_copy(c, path);
+	closedir(d);
+}
+
+/* The filter and the hidden paths: the defaults, what the caller names
+ * (extra: the policy file, trust and state directories), the audit log,
+ * the sandboxes' run directory. */
+static int confine_prepare(struct gw_confine *c, const struct policy *p, const char *const *extra,
+			   const char *run_dir, struct appl_err *err)
+{
+	const char *const *def = proc_jail_default_masks();
+
+	if (proc_filter_build(&c->filter, err) < 0)
+		return err->code;
+	if (geteuid() != 0)
+		log_line(
+			LOG_WARN, NULL,
+			"rootless: upstream servers run as this user, in its cgroup, mount "
+			"namespace and network; only the system call filter, no_new_privs, rlimits "
+			"and a private HOME confine them");
+	for (size_t i = 0; def[i]; i++)
+		hide_add(c, def[i]);
+	for (size_t i = 0; extra && extra[i]; i++)
+		hide_add(c, extra[i]);
+	if (run_dir)
+		hide_add(c, run_dir);
+	if (policy_audit_path(p))
+		hide_audit(c, policy_audit_path(p));
+	return 0;
+}
+
+static void confine_release(struct gw_confine *c)
+{
+	proc_filter_free(c->filter);
+	for (size_t i = 0; i < c->nowned; i++)
+		free(c->owned[i]);
+	memset(c, 0, sizeof(*c));
+}
+
 static int upstreams_open(struct gateway *gw, struct appl_err *err)
 {
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
-	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes};
+	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes,
+				     .confine = true,
+				     .hide = gw->confine.hide,
+				     .filter = gw->confine.filter};
 
 	gw->ups = upstream_set_open(gw->loop, gw->policy, &opts, on_upstreams_changed, gw, err);
 	return gw->ups ? 0 : err->code;
@@ -812,7 +912,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 				dir ? dir : cache, gw->rootfs, sizeof(gw->rootfs), err) < 0)
 		return err->code;
 	if (!(gw->loop = loop_new(err)) || audit_start(gw, cfg, err) < 0 ||
-	    !(gw->rt = sandbox_rt_open(&rc, err)))
+	    !(gw->rt = sandbox_rt_open(&rc, err)) ||
+	    confine_prepare(&gw->confine, cfg->policy, cfg->hide, cfg->run_dir, err) < 0)
 		return err->code;
 	if (upstreams_open(gw, err) < 0 || !role_get(gw, gw->stdio_client.role, err))
 		return err->code;
@@ -851,6 +952,7 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	}
 	shutdown_all(&gw);
 	sandbox_rt_close(gw.rt); /* before the loop: it finishes teardowns from it */
+	confine_release(&gw.confine);
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
@@ -877,7 +979,8 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 		rc = err->code;
 		goto out;
 	}
-	if ((rc = upstreams_open(&gw, err)) < 0)
+	if ((rc = confine_prepare(&gw.confine, policy, NULL, NULL, err)) < 0 ||
+	    (rc = upstreams_open(&gw, err)) < 0)
 		goto out;
 	if (!(ro = role_get(&gw, role, err))) {
 		rc = err->code;
@@ -898,6 +1001,7 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 out:
 	upstream_set_free(gw.ups);
 	roles_free(&gw);
+	confine_release(&gw.confine);
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;

@@ -24,6 +24,10 @@ struct gateway_config {
 	 * the state directory that holds the log's head and keys. */
 	const struct policy_verified *verified;
 	const char *state_dir;
+	/* Paths hidden from the upstream servers besides the defaults and the
+	 * audit log (proc/confine.h): the policy file, the trust and state
+	 * directories. NULL-ended; may be NULL. */
+	const char *const *hide;
 	/* Called once everything checked at start has passed (the image
 	 * verified, the sandbox runtime open, the servers configured) and
 	 * before the first request is read: where `run` records the policy's

@@ -18,6 +18,7 @@
 #include "jsonrpc/jsonrpc.h"
 #include "log/log.h"
 #include "loop/lines.h"
+#include "proc/confine.h"
 #include "proc/proc.h"
 
 #define UP_CONTROL_RESERVE (64u * 1024) /* queue room only our own small lines may use */
@@ -114,6 +115,7 @@ struct upstream {
 	struct upstream_tool *tools;
 	size_t ntools;
 	struct corpse *corpses;
+	struct proc_jail *jail; /* its confinement (NULL: none asked) */
 	char version[16];
 	char last_error[APPL_ERR_MSG_MAX];
 };
@@ -202,7 +204,7 @@ static size_t env_put(char **env, size_t n, const char *name, const char *value)
 int upstream_env_build(const char *const *names, size_t n, char ***envp, struct appl_err *err)
 {
 	const char *home = getenv("HOME");
-	char **env = calloc(n + 3, sizeof(*env));
+	char **env = calloc(n + 4, sizeof(*env)); /* room for TMPDIR (env_private) */
 	size_t k;
 
 	*envp = NULL;
@@ -223,6 +225,17 @@ int upstream_env_build(const char *const *names, size_t n, char ***envp, struct 
 	}
 	*envp = env;
 	return 0;
+}
+
+/* HOME and TMPDIR to the server's private directory, whatever the policy
+ * passed through: upstream_env_build left room for one more entry. */
+static int env_private(char **env, const char *dir)
+{
+	size_t n = 0;
+
+	while (env[n])
+		n++;
+	return (n = env_put(env, n, "HOME", dir)) && env_put(env, n, "TMPDIR", dir) ? 0 : -ENOMEM;
 }
 
 void upstream_env_free(char **envp)
@@ -1077,6 +1090,7 @@ static void proc_release(struct upstream *u, bool block)
 	if (u->pid <= 0)
 		return;
 	proc_kill_group(u->pid);
+	proc_jail_kill(u->jail); /* the tree, escapees from the group included */
 	if (block)
 		proc_wait_exit(u->pidfd, APPL_UPSTREAM_KILL_WAIT_MS);
 	if (proc_reap(u->pid, &status) == 1) {
@@ -1206,8 +1220,18 @@ static int proc_start(struct upstream *u, struct appl_err *err)
 	int rc;
 
 	spec.cwd = u->cwd ? u->cwd : "/";
-	if ((rc = upstream_env_build((const char *const *)u->env_names, u->nenv, &envp, err)) < 0 ||
-	    (rc = pipes_open(p, err)) < 0)
+	if ((rc = upstream_env_build((const char *const *)u->env_names, u->nenv, &envp, err)) < 0)
+		goto fail;
+	if (u->jail) {
+		spec.confine = proc_jail_confine(u->jail);
+		/* What the last run left behind (an escapee) goes before the next. */
+		proc_jail_kill(u->jail);
+		if (env_private(envp, proc_jail_home(u->jail)) < 0) {
+			rc = appl_err_set(err, -ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	if ((rc = pipes_open(p, err)) < 0)
 		goto fail;
 	spec.envp = envp;
 	spec.fds[0] = p[0][0];
@@ -1343,6 +1367,45 @@ static int copy_server(struct upstream *u, const struct policy_server *srv,
 	return 0;
 }
 
+/* A path under one of the hidden ones would not exist for the server. */
+static const char *under_mask(const char *path, const char *const *masks)
+{
+	for (size_t i = 0; path && masks && masks[i]; i++) {
+		size_t n = strlen(masks[i]);
+
+		if (strncmp(path, masks[i], n) == 0 && (path[n] == '/' || path[n] == '\0'))
+			return masks[i];
+	}
+	return NULL;
+}
+
+static int jail_make(struct upstream *u, const struct policy_server *srv,
+		     const struct upstream_opts *o, struct appl_err *err)
+{
+	struct proc_jail_spec js = {.name = srv->name,
+				    .user = srv->user,
+				    .memory_mb = srv->memory_mb,
+				    .pids = srv->pids,
+				    .network = srv->network,
+				    .masks = o->hide,
+				    .filter = o->filter};
+	const char *m;
+
+	if ((m = under_mask(srv->argv[0], o->hide)) || (m = under_mask(srv->cwd, o->hide)))
+		return appl_err_set(
+			err, -EINVAL, "servers.%s: %s lies under %s, which is hidden from servers",
+			srv->name, under_mask(srv->argv[0], o->hide) ? srv->argv[0] : srv->cwd, m);
+	if (proc_jail_new(&js, &u->jail, err) < 0)
+		return err->code;
+	if (srv->user && strcmp(srv->user, "root") == 0)
+		ulog(u, LOG_WARN, "runs as root (servers.%s.user), with no capabilities",
+		     srv->name);
+	ulog(u, LOG_INFO, "confined: runs as %s, memory %u MiB, %u processes, network %s",
+	     proc_jail_who(u->jail), srv->memory_mb, srv->pids,
+	     srv->network ? "the host's" : "loopback only");
+	return 0;
+}
+
 struct upstream *upstream_new(struct loop *loop, const struct policy_server *srv,
 			      const struct upstream_hooks *hooks, const struct upstream_opts *opts,
 			      struct appl_err *err)
@@ -1367,6 +1430,10 @@ struct upstream *upstream_new(struct loop *loop, const struct policy_server *srv
 		u->hooks = *hooks;
 	if (copy_server(u, srv, opts) < 0) {
 		appl_err_set(err, -ENOMEM, "out of memory");
+		upstream_free(u);
+		return NULL;
+	}
+	if (opts && opts->confine && jail_make(u, srv, opts, err) < 0) {
 		upstream_free(u);
 		return NULL;
 	}
@@ -1398,6 +1465,7 @@ void upstream_free(struct upstream *u)
 		corpse_free(u, c);
 	}
 	loop_timer_free(u->timer);
+	proc_jail_free(u->jail);
 	listing_reset(&u->list);
 	tools_free(u->tools, u->ntools);
 	free(u->name);

@@ -108,6 +108,8 @@ struct upstream_hooks {
 };
 
 /* Tunables; a zero field takes the default. */
+struct proc_filter;
+
 struct upstream_opts {
 	const char *client_version; /* clientInfo.version: UPSTREAM_CLIENT_VERSION_DEF */
 	unsigned
@@ -118,6 +120,12 @@ struct upstream_opts {
 	 * for its envelope is over the cap (UPSTREAM_TOO_LARGE) as soon as it
 	 * is that long. APPL_MAX_RESULT_BYTES_DEF. */
 	size_t result_max;
+	/* Confine the server (proc/confine.h): its user, cgroup, hidden paths
+	 * hide (NULL-ended; borrowed), network, and the system call filter
+	 * (borrowed; NULL: none). false: a plain child (tests). */
+	bool confine;
+	const char *const *hide;
+	const struct proc_filter *filter;
 };
 
 /* A new upstream for srv (a stdio server; copied, so the policy may go

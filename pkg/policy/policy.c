@@ -869,6 +869,24 @@ static int headers_parse(struct ctx *c, void *base, const json_t *v, const char 
 	return 0;
 }
 
+/* A user name as useradd takes it: [a-z_][a-z0-9_-]*, at most 32. */
+static int user_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	size_t i = 0;
+
+	if (len > 0 && (is_lower(s[0]) || s[0] == '_'))
+		for (i = 1;
+		     i < len && (is_lower(s[i]) || is_digit(s[i]) || s[i] == '_' || s[i] == '-');
+		     i++)
+			;
+	if (len == 0 || len > APPL_POLICY_USER_MAX || i != len)
+		return appl_err_set(err, -EINVAL,
+				    "%s: must be a user name ([a-z_][a-z0-9_-]*, at most %d "
+				    "characters)",
+				    path, APPL_POLICY_USER_MAX);
+	return 0;
+}
+
 static const struct field stdio_fields[] = {
 	{.name = "command", .type = F_FN, .required = true, .parse = command_parse},
 	{.name = "env", .type = F_FN, .parse = env_parse},
@@ -877,6 +895,27 @@ static const struct field stdio_fields[] = {
 	 .off = offsetof(struct policy_server, cwd),
 	 .maxlen = APPL_POLICY_PATH_MAX,
 	 .check = abs_path_check},
+	{.name = "user",
+	 .type = F_STR,
+	 .off = offsetof(struct policy_server, user),
+	 .maxlen = APPL_POLICY_USER_MAX,
+	 .check = user_check},
+	{.name = "memory_mb",
+	 .type = F_UINT,
+	 .off = offsetof(struct policy_server, memory_mb),
+	 .min = APPL_UPSTREAM_MEMORY_MB_MIN,
+	 .max = APPL_UPSTREAM_MEMORY_MB_MAX,
+	 .def = APPL_UPSTREAM_MEMORY_MB_DEF},
+	{.name = "pids",
+	 .type = F_UINT,
+	 .off = offsetof(struct policy_server, pids),
+	 .min = APPL_UPSTREAM_PIDS_MIN,
+	 .max = APPL_UPSTREAM_PIDS_MAX,
+	 .def = APPL_UPSTREAM_PIDS_DEF},
+	{.name = "network",
+	 .type = F_BOOL,
+	 .off = offsetof(struct policy_server, network),
+	 .def = 1},
 };
 
 static const struct field http_fields[] = {
@@ -910,6 +949,7 @@ static int server_parse(struct ctx *c, const char *name, const json_t *v, struct
 	s->name = name;
 	if (cmd) {
 		s->kind = POLICY_SERVER_STDIO;
+		fields_default(stdio_fields, NELEM(stdio_fields), s);
 		return fields_parse(c, v, stdio_fields, NELEM(stdio_fields), s, path);
 	}
 	s->kind = POLICY_SERVER_HTTP;
@@ -1347,6 +1387,28 @@ static struct policy *policy_new(void)
 	return p;
 }
 
+/* Rootless, the appliance cannot change a server's user or give it a
+ * network namespace: a policy asking for either is refused, not ignored. */
+static int rootless_check(const struct policy *p, struct appl_err *err)
+{
+	if (!p->rootless)
+		return 0;
+	for (size_t i = 0; i < p->nservers; i++) {
+		const struct policy_server *s = &p->servers[i];
+
+		if (s->kind == POLICY_SERVER_STDIO && !s->network)
+			return appl_err_set(err, -EINVAL,
+					    "servers.%s.network: false needs root (the policy is "
+					    "rootless)",
+					    s->name);
+		if (s->kind == POLICY_SERVER_STDIO && s->user)
+			return appl_err_set(err, -EINVAL,
+					    "servers.%s.user: needs root (the policy is rootless)",
+					    s->name);
+	}
+	return 0;
+}
+
 int policy_parse(const char *buf, size_t len, const char *base_dir, struct policy **out,
 		 struct appl_err *err)
 {
@@ -1376,6 +1438,8 @@ int policy_parse(const char *buf, size_t len, const char *base_dir, struct polic
 	}
 	c.p->root = root;
 	rc = fields_parse(&c, root, top_fields, NELEM(top_fields), c.p, "");
+	if (rc == 0)
+		rc = rootless_check(c.p, err);
 	if (rc < 0) {
 		policy_free(c.p);
 		return rc;

@@ -130,6 +130,14 @@ struct policy_server {
 				 * appliance's environment, nothing else is */
 	size_t nenv;
 	const char *cwd; /* absolute, or NULL: the appliance decides */
+	/* Confinement (as root; docs/upstream.md): the user it runs as (NULL:
+	 * APPL_UPSTREAM_USER; "root" only when written), its cgroup's memory
+	 * and process limits, and whether it has a network (false: only a
+	 * loopback of its own). */
+	const char *user;
+	unsigned memory_mb;
+	unsigned pids;
+	bool network;
 	/* HTTP (NULL and 0 for stdio) */
 	const char *url; /* http:// or https://, no user:password@ */
 	const struct policy_header *headers;

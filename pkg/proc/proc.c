@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include "proc/proc.h"
 
+#include "proc/confine.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -140,6 +142,16 @@ child_run(const struct proc_spec *spec, pid_t parent, int report)
 		child_fail(report, errno);
 	if (sys_close_range((unsigned)report + 1, ~0U) < 0)
 		child_fail(report, errno);
+	if (spec->confine) {
+		int rc = proc_confine_child(spec->confine);
+
+		if (rc < 0)
+			child_fail(report, -rc);
+		/* A change of user clears the parent-death signal: set it again,
+		 * and catch a parent that died meanwhile. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+			child_fail(report, ESRCH);
+	}
 	if (spec->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_fail(report, errno);
 	if (chdir(spec->cwd ? spec->cwd : "/") < 0)

@@ -16,6 +16,8 @@
 
 #include "base/err.h"
 
+struct proc_confine;
+
 struct proc_spec {
 	const char *path;  /* absolute path of the program; borrowed */
 	char *const *argv; /* NULL-terminated; borrowed */
@@ -23,6 +25,8 @@ struct proc_spec {
 	int fds[3];	   /* become the child's 0, 1, 2; -1 means /dev/null */
 	const char *cwd;   /* NULL means "/" */
 	bool no_new_privs; /* PR_SET_NO_NEW_PRIVS before exec */
+	/* Confinement applied before exec (confine.h), or NULL; borrowed. */
+	const struct proc_confine *confine;
 };
 
 /* Start spec. On success *pid is the child (its own process group leader)

@@ -6,9 +6,11 @@ JSON-RPC lines that can overlap requests and see every notification.
 
 import json
 import os
+import pwd
 import queue
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -29,6 +31,30 @@ _kit = Signer("appliance-gateway-test.")
 def work():
     """A private directory with a trust dir and a signing key (made once)."""
     return _kit.dir()
+
+
+UPSTREAM_USER = "appliance-upstream"
+
+
+def upstream_user():
+    """The uid and gid servers run as by default, the user made as the
+    appliance makes it when it is missing."""
+    try:
+        pw = pwd.getpwnam(UPSTREAM_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--user-group", "--no-create-home",
+                        "--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
+                        UPSTREAM_USER], check=True)
+        pw = pwd.getpwnam(UPSTREAM_USER)
+    return pw.pw_uid, pw.pw_gid
+
+
+def server_dir(prefix="appliance-served."):
+    """A directory a confined server may write (its user owns it)."""
+    d = os.path.realpath(tempfile.mkdtemp(prefix=prefix))
+    os.chown(d, *upstream_user())
+    os.chmod(d, 0o755)
+    return d
 
 
 def node():

@@ -28,7 +28,8 @@ from policykit import Signer
 from cellkit import ROOT
 
 from gatewaykit import (EVERYTHING, FILESYSTEM, TOY, Session, _kit, code, everything_server,  # noqa: F401
-                        need, node, policy, run_argv, sdk, toy_policy, toy_server, work)
+                        need, node, policy, run_argv, sdk, server_dir, toy_policy, toy_server,
+                        work)
 
 # What a cell uses to report each attempt: the value, or the ToolError's text.
 ATTEMPT = """
@@ -159,8 +160,7 @@ def undeclared_argument_names_are_refused():
 
 @test
 def a_read_only_role_reads_files_and_cannot_write():
-    root = tempfile.mkdtemp(prefix="appliance-fs.", dir=work())
-    root = os.path.realpath(root)
+    root = server_dir("appliance-fs.")
     with open(os.path.join(root, "hello.txt"), "w") as f:
         f.write("hello from the gateway test\n")
     sig = policy({"fs": {"command": [node(), need(FILESYSTEM), root]}},
@@ -465,7 +465,11 @@ def the_upstream_gets_only_the_environment_the_policy_names():
     assert session["env"]["SECRET_TOKEN"] not in json.dumps(got), sorted(got)
     assert got["LISTED_VAR"] == session["env"]["LISTED_VAR"], sorted(got)
     assert got["PATH"] == "/usr/local/bin:/usr/bin:/bin", got["PATH"]
-    assert set(got) <= {"PATH", "HOME", "LISTED_VAR"}, sorted(got)
+    assert set(got) <= {"PATH", "HOME", "TMPDIR", "LISTED_VAR"}, sorted(got)
+    # HOME and TMPDIR: the server's private directory, not the appliance's
+    assert got["HOME"] == got["TMPDIR"] and got["HOME"].startswith(
+        "/tmp/appliance-upstream-everything."), got["HOME"]
+    assert got["HOME"] != os.environ.get("HOME"), got["HOME"]
 
 
 def stubs_argv(sig, *extra):

@@ -198,7 +198,7 @@ def sdk_client_drives_the_toy():
     assert rc == 0, out
     assert out["server"]["name"] == "toy", out
     names = [t["name"] for t in out["tools"]]
-    assert len(names) == 9 and names[0] == "add" and names[-1] == "deep", names  # 3 pages
+    assert len(names) == 11 and names[0] == "add" and names[-1] == "detach", names  # 3 pages
     assert [t["name"] for t in out["tools"] if t["readOnlyHint"] is False] == ["write_note"]
     add, fail, nope, note = out["calls"]
     # the SDK checks structuredContent against add's outputSchema too

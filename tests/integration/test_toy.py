@@ -179,7 +179,7 @@ def tools_list_is_paged_by_cursor(toy):
     tools, pages = list_all(toy)
     names = [t["name"] for t in tools]
     assert names == ["add", "echo", "sleep", "peak", "bytes", "fail", "write_note",
-                     "unsupported", "deep"], names
+                     "unsupported", "deep", "probe", "detach"], names
     assert pages == 3, pages
     for t in tools:
         assert t["inputSchema"]["type"] == "object", t

@@ -6,6 +6,7 @@
  * how many were in flight at once. Logs go to stderr only: stdout is the
  * protocol. See tests/toy/README.md for the tools and options.
  */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -14,7 +15,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/bpf.h>
+#include <linux/io_uring.h>
+#include <linux/keyctl.h>
+#include <linux/sched.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,6 +47,11 @@
 #define TOY_SLEEP_MS_MAX  60000
 #define TOY_BYTES_MAX	  (16 * 1024 * 1024)
 #define TOY_DEPTH_MAX	  1000
+#define TOY_PROBE_ITEMS	  64   /* entries of each probe argument */
+#define TOY_PROBE_ARG_MAX 4096 /* bytes of one entry */
+#define TOY_PROBE_LINES	  256  /* lines kept of a /proc file */
+#define TOY_CONNECT_MS	  2000 /* one TCP connect attempt */
+#define TOY_DETACH_S	  600  /* how long a detached child lives */
 
 static const char *const toy_versions[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05",
 					   NULL};
@@ -79,6 +101,7 @@ static void toy_log(const char *fmt, ...)
 
 #define OBJ_NO_EXTRA "\"type\":\"object\",\"additionalProperties\":false"
 #define RO	     "\"annotations\":{\"readOnlyHint\":true}"
+#define STR_LIST     "{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"maxItems\":64}"
 
 /* Each tool as the JSON tools/list gives; parsed once at start. */
 static const char *const tool_json[] = {
@@ -110,6 +133,11 @@ static const char *const tool_json[] = {
 	"levels.\",\"inputSchema\":{" OBJ_NO_EXTRA
 	",\"properties\":{\"depth\":{\"type\":\"integer\",\"minimum\":1,"
 	"\"maximum\":1000}},\"required\":[\"depth\"]}," RO "}",
+	"{\"name\":\"probe\",\"description\":\"Report the server's identity, confinement and "
+	"reach.\",\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{\"paths\":" STR_LIST
+	",\"connect\":" STR_LIST ",\"unix\":" STR_LIST "}}," RO "}",
+	"{\"name\":\"detach\",\"description\":\"Leave a child behind in a session of its "
+	"own.\",\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{}}," RO "}",
 	"{\"name\":\"late\",\"description\":\"Listed once tools/list_changed was sent.\","
 	"\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{}}," RO "}",
 	NULL,
@@ -319,6 +347,505 @@ static json_t *run_late(struct toy *t, const json_t *id, const json_t *args, int
 	return text_result("late: listed after tools/list_changed");
 }
 
+/* ---- probe: what the server may do ------------------------------------------------ */
+
+/* Each attempt below is harmless when it succeeds: what it makes (a mount,
+ * a namespace, a tracee, a descriptor) is undone or dies with a child of
+ * its own. Each returns 0 or the errno it got. */
+
+static const char *errno_name(int e)
+{
+	const char *name = e ? strerrorname_np(e) : "ok";
+
+	return name ? name : "EUNKNOWN";
+}
+
+static int errno_of(long rc)
+{
+	return rc < 0 ? errno : 0;
+}
+
+static int fd_result(long fd)
+{
+	if (fd < 0)
+		return errno;
+	close((int)fd);
+	return 0;
+}
+
+/* A child made by a clone-like call exits at once; the parent reaps it. */
+static int child_result(long pid)
+{
+	if (pid == 0)
+		_exit(0);
+	if (pid < 0)
+		return errno;
+	waitpid((pid_t)pid, NULL, __WALL);
+	return 0;
+}
+
+static int try_mount(void)
+{
+	char dir[] = "/tmp/toy-probe-XXXXXX";
+	int rc;
+
+	if (!mkdtemp(dir))
+		return errno;
+	rc = errno_of(mount("toy-probe", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=4k"));
+	if (rc == 0)
+		umount2(dir, MNT_DETACH);
+	rmdir(dir);
+	return rc;
+}
+
+/* A new user namespace is the one an unprivileged process may make. */
+static int try_unshare(void)
+{
+	int status;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWUSER) < 0 ? errno & 0xff : 0);
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return errno;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : EINTR;
+}
+
+/* Attach to a child of our own that waits on a pipe, then let it go. */
+static int try_ptrace(void)
+{
+	int p[2], rc;
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return errno;
+	pid = fork();
+	if (pid == 0) {
+		char c;
+		close(p[1]);
+		_exit(read(p[0], &c, 1) < 0 ? 1 : 0);
+	}
+	close(p[0]);
+	if (pid < 0) {
+		close(p[1]);
+		return errno;
+	}
+	rc = errno_of(ptrace(PTRACE_ATTACH, pid, 0, 0));
+	if (rc == 0 && waitpid(pid, NULL, __WALL) == pid)
+		ptrace(PTRACE_DETACH, pid, 0, 0);
+	close(p[1]);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, __WALL);
+	return rc;
+}
+
+static int try_bpf(void)
+{
+	union bpf_attr a;
+
+	memset(&a, 0, sizeof(a));
+	a.map_type = BPF_MAP_TYPE_ARRAY;
+	a.key_size = a.value_size = 4;
+	a.max_entries = 1;
+	return fd_result(syscall(SYS_bpf, BPF_MAP_CREATE, &a, sizeof(a)));
+}
+
+static int try_keyctl(void)
+{
+	return errno_of(syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 0));
+}
+
+static int try_io_uring(void)
+{
+	struct io_uring_params p;
+
+	memset(&p, 0, sizeof(p));
+	return fd_result(syscall(SYS_io_uring_setup, 4, &p));
+}
+
+static int try_netlink(void)
+{
+	return fd_result(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, 0));
+}
+
+static int try_packet(void)
+{
+	return fd_result(socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
+}
+
+static int try_clone3(void)
+{
+	struct clone_args ca = {.exit_signal = SIGCHLD};
+
+	return child_result(syscall(SYS_clone3, &ca, sizeof(ca)));
+}
+
+/* Joining the namespace we are in already changes nothing. */
+static int try_setns(void)
+{
+	int fd = open("/proc/self/ns/uts", O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return errno;
+	rc = errno_of(setns(fd, CLONE_NEWUTS));
+	close(fd);
+	return rc;
+}
+
+static int try_clone_newuser(void)
+{
+	return child_result(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+}
+
+/* Flags no kernel takes: EINVAL once the call is reached, never a load. */
+static int try_kexec_load(void)
+{
+	return errno_of(syscall(SYS_kexec_load, 0UL, 0UL, NULL, 0xdead0000UL));
+}
+
+/* An empty image: ENOEXEC once the call is reached. */
+static int try_init_module(void)
+{
+	return errno_of(syscall(SYS_init_module, "", 0UL, ""));
+}
+
+static const struct {
+	const char *name;
+	int (*fn)(void);
+} probe_attempts[] = {
+	{"mount", try_mount},
+	{"unshare", try_unshare},
+	{"ptrace", try_ptrace},
+	{"bpf", try_bpf},
+	{"keyctl", try_keyctl},
+	{"io_uring_setup", try_io_uring},
+	{"socket_netlink", try_netlink},
+	{"socket_packet", try_packet},
+	{"clone3", try_clone3},
+	{"setns", try_setns},
+	{"clone_newuser", try_clone_newuser},
+	{"kexec_load", try_kexec_load},
+	{"init_module", try_init_module},
+};
+
+static json_t *probe_denied(void)
+{
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < sizeof(probe_attempts) / sizeof(probe_attempts[0]); i++)
+		json_object_set_new(o, probe_attempts[i].name,
+				    json_string(errno_name(probe_attempts[i].fn())));
+	return o;
+}
+
+/* The lines of a small /proc file, without their newlines; NULL when it
+ * cannot be read. */
+static json_t *proc_lines(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char line[1024];
+	json_t *a;
+
+	if (!f)
+		return NULL;
+	a = json_array();
+	while (a && json_array_size(a) < TOY_PROBE_LINES && fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = '\0';
+		json_array_append_new(a, json_string(line));
+	}
+	fclose(f);
+	return a;
+}
+
+/* The value of "key:\t..." in /proc/self/status, or NULL. */
+static json_t *status_value(const char *key)
+{
+	json_t *lines = proc_lines("/proc/self/status"), *v = NULL, *line;
+	size_t i, klen = strlen(key);
+
+	json_array_foreach(lines, i, line) {
+		const char *s = json_string_value(line);
+
+		if (s && strncmp(s, key, klen) == 0 && s[klen] == ':') {
+			v = json_string(s + klen + 1 + strspn(s + klen + 1, " \t"));
+			break;
+		}
+	}
+	json_decref(lines);
+	return v;
+}
+
+static json_t *probe_groups(void)
+{
+	gid_t g[256];
+	int n = getgroups(256, g);
+	json_t *a = json_array();
+
+	for (int i = 0; a && i < n; i++)
+		json_array_append_new(a, json_integer(g[i]));
+	return a;
+}
+
+extern char **environ;
+
+static json_t *probe_env(void)
+{
+	json_t *o = json_object();
+
+	for (char **e = environ; o && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		char name[256];
+
+		if (!eq || (size_t)(eq - *e) >= sizeof(name))
+			continue;
+		memcpy(name, *e, (size_t)(eq - *e));
+		name[eq - *e] = '\0';
+		json_object_set_new(o, name, json_string(eq + 1));
+	}
+	return o;
+}
+
+/* The interface names of /proc/net/dev (the first two lines are headers). */
+static json_t *probe_interfaces(void)
+{
+	json_t *lines = proc_lines("/proc/net/dev"), *a = json_array(), *line;
+	size_t i;
+
+	json_array_foreach(lines, i, line) {
+		const char *s = json_string_value(line), *colon = s ? strchr(s, ':') : NULL;
+		size_t lead = s ? strspn(s, " ") : 0;
+
+		if (i < 2 || !colon || !a)
+			continue;
+		json_array_append_new(a, json_stringn(s + lead, (size_t)(colon - s) - lead));
+	}
+	json_decref(lines);
+	return a;
+}
+
+/* A directory with no entries but . and .. */
+static int dir_empty(int fd)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *e;
+	int empty = 1;
+
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	while (empty && (e = readdir(d)))
+		empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+	closedir(d);
+	return empty;
+}
+
+/* Only regular files and directories are opened: opening a device can
+ * act (a watchdog starts counting), so the others are judged by access. */
+static const char *path_judge(const char *path)
+{
+	struct stat st;
+	int fd;
+
+	if (stat(path, &st) < 0)
+		return errno == ENOENT || errno == ENOTDIR ? "absent" : "denied";
+	if (S_ISREG(st.st_mode)) {
+		fd = open(path, O_WRONLY | O_APPEND | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			close(fd);
+			return "writable";
+		}
+		fd = open(path, O_RDONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		if (fd < 0)
+			return "denied";
+		close(fd);
+		return st.st_size == 0 ? "empty" : "readable";
+	}
+	if (faccessat(AT_FDCWD, path, W_OK, AT_EACCESS) == 0)
+		return "writable";
+	if (!S_ISDIR(st.st_mode))
+		return faccessat(AT_FDCWD, path, R_OK, AT_EACCESS) == 0 ? "readable" : "denied";
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return "denied";
+	return dir_empty(fd) ? "empty" : "readable";
+}
+
+static const char *gai_name(int rc)
+{
+	static const struct {
+		int rc;
+		const char *name;
+	} names[] = {
+		{EAI_NONAME, "EAI_NONAME"},   {EAI_AGAIN, "EAI_AGAIN"},
+		{EAI_FAIL, "EAI_FAIL"},	      {EAI_FAMILY, "EAI_FAMILY"},
+		{EAI_SERVICE, "EAI_SERVICE"}, {EAI_MEMORY, "EAI_MEMORY"},
+	};
+
+	if (rc == EAI_SYSTEM)
+		return errno_name(errno);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i].rc == rc)
+			return names[i].name;
+	return "EAI_FAIL";
+}
+
+/* A TCP connect to host:port ("[::1]:80" for IPv6), waited on for at most
+ * TOY_CONNECT_MS: "ok" or the errno's name (a name lookup's failure is
+ * EAI_...). */
+static const char *connect_judge(const char *spec)
+{
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai;
+	const char *colon = strrchr(spec, ':');
+	char host[256];
+	size_t hlen;
+	int rc, fd, err = 0;
+	socklen_t elen = sizeof(err);
+
+	if (!colon || colon == spec || (size_t)(colon - spec) >= sizeof(host))
+		return "EINVAL";
+	hlen = (size_t)(colon - spec);
+	if (spec[0] == '[' && spec[hlen - 1] == ']')
+		spec++, hlen -= 2;
+	memcpy(host, spec, hlen);
+	host[hlen] = '\0';
+	rc = getaddrinfo(host, colon + 1, &hints, &ai);
+	if (rc != 0)
+		return gai_name(rc);
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		freeaddrinfo(ai);
+		return errno_name(errno);
+	}
+	if (connect(fd, ai->ai_addr, ai->ai_addrlen) < 0)
+		err = errno;
+	freeaddrinfo(ai);
+	if (err == EINPROGRESS) {
+		struct pollfd pfd = {fd, POLLOUT, 0};
+
+		err = poll(&pfd, 1, TOY_CONNECT_MS) == 1 ? 0 : ETIMEDOUT;
+		if (!err && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0)
+			err = errno;
+	}
+	close(fd);
+	return errno_name(err);
+}
+
+/* A unix socket connect; "@name" is an abstract name. A datagram socket
+ * refuses a stream connect (EPROTOTYPE), so that is tried next. */
+static const char *unix_judge(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t len = strlen(path);
+	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	int type = SOCK_STREAM, fd, rc;
+
+	if (len == 0 || len >= sizeof(sa.sun_path))
+		return "ENAMETOOLONG";
+	memcpy(sa.sun_path, path, len);
+	if (path[0] == '@')
+		sa.sun_path[0] = '\0';
+	do {
+		fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return errno_name(errno);
+		rc = errno_of(connect(fd, (struct sockaddr *)&sa, salen));
+		close(fd);
+		type = rc == EPROTOTYPE && type == SOCK_STREAM ? SOCK_DGRAM : 0;
+	} while (type);
+	return errno_name(rc);
+}
+
+/* args[key]: absent, or an array of at most TOY_PROBE_ITEMS strings. */
+static int probe_list_ok(const json_t *args, const char *key)
+{
+	json_t *a = json_object_get(args, key), *v;
+	size_t i;
+
+	if (!a)
+		return 1;
+	if (!json_is_array(a) || json_array_size(a) > TOY_PROBE_ITEMS)
+		return 0;
+	json_array_foreach(a, i, v)
+		if (!json_is_string(v) || json_string_length(v) > TOY_PROBE_ARG_MAX ||
+		    strlen(json_string_value(v)) != json_string_length(v))
+			return 0;
+	return 1;
+}
+
+static json_t *probe_each(const json_t *args, const char *key, const char *(*judge)(const char *))
+{
+	json_t *o = json_object(), *list = json_object_get(args, key), *v;
+	size_t i;
+
+	json_array_foreach(list, i, v) {
+		const char *s = json_string_value(v);
+
+		json_object_set_new(o, s, json_string(judge(s)));
+	}
+	return o;
+}
+
+static json_t *probe_identity(void)
+{
+	json_t *seccomp = status_value("Seccomp");
+	const char *s = json_string_value(seccomp);
+	json_t *o = json_pack("{s:I, s:I, s:o, s:o*, s:o*, s:i, s:i}", "uid", (json_int_t)getuid(),
+			      "gid", (json_int_t)getgid(), "groups", probe_groups(), "cap_eff",
+			      status_value("CapEff"), "cap_bnd", status_value("CapBnd"),
+			      "no_new_privs", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0), "seccomp",
+			      s ? (int)strtol(s, NULL, 10) : -1);
+
+	json_decref(seccomp);
+	return o;
+}
+
+static json_t *run_probe(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	json_t *o;
+
+	(void)t, (void)id, (void)deferred;
+	if (!probe_list_ok(args, "paths") || !probe_list_ok(args, "connect") ||
+	    !probe_list_ok(args, "unix"))
+		return tool_error("probe: paths, connect and unix must be arrays of at most 64 "
+				  "strings");
+	o = probe_identity();
+	if (!o)
+		return NULL;
+	json_object_set_new(o, "cgroup", proc_lines("/proc/self/cgroup"));
+	json_object_set_new(o, "env", probe_env());
+	json_object_set_new(o, "interfaces", probe_interfaces());
+	json_object_set_new(o, "denied", probe_denied());
+	json_object_set_new(o, "paths", probe_each(args, "paths", path_judge));
+	json_object_set_new(o, "connect", probe_each(args, "connect", connect_judge));
+	json_object_set_new(o, "unix", probe_each(args, "unix", unix_judge));
+	return structured(o);
+}
+
+/* ---- detach: a child that leaves the server's process group ----------------------- */
+
+/* The child takes a session (and so a process group) of its own and no
+ * descriptor of ours: killing the server's group misses it, and nothing
+ * it holds tells the appliance it is there. Only what confines the whole
+ * tree (a cgroup, a pid namespace) can end it. */
+static json_t *run_detach(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	pid_t pid;
+
+	(void)t, (void)id, (void)args, (void)deferred;
+	pid = fork();
+	if (pid < 0)
+		return tool_error("detach: fork failed");
+	if (pid == 0) {
+		setsid();
+		syscall(SYS_close_range, 0U, ~0U, 0U);
+		sleep(TOY_DETACH_S);
+		_exit(0);
+	}
+	toy_log("detach: left pid %ld behind", (long)pid);
+	return structured(json_pack("{s:I}", "pid", (json_int_t)pid));
+}
+
 static const char *const keys_none[] = {NULL};
 static const char *const keys_add[] = {"a", "b", NULL};
 static const char *const keys_text[] = {"text", NULL};
@@ -326,6 +853,7 @@ static const char *const keys_ms[] = {"ms", NULL};
 static const char *const keys_n[] = {"n", NULL};
 static const char *const keys_x[] = {"x", NULL};
 static const char *const keys_depth[] = {"depth", NULL};
+static const char *const keys_probe[] = {"paths", "connect", "unix", NULL};
 
 /* In the order of tool_json. */
 static const struct tool tools[] = {
@@ -338,6 +866,8 @@ static const struct tool tools[] = {
 	{"write_note", keys_text, run_write_note},
 	{"unsupported", keys_x, run_unsupported},
 	{"deep", keys_depth, run_deep},
+	{"probe", keys_probe, run_probe},
+	{"detach", keys_none, run_detach},
 	{"late", keys_none, run_late},
 };
 #define TOOLS_N		(sizeof(tools) / sizeof(tools[0]))

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "base/fs.h"
+#include "base/limits.h"
 #include "policy/policy.h"
 
 #define DATA	"tests/data/policy"
@@ -547,6 +548,62 @@ static void test_approvals(void **state)
 	assert_non_null(strstr(err.msg, "approval"));
 }
 
+static void test_server_confinement(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(
+		", \"servers\": {\"a\": {\"command\": [\"/bin/a\"]}, \"b\": {\"command\": "
+		"[\"/bin/b\"], \"user\": \"svc_b-1\", \"memory_mb\": 256, \"pids\": 32, "
+		"\"network\": false}, \"r\": {\"command\": [\"/bin/r\"], \"user\": \"root\"}}",
+		&err);
+	const struct policy_server *a, *b;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	a = policy_server_find(p, "a");
+	b = policy_server_find(p, "b");
+	assert_null(a->user);
+	assert_int_equal(a->memory_mb, APPL_UPSTREAM_MEMORY_MB_DEF);
+	assert_int_equal(a->pids, APPL_UPSTREAM_PIDS_DEF);
+	assert_true(a->network);
+	assert_string_equal(b->user, "svc_b-1");
+	assert_int_equal(b->memory_mb, 256);
+	assert_int_equal(b->pids, 32);
+	assert_false(b->network);
+	assert_string_equal(policy_server_find(p, "r")->user, "root");
+	policy_free(p);
+	/* bad values are refused, with the field's path */
+	static const char *const bad[][2] = {
+		{"\"user\": \"Root\"", "servers.a.user"},
+		{"\"user\": \"a b\"", "servers.a.user"},
+		{"\"user\": \"\"", "servers.a.user"},
+		{"\"user\": \"0123456789012345678901234567890123\"", "servers.a.user"},
+		{"\"memory_mb\": 16", "servers.a.memory_mb"},
+		{"\"memory_mb\": 1000000", "servers.a.memory_mb"},
+		{"\"pids\": 1", "servers.a.pids"},
+		{"\"network\": 0", "servers.a.network"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char doc[256];
+
+		snprintf(doc, sizeof(doc),
+			 ", \"servers\": {\"a\": {\"command\": [\"/bin/a\"], %s}}", bad[i][0]);
+		assert_null(parse_with(doc, &err));
+		if (!strstr(err.msg, bad[i][1]))
+			fail_msg("%s: %s", bad[i][0], err.msg);
+	}
+	/* rootless cannot honour a user or a network namespace: refused */
+	assert_null(parse_with(", \"runtime\": {\"rootless\": true}, \"servers\": {\"a\": "
+			       "{\"command\": [\"/bin/a\"], \"network\": false}}",
+			       &err));
+	assert_non_null(strstr(err.msg, "servers.a.network"));
+	assert_null(parse_with(", \"runtime\": {\"rootless\": true}, \"servers\": {\"a\": "
+			       "{\"command\": [\"/bin/a\"], \"user\": \"nobody\"}}",
+			       &err));
+	assert_non_null(strstr(err.msg, "servers.a.user"));
+}
+
 static void test_audit_seal_is_a_boolean(void **state)
 {
 	struct appl_err err = {0};
@@ -954,6 +1011,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_limits_read),
 		cmocka_unit_test(test_limits_each_side),
+		cmocka_unit_test(test_server_confinement),
 		cmocka_unit_test(test_audit_seal_is_a_boolean),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),

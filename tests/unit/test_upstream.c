@@ -454,8 +454,9 @@ static void test_env_build(void **state)
 
 static void test_handshake_and_paging(void **state)
 {
-	static const char *const names[] = {"add",  "echo",	  "sleep",	 "peak", "bytes",
-					    "fail", "write_note", "unsupported", "deep"};
+	static const char *const names[] = {"add",   "echo",  "sleep",	    "peak",
+					    "bytes", "fail",  "write_note", "unsupported",
+					    "deep",  "probe", "detach"};
 	struct srvbuf b;
 	struct env_t e;
 	(void)state;
@@ -467,11 +468,11 @@ static void test_handshake_and_paging(void **state)
 	assert_string_equal(upstream_protocol_version(e.u), "");
 	assert_int_equal(upstream_wait_ready(e.u, 5000, NULL), 0);
 	assert_int_equal(e.h.ready, 1);
-	/* 9 tools on pages of 4: three pages followed */
-	assert_int_equal(upstream_tool_count(e.u), 9);
-	for (size_t i = 0; i < 9; i++)
+	/* 11 tools on pages of 4: three pages followed */
+	assert_int_equal(upstream_tool_count(e.u), 11);
+	for (size_t i = 0; i < 11; i++)
 		assert_string_equal(upstream_tool_get(e.u, i)->name, names[i]);
-	assert_null(upstream_tool_get(e.u, 9));
+	assert_null(upstream_tool_get(e.u, 11));
 	assert_string_equal(upstream_tool_get(e.u, 0)->description, "Add two integers.");
 	assert_true(upstream_tool_get(e.u, 0)->read_only_hint);
 	assert_false(upstream_tool_get(e.u, 6)->read_only_hint);
@@ -679,7 +680,7 @@ static void test_die_after_and_restart(void **state)
 	RUN_UNTIL(e.loop, kill(first, 0) == -1, 2000);
 	assert_int_equal(kill(first, 0), -1);
 	/* the tool list is kept while it is down */
-	assert_int_equal(upstream_tool_count(e.u), 9);
+	assert_int_equal(upstream_tool_count(e.u), 11);
 	/* during the backoff a call fails at once */
 	cap_clear(&c);
 	assert_int_equal(upstream_call(e.u, "add", args, 0, cap_cb, &c, NULL, &err), -EAGAIN);
@@ -736,14 +737,14 @@ static void test_list_changed_refresh(void **state)
 	(void)state;
 
 	start_ready(&e, toy(&b, "--list-changed-after", "1"), NULL);
-	assert_int_equal(upstream_tool_count(e.u), 9);
+	assert_int_equal(upstream_tool_count(e.u), 11);
 	call_wait(&e, "add", json_pack("{s:i, s:i}", "a", 1, "b", 2), 0, &c);
 	cap_clear(&c);
 	RUN_UNTIL(e.loop, e.h.changed, 5000);
 	assert_int_equal(e.h.changed, 1);
 	assert_int_equal(e.h.ready, 1);
-	assert_int_equal(upstream_tool_count(e.u), 10);
-	assert_string_equal(upstream_tool_get(e.u, 9)->name, "late");
+	assert_int_equal(upstream_tool_count(e.u), 12);
+	assert_string_equal(upstream_tool_get(e.u, 11)->name, "late");
 	call_wait(&e, "late", NULL, 0, &c);
 	assert_int_equal(c.status, UPSTREAM_OK);
 	cap_clear(&c);

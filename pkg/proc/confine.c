@@ -1,0 +1,476 @@
+/* confine.c: an upstream server's jail (see confine.h). */
+#define _GNU_SOURCE
+#include "proc/confine.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/limits.h"
+#include "log/log.h"
+#include "proc/proc.h"
+#include "proc/seccomp.h"
+
+#define CG_ROOT	    "/sys/fs/cgroup"
+#define CG_V1_MEM   CG_ROOT "/memory"
+#define CG_V1_PID   CG_ROOT "/pids"
+#define CG_BASE	    "appliance"		  /* v1: below each hierarchy's root */
+#define CG_V2	    "appliance.upstreams" /* v2: below the root, controllers on */
+#define MASKS_MAX   64
+#define KILL_ROUNDS 1000 /* of at most 1 ms each: a tree that forks is bounded by pids */
+
+struct proc_jail {
+	struct proc_confine c;
+	char dir[PATH_MAX]; /* root's 0755: home (the user's 0700) and empty (0444) */
+	char home[PATH_MAX];
+	char empty[PATH_MAX];
+	char cg[2][PATH_MAX];	/* the cgroups made ("" none): v1 memory and pids, or v2 */
+	char join[2][PATH_MAX]; /* their cgroup.procs, joined by the child */
+	char procs[PATH_MAX];	/* the cgroup.procs read to kill */
+	char *masks[MASKS_MAX + 1];
+	char who[96];
+};
+
+/* ---- the child ----------------------------------------------------------------- */
+
+/* Bring loopback up in a new network namespace. */
+static int lo_up(void)
+{
+	struct ifreq ifr;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+		rc = -errno;
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (rc == 0 && ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+static int mask_one(const char *path, const char *empty)
+{
+	const unsigned long ro = MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY;
+	struct stat st;
+
+	if (stat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno; /* gone since: nothing to hide */
+	if (S_ISDIR(st.st_mode))
+		return mount("tmpfs", path, "tmpfs", ro, "size=4k,nr_inodes=2,mode=0555") < 0
+			       ? -errno
+			       : 0;
+	if (mount(empty, path, NULL, MS_BIND, NULL) < 0 ||
+	    mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | ro, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+static int caps_drop_bounding(void)
+{
+	for (int cap = 0; cap <= 63; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+		return -errno;
+	return 0;
+}
+
+static int caps_clear(void)
+{
+	struct __user_cap_header_struct h = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+	struct __user_cap_data_struct d[2];
+
+	memset(d, 0, sizeof(d));
+	return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
+}
+
+int proc_confine_child(const struct proc_confine *c)
+{
+	struct rlimit none = {0, 0};
+	int flags = (c->mount_ns ? CLONE_NEWNS : 0) | (c->net_ns ? CLONE_NEWNET : 0), rc;
+
+	for (int i = 0; i < 2; i++) {
+		int fd;
+
+		if (!c->cgroup_procs[i])
+			continue;
+		if ((fd = open(c->cgroup_procs[i], O_WRONLY | O_CLOEXEC)) < 0)
+			return -errno;
+		if (write(fd, "0", 1) != 1) {
+			rc = -errno;
+			close(fd);
+			return rc;
+		}
+		close(fd);
+	}
+	if (flags && unshare(flags) < 0)
+		return -errno;
+	if (c->mount_ns) {
+		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+			return -errno;
+		for (size_t i = 0; c->masks && c->masks[i]; i++)
+			if ((rc = mask_one(c->masks[i], c->empty_file)) < 0)
+				return rc;
+	}
+	if (c->net_ns && (rc = lo_up()) < 0)
+		return rc;
+	if (setrlimit(RLIMIT_CORE, &none) < 0)
+		return -errno;
+	if (c->nofile) {
+		struct rlimit n = {c->nofile, c->nofile};
+
+		if (setrlimit(RLIMIT_NOFILE, &n) < 0)
+			return -errno;
+	}
+	if (c->drop_caps && (rc = caps_drop_bounding()) < 0)
+		return rc;
+	if (c->ids && (setgroups(0, NULL) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
+		       setresuid(c->uid, c->uid, c->uid) < 0))
+		return -errno;
+	if (c->drop_caps && (rc = caps_clear()) < 0)
+		return rc;
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		return -errno;
+	return c->filter ? proc_filter_install(c->filter) : 0;
+}
+
+/* ---- the user ------------------------------------------------------------------ */
+
+static int user_add(const char *name, struct appl_err *err)
+{
+	char *argv[] = {"/usr/sbin/useradd", "--system",
+			"--user-group",	     "--no-create-home",
+			"--home-dir",	     "/nonexistent",
+			"--shell",	     "/usr/sbin/nologin",
+			(char *)name,	     NULL};
+	char *envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+	struct proc_spec spec = {.path = argv[0], .argv = argv, .envp = envp, .fds = {-1, -1, -1}};
+	pid_t pid;
+	int pidfd, status;
+
+	if (proc_spawn(&spec, &pid, &pidfd, err) < 0)
+		return err->code;
+	close(pidfd);
+	status = proc_wait(pid);
+	if (status != 0)
+		return appl_err_set(err, -EIO, "useradd %s failed (status %d)", name, status);
+	log_line(LOG_INFO, NULL, "created the system user %s for upstream servers", name);
+	return 0;
+}
+
+static int user_find(struct proc_jail *j, const char *name, struct appl_err *err)
+{
+	struct passwd pw, *got = NULL;
+	char buf[4096];
+	int rc;
+
+	rc = getpwnam_r(name, &pw, buf, sizeof(buf), &got);
+	if (!got && rc == 0 && strcmp(name, APPL_UPSTREAM_USER) == 0) {
+		if (user_add(name, err) < 0)
+			return err->code;
+		rc = getpwnam_r(name, &pw, buf, sizeof(buf), &got);
+	}
+	if (!got)
+		return appl_err_set(err, rc ? -rc : -ENOENT, "no user %s on this machine", name);
+	j->c.uid = pw.pw_uid;
+	j->c.gid = pw.pw_gid;
+	snprintf(j->who, sizeof(j->who), "%s (uid %u)", name, (unsigned)pw.pw_uid);
+	return 0;
+}
+
+/* ---- cgroups ------------------------------------------------------------------- */
+
+static int file_put(const char *dir, const char *file, const char *val, struct appl_err *err)
+{
+	char path[PATH_MAX];
+	int fd;
+	ssize_t n;
+
+	if (appl_path_join(path, sizeof(path), dir, "/", file) < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
+		return appl_err_errno(err, -errno, errno, "opening %s", path);
+	n = write(fd, val, strlen(val));
+	close(fd);
+	if (n != (ssize_t)strlen(val))
+		return appl_err_errno(err, -errno, errno, "writing %s to %s", val, path);
+	return 0;
+}
+
+static int cg_make(char *out, const char *root, const char *leaf, struct appl_err *err)
+{
+	if (appl_path_join(out, PATH_MAX, root, "/", leaf) < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	if (appl_mkdir_parents(out, 0755) < 0 || (mkdir(out, 0755) < 0 && errno != EEXIST)) {
+		int e = errno;
+
+		out[0] = '\0';
+		return appl_err_errno(err, -e, e, "creating the cgroup %s/%s", root, leaf);
+	}
+	return 0;
+}
+
+/* The jail's cgroups: v2 when the unified hierarchy is mounted at the root,
+ * else the v1 memory and pids hierarchies. A limit that cannot be set is an
+ * error: a server is not started with a limit the policy gave and nobody
+ * enforces. */
+static int cgroups_make(struct proc_jail *j, const struct proc_jail_spec *s, struct appl_err *err)
+{
+	static unsigned seq;
+	char leaf[128], mem[32], pids[16];
+
+	snprintf(leaf, sizeof(leaf), "upstream-%s-%ld-%u", s->name, (long)getpid(), ++seq);
+	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)s->memory_mb << 20);
+	snprintf(pids, sizeof(pids), "%u", s->pids);
+	if (access(CG_ROOT "/cgroup.controllers", F_OK) == 0) {
+		char base[PATH_MAX];
+
+		if (file_put(CG_ROOT, "cgroup.subtree_control", "+memory +pids", err) < 0 ||
+		    cg_make(base, CG_ROOT, CG_V2, err) < 0 ||
+		    file_put(base, "cgroup.subtree_control", "+memory +pids", err) < 0 ||
+		    cg_make(j->cg[0], base, leaf, err) < 0 ||
+		    file_put(j->cg[0], "memory.max", mem, err) < 0 ||
+		    file_put(j->cg[0], "memory.swap.max", "0", err) < 0 ||
+		    file_put(j->cg[0], "pids.max", pids, err) < 0)
+			return err->code;
+		if (appl_path_join(j->procs, sizeof(j->procs), j->cg[0], "/cgroup.procs", "") < 0)
+			return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	} else {
+		char sub[256];
+
+		snprintf(sub, sizeof(sub), CG_BASE "/%s", leaf);
+		if (cg_make(j->cg[0], CG_V1_MEM, sub, err) < 0 ||
+		    file_put(j->cg[0], "memory.limit_in_bytes", mem, err) < 0 ||
+		    cg_make(j->cg[1], CG_V1_PID, sub, err) < 0 ||
+		    file_put(j->cg[1], "pids.max", pids, err) < 0)
+			return err->code;
+		if (appl_path_join(j->procs, sizeof(j->procs), j->cg[1], "/cgroup.procs", "") < 0)
+			return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!j->cg[i][0])
+			continue;
+		if (appl_path_join(j->join[i], sizeof(j->join[i]), j->cg[i], "/cgroup.procs", "") <
+		    0)
+			return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+		j->c.cgroup_procs[i] = j->join[i];
+	}
+	return 0;
+}
+
+int proc_jail_kill(struct proc_jail *j)
+{
+	struct timespec ms = {0, 1000000};
+	int killed = 0;
+
+	if (!j || !j->procs[0])
+		return 0;
+	for (int round = 0; round < KILL_ROUNDS; round++) {
+		char buf[4096], *p, *end;
+		int fd = open(j->procs, O_RDONLY | O_CLOEXEC), found = 0;
+		ssize_t n;
+
+		if (fd < 0)
+			return killed;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			return killed;
+		buf[n] = '\0';
+		for (p = buf; *p; p = end) {
+			long pid = strtol(p, &end, 10);
+
+			if (end == p)
+				break;
+			if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0) {
+				killed++;
+				found++;
+			}
+			while (*end == '\n')
+				end++;
+		}
+		if (!found)
+			return killed;
+		nanosleep(&ms, NULL);
+	}
+	log_line(LOG_WARN, NULL, "a server's cgroup still had processes after %d rounds of kills",
+		 KILL_ROUNDS);
+	return killed;
+}
+
+/* ---- the masks and the private directory ----------------------------------------- */
+
+/* Each path that exists, as its real path (a mount on a symlink would land
+ * on its target), once. */
+static int masks_resolve(struct proc_jail *j, const char *const *in, struct appl_err *err)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; in && in[i]; i++) {
+		char *real = realpath(in[i], NULL);
+		bool dup = false;
+
+		if (!real)
+			continue;
+		for (size_t k = 0; k < n && !dup; k++)
+			dup = strcmp(j->masks[k], real) == 0;
+		if (dup || strcmp(real, "/") == 0) {
+			free(real);
+			continue;
+		}
+		if (n == MASKS_MAX) {
+			free(real);
+			return appl_err_set(err, -E2BIG, "more than %d paths to hide from servers",
+					    MASKS_MAX);
+		}
+		j->masks[n++] = real;
+	}
+	j->masks[n] = NULL;
+	return 0;
+}
+
+static int dirs_make(struct proc_jail *j, const char *name, bool root, struct appl_err *err)
+{
+	const char *tmp = root ? "/tmp" : (getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	int fd;
+
+	snprintf(j->dir, sizeof(j->dir), "%s/appliance-upstream-%s.XXXXXX", tmp, name);
+	if (!mkdtemp(j->dir)) {
+		int e = errno;
+
+		j->dir[0] = '\0';
+		return appl_err_errno(err, -e, e, "creating a private directory in %s", tmp);
+	}
+	if (chmod(j->dir, 0755) < 0 ||
+	    appl_path_join(j->home, sizeof(j->home), j->dir, "/home", "") < 0 ||
+	    appl_path_join(j->empty, sizeof(j->empty), j->dir, "/empty", "") < 0 ||
+	    mkdir(j->home, 0700) < 0 || (root && chown(j->home, j->c.uid, j->c.gid) < 0) ||
+	    (fd = open(j->empty, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444)) < 0)
+		return appl_err_errno(err, -errno, errno, "preparing %s", j->dir);
+	close(fd);
+	return 0;
+}
+
+/* ---- the jail ------------------------------------------------------------------- */
+
+int proc_jail_new(const struct proc_jail_spec *s, struct proc_jail **out, struct appl_err *err)
+{
+	bool root = geteuid() == 0;
+	const char *user = s->user ? s->user : APPL_UPSTREAM_USER;
+	struct proc_jail *j;
+	int rc;
+
+	*out = NULL;
+	if (!root && (s->user || !s->network))
+		return appl_err_set(
+			err, -EPERM,
+			"servers.%s: a user or network: false needs the appliance to run "
+			"as root",
+			s->name);
+	if (!(j = calloc(1, sizeof(*j))))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	j->c.nofile = APPL_UPSTREAM_NOFILE;
+	j->c.filter = s->filter;
+	snprintf(j->who, sizeof(j->who), "the appliance's own user (rootless)");
+	if (root) {
+		j->c.drop_caps = true;
+		j->c.ids = true;
+		j->c.mount_ns = true;
+		j->c.net_ns = !s->network;
+		if ((rc = user_find(j, user, err)) < 0 || (rc = cgroups_make(j, s, err)) < 0 ||
+		    (rc = masks_resolve(j, s->masks, err)) < 0)
+			goto fail;
+		j->c.masks = (const char *const *)j->masks;
+	}
+	if ((rc = dirs_make(j, s->name, root, err)) < 0)
+		goto fail;
+	j->c.empty_file = j->empty;
+	*out = j;
+	return 0;
+fail:
+	proc_jail_free(j);
+	return rc;
+}
+
+const struct proc_confine *proc_jail_confine(const struct proc_jail *j)
+{
+	return &j->c;
+}
+
+const char *proc_jail_home(const struct proc_jail *j)
+{
+	return j->home;
+}
+
+const char *proc_jail_who(const struct proc_jail *j)
+{
+	return j->who;
+}
+
+void proc_jail_free(struct proc_jail *j)
+{
+	struct timespec ms = {0, 1000000};
+
+	if (!j)
+		return;
+	proc_jail_kill(j);
+	for (int i = 0; i < 2; i++) {
+		/* A killed process leaves its cgroup a moment after it dies. */
+		for (int t = 0; j->cg[i][0] && t < 200 && rmdir(j->cg[i]) < 0 && errno == EBUSY;
+		     t++)
+			nanosleep(&ms, NULL);
+	}
+	if (j->dir[0])
+		appl_tree_remove(j->dir);
+	for (size_t i = 0; j->masks[i]; i++)
+		free(j->masks[i]);
+	free(j);
+}
+
+const char *const *proc_jail_default_masks(void)
+{
+	static const char *const masks[] = {"/etc/appliance",
+					    "/run/appliance",
+					    "/var/lib/appliance",
+					    "/run/runsc",
+					    "/var/run/runsc",
+					    "/run/docker.sock",
+					    "/var/run/docker.sock",
+					    "/run/docker",
+					    "/run/containerd",
+					    "/var/run/containerd",
+					    "/run/dbus",
+					    "/var/run/dbus",
+					    "/run/systemd/private",
+					    "/run/systemd/journal",
+					    "/run/podman",
+					    "/run/crio",
+					    "/run/snapd.socket",
+					    "/run/user",
+					    NULL};
+
+	return masks;
+}

@@ -1,0 +1,176 @@
+"""test_confined.py: the upstream servers' confinement, seen from inside.
+
+The toy server's `probe` tool (tests/toy/README.md) reports who it runs as, what it
+may do and what it can see; each test starts `appliance run` with a policy, has a cell
+call the probe, and checks the report against what the appliance promises
+(docs/upstream.md, Confinement): an unprivileged user without capabilities, the
+system call filter, a cgroup of its own, the appliance's secrets hidden, loopback only
+when the policy says `network: false`, and the whole tree, escapees included, gone
+with the appliance. server-memory runs under the same confinement and keeps its
+graph in a directory its user owns.
+
+Runs as root; needs build/appliance, build/toy-server, build/image and the npm servers.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+
+from harness import main, test
+import gatewaykit as gk
+
+MEMORY = os.path.join(gk.ROOT, "tests", "node_modules", "@modelcontextprotocol",
+                      "server-memory", "dist", "index.js")
+
+
+def probe_policy(server=None, audit=None):
+    srv = gk.toy_server()
+    srv.update(server or {})
+    extra = {"audit": {"path": audit}} if audit else {}
+    return gk._kit.policy({"deadline_s": 60}, servers={"toy": srv},
+                          tools={"toy.*": {"access": "read"}},
+                          roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
+                          **extra)
+
+
+def probe(s, **args):
+    return s.cell_json("import json\nprint(json.dumps(await toy.probe(**%r)))" % (args,))
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return ") Z " not in f.read()
+    except FileNotFoundError:
+        return False
+
+
+@test
+def a_confined_server_has_no_privileges_and_cannot_see_the_appliances_secrets():
+    d = tempfile.mkdtemp(prefix="appliance-confined.")
+    os.chmod(d, 0o755)
+    audit = os.path.join(d, "audit.jsonl")
+    sig = probe_policy(audit=audit)
+    trust = os.path.join(gk.work(), "trusted.d")
+    beside = os.path.join(os.path.dirname(sig), "beside.txt")
+    with open(beside, "w") as f:
+        f.write("not a secret\n")
+    os.chmod(beside, 0o644)
+    os.chmod(os.path.dirname(sig), 0o755)  # so the server could reach it if not hidden
+    with gk.Session(sig) as s:
+        got = probe(s, paths=[trust, sig, sig[:-len(".sig")], audit, beside, "/etc/appliance"])
+        log = s.log()
+    assert got["uid"] != 0 and got["gid"] != 0 and got["groups"] in ([], [got["gid"]]), got
+    assert got["cap_eff"] == "0000000000000000" and got["cap_bnd"] == "0000000000000000", got
+    assert got["no_new_privs"] == 1 and got["seccomp"] == 2, got
+    denied = got["denied"]
+    assert denied.pop("clone3") == "ENOSYS", got["denied"]
+    assert all(v == "EPERM" for v in denied.values()), denied
+    assert any("upstream-toy-" in line for line in got["cgroup"]), got["cgroup"]
+    home = got["env"]["HOME"]
+    assert home.startswith("/tmp/appliance-upstream-toy.") and got["env"]["TMPDIR"] == home, \
+        got["env"]
+    paths = got["paths"]
+    for hidden in (trust, sig, audit):
+        assert paths[hidden] == "empty", (hidden, paths)
+    if os.path.exists(sig[:-len(".sig")]):
+        assert paths[sig[:-len(".sig")]] == "empty", paths
+    if os.path.exists("/etc/appliance"):
+        assert paths["/etc/appliance"] == "empty", paths
+    assert paths[beside] == "readable", paths
+    assert "confined: runs as appliance-upstream (uid %d)" % got["uid"] in log, log
+    # the private directory goes with the appliance
+    assert not os.path.exists(os.path.dirname(home)), home
+    shutil.rmtree(d)
+
+
+@test
+def network_false_leaves_the_server_only_its_own_loopback():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    target = "127.0.0.1:%d" % listener.getsockname()[1]
+    try:
+        with gk.Session(probe_policy()) as s:
+            host = probe(s, connect=[target])
+        with gk.Session(probe_policy({"network": False})) as s:
+            alone = probe(s, connect=[target])
+    finally:
+        listener.close()
+    assert host["connect"][target] == "ok", host
+    assert len(host["interfaces"]) >= 1, host
+    assert alone["interfaces"] == ["lo"], alone
+    assert alone["connect"][target] == "ECONNREFUSED", alone
+
+
+@test
+def a_server_that_detaches_dies_with_the_appliance():
+    with gk.Session(probe_policy()) as s:
+        pid = s.cell_json("import json\nprint(json.dumps(await toy.detach()))")["pid"]
+        assert alive(pid), pid
+    deadline = time.time() + 30
+    while alive(pid):
+        assert time.time() < deadline, "the detached child %d outlived the appliance" % pid
+        time.sleep(0.05)
+
+
+@test
+def root_only_when_the_policy_says_so_and_even_then_without_capabilities():
+    with gk.Session(probe_policy({"user": "root"})) as s:
+        got = probe(s)
+        log = s.log()
+    assert got["uid"] == 0 and got["cap_eff"] == "0000000000000000", got
+    assert got["seccomp"] == 2 and got["no_new_privs"] == 1, got
+    assert "runs as root (servers.toy.user)" in log, log
+    # a user the machine does not have: the appliance does not start
+    r = subprocess.run(gk.run_argv(probe_policy({"user": "appliance-nobody-here"})),
+                       input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"no user appliance-nobody-here" in r.stderr, r.stderr
+
+
+@test
+def a_server_whose_program_is_hidden_is_refused_at_start():
+    # a program kept in the trust directory would not exist for the server
+    hidden = os.path.join(gk.work(), "trusted.d", "toy-server")
+    sig = probe_policy({"command": [hidden]})
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"which is hidden from servers" in r.stderr, r.stderr
+    # and a cwd there too
+    sig = probe_policy({"cwd": os.path.join(gk.work(), "trusted.d")})
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"which is hidden from servers" in r.stderr, r.stderr
+
+
+@test
+def server_memory_works_confined_and_keeps_its_graph_where_its_user_may_write():
+    gk.need(MEMORY)
+    store = gk.server_dir("appliance-memory.")
+    path = os.path.join(store, "graph.jsonl")
+    sig = gk._kit.policy({"deadline_s": 60},
+                         servers={"mem": {"command": [gk.node(), MEMORY],
+                                          "env": ["MEMORY_FILE_PATH"]}},
+                         tools={"mem.*": {"access": "write"}},
+                         roles={"w": {"tools": ["mem.*"], "write": True}},
+                         clients={"default_role": "w"})
+    env = dict(os.environ, MEMORY_FILE_PATH=path)
+    with gk.Session(sig, env=env) as s:
+        got = s.cell_json("""
+import json
+await mem.create_entities(entities=[{"name": "cell", "entityType": "test",
+                                     "observations": ["made under the filter"]}])
+g = await mem.read_graph()
+print(json.dumps(g))
+""")
+    names = [e["name"] for e in got["entities"]]
+    assert names == ["cell"], got
+    assert os.stat(path).st_uid == gk.upstream_user()[0]
+    assert "made under the filter" in open(path).read()
+    shutil.rmtree(store)
+
+
+if __name__ == "__main__":
+    main(globals())

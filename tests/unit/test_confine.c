@@ -1,0 +1,266 @@
+/* test_confine.c: an upstream server's jail, tried for real (as root): a
+ * shell started in it reports who it is and what it can see, and the
+ * test checks each answer against what the jail promised. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <cmocka.h>
+
+#include "base/fs.h"
+#include "base/limits.h"
+#include "proc/confine.h"
+#include "proc/proc.h"
+#include "proc/seccomp.h"
+
+/* What the shell prints, one KEY=VALUE a line. */
+static const char SCRIPT[] =
+	"echo uid=$(id -u)\n"
+	"echo groups=$(id -G)\n"
+	"echo dir=$(ls -A \"$1\" | wc -l)\n"
+	"echo file=$(wc -c < \"$2\")\n"
+	"echo beside=$(cat \"$3\")\n"
+	"echo $(grep ^CapEff: /proc/self/status | tr -d '\\t ')\n"
+	"echo $(grep ^CapBnd: /proc/self/status | tr -d '\\t ')\n"
+	"echo $(grep ^NoNewPrivs: /proc/self/status | tr -d '\\t ')\n"
+	"echo $(grep ^Seccomp: /proc/self/status | tr -d '\\t ')\n"
+	"echo cgroups=$(grep -c upstream-confine /proc/self/cgroup)\n"
+	"echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)\n"
+	"echo home=$HOME tmp=$TMPDIR\n"
+	"touch \"$HOME/x\" && echo homewrite=ok\n"
+	"setsid sh -c 'echo $$ > \"$HOME/escapee\"; exec sleep 300' </dev/null >/dev/null 2>&1 &\n"
+	"while [ ! -s \"$HOME/escapee\" ]; do :; done\n"
+	/* a shell whose fork fails gives up: the counting is in a subshell */
+	"(i=0; while [ $i -lt 12 ]; do sleep 30 & echo $! >> \"$HOME/forks\"; i=$((i+1)); done)"
+	" 2>/dev/null\n"
+	"echo forks=$(wc -l < \"$HOME/forks\")\n"
+	"echo end=1\n";
+
+struct env {
+	char dir[64];	  /* the test's scratch */
+	char secret[128]; /* a directory to hide, with a file in it */
+	char key[128];	  /* a file to hide */
+	char beside[128]; /* a file beside the hidden one: stays */
+	struct proc_filter *filter;
+};
+
+static void write_file(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+static int setup(void **state)
+{
+	struct env *e = calloc(1, sizeof(*e));
+	struct appl_err err = {0};
+	char path[192];
+
+	snprintf(e->dir, sizeof(e->dir), "/tmp/appliance-confine-test.XXXXXX");
+	assert_non_null(mkdtemp(e->dir));
+	assert_int_equal(chmod(e->dir, 0755), 0);
+	snprintf(e->secret, sizeof(e->secret), "%s/secret", e->dir);
+	assert_int_equal(mkdir(e->secret, 0755), 0);
+	snprintf(path, sizeof(path), "%s/key.pub", e->secret);
+	write_file(path, "a key\n");
+	snprintf(e->key, sizeof(e->key), "%s/policy.sig", e->dir);
+	write_file(e->key, "signed\n");
+	chmod(e->key, 0644);
+	snprintf(e->beside, sizeof(e->beside), "%s/data.txt", e->dir);
+	write_file(e->beside, "served\n");
+	chmod(e->beside, 0644);
+	assert_int_equal(proc_filter_build(&e->filter, &err), 0);
+	*state = e;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct env *e = *state;
+
+	proc_filter_free(e->filter);
+	appl_tree_remove(e->dir);
+	free(e);
+	return 0;
+}
+
+/* Run SCRIPT in j; its output (new). */
+static char *run_in(struct proc_jail *j, const struct env *e)
+{
+	char home_env[PATH_MAX + 8], tmp_env[PATH_MAX + 8];
+	char *argv[] = {"/bin/sh",	   "-c",	   (char *)SCRIPT,    "sh",
+			(char *)e->secret, (char *)e->key, (char *)e->beside, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", home_env, tmp_env, NULL};
+	struct proc_spec spec = {
+		.path = "/bin/sh", .argv = argv, .envp = envp, .fds = {-1, -1, -1}};
+	struct appl_err err = {0};
+	char *out = calloc(1, 8192);
+	size_t got = 0;
+	ssize_t n;
+	int p[2], pidfd;
+	pid_t pid;
+
+	snprintf(home_env, sizeof(home_env), "HOME=%s", proc_jail_home(j));
+	snprintf(tmp_env, sizeof(tmp_env), "TMPDIR=%s", proc_jail_home(j));
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	spec.fds[1] = p[1];
+	spec.confine = proc_jail_confine(j);
+	if (proc_spawn(&spec, &pid, &pidfd, &err) < 0)
+		fail_msg("%s", err.msg);
+	close(p[1]);
+	while ((n = read(p[0], out + got, 8191 - got)) > 0 && got < 8191) {
+		got += (size_t)n;
+		if (strstr(out, "end=1\n"))
+			break;
+	}
+	close(p[0]);
+	proc_kill_group(pid);
+	proc_wait(pid);
+	close(pidfd);
+	return out;
+}
+
+static const char *field(const char *out, const char *key, char *buf, size_t cap)
+{
+	const char *at = strstr(out, key);
+	size_t n;
+
+	if (!at)
+		fail_msg("no %s in:\n%s", key, out);
+	at += strlen(key);
+	n = strcspn(at, "\n");
+	snprintf(buf, cap, "%.*s", (int)(n < cap ? n : cap - 1), at);
+	return buf;
+}
+
+static bool alive(pid_t pid)
+{
+	char path[64], stat[256] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+	if (!(f = fopen(path, "r")))
+		return false;
+	if (!fgets(stat, sizeof(stat), f))
+		stat[0] = '\0';
+	fclose(f);
+	/* a zombie waiting for its reaper is dead */
+	return !strstr(stat, ") Z ");
+}
+
+static void test_the_jail_holds(void **state)
+{
+	struct env *e = *state;
+	const char *masks[] = {e->secret, e->key, "/nonexistent/appliance-mask", NULL};
+	struct proc_jail_spec s = {.name = "confine",
+				   .memory_mb = 128,
+				   .pids = 8,
+				   .network = false,
+				   .masks = masks,
+				   .filter = e->filter};
+	struct appl_err err = {0};
+	struct proc_jail *j;
+	char buf[256], path[PATH_MAX];
+	long escapee;
+	char *out;
+	FILE *f;
+
+	if (proc_jail_new(&s, &j, &err) < 0)
+		fail_msg("%s", err.msg);
+	out = run_in(j, e);
+	/* the default user, no supplementary groups */
+	assert_string_not_equal(field(out, "uid=", buf, sizeof(buf)), "0");
+	assert_null(strchr(field(out, "groups=", buf, sizeof(buf)), ' '));
+	/* hidden: the directory empty, the file empty; beside it untouched */
+	assert_string_equal(field(out, "dir=", buf, sizeof(buf)), "0");
+	assert_string_equal(field(out, "file=", buf, sizeof(buf)), "0");
+	assert_string_equal(field(out, "beside=", buf, sizeof(buf)), "served");
+	/* no capabilities, none to regain; the filter on */
+	assert_string_equal(field(out, "CapEff:", buf, sizeof(buf)), "0000000000000000");
+	assert_string_equal(field(out, "CapBnd:", buf, sizeof(buf)), "0000000000000000");
+	assert_string_equal(field(out, "NoNewPrivs:", buf, sizeof(buf)), "1");
+	assert_string_equal(field(out, "Seccomp:", buf, sizeof(buf)), "2");
+	/* its own cgroup(s); only loopback */
+	assert_string_not_equal(field(out, "cgroups=", buf, sizeof(buf)), "0");
+	assert_string_equal(field(out, "ifaces=", buf, sizeof(buf)), "lo,");
+	/* HOME and TMPDIR its own, and writable */
+	assert_non_null(strstr(out, "homewrite=ok"));
+	/* the pids limit holds: twelve sleeps asked, fewer than 8 got */
+	assert_true(strtol(field(out, "forks=", buf, sizeof(buf)), NULL, 10) < 8);
+	/* the escapee (setsid, out of the group) survives the group's kill,
+	 * not the jail's */
+	snprintf(path, sizeof(path), "%s/escapee", proc_jail_home(j));
+	assert_non_null(f = fopen(path, "r"));
+	assert_int_equal(fscanf(f, "%ld", &escapee), 1);
+	fclose(f);
+	assert_true(alive((pid_t)escapee));
+	assert_true(proc_jail_kill(j) >= 1);
+	for (int i = 0; i < 1000 && alive((pid_t)escapee); i++)
+		usleep(1000);
+	assert_false(alive((pid_t)escapee));
+	free(out);
+	/* the private directory goes with the jail */
+	snprintf(path, sizeof(path), "%s", proc_jail_home(j));
+	proc_jail_free(j);
+	assert_int_equal(access(path, F_OK), -1);
+}
+
+static void test_root_and_bad_users(void **state)
+{
+	struct env *e = *state;
+	const char *masks[] = {e->secret, NULL};
+	struct proc_jail_spec s = {.name = "confine",
+				   .user = "root",
+				   .memory_mb = 128,
+				   .pids = 64,
+				   .network = true,
+				   .masks = masks,
+				   .filter = e->filter};
+	struct appl_err err = {0};
+	struct proc_jail *j;
+	char buf[256];
+	char *out;
+
+	/* root when asked, but without a capability */
+	if (proc_jail_new(&s, &j, &err) < 0)
+		fail_msg("%s", err.msg);
+	out = run_in(j, e);
+	assert_string_equal(field(out, "uid=", buf, sizeof(buf)), "0");
+	assert_string_equal(field(out, "CapEff:", buf, sizeof(buf)), "0000000000000000");
+	assert_string_equal(field(out, "dir=", buf, sizeof(buf)), "0");
+	/* the host's network */
+	assert_string_not_equal(field(out, "ifaces=", buf, sizeof(buf)), "lo,");
+	free(out);
+	proc_jail_free(j);
+	/* a user the machine does not have is an error, not a fallback */
+	s.user = "appliance-no-such-user";
+	assert_int_equal(proc_jail_new(&s, &j, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "appliance-no-such-user"));
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_the_jail_holds, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_root_and_bad_users, setup, teardown),
+	};
+
+	if (geteuid() != 0) {
+		fprintf(stderr, "test_confine: needs root\n");
+		return getenv("CI") ? 1 : 0; /* a user's machine without root: nothing to try */
+	}
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
