@@ -567,6 +567,10 @@ def a_rootless_appliance_pools_sandboxes_and_calls_tools():
         assert len(below) >= 3, below  # the toy server, a pooled runsc and its children
         p.stdin.close()
         assert p.wait(timeout=20) == 0, p.stderr.read().decode()
+        log = p.stderr.read().decode()
+        # rootless says what it cannot do for the servers
+        assert "rootless: upstream servers run as this user" in log, log
+        assert "confined: runs as the appliance's own user (rootless)" in log, log
         deadline = time.time() + 5  # a zombie of init's may take a moment
         while [k for k in below if os.path.exists("/proc/%d" % k)] and time.time() < deadline:
             time.sleep(0.1)
