@@ -49,12 +49,29 @@ def alive(pid):
         return False
 
 
+def cgroup_limits(lines):
+    """The memory and pids limits of the toy's cgroup, read from the host
+    (v1 or v2) while it exists."""
+    limits = {}
+    for line in lines:
+        path = line.split(":", 2)[2]
+        if "upstream-toy-" not in path:
+            continue
+        for base, name in (("/sys/fs/cgroup/memory" + path, "memory.limit_in_bytes"),
+                           ("/sys/fs/cgroup/pids" + path, "pids.max"),
+                           ("/sys/fs/cgroup" + path, "memory.max"),
+                           ("/sys/fs/cgroup" + path, "pids.max")):
+            if os.path.exists(os.path.join(base, name)):
+                limits[name.split(".")[0]] = open(os.path.join(base, name)).read().strip()
+    return limits
+
+
 @test
 def a_confined_server_has_no_privileges_and_cannot_see_the_appliances_secrets():
     d = tempfile.mkdtemp(prefix="appliance-confined.")
     os.chmod(d, 0o755)
     audit = os.path.join(d, "audit.jsonl")
-    sig = probe_policy(audit=audit)
+    sig = probe_policy({"memory_mb": 96, "pids": 40}, audit=audit)
     trust = os.path.join(gk.work(), "trusted.d")
     beside = os.path.join(os.path.dirname(sig), "beside.txt")
     with open(beside, "w") as f:
@@ -63,6 +80,7 @@ def a_confined_server_has_no_privileges_and_cannot_see_the_appliances_secrets():
     os.chmod(os.path.dirname(sig), 0o755)  # so the server could reach it if not hidden
     with gk.Session(sig) as s:
         got = probe(s, paths=[trust, sig, sig[:-len(".sig")], audit, beside, "/etc/appliance"])
+        limits = cgroup_limits(got["cgroup"])
         log = s.log()
     assert got["uid"] != 0 and got["gid"] != 0 and got["groups"] in ([], [got["gid"]]), got
     assert got["cap_eff"] == "0000000000000000" and got["cap_bnd"] == "0000000000000000", got
@@ -71,6 +89,8 @@ def a_confined_server_has_no_privileges_and_cannot_see_the_appliances_secrets():
     assert denied.pop("clone3") == "ENOSYS", got["denied"]
     assert all(v == "EPERM" for v in denied.values()), denied
     assert any("upstream-toy-" in line for line in got["cgroup"]), got["cgroup"]
+    # the limits the policy gave, as the kernel holds them
+    assert limits == {"memory": str(96 << 20), "pids": "40"}, (limits, got["cgroup"])
     home = got["env"]["HOME"]
     assert home.startswith("/tmp/appliance-upstream-toy.") and got["env"]["TMPDIR"] == home, \
         got["env"]
