@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "policy/trust.h"
 
 static const struct option *option_find(const char *arg, const struct option *opts)
 {
@@ -129,4 +130,19 @@ void cli_policy_done(struct cli_policy *cp)
 {
 	policy_free(cp->policy);
 	cp->policy = NULL;
+}
+
+void cli_hide_paths(struct cli_hide *h, const char *policy, const char *trust_dir,
+		    const char *state_dir)
+{
+	size_t n = strlen(policy);
+
+	memset(h, 0, sizeof(*h));
+	if (n > 4 && strcmp(policy + n - 4, ".sig") == 0 && n - 4 < sizeof(h->text))
+		snprintf(h->text, sizeof(h->text), "%.*s", (int)(n - 4), policy);
+	h->v[0] = policy;
+	h->v[1] = h->text[0] ? h->text : policy;
+	h->v[2] = trust_dir ? trust_dir : POLICY_TRUST_DIR_DEFAULT;
+	h->v[3] = state_dir;
+	h->v[4] = NULL;
 }

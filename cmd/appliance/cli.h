@@ -76,4 +76,16 @@ int cli_policy_commit(const struct cli_policy *cp, struct appl_err *err);
 /* Free what cli_policy_accept made; safe on a zeroed one. */
 void cli_policy_done(struct cli_policy *cp);
 
+/* What the upstream servers must not see besides the defaults
+ * (gateway_confine_prepare): the policy (signed, and the text beside it it
+ * was signed from), the trust directory (NULL: the default) and the state
+ * directory. out[0..4] filled, NULL-ended; strings borrowed from the
+ * arguments and h. */
+struct cli_hide {
+	char text[PATH_MAX];
+	const char *v[5];
+};
+void cli_hide_paths(struct cli_hide *h, const char *policy, const char *trust_dir,
+		    const char *state_dir);
+
 #endif

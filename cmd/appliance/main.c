@@ -16,6 +16,7 @@
 #include "proc/proc.h"
 #include "audit_cmd.h"
 #include "cell_cmd.h"
+#include "check_cmd.h"
 #include "cli.h"
 #include "run_cmd.h"
 #include "policy_cmds.h"
@@ -36,6 +37,12 @@ static const char usage_text[] =
 	"        start the policy's servers and print run_python's description and\n"
 	"        the stub of every tool the role (default: clients.default_role)\n"
 	"        may call, then each tool not offered and why\n"
+	"  check --policy POLICY.sig [--trust-dir DIR] [--cache DIR] [--runtime-dir DIR]\n"
+	"        [--call SERVER.TOOL=JSON]...\n"
+	"        the operator's self-test: judge the policy and this machine as run\n"
+	"        would (the serial is not recorded), start the servers and check the\n"
+	"        tool patterns and roles against their tools, then run real cells:\n"
+	"        what must work and what must be denied (appliance help check)\n"
 	"  cell --policy POLICY.sig [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR]\n"
 	"       [--cache DIR] [--runtime-dir DIR] FILE|-\n"
 	"        run one Python cell (no tools) in a fresh gVisor sandbox, with the\n"
@@ -68,7 +75,7 @@ static const char usage_text[] =
 	"Only keys from the trust directory raise it: a policy checked with\n"
 	"--trust PUBKEY is held to it and never moves it.\n"
 	"  version   print the version\n"
-	"  help      print this text\n";
+	"  help [check]  print this text, or check's\n";
 
 static int usage_error(const char *msg)
 {
@@ -135,10 +142,21 @@ static int cmd_version(int argc, char **argv)
 	return 0;
 }
 
+/* Commands with a help text of their own. */
+static const struct command_help {
+	const char *name;
+	void (*print)(void);
+} command_helps[] = {
+	{"check", check_help},
+};
+
 static int cmd_help(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
+	for (size_t i = 0; argc > 1 && i < sizeof(command_helps) / sizeof(command_helps[0]); i++)
+		if (strcmp(argv[1], command_helps[i].name) == 0) {
+			command_helps[i].print();
+			return 0;
+		}
 	fputs(usage_text, stdout);
 	return 0;
 }
@@ -151,7 +169,7 @@ static const struct command {
 	{"image", cmd_image, false},	 {"cell", cmd_cell, true},    {"run", cmd_run, true},
 	{"version", cmd_version, false}, {"help", cmd_help, false},   {"--help", cmd_help, false},
 	{"keygen", cmd_keygen, false},	 {"sign", cmd_sign, false},   {"verify", cmd_verify, false},
-	{"stubs", cmd_stubs, true},	 {"audit", cmd_audit, false},
+	{"stubs", cmd_stubs, true},	 {"audit", cmd_audit, false}, {"check", cmd_check, true},
 };
 
 /* Process-wide state, set once, here: library code only checks it. */

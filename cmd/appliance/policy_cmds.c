@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "check_cmd.h"
 #include "cli.h"
 #include "policy/load.h"
 #include "policy/minisign.h"
@@ -75,6 +76,25 @@ static int sign_report(const char *sig_path, const struct policy_verified *info,
 	return 0;
 }
 
+static void sign_note(void *data, enum check_note kind, const char *text)
+{
+	(void)data;
+	(void)kind;
+	fprintf(stderr, "appliance: sign: warning: %s\n", text);
+}
+
+/* What can be seen without the servers: a policy under which nobody can
+ * call anything is signed all the same (an administrator may stage one),
+ * but not silently. The bytes judged are the ones just signed. */
+static void sign_warn(const char *policy_path, const struct policy_verified *info)
+{
+	struct appl_err err = {0};
+
+	if (check_policy_notes(policy_path, info->hash, sign_note, NULL, &err) < 0)
+		fprintf(stderr, "appliance: sign: warning: the policy was not checked: %s\n",
+			err.msg);
+}
+
 int cmd_sign(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -105,7 +125,9 @@ int cmd_sign(int argc, char **argv)
 	policy_seckey_free(sk);
 	if (rc < 0)
 		return cli_fail_cmd("sign", &err);
-	return sign_report(sig_path, &info, now);
+	rc = sign_report(sig_path, &info, now);
+	sign_warn(argv[optind], &info);
+	return rc;
 }
 
 /* ---- verify --------------------------------------------------------------- */

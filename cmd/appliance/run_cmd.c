@@ -119,8 +119,7 @@ int cmd_run(int argc, char **argv)
 	struct cli_policy cp;
 	struct appl_err err = {0};
 	struct gateway_config cfg;
-	char unsigned_path[PATH_MAX] = "";
-	const char *hide[5] = {NULL};
+	struct cli_hide hide;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
@@ -143,21 +142,10 @@ int cmd_run(int argc, char **argv)
 	cfg.run_dir = a.run_dir;
 	cfg.verified = &cp.info;
 	cfg.state_dir = cp.state_dir;
-	/* Hidden from the servers: the policy (signed, and the text it was
-	 * signed from when it sits beside), the keys it is checked with, the
-	 * floor and state. */
-	{
-		size_t n = strlen(a.policy);
-
-		if (n > 4 && strcmp(a.policy + n - 4, ".sig") == 0 && n - 4 < sizeof(unsigned_path))
-			snprintf(unsigned_path, sizeof(unsigned_path), "%.*s", (int)(n - 4),
-				 a.policy);
-		hide[0] = a.policy;
-		hide[1] = unsigned_path[0] ? unsigned_path : a.policy;
-		hide[2] = a.trust_dir ? a.trust_dir : POLICY_TRUST_DIR_DEFAULT;
-		hide[3] = cp.state_dir;
-		cfg.hide = hide;
-	}
+	/* Hidden from the servers: the policy, the keys it is checked with,
+	 * the floor and state. */
+	cli_hide_paths(&hide, a.policy, a.trust_dir, cp.state_dir);
+	cfg.hide = hide.v;
 	cfg.in_fd = STDIN_FILENO;
 	cfg.out_fd = STDOUT_FILENO;
 	/* The serial is recorded only once the image, the runtime and the

@@ -63,19 +63,9 @@ struct gw_role {
 	char *description;
 };
 
-/* What every server is confined by: the system call filter, and the paths
- * hidden from it (proc/confine.h). */
-#define GW_HIDE_MAX 56
-struct gw_confine {
-	struct proc_filter *filter;
-	const char *hide[GW_HIDE_MAX + 1];
-	char *owned[GW_HIDE_MAX]; /* the entries made here */
-	size_t n, nowned;
-};
-
 struct gateway {
 	const struct policy *policy;
-	struct gw_confine confine;
+	struct gateway_confine confine;
 	struct policy_limits lim;
 	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
 	struct cell_limits cell_lim;   /* every run's */
@@ -225,19 +215,19 @@ static void on_upstreams_changed(void *data, const char *why)
 	}
 }
 
-static void hide_add(struct gw_confine *c, const char *path)
+static void hide_add(struct gateway_confine *c, const char *path)
 {
 	for (size_t i = 0; i < c->n; i++)
 		if (strcmp(c->hide[i], path) == 0)
 			return;
-	if (path && path[0] == '/' && c->n < GW_HIDE_MAX)
+	if (path && path[0] == '/' && c->n < GATEWAY_HIDE_MAX)
 		c->hide[c->n++] = path;
 	c->hide[c->n] = NULL;
 }
 
-static void hide_add_copy(struct gw_confine *c, const char *path)
+static void hide_add_copy(struct gateway_confine *c, const char *path)
 {
-	char *dup = c->nowned < GW_HIDE_MAX ? strdup(path) : NULL;
+	char *dup = c->nowned < GATEWAY_HIDE_MAX ? strdup(path) : NULL;
 
 	if (dup) {
 		c->owned[c->nowned++] = dup;
@@ -246,7 +236,7 @@ static void hide_add_copy(struct gw_confine *c, const char *path)
 }
 
 /* The audit log and the rotated files beside it (PATH.N). */
-static void hide_audit(struct gw_confine *c, const char *log)
+static void hide_audit(struct gateway_confine *c, const char *log)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	const char *base = strrchr(log, '/');
@@ -272,11 +262,8 @@ static void hide_audit(struct gw_confine *c, const char *log)
 	closedir(d);
 }
 
-/* The filter and the hidden paths: the defaults, what the caller names
- * (extra: the policy file, trust and state directories), the audit log,
- * the sandboxes' run directory. */
-static int confine_prepare(struct gw_confine *c, const struct policy *p, const char *const *extra,
-			   const char *run_dir, struct appl_err *err)
+int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
+			    const char *const *extra, const char *run_dir, struct appl_err *err)
 {
 	const char *const *def = proc_jail_default_masks();
 
@@ -299,7 +286,7 @@ static int confine_prepare(struct gw_confine *c, const struct policy *p, const c
 	return 0;
 }
 
-static void confine_release(struct gw_confine *c)
+void gateway_confine_release(struct gateway_confine *c)
 {
 	proc_filter_free(c->filter);
 	for (size_t i = 0; i < c->nowned; i++)
@@ -307,14 +294,19 @@ static void confine_release(struct gw_confine *c)
 	memset(c, 0, sizeof(*c));
 }
 
+void gateway_confine_opts(const struct gateway_confine *c, struct upstream_opts *o)
+{
+	o->confine = true;
+	o->hide = c->hide;
+	o->filter = c->filter;
+}
+
 static int upstreams_open(struct gateway *gw, struct appl_err *err)
 {
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
-	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes,
-				     .confine = true,
-				     .hide = gw->confine.hide,
-				     .filter = gw->confine.filter};
+	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes};
 
+	gateway_confine_opts(&gw->confine, &opts);
 	gw->ups = upstream_set_open(gw->loop, gw->policy, &opts, on_upstreams_changed, gw, err);
 	return gw->ups ? 0 : err->code;
 }
@@ -913,7 +905,7 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (!(gw->loop = loop_new(err)) || audit_start(gw, cfg, err) < 0 ||
 	    !(gw->rt = sandbox_rt_open(&rc, err)) ||
-	    confine_prepare(&gw->confine, cfg->policy, cfg->hide, cfg->run_dir, err) < 0)
+	    gateway_confine_prepare(&gw->confine, cfg->policy, cfg->hide, cfg->run_dir, err) < 0)
 		return err->code;
 	if (upstreams_open(gw, err) < 0 || !role_get(gw, gw->stdio_client.role, err))
 		return err->code;
@@ -952,7 +944,7 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	}
 	shutdown_all(&gw);
 	sandbox_rt_close(gw.rt); /* before the loop: it finishes teardowns from it */
-	confine_release(&gw.confine);
+	gateway_confine_release(&gw.confine);
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
@@ -979,7 +971,7 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 		rc = err->code;
 		goto out;
 	}
-	if ((rc = confine_prepare(&gw.confine, policy, NULL, NULL, err)) < 0 ||
+	if ((rc = gateway_confine_prepare(&gw.confine, policy, NULL, NULL, err)) < 0 ||
 	    (rc = upstreams_open(&gw, err)) < 0)
 		goto out;
 	if (!(ro = role_get(&gw, role, err))) {
@@ -1001,7 +993,7 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 out:
 	upstream_set_free(gw.ups);
 	roles_free(&gw);
-	confine_release(&gw.confine);
+	gateway_confine_release(&gw.confine);
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;

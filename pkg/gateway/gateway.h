@@ -50,6 +50,26 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err);
  * the stdio client's) may call, and write run_python's description, every
  * stub, and each tool not offered with why, to out. 0, or negative with err
  * (-EINVAL: no such role). */
+/* What every upstream server is confined by (proc/confine.h): the system
+ * call filter, and the paths hidden from it: the defaults, extra
+ * (NULL-ended; may be NULL: the policy file, trust and state directories),
+ * the policy's audit log and its rotated files, run_dir (may be NULL). For
+ * `run`, `stubs` and `check` alike. */
+#define GATEWAY_HIDE_MAX 56
+struct proc_filter;
+struct upstream_opts;
+struct gateway_confine {
+	struct proc_filter *filter;
+	const char *hide[GATEWAY_HIDE_MAX + 1];
+	char *owned[GATEWAY_HIDE_MAX]; /* the entries made here */
+	size_t n, nowned;
+};
+int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
+			    const char *const *extra, const char *run_dir, struct appl_err *err);
+/* Point o at c (which must outlive the servers started with o). */
+void gateway_confine_opts(const struct gateway_confine *c, struct upstream_opts *o);
+void gateway_confine_release(struct gateway_confine *c);
+
 int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err);
 
 #endif

@@ -16,7 +16,7 @@ import tempfile
 from harness import test
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-APPLIANCE = os.path.join(ROOT, "build", "appliance")
+APPLIANCE = os.environ.get("APPLIANCE_BIN") or os.path.join(ROOT, "build", "appliance")
 LAYOUT = os.path.join(ROOT, "build", "image")
 TEST_USER = "appliance-test"
 MODES = ("root", "rootless")

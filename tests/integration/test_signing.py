@@ -8,6 +8,7 @@ never writes the rollback floor; each policy here names a deployment of its
 own, so what the floor holds for others never matters.
 """
 
+import json
 import os
 import pwd
 import secrets
@@ -184,6 +185,75 @@ def sign_refuses_an_open_secret_key_and_warns_on_expiry():
         os.chmod(sec, 0o600)
         r = appliance("sign", "--secret", sec, w.policy)
         assert r.returncode == 0 and "expired" in r.stderr, r.stderr
+
+
+# ---- what sign warns of ---------------------------------------------------------
+
+WARNING = "appliance: sign: warning: "
+
+
+def sign_doc(w, sec, **parts):
+    """Sign w's policy made of parts (servers, tools, roles, clients) with
+    the binary under test; the result, which must have succeeded."""
+    doc = {"policy_version": 1, "serial": 3, "expires": "2099-01-01T00:00:00Z",
+           "deployment": w.deployment, "image": {"layout": "image", "digest": DIGEST}}
+    doc.update(parts)
+    with open(w.policy, "w") as f:
+        json.dump(doc, f)
+    r = run(os.environ.get("APPLIANCE_BIN") or APPLIANCE, "sign", "--secret", sec, w.policy)
+    assert r.returncode == 0 and "signed " in r.stdout, (r.stdout, r.stderr)
+    return r
+
+
+def warnings_of(r):
+    return [l[len(WARNING):] for l in r.stderr.splitlines() if l.startswith(WARNING)]
+
+
+SERVERS = {"fs": {"command": ["/usr/bin/true"]}, "db": {"command": ["/usr/bin/true"]}}
+
+
+@test
+def sign_warns_when_no_client_could_call_anything():
+    with Work() as w:
+        pub, sec = keygen(w)
+        tools = {"fs.*": {"access": "read"}}
+        roles = {"reader": {"tools": ["fs.*"]}}
+        r = sign_doc(w, sec, servers=SERVERS, tools=tools, roles=roles)
+        assert warnings_of(r) == ["clients: no default_role and no tokens: no client can call "
+                                  "any tool"], r.stderr
+        assert verify(w, "--trust", pub).returncode == 0  # signed all the same
+        token = {"name": "ci", "sha256": "ab" * 32, "role": "reader"}
+        r = sign_doc(w, sec, servers=SERVERS, tools=tools, roles=roles,
+                     clients={"tokens": [token]})
+        assert warnings_of(r) == [], r.stderr
+        r = sign_doc(w, sec, servers=SERVERS, tools=tools, roles=roles,
+                     clients={"default_role": "reader"})
+        assert r.stderr == "", r.stderr
+
+
+@test
+def sign_warns_of_a_role_that_can_call_nothing_and_an_entry_no_role_uses():
+    with Work() as w:
+        pub, sec = keygen(w)
+        r = sign_doc(w, sec, servers=dict(SERVERS, kv={"command": ["/usr/bin/true"]}),
+                     tools={"fs.*": {"access": "read"}, "fs.write": {"access": "write"},
+                            "db.query": {"access": "read"}, "kv.*": {"access": "write"}},
+                     roles={"reader": {"tools": ["fs.*"]},
+                            # a write entry without write, a tool no entry allows
+                            "idle": {"tools": ["fs.write", "db.other"]},
+                            "empty": {"tools": []},
+                            "writer": {"tools": ["fs.write", "kv.get"], "write": True}},
+                     clients={"default_role": "reader"})
+        assert warnings_of(r) == [
+            "roles.empty: its patterns match no tools entry that allows it a call: it can "
+            "call nothing",
+            "roles.idle: its patterns match no tools entry that allows it a call: it can "
+            "call nothing",
+            'tools."db.query": no role can call a tool through it',
+        ], r.stderr
+        # kv.* is used: writer's kv.get has no entry of its own, so the
+        # wildcard decides it; fs.write is writer's.
+        assert verify(w, "--trust", pub).returncode == 0
 
 
 # ---- interoperability with minisign -------------------------------------------

@@ -1,0 +1,565 @@
+"""test_check.py: `appliance check`, the operator's self-test, against the
+real binary, real runsc, the real image and the toy server, with policies
+signed for the test; and probe_judge, the pure comparison of what a cell did
+with what was expected, compiled from cmd/appliance/check_cmd.c.
+
+Runs as root (the trust directory and the rollback floor are root's)."""
+
+import atexit
+import errno
+import glob
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from harness import main, test
+from cellkit import APPLIANCE, LAYOUT, ROOT, digest
+from policykit import Signer
+import gatewaykit
+
+_kit = gatewaykit._kit  # the toy policies' signer: one trust directory
+OK, SURPRISE = "\u2714", "\u2718"
+
+
+def check(sig, *calls, extra=(), timeout=120):
+    """`appliance check` of sig, each call a (name, args) pair; the process
+    result with text stdout and stderr."""
+    argv = _kit.argv(sig, "check") + list(extra)
+    for name, args in calls:
+        argv += ["--call", "%s=%s" % (name, json.dumps(args))]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+
+
+def lines_of(r, word):
+    """The report's lines marked word ("ok", "problem", "warning")."""
+    return [l[8:] for l in r.stdout.splitlines() if l.startswith(word.ljust(8))]
+
+
+def table(r):
+    """The table as (column, text) rows, column "work" or "deny", read by
+    the header's width (a row's text may hold " | " itself)."""
+    out = r.stdout.splitlines()
+    head = [i for i, l in enumerate(out) if l.startswith("must work")]
+    assert head, r.stdout
+    width = out[head[0]].index(" | ")
+    rows = []
+    for l in out[head[0] + 2:]:
+        if not l.strip():
+            break
+        left, right = l[:width].rstrip(), l[width + 3:].rstrip()
+        rows += [("work", left)] if left else []
+        rows += [("deny", right)] if right else []
+    return rows
+
+
+def in_full(r):
+    """The rows printed in full below the table."""
+    out = r.stdout.split("\nin full:\n", 1)
+    return out[1].split("\n\n", 1)[0].splitlines() if len(out) == 2 else []
+
+
+def row(r, label):
+    """The full text of the row that starts with label (after its mark)."""
+    for line in in_full(r) + [t for _, t in table(r)]:
+        if line[2:].startswith(label):
+            return line
+    raise AssertionError("no row %r in:\n%s" % (label, r.stdout))
+
+
+def problems_only(r, *expected):
+    """r failed on exactly these problems (each a prefix) and ran no cell."""
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    got = lines_of(r, "problem")
+    assert len(got) == len(expected), (got, expected)
+    for want in expected:
+        assert any(g.startswith(want) for g in got), (want, got)
+    assert "cells not run" in r.stdout and "must work" not in r.stdout, r.stdout
+
+
+def runsc_under(run_dir):
+    """runsc processes working in run_dir (check's --runtime-dir)."""
+    found = []
+    for d in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            with open(d, "rb") as f:
+                argv = f.read().split(b"\0")
+        except OSError:
+            continue
+        if argv and argv[0].endswith(b"runsc") and any(run_dir.encode() in a for a in argv):
+            found.append(int(d.split("/")[2]))
+    return found
+
+
+def left_behind(run_dir, before):
+    """What a finished check left: runsc processes, instance directories,
+    marker directories."""
+    return runsc_under(run_dir), os.listdir(run_dir), markers() - before
+
+
+def markers():
+    return set(glob.glob("/var/tmp/appliance-check.*") + glob.glob("/tmp/appliance-check.*"))
+
+
+# ---- a good policy ----------------------------------------------------------------
+
+@test
+def help_says_what_it_does():
+    for argv in ([APPLIANCE, "check", "--help"], [APPLIANCE, "help", "check"]):
+        r = subprocess.run(argv, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "self-test" in r.stdout and "--call SERVER.TOOL=JSON" in r.stdout, r.stdout
+        assert "must be denied" in r.stdout or "must work" in r.stdout, r.stdout
+    r = subprocess.run([APPLIANCE, "help"], capture_output=True, text=True)
+    assert "check --policy" in r.stdout, r.stdout
+    for bad in ([], ["--policy"], ["--policy", "x.sig", "--call", "toy.add"],
+                ["--policy", "x.sig", "--call", "toy.add=[1]"],
+                ["--policy", "x.sig", "--call", "add={}"], ["--pol", "x.sig"],
+                ["--policy", "x.sig", "--trust", "k.pub"]):
+        r = subprocess.run([APPLIANCE, "check"] + bad, capture_output=True, text=True)
+        assert r.returncode == 2, (bad, r.returncode, r.stderr)
+
+
+@test
+def a_good_toy_policy_passes_with_every_row_as_expected():
+    before, run_dir = markers(), tempfile.mkdtemp(prefix="appliance-check-run.")
+    t = time.time()
+    r = check(gatewaykit.toy_policy(), extra=["--runtime-dir", run_dir])
+    took = time.time() - t
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines_of(r, "problem") == [], r.stdout
+    ok = "\n".join(lines_of(r, "ok"))
+    for part in ("signature:", "(the serial is not recorded)", "image: " + digest(),
+                 "runtime: /usr/bin/runsc", "platform systrap", "cgroups:",
+                 "servers.toy: started", "roles.r: can call"):
+        assert part in ok, (part, r.stdout)
+    # The toy's one tool whose schema cannot be checked came in by a wildcard.
+    assert any(w.startswith('tools."toy.*": toy.unsupported is not offered')
+               for w in lines_of(r, "warning")), r.stdout
+    rows = table(r)
+    work = [t for c, t in rows if c == "work"]
+    deny = [t for c, t in rows if c == "deny"]
+    assert len(work) == 3 and len(deny) == 13, rows
+    assert all(t.startswith(OK + " ") for _, t in rows), r.stdout
+    assert row(r, "arithmetic").endswith("printed 42"), r.stdout
+    for label in ("TCP to host loopback", "UDP to host loopback", "TCP to host addresses",
+                  "UDP to host addresses", "interfaces and routes", "raw sockets",
+                  "host files", "host environment", "writes outside /tmp", "exec from /tmp",
+                  "processes past limits.pids", "memory past limits.memory_mb",
+                  "3.0 s deadline"):
+        row(r, label)
+    assert "interfaces: lo;" in row(r, "interfaces"), r.stdout
+    assert "at most 64 tasks" in row(r, "processes") or "at most 6" in row(r, "processes")
+    assert "check passed: 0 problems, 0 surprises" in r.stdout, r.stdout
+    assert "took" in r.stdout.splitlines()[-1], r.stdout
+    print("# check took %.1f s" % took)
+    # Nothing of it is left: its sandboxes, its instance, its marker.
+    assert left_behind(run_dir, before) == ([], [], set())
+    os.rmdir(run_dir)
+
+
+@test
+def a_call_works_from_a_cell_and_a_failing_one_is_a_surprise():
+    r = check(gatewaykit.toy_policy(), ("toy.add", {"a": 2, "b": 3}), ("toy.fail", {}),
+              ("toy.write_note", {"text": "x"}))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert lines_of(r, "problem") == [], r.stdout
+    add = row(r, 'toy.add {"a":2,"b":3}')
+    assert add.startswith(OK) and '{"sum": 5}' in add, add
+    fail = row(r, "toy.fail {}")
+    assert fail.startswith(SURPRISE) and "ToolError" in fail, fail
+    note = row(r, 'toy.write_note {"text":"x"}')
+    assert note.startswith(SURPRISE) and "not offered" in note and "write" in note, note
+    others = [t for _, t in table(r) if "toy.fail" not in t and "toy.write_note" not in t]
+    assert others and all(t.startswith(OK) for t in others), r.stdout
+    assert "check failed: 0 problems, 2 surprises" in r.stdout, r.stdout
+
+
+# ---- each mistake, found and named ------------------------------------------------
+
+TOY_TOOLS = {"toy.*": {"access": "read"}, "toy.write_note": {"access": "write"}}
+
+
+@test
+def a_tool_pattern_no_server_has_is_named():
+    sig = gatewaykit.policy({"toy": gatewaykit.toy_server()},
+                            {"toy.*": {"access": "read"}, "toy.wirte_note": {"access": "write"}},
+                            {"r": {"tools": ["toy.*", "toy.ad"], "write": True}}, "r")
+    problems_only(check(sig), 'tools."toy.wirte_note": names no tool of server toy',
+                  'roles.r.tools[1] "toy.ad": names no tool of server toy')
+
+
+def toy_tools():
+    """The toy server's tools, asked of it: (name, marked read-only)."""
+    p = subprocess.Popen([gatewaykit.TOY], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, text=True)
+
+    def ask(i, method, params):
+        p.stdin.write(json.dumps({"jsonrpc": "2.0", "id": i, "method": method,
+                                  "params": params}) + "\n")
+        p.stdin.flush()
+        while True:
+            m = json.loads(p.stdout.readline())
+            if m.get("id") == i:
+                return m["result"]
+    ask(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                          "clientInfo": {"name": "test_check", "version": "0"}})
+    tools, cursor = [], None
+    while True:
+        page = ask(len(tools) + 2, "tools/list", {"cursor": cursor} if cursor else {})
+        tools += page["tools"]
+        cursor = page.get("nextCursor")
+        if not cursor:
+            break
+    p.stdin.close()
+    p.wait(timeout=10)
+    return [(t["name"], t.get("annotations", {}).get("readOnlyHint") is True) for t in tools]
+
+
+@test
+def a_read_wildcard_admitting_nothing_is_named():
+    # Every tool the wildcard could admit (a read-only one) has its own
+    # entry; what is left (write_note) is no read.
+    tools = {"toy." + name: {"access": "read"} for name, ro in toy_tools() if ro}
+    assert "toy.write_note" not in tools and "toy.add" in tools, tools
+    sig = gatewaykit.policy({"toy": gatewaykit.toy_server()},
+                            dict(tools, **{"toy.*": {"access": "read"}}),
+                            {"r": {"tools": ["toy.*"]}}, "r")
+    problems_only(check(sig), 'tools."toy.*": admits no tool of server toy',
+                  # an entry of its own makes this one a problem (a warning under
+                  # the wildcard): the policy names a tool it cannot offer
+                  'tools."toy.unsupported": toy.unsupported is not offered')
+
+
+@test
+def a_role_that_can_call_nothing_is_named():
+    sig = gatewaykit.policy({"toy": gatewaykit.toy_server()}, TOY_TOOLS,
+                            {"r": {"tools": ["toy.*"]},
+                             "idle": {"tools": ["toy.write_note"], "write": False}}, "r")
+    problems_only(check(sig), "roles.idle: can call no tool")
+
+
+@test
+def a_server_whose_command_does_not_exist_is_named():
+    sig = gatewaykit.policy({"toy": gatewaykit.toy_server(),
+                             "ghost": {"command": ["/nonexistent/ghost-server"]}},
+                            dict(TOY_TOOLS, **{"ghost.*": {"access": "read"}}),
+                            {"r": {"tools": ["toy.*", "ghost.*"]}}, "r")
+    r = check(sig)
+    problems_only(r, "servers.ghost: did not start")
+    assert "/nonexistent/ghost-server" in lines_of(r, "problem")[0], r.stdout
+    assert any(l.startswith("servers.toy: started") for l in lines_of(r, "ok")), r.stdout
+
+
+@test
+def what_run_would_refuse_is_named():
+    sig = gatewaykit.policy({"toy": gatewaykit.toy_server(),
+                             "web": {"url": "https://mcp.example.com/mcp"}}, TOY_TOOLS,
+                            {"r": {"tools": ["toy.*"]}}, "r")
+    problems_only(check(sig), "servers.web: an HTTP server")
+    sig = _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
+                      roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
+                      approvals={"command": "/nonexistent/approver"})
+    problems_only(check(sig), "approvals.command: /nonexistent/approver")
+    audit_dir = tempfile.mkdtemp(prefix="appliance-check-audit.")
+    try:
+        sig = _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
+                          roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
+                          audit={"path": os.path.join(audit_dir, "audit.jsonl")})
+        problems_only(check(sig, ("toy.add", {"a": 1, "b": 1})), "audit.path:")
+        assert not os.path.exists(os.path.join(audit_dir, "audit.jsonl"))
+    finally:
+        shutil.rmtree(audit_dir, True)
+
+
+@test
+def an_expired_policy_is_refused():
+    r = check(_kit.policy(expires="2020-01-01T00:00:00Z"))
+    assert r.returncode == 1, r.stdout
+    got = lines_of(r, "problem")
+    assert len(got) == 1 and got[0].startswith("signature: ") and "expired" in got[0], r.stdout
+    assert lines_of(r, "ok") == [] and "must work" not in r.stdout, r.stdout
+
+
+@test
+def a_policy_signed_by_an_untrusted_key_is_refused():
+    other = Signer("appliance-check-other.")
+    try:
+        sig = other.policy()
+        with open(os.path.join(other.dir(), "trusted.d", "k.pub")) as f:
+            keyid = f.readline().split()[-1].upper().zfill(16)
+        r = check(sig)  # with the toy signer's trust directory
+        assert r.returncode == 1, r.stdout
+        got = lines_of(r, "problem")
+        assert len(got) == 1 and "not trusted" in got[0] and keyid in got[0], (keyid, r.stdout)
+        assert lines_of(r, "ok") == [], r.stdout
+    finally:
+        other.cleanup()
+
+
+@test
+def a_wrong_image_digest_is_named():
+    sig = _kit.policy(image=(LAYOUT, "sha256:" + "ab" * 32))
+    r = check(sig)
+    assert r.returncode == 1, r.stdout
+    got = lines_of(r, "problem")
+    assert len(got) == 1 and got[0].startswith("image.digest: "), r.stdout
+    assert "must work" not in r.stdout, r.stdout
+
+
+# ---- the rollback floor -----------------------------------------------------------
+
+def run_one_cell(sig):
+    """`appliance run` of sig, one cell; its stdout."""
+    with gatewaykit.Session(sig) as s:
+        return s.cell("print(6*7)")
+
+
+@test
+def the_serial_is_not_recorded_and_an_older_one_is_refused_like_run():
+    older, middle, newer = _kit.policy(), _kit.policy(), _kit.policy()
+    r = check(middle)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # Had check recorded the middle serial, the older one could not run now.
+    assert run_one_cell(older) == "42\n"
+    assert run_one_cell(newer) == "42\n"
+    r = check(middle)
+    run = subprocess.run(_kit.argv(middle), stdin=subprocess.DEVNULL, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 1 and run.stderr.startswith("appliance: "), run.stderr
+    refusal = run.stderr.splitlines()[0][len("appliance: "):]
+    assert r.returncode == 1 and lines_of(r, "problem") == ["signature: " + refusal], \
+        (refusal, r.stdout)
+
+
+# ---- stopping -----------------------------------------------------------------------
+
+@test
+def a_signal_stops_the_check_and_leaves_nothing_behind():
+    before, run_dir = markers(), tempfile.mkdtemp(prefix="appliance-check-run.")
+    p = subprocess.Popen(_kit.argv(gatewaykit.toy_policy(), "check") +
+                         ["--runtime-dir", run_dir], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not runsc_under(run_dir):  # the first cells' sandboxes are booting
+        assert time.time() < deadline and p.poll() is None, p.communicate()
+        time.sleep(0.02)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1, (out, err)
+    assert "check: stopped by signal 15" in out and "check failed" in out, out
+    assert left_behind(run_dir, before) == ([], [], set())
+    os.rmdir(run_dir)
+
+
+# ---- probe_judge, the pure comparison -------------------------------------------------
+
+DRIVER = r"""
+#include "check_cmd.c"
+
+static void note_print(void *data, enum check_note kind, const char *text)
+{
+	(void)data;
+	printf("note %d %s\n", (int)kind, text);
+}
+
+/* `judge notes PATH HEX`: check_policy_notes of PATH said to hash to HEX. */
+static int notes_main(const char *path, const char *hex)
+{
+	unsigned char hash[POLICY_HASH_BYTES];
+	struct appl_err err = {0};
+
+	if (sodium_init() < 0 ||
+	    sodium_hex2bin(hash, sizeof(hash), hex, strlen(hex), NULL, NULL, NULL) != 0)
+		return 2;
+	if (check_policy_notes(path, hash, note_print, NULL, &err) < 0) {
+		printf("error %d %s\n", err.code, err.msg);
+		return 1;
+	}
+	return 0;
+}
+
+/* Else each line of stdin: {"judge", "expect", "limit", "memory_stop",
+ * "arrivals", "result"}; each line of stdout: 1 or 0, a space, the account. */
+int main(int argc, char **argv)
+{
+	static const char *const names[] = {"stdout", "call", "denied", "limit", "deadline"};
+	char line[65536];
+
+	if (argc == 4 && strcmp(argv[1], "notes") == 0)
+		return notes_main(argv[2], argv[3]);
+	while (fgets(line, sizeof(line), stdin)) {
+		json_t *c = json_loads(line, 0, NULL);
+		const char *j = json_string_value(json_object_get(c, "judge"));
+		struct probe_expect e = {0};
+		char why[CHECK_WHY_MAX];
+		bool ok;
+
+		for (size_t i = 0; j && i < sizeof(names) / sizeof(names[0]); i++)
+			if (strcmp(j, names[i]) == 0)
+				e.judge = (enum probe_judge)i;
+		e.expect = json_string_value(json_object_get(c, "expect"));
+		e.limit = (unsigned long)json_integer_value(json_object_get(c, "limit"));
+		e.memory_stop = json_is_true(json_object_get(c, "memory_stop"));
+		ok = probe_judge(&e, json_object_get(c, "result"),
+				 (unsigned)json_integer_value(json_object_get(c, "arrivals")), why,
+				 sizeof(why));
+		printf("%d %s\n", ok, why);
+		fflush(stdout);
+		json_decref(c);
+	}
+	return 0;
+}
+"""
+
+
+def result(stdout="", error=None, reason=None, duration_ms=100):
+    return {"stdout": stdout, "error": error, "result": None, "truncated": False,
+            "stopped": reason is not None, "reason": reason, "calls": 0,
+            "duration_ms": duration_ms}
+
+
+def report(reached, detail, n=0):
+    return json.dumps({"reached": reached, "detail": detail, "n": n}) + "\n"
+
+
+_driver = None
+
+
+def judge_driver():
+    """probe_judge and check_policy_notes behind a small driver, compiled
+    from cmd/appliance/check_cmd.c against the appliance's own library."""
+    global _driver
+    if _driver:
+        return _driver
+    d = tempfile.mkdtemp(prefix="appliance-check-judge.")
+    atexit.register(shutil.rmtree, d, True)
+    lib = os.path.join(os.path.dirname(APPLIANCE), "libappliance.a")
+    assert os.path.exists(lib), "no %s: build the appliance first" % lib
+    src = os.path.join(d, "judge.c")
+    with open(src, "w") as f:
+        f.write(DRIVER)
+    # The libraries the appliance itself links, as the GNUmakefile names them.
+    with open(os.path.join(ROOT, "GNUmakefile")) as f:
+        pkgs = re.search(r"^PKGS :=(.*)$", f.read(), re.M).group(1).split()
+    cflags = subprocess.run(["pkg-config", "--cflags"] + pkgs, capture_output=True,
+                            text=True, check=True).stdout.split()
+    libs = subprocess.run(["pkg-config", "--libs"] + pkgs, capture_output=True,
+                          text=True, check=True).stdout.split()
+    exe = os.path.join(d, "judge")
+    r = subprocess.run(["cc", "-std=gnu11", "-O1", "-Wall", "-Werror", "-Wno-unused-function",
+                        "-I", os.path.join(ROOT, "pkg"), "-I",
+                        os.path.join(ROOT, "cmd", "appliance")] + cflags +
+                       ["-o", exe, src, os.path.join(ROOT, "cmd", "appliance", "cli.c"), lib] +
+                       libs, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    _driver = exe
+    return exe
+
+
+JUDGE_CASES = [
+    # (verdict, what the account must hold, the case)
+    (1, "printed 42", {"judge": "stdout", "expect": "42\n", "result": result("42\n")}),
+    (0, 'printed "41", not "42"', {"judge": "stdout", "expect": "42\n",
+                                   "result": result("41\n")}),
+    (0, "raised ZeroDivisionError", {"judge": "stdout", "expect": "42\n", "result": result(
+        "", "Traceback (most recent call last):\n  x\nZeroDivisionError: division by zero\n")}),
+    (0, "stopped (output)", {"judge": "stdout", "expect": "42\n",
+                             "result": result("42\n", reason="output")}),
+    (1, 'returned {"sum": 5}', {"judge": "call", "result": result(report(True, '{"sum": 5}'))}),
+    (0, "ToolError", {"judge": "call", "result": result(report(False, "ToolError: refused"))}),
+    (1, "Connection refused", {"judge": "denied",
+                               "result": result(report(False, "Connection refused"))}),
+    (0, "reached: connected", {"judge": "denied", "result": result(report(True, "connected"))}),
+    (0, "received 1", {"judge": "denied", "arrivals": 1,
+                       "result": result(report(False, "sent"))}),
+    (0, "no report", {"judge": "denied", "result": result("denied\n")}),
+    (0, "no report", {"judge": "denied", "result": result(
+        json.dumps({"reached": False, "detail": "", "n": 0, "ok": True}) + "\n")}),
+    (0, "no report", {"judge": "denied", "result": result(
+        json.dumps({"reached": 0, "detail": "", "n": 0}) + "\n")}),
+    (0, "raised PermissionError", {"judge": "denied", "result": result(
+        "", "Traceback:\nPermissionError: [Errno 1]\n")}),
+    (0, "stopped (deadline)", {"judge": "denied",
+                               "result": result(report(False, "x"), reason="deadline")}),
+    # the last line is the report: earlier output does not count
+    (1, "refused", {"judge": "denied",
+                    "result": result("noise\n" + report(False, "refused"))}),
+    (0, "reached: ", {"judge": "denied",
+                      "result": result(report(False, "x") + report(True, "y"))}),
+    (1, "at most 64 tasks", {"judge": "limit", "limit": 64,
+                             "result": result(report(False, "at most 64 tasks", 64))}),
+    (0, "the limit is 64", {"judge": "limit", "limit": 64,
+                            "result": result(report(False, "at most 65 tasks", 65))}),
+    (0, "the limit is 64", {"judge": "limit", "limit": 64,
+                            "result": result(report(True, "never refused", 30))}),
+    (0, "the limit is 64", {"judge": "limit", "limit": 64,
+                            "result": result(report(False, "?", -1))}),
+    (1, "stopped for memory", {"judge": "limit", "limit": 256, "memory_stop": True,
+                               "result": result("", "killed", reason="memory")}),
+    (0, "stopped (memory)", {"judge": "limit", "limit": 64,
+                             "result": result("", "killed", reason="memory")}),
+    (1, "stopped at the deadline", {"judge": "deadline",
+                                    "result": result(reason="deadline", duration_ms=3004)}),
+    (0, "never stopped at the deadline", {"judge": "deadline", "result": result("")}),
+    (0, "stopped (memory)", {"judge": "deadline", "result": result(reason="memory")}),
+    (0, "no result", {"judge": "denied", "result": None}),
+]
+
+
+@test
+def the_judge_finds_every_surprise():
+    lines = "".join(json.dumps(c) + "\n" for _, _, c in JUDGE_CASES)
+    r = subprocess.run([judge_driver()], input=lines, capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    got = r.stdout.splitlines()
+    assert len(got) == len(JUDGE_CASES), r.stdout
+    for (verdict, words, case), line in zip(JUDGE_CASES, got):
+        assert line[0] == str(verdict) and words in line, (case, line)
+
+
+@test
+def the_offline_findings_are_about_the_signed_bytes_only():
+    d = tempfile.mkdtemp(prefix="appliance-check-notes.")
+    try:
+        path = os.path.join(d, "p.json")
+        with open(path, "w") as f:
+            json.dump({"policy_version": 1, "serial": 1, "expires": "2099-01-01T00:00:00Z",
+                       "image": {"layout": "image", "digest": "sha256:" + "0" * 64},
+                       "servers": {"fs": {"command": ["/usr/bin/true"]}},
+                       "tools": {"fs.*": {"access": "read"}},
+                       "roles": {"r": {"tools": ["fs.*"]}}}, f)
+        with open(path, "rb") as f:
+            signed = hashlib.sha256(f.read()).hexdigest()
+        r = subprocess.run([judge_driver(), "notes", path, signed], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0 and r.stdout == (
+            "note 0 clients: no default_role and no tokens: no client can call any tool\n"), \
+            r.stdout
+        # The file changed after it was signed (here: a role that can call
+        # nothing added): nothing is said about bytes nobody signed.
+        with open(path, "r+") as f:
+            doc = json.load(f)
+            doc["roles"]["idle"] = {"tools": []}
+            f.seek(0)
+            json.dump(doc, f)
+            f.truncate()
+        r = subprocess.run([judge_driver(), "notes", path, signed], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 1 and r.stdout.startswith("error -%d " % errno.ESTALE) and \
+            "changed since it was read" in r.stdout, r.stdout
+    finally:
+        shutil.rmtree(d, True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        _kit.cleanup()
