@@ -707,6 +707,9 @@ static void policy_requirements(struct check *c)
 			    "servers.%s: an HTTP server: HTTP upstreams are not supported yet, and "
 			    "run refuses the policy",
 			    policy_server_get(p, i)->name);
+	if (policy_http(p))
+		say(c, MARK_PROBLEM,
+		    "http: serving MCP over HTTP is not supported yet, and run refuses the policy");
 	if (approver && access(approver, X_OK) < 0)
 		say(c, MARK_PROBLEM, "approvals.command: %s: %s", approver, strerror(errno));
 	if (cli_policy_runnable(p, c->a->policy, &err) < 0)

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "run_cmd.h"
 #include "policy_cmds.h"
+#include "token_cmd.h"
 
 static const char usage_text[] =
 	"usage: appliance COMMAND [ARGS]\n"
@@ -68,6 +69,9 @@ static const char usage_text[] =
 	"        with the keys, its seals; exit 1 on the first problem\n"
 	"  audit show [--runs] FILE\n"
 	"        print an audit log's starts, runs and calls readably\n"
+	"  token NAME ROLE\n"
+	"        make a bearer token for an HTTP client, print it once and the\n"
+	"        clients.tokens entry (its SHA-256) to sign into the policy\n"
 	"\n"
 	"The rollback floor (the highest serial accepted per deployment) is in\n"
 	"/var/lib/appliance as root, and --state-dir is refused there; an ordinary\n"
@@ -75,7 +79,7 @@ static const char usage_text[] =
 	"Only keys from the trust directory raise it: a policy checked with\n"
 	"--trust PUBKEY is held to it and never moves it.\n"
 	"  version   print the version\n"
-	"  help [check]  print this text, or check's\n";
+	"  help [check|token]  print this text, or a command's own\n";
 
 static int usage_error(const char *msg)
 {
@@ -148,6 +152,7 @@ static const struct command_help {
 	void (*print)(void);
 } command_helps[] = {
 	{"check", check_help},
+	{"token", token_help},
 };
 
 static int cmd_help(int argc, char **argv)
@@ -170,6 +175,7 @@ static const struct command {
 	{"version", cmd_version, false}, {"help", cmd_help, false},   {"--help", cmd_help, false},
 	{"keygen", cmd_keygen, false},	 {"sign", cmd_sign, false},   {"verify", cmd_verify, false},
 	{"stubs", cmd_stubs, true},	 {"audit", cmd_audit, false}, {"check", cmd_check, true},
+	{"token", cmd_token, false},
 };
 
 /* Process-wide state, set once, here: library code only checks it. */

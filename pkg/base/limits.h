@@ -107,6 +107,26 @@
 #define APPL_MAX_APPROVALS_DEF	     10u
 #define APPL_MAX_APPROVALS_CEIL	     1000u
 
+/* Serving MCP over HTTP (policy `http`; the limits are in `limits` too):
+ * open connections, sessions one bearer token may hold, cells one client
+ * may have in flight (more wait their turn) and waiting, the request body
+ * (KiB), a session's idle expiry, and the time a request's headers and body
+ * have to arrive (a client that trickles bytes holds a connection). */
+#define APPL_HTTP_CONNECTIONS_DEF	  256u
+#define APPL_HTTP_CONNECTIONS_CEIL	  4096u
+#define APPL_HTTP_SESSIONS_PER_TOKEN_DEF  32u
+#define APPL_HTTP_SESSIONS_PER_TOKEN_CEIL 1024u
+#define APPL_HTTP_CELLS_PER_CLIENT_DEF	  4u
+#define APPL_HTTP_CELLS_PER_CLIENT_CEIL	  64u
+#define APPL_HTTP_WAITING_PER_CLIENT_DEF  64u
+#define APPL_HTTP_WAITING_PER_CLIENT_CEIL 1024u
+#define APPL_HTTP_BODY_KB_DEF		  2048u
+#define APPL_HTTP_BODY_KB_CEIL		  4096u /* APPL_RPC_MESSAGE_MAX: more buys nothing */
+#define APPL_HTTP_IDLE_S_DEF		  600u
+#define APPL_HTTP_IDLE_S_CEIL		  86400u
+#define APPL_HTTP_SLOW_S_DEF		  30u
+#define APPL_HTTP_SLOW_S_CEIL		  600u
+
 /* Memory the sandbox's own gVisor kernel (Sentry, gofer) may use on top of
  * what the code may use, when the memory cgroup is applied as root. */
 #define APPL_GVISOR_ALLOWANCE_MB 192
@@ -210,6 +230,17 @@
 #define APPL_APPROVAL_TIMEOUT_S_MIN 1
 #define APPL_MAX_APPROVALS_MIN	    0 /* every gated call is refused */
 
+/* The least value of each HTTP limit. */
+#define APPL_HTTP_CONNECTIONS_MIN	 1
+#define APPL_HTTP_SESSIONS_PER_TOKEN_MIN 1
+#define APPL_HTTP_CELLS_PER_CLIENT_MIN	 1
+#define APPL_HTTP_WAITING_PER_CLIENT_MIN 1
+/* 64 KiB: room for a short program and the envelope; the default must hold
+ * the longest program escaped at its worst (policy.c asserts it). */
+#define APPL_HTTP_BODY_KB_MIN 64
+#define APPL_HTTP_IDLE_S_MIN  10
+#define APPL_HTTP_SLOW_S_MIN  1
+
 /* What one policy may hold. The document needs 4 levels of nesting; more is
  * refused before jansson builds anything. */
 #define APPL_POLICY_DEPTH_MAX	     8
@@ -230,6 +261,18 @@
 #define APPL_POLICY_HEADERS_MAX	     32 /* per HTTP server */
 #define APPL_POLICY_HEADER_NAME_MAX  128
 #define APPL_POLICY_HEADER_VALUE_MAX 4096 /* the template, before {env:NAME} is filled */
+/* The `http` section: where and how the appliance serves MCP over HTTP. */
+#define APPL_POLICY_HTTP_LISTEN_MAX 8 /* listen addresses */
+/* A listen address as written, bounded before it is read: "unix:" and a
+ * path (each kind then has its own cap). */
+#define APPL_POLICY_HTTP_LISTEN_TEXT (5 + APPL_POLICY_PATH_MAX)
+#define APPL_POLICY_UNIX_PATH_MAX    107 /* sun_path holds 108 bytes, NUL included */
+#define APPL_POLICY_HTTP_PATH_MAX    256 /* the endpoint's path */
+#define APPL_POLICY_HTTP_ORIGINS_MAX 32
+#define APPL_POLICY_HTTP_HOSTS_MAX   64
+#define APPL_POLICY_HTTP_HOST_MAX    255 /* a Host header value, host[:port] */
+/* An origin: "https://" and a host[:port] of at most APPL_POLICY_HTTP_HOST_MAX. */
+#define APPL_POLICY_HTTP_ORIGIN_MAX (8 + APPL_POLICY_HTTP_HOST_MAX)
 
 /* ---- jsonrpc (pkg/jsonrpc) ----------------------------------------------- */
 /* A whole message is capped by its caller (APPL_RPC_MESSAGE_MAX downstream,

@@ -10,7 +10,8 @@
  * ("limits.memory_mb: must be an integer between 16 and 4096").
  *
  * A parsed policy is immutable. Every pointer an accessor returns is borrowed
- * from it and stays valid until policy_free.
+ * from it and stays valid until policy_free. The one function that looks at
+ * the disk, policy_http_tls_check, is for `run` to call when it starts.
  */
 #ifndef APPL_POLICY_POLICY_H
 #define APPL_POLICY_POLICY_H
@@ -99,6 +100,14 @@ struct policy_limits {
 	unsigned audit_rotate_kb;    /* a new log file before one passes this */
 	unsigned approval_timeout_s; /* one approval question's wait */
 	unsigned max_approvals;	     /* approval questions per run */
+	/* Serving MCP over HTTP (the `http` section) */
+	unsigned http_connections;	  /* open connections, all clients */
+	unsigned http_sessions_per_token; /* sessions one bearer token may hold */
+	unsigned http_cells_per_client;	  /* cells in flight per client; more wait */
+	unsigned http_waiting_per_client; /* cells waiting per client; more are refused */
+	unsigned http_body_kb;		  /* one request's body, KiB */
+	unsigned http_idle_s;		  /* an idle session expires after this */
+	unsigned http_slow_s;		  /* a request's headers and body arrive within */
 };
 
 /* Fill l with the defaults (APPL_*_DEF). */
@@ -250,6 +259,63 @@ const struct policy_token *policy_token_get(const struct policy *p, size_t i);
  * NULL. Every token is compared in full, in constant time, so the time taken
  * does not tell how much of a guessed hash was right. */
 const struct policy_token *policy_token_match(const struct policy *p, const unsigned char *sha256);
+
+/* Whether s[0..len) is a role or client (token) name: [a-z][a-z0-9_-]*, at
+ * most APPL_POLICY_LABEL_MAX. Pure. */
+bool policy_label_valid(const char *s, size_t len);
+
+/* ---- serving MCP over HTTP (`http`) ---------------------------------------- */
+
+enum policy_listen_kind {
+	POLICY_LISTEN_INET4, /* IPV4:PORT */
+	POLICY_LISTEN_INET6, /* [IPV6]:PORT */
+	POLICY_LISTEN_UNIX,  /* unix:ABSOLUTE_PATH */
+};
+
+/* Room for the longest IPv6 text and its NUL (INET6_ADDRSTRLEN). */
+#define POLICY_LISTEN_ADDRESS_MAX 46
+
+/* One listen address. Pointers borrowed from the policy. */
+struct policy_listen {
+	enum policy_listen_kind kind;
+	const char *text; /* as written: "127.0.0.1:8080", "[::1]:8080", "unix:/run/a.sock" */
+	/* inet: the address as written, without brackets or port ("::1");
+	 * unix: empty */
+	char address[POLICY_LISTEN_ADDRESS_MAX];
+	unsigned char addr[16]; /* inet: network order; 4 bytes for inet4 */
+	uint16_t port;		/* inet: 1..65535; unix: 0 */
+	const char *path;	/* unix: the socket's absolute path; inet: NULL */
+	bool local; /* reachable from this host only: 127.0.0.0/8, ::1 or a unix socket */
+};
+
+/* The `http` section. Pointers borrowed from the policy. */
+struct policy_http {
+	const struct policy_listen *listen; /* nlisten (1..APPL_POLICY_HTTP_LISTEN_MAX), unique */
+	size_t nlisten;
+	const char *path;	    /* the endpoint, "/mcp" unless the policy says */
+	const char *const *origins; /* norigins then NULL: http(s)://host[:port] */
+	size_t norigins;	    /* 0: only requests without an Origin are served */
+	const char *const *hosts;   /* nhosts then NULL: the Host values served */
+	size_t nhosts;
+	bool hosts_default;   /* hosts is the default (the policy gave none) */
+	const char *tls_cert; /* absolute paths, or both NULL: no TLS */
+	const char *tls_key;
+};
+
+#define POLICY_HTTP_PATH_DEFAULT "/mcp"
+
+/* The `http` section, or NULL when the policy has none (then nothing is
+ * served over HTTP). Borrowed. Without allowed_hosts, hosts holds
+ * `localhost`, `127.0.0.1` and `[::1]`, each bare and with each inet listen
+ * port, and each inet listen address as written, each once. */
+const struct policy_http *policy_http(const struct policy *p);
+
+/* What `run` checks before it serves HTTPS: http.tls.key is a regular file
+ * owned by the effective uid with no permission for group or others (a key
+ * others can read is a key others have), and http.tls.cert a regular file.
+ * 0 when they are, or when there is no http.tls; else a negative code with
+ * err saying which file and why. Looks at the disk (stat), reads nothing. */
+int policy_http_tls_check(const struct policy *p, struct appl_err *err);
 
 /* ---- audit ---------------------------------------------------------------- */
 

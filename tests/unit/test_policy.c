@@ -8,13 +8,17 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "base/fs.h"
 #include "base/limits.h"
@@ -249,6 +253,15 @@ static void test_defaults(void **state)
 	assert_int_equal(l.audit_rotate_kb, APPL_AUDIT_ROTATE_KB_DEF);
 	assert_int_equal(l.approval_timeout_s, 120);
 	assert_int_equal(l.max_approvals, 10);
+	assert_int_equal(l.http_connections, 256);
+	assert_int_equal(l.http_sessions_per_token, 32);
+	assert_int_equal(l.http_cells_per_client, 4);
+	assert_int_equal(l.http_waiting_per_client, 64);
+	assert_int_equal(l.http_body_kb, 2048);
+	assert_int_equal(l.http_idle_s, 600);
+	assert_int_equal(l.http_slow_s, 30);
+	assert_null(policy_http(p));
+	assert_int_equal(policy_http_tls_check(p, &err), 0);
 	assert_false(policy_approvals_used(p));
 	assert_null(policy_approvals_command(p));
 	policy_limits_default(&d);
@@ -328,6 +341,13 @@ static void test_limits_each_side(void **state)
 		{"approval_timeout_s", APPL_APPROVAL_TIMEOUT_S_MIN, APPL_APPROVAL_TIMEOUT_S_CEIL,
 		 ""},
 		{"max_approvals", APPL_MAX_APPROVALS_MIN, APPL_MAX_APPROVALS_CEIL, ""},
+		{"http_connections", 1, 4096, ""},
+		{"http_sessions_per_token", 1, 1024, ""},
+		{"http_cells_per_client", 1, 64, ""},
+		{"http_waiting_per_client", 1, 1024, ""},
+		{"http_body_kb", 64, 4096, ""},
+		{"http_idle_s", 10, 86400, ""},
+		{"http_slow_s", 1, 600, ""},
 	};
 
 	(void)state;
@@ -976,6 +996,8 @@ static void test_readme_example(void **state)
 	if (policy_parse(start, (size_t)(end - start), "/etc/appliance", &p, &err) < 0)
 		fail_msg("README example: %s", err.msg);
 	assert_true(policy_http_used(p));
+	assert_non_null(policy_http(p));
+	assert_string_equal(policy_http(p)->listen[0].text, "127.0.0.1:8080");
 	assert_string_equal(policy_client_default_role(p), "analyst");
 	assert_string_equal(policy_token_get(p, 0)->role, "operator");
 	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
@@ -999,6 +1021,589 @@ static void test_verdict_text(void **state)
 	assert_non_null(policy_verdict_text(POLICY_DENY_WRITE));
 	assert_non_null(policy_verdict_text(POLICY_DENY_NO_ROLE));
 	assert_string_equal(policy_verdict_text((enum policy_verdict)77), "not allowed");
+}
+
+/* ---- http: serving MCP over HTTP -------------------------------------------- */
+
+/* ", \"http\": {" body "}" parsed; refused (NULL, err filled) or not. */
+static struct policy *parse_http(const char *body, struct appl_err *err)
+{
+	char extra[6144];
+
+	assert_true((size_t)snprintf(extra, sizeof(extra), ", \"http\": {%s}", body) <
+		    sizeof(extra));
+	return parse_with(extra, err);
+}
+
+static void http_refused(const char *body, const char *want)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_http(body, &err);
+
+	if (p)
+		fail_msg("accepted: %s", body);
+	if (strcmp(err.msg, want) != 0)
+		fail_msg("%s:\n  got  %s\n  want %s", body, err.msg, want);
+	assert_int_equal(err.code, -EINVAL);
+}
+
+#define TLS                                                                                        \
+	"\"tls\": {\"cert\": \"/etc/appliance/tls/cert.pem\", \"key\": "                           \
+	"\"/etc/appliance/tls/key.pem\"}"
+
+static void test_http_read(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p =
+		parse_http("\"listen\": [\"127.0.0.1:8080\", \"[::1]:8080\", \"0.0.0.0:8443\", "
+			   "\"unix:/run/appliance/mcp.sock\"], \"path\": \"/v1/mcp\", "
+			   "\"allowed_origins\": [\"https://app.example\", \"http://[::1]:8080\"], "
+			   "\"allowed_hosts\": [\"localhost:8080\", \"mcp.example\"], " TLS,
+			   &err);
+	const struct policy_http *h;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	h = policy_http(p);
+	assert_non_null(h);
+	assert_false(policy_http_used(p)); /* that one is about upstreams */
+	assert_int_equal(h->nlisten, 4);
+	assert_int_equal(h->listen[0].kind, POLICY_LISTEN_INET4);
+	assert_string_equal(h->listen[0].text, "127.0.0.1:8080");
+	assert_string_equal(h->listen[0].address, "127.0.0.1");
+	assert_memory_equal(h->listen[0].addr, "\x7f\0\0\x01", 4);
+	assert_int_equal(h->listen[0].port, 8080);
+	assert_null(h->listen[0].path);
+	assert_true(h->listen[0].local);
+	assert_int_equal(h->listen[1].kind, POLICY_LISTEN_INET6);
+	assert_string_equal(h->listen[1].address, "::1");
+	assert_int_equal(h->listen[1].addr[15], 1);
+	assert_int_equal(h->listen[1].port, 8080);
+	assert_true(h->listen[1].local);
+	assert_int_equal(h->listen[2].kind, POLICY_LISTEN_INET4);
+	assert_int_equal(h->listen[2].port, 8443);
+	assert_false(h->listen[2].local);
+	assert_int_equal(h->listen[3].kind, POLICY_LISTEN_UNIX);
+	assert_string_equal(h->listen[3].path, "/run/appliance/mcp.sock");
+	assert_string_equal(h->listen[3].address, "");
+	assert_int_equal(h->listen[3].port, 0);
+	assert_true(h->listen[3].local);
+	assert_string_equal(h->path, "/v1/mcp");
+	assert_int_equal(h->norigins, 2);
+	assert_string_equal(h->origins[0], "https://app.example");
+	assert_string_equal(h->origins[1], "http://[::1]:8080");
+	assert_null(h->origins[2]);
+	assert_int_equal(h->nhosts, 2);
+	assert_false(h->hosts_default);
+	assert_string_equal(h->hosts[0], "localhost:8080");
+	assert_string_equal(h->hosts[1], "mcp.example");
+	assert_null(h->hosts[2]);
+	assert_string_equal(h->tls_cert, "/etc/appliance/tls/cert.pem");
+	assert_string_equal(h->tls_key, "/etc/appliance/tls/key.pem");
+	policy_free(p);
+}
+
+/* Left out: path /mcp, no origins, the loopback hosts, no TLS. */
+static void test_http_defaults(void **state)
+{
+	static const char *const want[] = {
+		"localhost",
+		"127.0.0.1",
+		"[::1]",
+		"localhost:8080",
+		"127.0.0.1:8080",
+		"[::1]:8080",
+		"localhost:9000",
+		"127.0.0.1:9000",
+		"[::1]:9000",
+		"127.0.0.2:9000",
+		"[::1]:9000" /* given once */,
+	};
+	struct appl_err err = {0};
+	struct policy *p = parse_http("\"listen\": [\"127.0.0.1:8080\", \"[::1]:8080\", "
+				      "\"unix:/run/a.sock\", \"127.0.0.2:9000\", \"[::1]:9000\"]",
+				      &err);
+	const struct policy_http *h;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	h = policy_http(p);
+	assert_string_equal(h->path, "/mcp");
+	assert_int_equal(h->norigins, 0);
+	assert_null(h->origins[0]);
+	assert_null(h->tls_cert);
+	assert_null(h->tls_key);
+	assert_true(h->hosts_default);
+	assert_int_equal(h->nhosts, 10);
+	for (size_t i = 0; i < h->nhosts; i++)
+		assert_string_equal(h->hosts[i], want[i]);
+	assert_null(h->hosts[h->nhosts]);
+	assert_int_equal(policy_http_tls_check(p, &err), 0);
+	policy_free(p);
+	/* a unix socket alone: the bare loopback names */
+	p = parse_http("\"listen\": [\"unix:/run/a.sock\"]", &err);
+	assert_non_null(p);
+	assert_int_equal(policy_http(p)->nhosts, 3);
+	policy_free(p);
+	/* the most listeners, each on a port of its own: the defaults fit */
+	p = parse_http("\"listen\": [\"127.0.0.1:1\", \"127.0.0.2:2\", \"127.0.0.3:3\", "
+		       "\"127.0.0.4:4\", \"[::1]:5\", \"127.0.0.6:6\", \"127.0.0.7:7\", "
+		       "\"127.0.0.8:65535\"]",
+		       &err);
+	assert_non_null(p);
+	/* 127.0.0.1:1 and [::1]:5 as written are loopback names with a port */
+	assert_int_equal(policy_http(p)->nhosts, 3 + 3 * 8 + 6);
+	assert_string_equal(policy_http(p)->hosts[3 + 3 * 8 - 1], "[::1]:65535");
+	policy_free(p);
+}
+
+static void test_http_listen_refused(void **state)
+{
+	static const char form[] =
+		"must be IPV4:PORT, [IPV6]:PORT or unix:/PATH (addresses, not host names)";
+	static const char port[] =
+		"the port must be 1 to 65535 in decimal, without a sign or leading zeros";
+	static const struct {
+		const char *addr, *want;
+	} cases[] = {
+		{"localhost:8080", form},
+		{"example.com:443", form},
+		{"127.0.0.1", form},
+		{"127.1:80", form},
+		{"127.0.0.01:80", form},
+		{"0x7f.0.0.1:80", form},
+		{"256.0.0.1:80", form},
+		{"1.2.3.4.5:80", form},
+		{" 127.0.0.1:80", form},
+		{"::1:8080", form},
+		{"[::1]", form},
+		{"[::1]8080:", form},
+		{"[]:80", form},
+		{"[fe80::1%eth0]:80", form},
+		{"[::g]:80", form},
+		{"", form},
+		{"127.0.0.1:0", port},
+		{"127.0.0.1:65536", port},
+		{"127.0.0.1:08080", port},
+		{"127.0.0.1:+80", port},
+		{"127.0.0.1:-1", port},
+		{"127.0.0.1:", port},
+		{"127.0.0.1:80 ", port},
+		{"[::1]:99999", port},
+		{"[::ffff:127.0.0.1]:80", "write an IPv4 address as IPV4:PORT"},
+		{"unix:", "must be an absolute path"},
+		{"unix:run/a.sock", "must be an absolute path"},
+		{"unix:/run/../a.sock", "must not hold . or .. components"},
+		{"unix:/run/a\\tb", "must not hold control characters"},
+		{"unix:/123456789012345678901234567890123456789012345678901234567890123456789012"
+		 "34567890123456789012345678901234567",
+		 "a socket path is at most 107 bytes"},
+	};
+	char body[512], want[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		snprintf(body, sizeof(body), "\"listen\": [\"unix:/run/ok\", \"%s\"]",
+			 cases[i].addr);
+		snprintf(want, sizeof(want), "http.listen[1]: %s", cases[i].want);
+		http_refused(body, want);
+	}
+	/* 107 bytes is a path sun_path holds */
+	struct appl_err err = {0};
+	struct policy *p = parse_http(
+		"\"listen\": [\"unix:/12345678901234567890123456789012345678901234567890123456789"
+		"01234567890123456789012345678901234567890123456\"]",
+		&err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_int_equal(strlen(policy_http(p)->listen[0].path), 107);
+	policy_free(p);
+	http_refused("", "http.listen: missing");
+	http_refused("\"listen\": []", "http.listen: must be an array of 1 to 8 addresses");
+	http_refused("\"listen\": \"127.0.0.1:80\"",
+		     "http.listen: must be an array of 1 to 8 addresses");
+	http_refused("\"listen\": [\"unix:/1\", \"unix:/2\", \"unix:/3\", \"unix:/4\", "
+		     "\"unix:/5\", \"unix:/6\", \"unix:/7\", \"unix:/8\", \"unix:/9\"]",
+		     "http.listen: must be an array of 1 to 8 addresses");
+	http_refused("\"listen\": [8080]", "http.listen[0]: must be a string");
+	http_refused("\"listen\": [\"127.0.0.1:80\", \"127.0.0.1:80\"]",
+		     "http.listen[1]: the same address as http.listen[0]");
+	http_refused("\"listen\": [\"[::1]:80\", \"[0:0:0:0:0:0:0:1]:80\"]",
+		     "http.listen[1]: the same address as http.listen[0]");
+	http_refused("\"listen\": [\"unix:/a\", \"127.0.0.1:80\", \"unix:/a\"]",
+		     "http.listen[2]: the same address as http.listen[0]");
+	http_refused("\"listen\": [\"unix:/a\"], \"port\": 80", "http.port: unknown key");
+	assert_null(parse_with(", \"http\": []", &err));
+	assert_string_equal(err.msg, "http: must be an object");
+	/* the same address on two ports, and two addresses on one, are two */
+	p = parse_http("\"listen\": [\"127.0.0.1:80\", \"127.0.0.1:81\", \"127.0.0.2:80\"]", &err);
+	assert_non_null(p);
+	policy_free(p);
+}
+
+/* Tokens cross a network only inside TLS: a listener other hosts can
+ * reach is refused without it. */
+static void test_http_needs_tls_off_loopback(void **state)
+{
+	static const char *const remote[] = {"0.0.0.0:8443", "10.1.2.3:80", "[::]:80",
+					     "[2001:db8::1]:443", "128.0.0.1:80"};
+	struct appl_err err = {0};
+	char body[512], want[512];
+	struct policy *p;
+
+	(void)state;
+	http_refused("\"listen\": [\"127.0.0.1:8080\", \"[::1]:8080\", \"0.0.0.0:8443\", "
+		     "\"unix:/run/appliance/mcp.sock\"]",
+		     "http.listen[2]: 0.0.0.0:8443 is not loopback: it needs http.tls");
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++) {
+		snprintf(body, sizeof(body), "\"listen\": [\"%s\"]", remote[i]);
+		snprintf(want, sizeof(want),
+			 "http.listen[0]: %s is not loopback: it needs http.tls", remote[i]);
+		http_refused(body, want);
+		snprintf(body, sizeof(body), "\"listen\": [\"%s\"], " TLS, remote[i]);
+		p = parse_http(body, &err);
+		if (!p)
+			fail_msg("%s: %s", remote[i], err.msg);
+		policy_free(p);
+	}
+	/* all of 127.0.0.0/8 is loopback */
+	p = parse_http("\"listen\": [\"127.255.255.254:80\"]", &err);
+	assert_non_null(p);
+	policy_free(p);
+	http_refused("\"listen\": [\"unix:/a\"], \"tls\": {\"cert\": \"/a.pem\"}",
+		     "http.tls.key: missing");
+	http_refused("\"listen\": [\"unix:/a\"], \"tls\": {\"key\": \"/a.pem\"}",
+		     "http.tls.cert: missing");
+	http_refused("\"listen\": [\"unix:/a\"], \"tls\": {\"cert\": \"a.pem\", \"key\": \"/k\"}",
+		     "http.tls.cert: must be an absolute path");
+	http_refused("\"listen\": [\"unix:/a\"], \"tls\": {\"cert\": \"/c\", \"key\": \"/a/./k\"}",
+		     "http.tls.key: must not hold . or .. components");
+	http_refused("\"listen\": [\"unix:/a\"], \"tls\": {\"cert\": \"/c\", \"key\": \"/k\", "
+		     "\"ca\": \"/ca\"}",
+		     "http.tls.ca: unknown key");
+	http_refused("\"listen\": [\"unix:/a\"], \"tls\": true", "http.tls: must be an object");
+}
+
+static void test_http_path(void **state)
+{
+	static const char *const good[] = {"/", "/mcp", "/a/b-c_d.e~f", "/a.b/c"};
+	static const struct {
+		const char *path, *want;
+	} bad[] = {
+		{"", "must start with /"},
+		{"mcp", "must start with /"},
+		{"/a b", "must be printable ASCII without spaces"},
+		{"/a\\tb", "must be printable ASCII without spaces"},
+		{"/caf\\u00e9", "must be printable ASCII without spaces"},
+		{"/a?x=1", "must not hold ? or #"},
+		{"/a#top", "must not hold ? or #"},
+		{"/%2e%2e/a", "must not hold % escapes"},
+		{"/a/../b", "must not hold .."},
+		{"/..", "must not hold .."},
+	};
+	struct appl_err err = {0};
+	char body[512], want[512], longp[300];
+	struct policy *p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(body, sizeof(body), "\"listen\": [\"unix:/a\"], \"path\": \"%s\"",
+			 good[i]);
+		p = parse_http(body, &err);
+		if (!p)
+			fail_msg("%s: %s", good[i], err.msg);
+		assert_string_equal(policy_http(p)->path, good[i]);
+		policy_free(p);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(body, sizeof(body), "\"listen\": [\"unix:/a\"], \"path\": \"%s\"",
+			 bad[i].path);
+		snprintf(want, sizeof(want), "http.path: %s", bad[i].want);
+		http_refused(body, want);
+	}
+	longp[0] = '/';
+	memset(longp + 1, 'a', 256);
+	longp[257] = '\0';
+	snprintf(body, sizeof(body), "\"listen\": [\"unix:/a\"], \"path\": \"%s\"", longp);
+	http_refused(body, "http.path: longer than 256 bytes");
+	longp[256] = '\0';
+	snprintf(body, sizeof(body), "\"listen\": [\"unix:/a\"], \"path\": \"%s\"", longp);
+	p = parse_http(body, &err);
+	assert_non_null(p);
+	policy_free(p);
+	http_refused("\"listen\": [\"unix:/a\"], \"path\": 5", "http.path: must be a string");
+}
+
+static void test_http_origins(void **state)
+{
+	static const char *const good[] = {"https://app.example",      "http://localhost:8080",
+					   "https://[::1]:8443",       "http://127.0.0.1",
+					   "https://a-b.c9.example:1", "http://x:65535"};
+	static const char form[] = "must be an origin: http:// or https://, a lower-case host "
+				   "and perhaps :PORT, nothing after";
+	static const struct {
+		const char *origin, *want;
+	} bad[] = {
+		{"HTTPS://app.example", form},
+		{"https://App.example", form},
+		{"https://app.example/", form},
+		{"https://app.example/x", form},
+		{"https://app.example?x", form},
+		{"ftp://app.example", form},
+		{"https://", form},
+		{"app.example", form},
+		{"null", form},
+		{"*", form},
+		{"https://user@app.example", form},
+		{"https://app.example:", form},
+		{"https://app.example:0", form},
+		{"https://app.example:080", form},
+		{"https://app.example:70000", form},
+		{"https://[::1", form},
+		{"https://[::G]", form},
+		{"https://[::A]", form},
+		{"https://a b", form},
+		{"https://app.example:443",
+		 "browsers never send the default port 443: leave it out"},
+		{"http://app.example:80", "browsers never send the default port 80: leave it out"},
+	};
+	struct appl_err err = {0};
+	char body[6144], want[512];
+	struct policy *p;
+	size_t o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		snprintf(body, sizeof(body),
+			 "\"listen\": [\"unix:/a\"], \"allowed_origins\": [\"%s\"]", good[i]);
+		p = parse_http(body, &err);
+		if (!p)
+			fail_msg("%s: %s", good[i], err.msg);
+		assert_string_equal(policy_http(p)->origins[0], good[i]);
+		policy_free(p);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(body, sizeof(body),
+			 "\"listen\": [\"unix:/a\"], \"allowed_origins\": [\"https://ok\", \"%s\"]",
+			 bad[i].origin);
+		snprintf(want, sizeof(want), "http.allowed_origins[1]: %s", bad[i].want);
+		http_refused(body, want);
+	}
+	http_refused("\"listen\": [\"unix:/a\"], \"allowed_origins\": [\"https://a\", "
+		     "\"https://a\"]",
+		     "http.allowed_origins[1]: also http.allowed_origins[0]");
+	http_refused("\"listen\": [\"unix:/a\"], \"allowed_origins\": \"https://a\"",
+		     "http.allowed_origins: must be an array of 0 to 32 origins");
+	/* 32 is the cap */
+	for (size_t n = 32; n <= 33; n++) {
+		o = (size_t)snprintf(body, sizeof(body),
+				     "\"listen\": [\"unix:/a\"], \"allowed_origins\": [");
+		for (size_t i = 0; i < n; i++)
+			o += (size_t)snprintf(body + o, sizeof(body) - o, "%s\"https://h%zu\"",
+					      i ? ", " : "", i);
+		snprintf(body + o, sizeof(body) - o, "]");
+		p = parse_http(body, &err);
+		if (n == 32) {
+			assert_non_null(p);
+			assert_int_equal(policy_http(p)->norigins, 32);
+			policy_free(p);
+		} else {
+			assert_null(p);
+			assert_string_equal(
+				err.msg,
+				"http.allowed_origins: must be an array of 0 to 32 origins");
+		}
+	}
+}
+
+static void test_http_hosts(void **state)
+{
+	static const char form[] =
+		"must be a Host value, host or host:port (printable, no / ? # @ , or \\)";
+	static const char *const bad[] = {"a b", "a/b",	   "a?b",	 "a#b",	 "u@a",
+					  "a,b", "a\\\\b", "caf\\u00e9", "a\\tb"};
+	struct appl_err err = {0};
+	char body[20000], want[512], longh[300];
+	struct policy *p;
+	size_t o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(body, sizeof(body),
+			 "\"listen\": [\"unix:/a\"], \"allowed_hosts\": [\"%s\"]", bad[i]);
+		snprintf(want, sizeof(want), "http.allowed_hosts[0]: %s", form);
+		http_refused(body, want);
+	}
+	http_refused("\"listen\": [\"unix:/a\"], \"allowed_hosts\": [\"\"]",
+		     "http.allowed_hosts[0]: must not be empty");
+	http_refused("\"listen\": [\"unix:/a\"], \"allowed_hosts\": []",
+		     "http.allowed_hosts: must be an array of 1 to 64 hosts");
+	/* a host name has no case: two spellings are one host */
+	http_refused("\"listen\": [\"unix:/a\"], \"allowed_hosts\": [\"MCP.example\", "
+		     "\"mcp.EXAMPLE\"]",
+		     "http.allowed_hosts[1]: also http.allowed_hosts[0]");
+	memset(longh, 'h', 256);
+	longh[256] = '\0';
+	snprintf(body, sizeof(body), "\"listen\": [\"unix:/a\"], \"allowed_hosts\": [\"%s\"]",
+		 longh);
+	http_refused(body, "http.allowed_hosts[0]: longer than 255 bytes");
+	longh[255] = '\0';
+	snprintf(body, sizeof(body), "\"listen\": [\"unix:/a\"], \"allowed_hosts\": [\"%s\"]",
+		 longh);
+	p = parse_http(body, &err);
+	assert_non_null(p);
+	assert_false(policy_http(p)->hosts_default);
+	policy_free(p);
+	for (size_t n = 64; n <= 65; n++) {
+		o = (size_t)snprintf(body, sizeof(body),
+				     "\"listen\": [\"unix:/a\"], \"allowed_hosts\": [");
+		for (size_t i = 0; i < n; i++)
+			o += (size_t)snprintf(body + o, sizeof(body) - o, "%s\"h%zu:80\"",
+					      i ? ", " : "", i);
+		snprintf(body + o, sizeof(body) - o, "]");
+		p = parse_http(body, &err);
+		if (n == 64) {
+			assert_non_null(p);
+			assert_int_equal(policy_http(p)->nhosts, 64);
+			assert_null(policy_http(p)->hosts[64]);
+			policy_free(p);
+		} else {
+			assert_null(p);
+			assert_string_equal(
+				err.msg, "http.allowed_hosts: must be an array of 1 to 64 hosts");
+		}
+	}
+}
+
+/* A file in dir with mode; returns its path in out. */
+static void make_file(const char *dir, const char *name, mode_t mode, char *out, size_t len)
+{
+	int fd;
+
+	snprintf(out, len, "%s/%s", dir, name);
+	fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "pem\n", 4), 4);
+	assert_int_equal(fchmod(fd, mode), 0);
+	close(fd);
+}
+
+static int tls_check_with(const char *cert, const char *key, struct appl_err *err)
+{
+	char body[1024];
+	struct policy *p;
+	int rc;
+
+	snprintf(body, sizeof(body),
+		 "\"listen\": [\"0.0.0.0:8443\"], \"tls\": {\"cert\": \"%s\", \"key\": \"%s\"}",
+		 cert, key);
+	p = parse_http(body, err);
+	assert_non_null(p);
+	memset(err, 0, sizeof(*err));
+	rc = policy_http_tls_check(p, err);
+	policy_free(p);
+	return rc;
+}
+
+/* The key must be ours alone: each way it is not is refused and said. */
+static void test_http_tls_check(void **state)
+{
+	static const mode_t open_modes[] = {0640, 0604, 0620, 0602, 0610, 0601, 0644, 0660};
+	char dir[] = "/tmp/test_policy_tls.XXXXXX", cert[128], key[128], want[256], missing[160];
+	struct appl_err err = {0};
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	make_file(dir, "cert.pem", 0644, cert, sizeof(cert));
+	make_file(dir, "key.pem", 0600, key, sizeof(key));
+	assert_int_equal(tls_check_with(cert, key, &err), 0);
+	make_file(dir, "key.pem", 0400, key, sizeof(key));
+	assert_int_equal(tls_check_with(cert, key, &err), 0);
+	for (size_t i = 0; i < sizeof(open_modes) / sizeof(open_modes[0]); i++) {
+		assert_int_equal(chmod(key, open_modes[i]), 0);
+		assert_int_equal(tls_check_with(cert, key, &err), -EPERM);
+		snprintf(want, sizeof(want),
+			 "http.tls.key: %s has mode %04o: group or others may read or change it "
+			 "(chmod 600)",
+			 key, (unsigned)open_modes[i]);
+		assert_string_equal(err.msg, want);
+	}
+	assert_int_equal(chmod(key, 0600), 0);
+	/* owned by someone else: as root, give it away; else a file of root's */
+	if (geteuid() == 0) {
+		assert_int_equal(chown(key, 65534, 65534), 0);
+		assert_int_equal(tls_check_with(cert, key, &err), -EPERM);
+		snprintf(want, sizeof(want),
+			 "http.tls.key: %s belongs to uid 65534, not to the appliance's uid 0",
+			 key);
+		assert_string_equal(err.msg, want);
+		assert_int_equal(chown(key, 0, 0), 0);
+	} else {
+		assert_int_equal(tls_check_with(cert, "/etc/passwd", &err), -EPERM);
+		assert_non_null(strstr(err.msg, "belongs to uid 0"));
+	}
+	snprintf(missing, sizeof(missing), "%s/none.pem", dir);
+	assert_int_equal(tls_check_with(cert, missing, &err), -ENOENT);
+	snprintf(want, sizeof(want), "http.tls.key: %s: %s", missing, strerror(ENOENT));
+	assert_string_equal(err.msg, want);
+	assert_int_equal(tls_check_with(missing, key, &err), -ENOENT);
+	assert_non_null(strstr(err.msg, "http.tls.cert: "));
+	assert_int_equal(tls_check_with(cert, dir, &err), -EINVAL);
+	snprintf(want, sizeof(want), "http.tls.key: %s is not a regular file", dir);
+	assert_string_equal(err.msg, want);
+	assert_int_equal(tls_check_with(dir, key, &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "http.tls.cert: "));
+	assert_int_equal(unlink(cert), 0);
+	assert_int_equal(unlink(key), 0);
+	assert_int_equal(rmdir(dir), 0);
+}
+
+/* The names `appliance token` takes are the names the policy takes. */
+static void test_label_valid(void **state)
+{
+	static const char *const good[] = {"a", "ci-bot", "dash-board_2",
+					   "x2345678901234567890123456789012"};
+	static const char *const bad[] = {"",	 "Ci",	 "1a",
+					  "-a",	 "_a",	 "a b",
+					  "a.b", "a\"b", "x23456789012345678901234567890123"};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++)
+		assert_true(policy_label_valid(good[i], strlen(good[i])));
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		assert_false(policy_label_valid(bad[i], strlen(bad[i])));
+	assert_false(policy_label_valid("ab", 3)); /* a NUL is not a name character */
+	assert_false(policy_label_valid(NULL, 0));
+}
+
+/* An entry as `appliance token` prints it admits the token: the hash of
+ * the text a client sends is what policy_token_match finds. */
+static void test_token_entry_matches(void **state)
+{
+	static const char token[] = "appliance_Zm9vYmFyYmF6cXV4cXV1eGZvb2JhcmJhenF1eHF1dXg";
+	unsigned char h[crypto_hash_sha256_BYTES];
+	char hex[2 * sizeof(h) + 1], extra[1024];
+	struct appl_err err = {0};
+	struct policy *p;
+
+	(void)state;
+	assert_true(sodium_init() >= 0);
+	crypto_hash_sha256(h, (const unsigned char *)token, strlen(token));
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	snprintf(extra, sizeof(extra),
+		 ", \"roles\": {\"ops\": {\"tools\": []}}, \"clients\": {\"tokens\": "
+		 "[{\"name\": \"ci-bot\", \"sha256\": \"%s\", \"role\": \"ops\"}]}",
+		 hex);
+	p = parse_with(extra, &err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_non_null(policy_token_match(p, h));
+	assert_string_equal(policy_token_match(p, h)->name, "ci-bot");
+	h[0] ^= 0x80;
+	assert_null(policy_token_match(p, h));
+	policy_free(p);
 }
 
 int main(void)
@@ -1034,6 +1639,16 @@ int main(void)
 		cmocka_unit_test(test_examples_access),
 		cmocka_unit_test(test_readme_example),
 		cmocka_unit_test(test_verdict_text),
+		cmocka_unit_test(test_http_read),
+		cmocka_unit_test(test_http_defaults),
+		cmocka_unit_test(test_http_listen_refused),
+		cmocka_unit_test(test_http_needs_tls_off_loopback),
+		cmocka_unit_test(test_http_path),
+		cmocka_unit_test(test_http_origins),
+		cmocka_unit_test(test_http_hosts),
+		cmocka_unit_test(test_http_tls_check),
+		cmocka_unit_test(test_label_valid),
+		cmocka_unit_test(test_token_entry_matches),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,110 @@
+/* front.h: the HTTP front door. Accepts connections inside the one event
+ * loop (libmicrohttpd driven from pkg/loop: no threads), refuses what must
+ * be refused before any MCP processing, and hands each admitted request,
+ * its body whole, to the owner, who answers once, at once or later, as a
+ * plain response or as a Server-Sent Events stream. docs/http.md has the
+ * admission order, the statuses and the limits.
+ *
+ * Admission, in order, each refusal a short text/plain body:
+ *   1 the path is cfg.path, else 404;
+ *   2 the method is POST, GET or DELETE, else 405 with Allow;
+ *   3 Host is one of cfg.hosts, else 403; Origin, when sent, one of
+ *     cfg.origins, else 403 (DNS rebinding, cross-site pages);
+ *   4 Authorization: Bearer TOKEN whose SHA-256 cfg.token maps to a
+ *     principal, else 401 with WWW-Authenticate: Bearer (or, with no
+ *     Authorization from a loopback or unix peer, cfg.anonymous);
+ *   5 POST: Content-Type application/json (415), Accept admits JSON and
+ *     SSE (406), Content-Length at most cfg.body_bytes (413, before the
+ *     body is read, so no 100 Continue); a chunked body past the cap 413;
+ *     GET: Accept admits SSE (406).
+ */
+#ifndef APPL_HTTP_FRONT_H
+#define APPL_HTTP_FRONT_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "loop/loop.h"
+
+#define HTTP_FRONT_LISTEN_MAX 16u
+/* What one stream may hold queued for a client that does not read. */
+#define HTTP_FRONT_STREAM_MAX (16u * 1024 * 1024)
+/* Bytes of a chunked body read and dropped past the cap before the 413,
+ * so the answer can be sent; a client sending more is cut off. */
+#define HTTP_FRONT_DRAIN_MAX (64u * 1024)
+
+struct http_front;
+struct http_req;
+
+/* "a.b.c.d:port", "[v6]:port" or "unix:/path" (created 0660; a stale
+ * socket there is removed, anything else is refused). Port 0: any. */
+struct http_front_listen {
+	const char *addr;
+};
+
+/* Every pointer is borrowed and must outlive the front. */
+struct http_front_config {
+	const struct http_front_listen *listen;
+	size_t nlisten;
+	const char *path;	  /* "/mcp" */
+	const char *const *hosts; /* allowed Host host parts: "localhost", "[::1]" */
+	size_t nhosts;
+	const char *const *origins; /* allowed Origin values, exact */
+	size_t norigins;
+	const char *tls_cert_pem, *tls_key_pem; /* PEM text; NULL: plain HTTP */
+	unsigned max_connections;		/* per listener */
+	size_t header_bytes;			/* per-connection memory for the request head */
+	size_t body_bytes;			/* the body cap */
+	unsigned slow_s; /* a request's head and body must come within this */
+	/* The principal for the SHA-256 of a bearer token, or NULL (401).
+	 * Compare in constant time (sodium_memcmp). NULL: every token is refused. */
+	const void *(*token)(void *data, const unsigned char sha256[32]);
+	/* Non-NULL: a loopback or unix peer sending no Authorization gets it. */
+	const void *anonymous;
+	/* An admitted request: answer it once (reply, or stream then
+	 * stream_end), now or later. */
+	void (*on_request)(struct http_req *r, void *data);
+	/* The client went away (or the stream overflowed, or the front is
+	 * closing) before the answer ended: r must not be touched again. */
+	void (*on_gone)(struct http_req *r, void *data);
+	void *data;
+};
+
+/* Open every listener and serve in loop. New object in *out, or a
+ * negative code with err filled (nothing left open). */
+int http_front_open(struct loop *loop, const struct http_front_config *cfg, struct http_front **out,
+		    struct appl_err *err);
+/* Stop accepting and end every connection: on_gone for every request the
+ * owner still holds. Removes unix socket files. Safe on NULL. */
+void http_front_close(struct http_front *f);
+/* The port listener i is bound to (0 for unix sockets). */
+unsigned http_front_port(const struct http_front *f, size_t i);
+
+/* A request's fields (borrowed, valid until the answer ends or on_gone). */
+const char *http_req_method(const struct http_req *r);
+/* The first header of that name (any case), or NULL. */
+const char *http_req_header(const struct http_req *r, const char *name);
+/* The body (NUL-terminated for convenience; *len may hold NULs). */
+const char *http_req_body(const struct http_req *r, size_t *len);
+const void *http_req_principal(const struct http_req *r);
+/* "127.0.0.1:5555", "[::1]:5555" or "unix". */
+const char *http_req_peer(const struct http_req *r);
+void http_req_set_data(struct http_req *r, void *d);
+void *http_req_data(const struct http_req *r);
+
+/* Answer with body[0..len) (copied); headers are "Name: value" lines,
+ * NULL-ended (borrowed, may be NULL). r is then no longer the owner's.
+ * Returns 0, -EINVAL for a bad header (r stays the owner's), -EALREADY
+ * when already answered. */
+int http_req_reply(struct http_req *r, unsigned status, const char *content_type, const char *body,
+		   size_t len, const char *const *headers);
+/* Start a text/event-stream answer (chunked). Returns as http_req_reply. */
+int http_req_stream(struct http_req *r, unsigned status, const char *const *headers);
+/* Queue data[0..len) (copied) on the stream. Returns 0, -EPIPE when the
+ * stream is not open, or -ENOBUFS when past HTTP_FRONT_STREAM_MAX: the
+ * stream is then cut off and on_gone follows. */
+int http_req_stream_send(struct http_req *r, const char *data, size_t len);
+/* End the stream once what is queued is sent; r is no longer the owner's. */
+int http_req_stream_end(struct http_req *r);
+
+#endif
