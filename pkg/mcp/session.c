@@ -124,6 +124,21 @@ static void send_line(struct mcp_session *s, char *line, size_t len)
 	s->t.send(s->t.t, line, len);
 }
 
+/* line belongs with the answer to related (may be NULL: anywhere). */
+static void send_line_for(struct mcp_session *s, const json_t *related, char *line, size_t len)
+{
+	if (!line)
+		return;
+	if (s->ended) {
+		free(line);
+		return;
+	}
+	if (related && s->t.send_for)
+		s->t.send_for(s->t.t, related, line, len);
+	else
+		s->t.send(s->t.t, line, len);
+}
+
 static void reply_error_data(struct mcp_session *s, const json_t *id, int code, const char *msg,
 			     const json_t *data)
 {
@@ -177,14 +192,20 @@ static void reply(struct mcp_session *s, const json_t *id, const struct mcp_revi
 	json_decref(result);
 }
 
-static void notify(struct mcp_session *s, const char *method, const json_t *params)
+static void notify_for(struct mcp_session *s, const json_t *related, const char *method,
+		       const json_t *params)
 {
 	char *line = NULL;
 	size_t len = 0;
 
 	if (jsonrpc_notification_encode(method, params, APPL_RPC_MESSAGE_MAX, &line, &len, NULL) ==
 	    0)
-		send_line(s, line, len);
+		send_line_for(s, related, line, len);
+}
+
+static void notify(struct mcp_session *s, const char *method, const json_t *params)
+{
+	notify_for(s, NULL, method, params);
 }
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -216,7 +237,7 @@ static void progress_send(struct mcp_run *r, uint64_t now)
 		json_object_set_new(params, "message", json_string(msg));
 	free(msg);
 	if (params)
-		notify(r->s, "notifications/progress", params);
+		notify_for(r->s, r->id, "notifications/progress", params);
 	json_decref(params);
 	r->last = now;
 	r->due = now + MCP_PROGRESS_EVERY_MS;
@@ -560,7 +581,7 @@ struct mcp_ask *mcp_run_ask(struct mcp_run *r, const struct mcp_ask_spec *sp, ch
 
 		if (id && jsonrpc_request_encode(id, "elicitation/create", a->params,
 						 APPL_RPC_MESSAGE_MAX, &line, &len, NULL) == 0)
-			send_line(s, line, len);
+			send_line_for(s, r->id, line, len);
 		json_decref(id);
 	}
 	return a;
@@ -576,7 +597,7 @@ void mcp_ask_cancel(struct mcp_ask *a)
 			json_pack("{ss ss}", "requestId", a->key, "reason", "no answer in time");
 
 		if (params)
-			notify(r->s, "notifications/cancelled", params);
+			notify_for(r->s, r->id, "notifications/cancelled", params);
 		json_decref(params);
 	}
 	ask_free(a);
@@ -865,7 +886,7 @@ static void m_listen(struct mcp_session *s, const struct jsonrpc_msg *m,
 		json_object_set_new(json_object_get(ack, "notifications"), "toolsListChanged",
 				    json_true());
 	if (ack)
-		notify(s, "notifications/subscriptions/acknowledged", ack);
+		notify_for(s, l->id, "notifications/subscriptions/acknowledged", ack);
 	json_decref(ack);
 }
 
@@ -1249,7 +1270,7 @@ void mcp_server_tools_changed(struct mcp_server *srv, const char *role)
 				continue;
 			params = json_pack("{s:{s:O}}", "_meta", META_SUBSCRIPTION, l->id);
 			if (params)
-				notify(s, "notifications/tools/list_changed", params);
+				notify_for(s, l->id, "notifications/tools/list_changed", params);
 			json_decref(params);
 		}
 	}

@@ -56,6 +56,11 @@ struct mcp_transport {
 	 * read or written. */
 	void (*close)(void *t, const char *why);
 	void *t;
+	/* Optional (NULL: send): queue line as part of the answer to the
+	 * request whose id is related (borrowed): its progress, a question to
+	 * the client about it, a subscription's notifications. A transport with
+	 * a stream per request (HTTP) sends it there. Steals line, like send. */
+	int (*send_for)(void *t, const json_t *related, char *line, size_t len);
 };
 
 /* Who is on the other end; borrowed by the session, so it must outlive it. */

@@ -220,7 +220,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					 .on_cancel = on_cancel,
 					 .progress = progress,
 					 .description = description};
-	struct mcp_transport t = {t_send, t_close, NULL};
+	struct mcp_transport t = {.send = t_send, .close = t_close};
 	struct appl_err err = {0};
 	struct mcp_server *srv;
 	struct mcp_session *s;

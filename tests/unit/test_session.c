@@ -29,6 +29,7 @@ struct client {
 	struct mcp_principal p;
 	struct mcp_session *s;
 	json_t *out[OUT_MAX];
+	json_t *related[OUT_MAX]; /* what send_for named, per message (NULL: send) */
 	size_t nout, next;
 	int closes;
 };
@@ -62,6 +63,17 @@ static int t_send(void *t, char *line, size_t len)
 	assert_true(c->nout < OUT_MAX);
 	c->out[c->nout++] = v;
 	return 0;
+}
+
+/* The same, for a message that belongs with the answer to related. */
+static int t_send_for(void *t, const json_t *related, char *line, size_t len)
+{
+	struct client *c = t;
+	size_t at = c->nout;
+	int rc = t_send(t, line, len);
+
+	c->related[at] = json_deep_copy(related);
+	return rc;
 }
 
 static void t_close(void *t, const char *why)
@@ -115,7 +127,7 @@ static const char *description(const char *role, void *data)
 
 static void client_open(struct env *e, struct client *c, const char *role)
 {
-	struct mcp_transport t = {t_send, t_close, c};
+	struct mcp_transport t = {.send = t_send, .close = t_close, .t = c};
 	struct appl_err err = {0};
 
 	c->p = (struct mcp_principal){.client = "test", .role = role};
@@ -125,8 +137,11 @@ static void client_open(struct env *e, struct client *c, const char *role)
 
 static void client_clear(struct client *c)
 {
-	for (size_t i = 0; i < c->nout; i++)
+	for (size_t i = 0; i < c->nout; i++) {
 		json_decref(c->out[i]);
+		json_decref(c->related[i]);
+		c->related[i] = NULL;
+	}
 	c->nout = c->next = 0;
 }
 
@@ -1138,6 +1153,35 @@ static void test_a_client_that_never_comes_back(void **state)
 	none(&e->a);
 }
 
+static void test_messages_about_a_request_name_it(void **state)
+{
+	struct env *e = *state;
+	struct mcp_transport t = {
+		.send = t_send, .close = t_close, .t = &e->a, .send_for = t_send_for};
+	struct appl_err err = {0};
+	char why[160];
+	json_t *v;
+
+	/* a transport with a stream per request hears which request each
+	 * message is about */
+	mcp_session_free(e->a.s);
+	client_clear(&e->a);
+	e->a.s = mcp_session_new(e->srv, &t, &e->a.p, &err);
+	assert_non_null(e->a.s);
+	legacy_init_caps(&e->a, "2025-11-25", "{\"elicitation\":{}}");
+	assert_null(e->a.related[0]); /* an answer is routed by its own id */
+	call(&e->a, "7", "\"_meta\":{\"progressToken\":\"p\"}");
+	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
+	v = out(&e->a);
+	assert_string_equal(str(v, "method"), "elicitation/create");
+	assert_int_equal(json_integer_value(e->a.related[e->a.next - 1]), 7);
+	mcp_run_poke(e->runs[0]);
+	v = wait_msg(e, &e->a, MCP_PROGRESS_EVERY_MS + 1000);
+	assert_non_null(v);
+	assert_string_equal(str(v, "method"), "notifications/progress");
+	assert_int_equal(json_integer_value(e->a.related[e->a.next - 1]), 7);
+}
+
 /* ---- subscriptions and roles --------------------------------------------------------------- */
 
 static void test_tool_changes_reach_who_asked(void **state)
@@ -1275,6 +1319,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_request_state_is_authentic_and_bound, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_client_that_never_comes_back, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_messages_about_a_request_name_it, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_tool_changes_reach_who_asked, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_listen_is_bounded_and_checked, setup,
