@@ -111,7 +111,16 @@ bool http_header_host_allowed(const char *v, size_t len, const char *const *list
 			if (!is_digit(v[i]))
 				return false;
 	}
-	return in_list(v, host, list, n);
+	/* An entry with a port is a Host value as sent: the whole value must
+	 * match. An entry without one names the host on any port. */
+	for (i = 0; i < n; i++) {
+		const char *e = list[i];
+		bool has_port = e[0] == '[' ? strstr(e, "]:") != NULL : strchr(e, ':') != NULL;
+
+		if (has_port ? in_list(v, len, &list[i], 1) : in_list(v, host, &list[i], 1))
+			return true;
+	}
+	return false;
 }
 
 bool http_header_origin_allowed(const char *v, size_t len, const char *const *list, size_t n)

@@ -19,9 +19,10 @@
  * empty or over-long token, a byte outside token68). */
 int http_header_bearer(const char *v, size_t len, const char **tok, size_t *toklen);
 
-/* Whether a Host value's host part (the value before ":port"; for
- * "[v6]:port" the bracketed address, brackets included) equals one of
- * list[0..n) ignoring ASCII case. A port must be 1 to 5 digits; anything
+/* Whether a Host value is allowed by list[0..n), ignoring ASCII case: an
+ * entry with a port ("localhost:8080", "[::1]:8080") must equal the whole
+ * value; an entry without one must equal its host part (the value before
+ * ":port"; for "[v6]:port" the bracketed address, brackets included). A port must be 1 to 5 digits; anything
  * else (empty, spaces, controls, a second colon outside brackets) is not
  * allowed. Stops DNS rebinding: a page on evil.example whose name now
  * resolves to us still sends Host: evil.example. */

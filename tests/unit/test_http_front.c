@@ -939,6 +939,16 @@ static void test_headers_pure(void **state)
 	assert_false(http_header_host_allowed("local", 5, l, 2));
 	assert_false(http_header_host_allowed("[::1", 4, l, 2));
 	assert_false(http_header_host_allowed("", 0, l, 2));
+	{
+		/* an entry with a port is the whole value as sent */
+		static const char *const ported[] = {"example.test:8443", "[::1]:9"};
+
+		assert_true(http_header_host_allowed("EXAMPLE.test:8443", 17, ported, 2));
+		assert_false(http_header_host_allowed("example.test:8444", 17, ported, 2));
+		assert_false(http_header_host_allowed("example.test", 12, ported, 2));
+		assert_true(http_header_host_allowed("[::1]:9", 7, ported, 2));
+		assert_false(http_header_host_allowed("[::1]:90", 8, ported, 2));
+	}
 	assert_true(http_header_origin_allowed("HTTP://LOCALHOST:3000", 21, origins, 1));
 	assert_false(http_header_origin_allowed("http://localhost:3001", 21, origins, 1));
 	assert_true(http_header_content_json("application/json", 16));
