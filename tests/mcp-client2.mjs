@@ -6,6 +6,7 @@
 //   node tests/mcp-client2.mjs [--negotiation legacy|auto|2026-07-28] [--in-place]
 //       [--call JSON]... [--timeout MS] [--reset-on-progress] [--abort-after MS]
 //       [--list-changed] [--elicit ANSWER[,ANSWER...]] -- COMMAND [ARG...]
+//   node tests/mcp-client2.mjs [options] --url URL [--token TOKEN]
 //
 // --negotiation picks the SDK's versionNegotiation: legacy (initialize, the
 // SDK's default), auto (a server/discover probe, falling back to initialize)
@@ -18,13 +19,15 @@
 // elicitation/create (legacy: a request; 2026-07-28: inside an
 // InputRequiredResult, which the SDK fulfils and retries itself) with the
 // next answer of the list (the last repeats): accept (approve true), false
-// (accept, approve false), decline or cancel. It prints one JSON document:
+// (accept, approve false), decline or cancel. --url speaks Streamable HTTP
+// to URL instead of starting a command, with `Authorization: Bearer TOKEN`.
+// It prints one JSON document:
 //   {"era", "version", "server", "discover", "instructions", "tools": [Tool...],
 //    "calls": [{"result"} or {"error": {"code", "message"}}, "progress": [...]],
 //    "events": [...], "elicitations": [{"message", "mode", "answer"}...]}
 // Exit 0 when it got that far, 1 with {"fatal": message} when connecting or
 // listing failed, 2 on bad usage.
-import { Client } from "@modelcontextprotocol/client";
+import { Client, StreamableHTTPClientTransport } from "@modelcontextprotocol/client";
 import { StdioClientTransport } from "@modelcontextprotocol/client/stdio";
 
 function usage(msg) {
@@ -35,7 +38,7 @@ function usage(msg) {
 function parseArgs(argv) {
   const opts = { negotiation: "legacy", inPlace: false, calls: [], timeout: 60000,
                  reset: false, abortAfter: 0, listChanged: false, elicit: null, command: null,
-                 args: [] };
+                 args: [], url: null, token: null };
   let i = 0;
   const num = (s) => {
     const n = Number(s);
@@ -58,6 +61,8 @@ function parseArgs(argv) {
     else if (a === "--reset-on-progress") opts.reset = true;
     else if (a === "--abort-after" && i + 1 < argv.length) opts.abortAfter = num(argv[++i]);
     else if (a === "--list-changed") opts.listChanged = true;
+    else if (a === "--url" && i + 1 < argv.length) opts.url = argv[++i];
+    else if (a === "--token" && i + 1 < argv.length) opts.token = argv[++i];
     else if (a === "--elicit" && i + 1 < argv.length) {
       opts.elicit = argv[++i].split(",");
       for (const e of opts.elicit)
@@ -65,6 +70,7 @@ function parseArgs(argv) {
     }
     else usage(`unknown option ${a}`);
   }
+  if (opts.url) return opts;
   if (i + 1 >= argv.length) usage("no command after --");
   opts.command = argv[i + 1];
   opts.args = argv.slice(i + 2);
@@ -102,7 +108,10 @@ async function main() {
     });
   client.onerror = (e) => events.push({ onerror: String(e?.message ?? e) });
   const Transport = opts.inPlace ? InPlaceTransport : StdioClientTransport;
-  const transport = new Transport({ command: opts.command, args: opts.args, stderr: "inherit" });
+  const headers = opts.token ? { Authorization: `Bearer ${opts.token}` } : {};
+  const transport = opts.url
+    ? new StreamableHTTPClientTransport(new URL(opts.url), { requestInit: { headers } })
+    : new Transport({ command: opts.command, args: opts.args, stderr: "inherit" });
   const out = { calls: [], events, elicitations };
   try {
     await client.connect(transport, { timeout: opts.timeout });

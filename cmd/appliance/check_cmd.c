@@ -708,8 +708,8 @@ static void policy_requirements(struct check *c)
 			    "run refuses the policy",
 			    policy_server_get(p, i)->name);
 	if (policy_http(p))
-		say(c, MARK_PROBLEM,
-		    "http: serving MCP over HTTP is not supported yet, and run refuses the policy");
+		say(c, MARK_WARNING,
+		    "http: check does not serve HTTP; run serves the policy's clients there");
 	if (approver && access(approver, X_OK) < 0)
 		say(c, MARK_PROBLEM, "approvals.command: %s: %s", approver, strerror(errno));
 	if (cli_policy_runnable(p, c->a->policy, &err) < 0)

@@ -94,13 +94,9 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 }
 
 /* What this build cannot serve yet is refused, never ignored: a policy that
- * names an HTTP server, or asks to be served over HTTP, must not start an
- * appliance without it. */
+ * names an HTTP server must not start an appliance without it. */
 static int policy_supported(const struct policy *p, const char *path, struct appl_err *err)
 {
-	if (policy_http(p))
-		return appl_err_set(err, -ENOTSUP,
-				    "%s: http: serving MCP over HTTP is not supported yet", path);
 	if (policy_http_used(p))
 		return appl_err_set(err, -ENOTSUP,
 				    "%s: names an HTTP upstream server; HTTP upstreams are not "

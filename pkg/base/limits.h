@@ -126,6 +126,11 @@
 #define APPL_HTTP_IDLE_S_CEIL		  86400u
 #define APPL_HTTP_SLOW_S_DEF		  30u
 #define APPL_HTTP_SLOW_S_CEIL		  600u
+#define APPL_HTTP_HEADER_BYTES		  (16u * 1024) /* a request's head: past it, 431 */
+#define APPL_HTTP_TLS_FILE_MAX		  (64u * 1024) /* a PEM file read at start */
+/* Runs waiting for a slot, all HTTP clients together (each is also held to
+ * limits.http_waiting_per_client): one client's queue cannot fill it. */
+#define APPL_HTTP_RUNS_WAITING_MAX 1024u
 
 /* Memory the sandbox's own gVisor kernel (Sentry, gofer) may use on top of
  * what the code may use, when the memory cgroup is applied as root. */

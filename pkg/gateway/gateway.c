@@ -24,6 +24,7 @@
 #include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/session.h"
+#include "mcp/http.h"
 #include "mcp/stdio.h"
 #include "mcp/upstream_set.h"
 #include "pool/pool.h"
@@ -49,6 +50,7 @@ struct gw_run {
 	char *code;
 	size_t code_len;
 	const char *client; /* the principal's name; borrowed from the session */
+	bool http;	    /* an HTTP client's: held to the per-client limits */
 	bool done;
 	const char *fail;		       /* why it never ran (static), or NULL */
 	char id[2 * GATEWAY_RUN_ID_BYTES + 1]; /* in every log line of the run */
@@ -73,6 +75,9 @@ struct gateway {
 	struct mcp_server *srv;
 	struct mcp_stdio *stdio;
 	struct mcp_principal stdio_client;
+	struct mcp_http *http;		  /* instead of stdio when the policy has `http` */
+	struct mcp_principal *principals; /* one per token, in the policy's order */
+	char *tls_cert, *tls_key;	  /* PEM, read at start */
 	struct sandbox_rt *rt;
 	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
@@ -426,6 +431,16 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	return 0;
 }
 
+/* The runs of client running (a cell) or waiting (none yet). */
+static unsigned client_count(const struct gateway *gw, const char *client, bool running)
+{
+	unsigned n = 0;
+
+	for (const struct gw_run *r = gw->runs; r; r = r->next)
+		n += !r->done && (r->cell != NULL) == running && strcmp(r->client, client) == 0;
+	return n;
+}
+
 /* Start waiting runs, oldest first, while there are free slots. */
 static void queue_advance(struct gateway *gw)
 {
@@ -437,6 +452,10 @@ static void queue_advance(struct gateway *gw)
 		struct appl_err err = {0};
 
 		if (r->cell || r->done)
+			continue;
+		/* One HTTP client's cells beyond its share wait, so it cannot take
+		 * every slot from the others. */
+		if (r->http && client_count(gw, r->client, true) >= gw->lim.http_cells_per_client)
 			continue;
 		if (cell_begin(gw, r, &err) < 0) {
 			log_line(LOG_ERR, r->id, "starting a sandbox failed: %s", err.msg);
@@ -651,7 +670,15 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 		run_refuse(gw, run, req, why);
 		return;
 	}
-	if (gw->waiting >= APPL_RUNS_WAITING_MAX) {
+	if (gw->http &&
+	    client_count(gw, req->principal->client, false) >= gw->lim.http_waiting_per_client) {
+		log_line(LOG_WARN, NULL, "%s: refused a run: %u of its runs wait already",
+			 req->principal->client, gw->lim.http_waiting_per_client);
+		run_refuse(gw, run, req,
+			   "too many of this client's runs are waiting: try again later");
+		return;
+	}
+	if (gw->waiting >= (gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX)) {
 		run_refuse(gw, run, req,
 			   "too many runs are waiting: try again when some have ended");
 		return;
@@ -681,6 +708,7 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 	r->run = run;
 	r->role = role;
 	r->client = req->principal->client;
+	r->http = gw->http != NULL;
 	r->arrival = loop_now_ms();
 	if (gw->audit)
 		run_start_audit(gw, r, req);
@@ -723,7 +751,10 @@ static void on_closed(struct mcp_session *s, const char *why, void *data)
 	(void)s;
 	(void)why;
 
-	/* The stdio client is the one client: its end is the appliance's. */
+	/* The stdio client is the one client: its end is the appliance's. An
+	 * HTTP client's session ending ends nothing else. */
+	if (!gw->stdio)
+		return;
 	if (!gw->stop)
 		snprintf(gw->stop_why, sizeof(gw->stop_why), "client closed");
 	gw->stop = true;
@@ -856,6 +887,8 @@ static void shutdown_all(struct gateway *gw)
 	/* The session cancels its runs still in flight (on_cancel). */
 	mcp_stdio_free(gw->stdio, GATEWAY_DRAIN_MS);
 	gw->stdio = NULL;
+	mcp_http_close(gw->http);
+	gw->http = NULL;
 	while (gw->runs) {
 		struct gw_run *r = gw->runs;
 
@@ -874,6 +907,84 @@ static void shutdown_all(struct gateway *gw)
 	gw->ups = NULL;
 	roles_free(gw);
 	audit_stop(gw);
+}
+
+/* ---- serving over HTTP ----------------------------------------------------------- */
+
+static const struct mcp_principal *token_principal(void *data, const unsigned char sha256[32])
+{
+	struct gateway *gw = data;
+	const struct policy_token *t = policy_token_match(gw->policy, sha256);
+
+	for (size_t i = 0; t && i < policy_token_count(gw->policy); i++)
+		if (policy_token_get(gw->policy, i) == t)
+			return &gw->principals[i];
+	return NULL;
+}
+
+/* The policy's http section as the transport's configuration: every
+ * listener, the endpoint, the hosts and origins, TLS, the limits. */
+static int http_open(struct gateway *gw, struct appl_err *err)
+{
+	const struct policy_http *ph = policy_http(gw->policy);
+	struct http_front_listen listen[APPL_POLICY_HTTP_LISTEN_MAX];
+	size_t n = policy_token_count(gw->policy), len;
+	struct mcp_http_config c;
+
+	if (ph->nlisten > APPL_POLICY_HTTP_LISTEN_MAX)
+		return appl_err_set(err, -E2BIG, "http.listen: too many");
+	if (!(gw->principals = calloc(n ? n : 1, sizeof(*gw->principals))))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		gw->principals[i] =
+			(struct mcp_principal){.client = policy_token_get(gw->policy, i)->name,
+					       .role = policy_token_get(gw->policy, i)->role};
+	if (ph->tls_cert) {
+		if (policy_http_tls_check(gw->policy, err) < 0 ||
+		    appl_file_read(ph->tls_cert, APPL_HTTP_TLS_FILE_MAX, &gw->tls_cert, &len, err) <
+			    0 ||
+		    appl_file_read(ph->tls_key, APPL_HTTP_TLS_FILE_MAX, &gw->tls_key, &len, err) <
+			    0)
+			return err->code;
+	}
+	for (size_t i = 0; i < ph->nlisten; i++)
+		listen[i].addr = ph->listen[i].text;
+	memset(&c, 0, sizeof(c));
+	c.front = (struct http_front_config){.listen = listen,
+					     .nlisten = ph->nlisten,
+					     .path = ph->path,
+					     .hosts = ph->hosts,
+					     .nhosts = ph->nhosts,
+					     .origins = ph->origins,
+					     .norigins = ph->norigins,
+					     .tls_cert_pem = gw->tls_cert,
+					     .tls_key_pem = gw->tls_key,
+					     .max_connections = gw->lim.http_connections,
+					     .header_bytes = APPL_HTTP_HEADER_BYTES,
+					     .body_bytes = (size_t)gw->lim.http_body_kb * 1024u,
+					     .slow_s = gw->lim.http_slow_s};
+	c.principal = token_principal;
+	c.data = gw;
+	c.sessions_per_principal = gw->lim.http_sessions_per_token;
+	c.idle_ms = gw->lim.http_idle_s * 1000u;
+	if (mcp_http_open(gw->srv, gw->loop, &c, &gw->http, err) < 0)
+		return err->code;
+	for (size_t i = 0; i < ph->nlisten; i++)
+		log_line(LOG_INFO, NULL, "serving MCP over HTTP%s at %s%s", gw->tls_cert ? "S" : "",
+			 ph->listen[i].text, ph->path);
+	return 0;
+}
+
+static void http_release(struct gateway *gw)
+{
+	free(gw->principals);
+	gw->principals = NULL;
+	if (gw->tls_key) {
+		sodium_memzero(gw->tls_key, strlen(gw->tls_key));
+		free(gw->tls_key);
+	}
+	free(gw->tls_cert);
+	gw->tls_cert = gw->tls_key = NULL;
 }
 
 static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
@@ -914,6 +1025,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	pool_fill(gw->pool);
 	if (!(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
 		return err->code;
+	if (policy_http(cfg->policy))
+		return http_open(gw, err);
 	gw->stdio =
 		mcp_stdio_open(gw->srv, gw->loop, cfg->in_fd, cfg->out_fd, &gw->stdio_client, err);
 	return gw->stdio ? 0 : err->code;
@@ -945,6 +1058,7 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	shutdown_all(&gw);
 	sandbox_rt_close(gw.rt); /* before the loop: it finishes teardowns from it */
 	gateway_confine_release(&gw.confine);
+	http_release(&gw);
 	loop_free(gw.loop);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;

@@ -147,19 +147,5 @@ def the_printed_entry_verifies_in_a_signed_policy():
         assert entry["sha256"] == hashlib.sha256(tok.encode()).hexdigest()
 
 
-@test
-def run_refuses_a_policy_served_over_http():
-    from policykit import Signer
-    kit = Signer("appliance-token-run.")
-    try:
-        sig = kit.policy(image=("/nonexistent/image", DIGEST),
-                         http={"listen": ["unix:/run/appliance-test.sock"]})
-        r = subprocess.run(kit.argv(sig), input=b"", capture_output=True)
-        assert r.returncode == 1, (r.returncode, r.stderr)
-        assert b"http: serving MCP over HTTP is not supported yet" in r.stderr, r.stderr
-    finally:
-        kit.cleanup()
-
-
 if __name__ == "__main__":
     main()

@@ -1,0 +1,249 @@
+"""test_http.py: `appliance run` serving MCP Streamable HTTP to clients with tokens.
+
+A policy with an `http` section listens on a loopback port; two tokens name two roles
+that may call different toy tools. Raw requests (http.client) check the refusals, the
+legacy session bound to its token and the 2026-07-28 stateless requests, with run_python
+answered on an SSE stream; the v2 SDK client speaks it in both eras with a token; a
+client that hangs up mid-cell has its cell cancelled, and SIGTERM ends everything.
+
+Runs as root; needs build/appliance, build/toy-server, build/image and the npm packages.
+"""
+
+import hashlib
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+from harness import main, test
+import gatewaykit as gk
+
+CLIENT2 = os.path.join(gk.ROOT, "tests", "mcp-client2.mjs")
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+          "io.modelcontextprotocol/clientCapabilities": {}}
+ALPHA, BETA = "appliance_test-token-alpha-0123456789", "appliance_test-token-beta-9876543210"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def http_policy(port, limits=None):
+    tokens = [{"name": "alpha", "sha256": hashlib.sha256(ALPHA.encode()).hexdigest(),
+               "role": "adder"},
+              {"name": "beta", "sha256": hashlib.sha256(BETA.encode()).hexdigest(),
+               "role": "echoer"}]
+    return gk._kit.policy(dict({"deadline_s": 60}, **(limits or {})),
+                          servers={"toy": gk.toy_server()},
+                          tools={"toy.*": {"access": "read"}},
+                          roles={"adder": {"tools": ["toy.add"]},
+                                 "echoer": {"tools": ["toy.echo"]}},
+                          clients={"tokens": tokens},
+                          http={"listen": ["127.0.0.1:%d" % port]})
+
+
+class Served:
+    """`appliance run` serving HTTP; its log kept."""
+
+    def __init__(self, limits=None):
+        self.port = free_port()
+        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits)),
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        self.lines = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % self.port)
+
+    def _pump(self):
+        for raw in self.proc.stderr:
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def log(self):
+        return "".join(self.lines)
+
+    def wait_log(self, text, timeout=60):
+        deadline = time.time() + timeout
+        while text not in self.log():
+            assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
+            assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
+            time.sleep(0.05)
+
+    def post(self, body, token=ALPHA, sid=None, accept="application/json, text/event-stream"):
+        c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=90)
+        headers = {"Content-Type": "application/json", "Accept": accept}
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        if sid:
+            headers["Mcp-Session-Id"] = sid
+        c.request("POST", "/mcp", json.dumps(body), headers)
+        r = c.getresponse()
+        data = r.read().decode()
+        c.close()
+        return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=60)
+        assert rc == 0, "exit %d; log:\n%s" % (rc, self.log())
+
+
+def sse_messages(text):
+    return [json.loads(line[len("data: "):]) for line in text.splitlines()
+            if line.startswith("data: ")]
+
+
+def call(code_, id_=1, meta=True):
+    params = {"name": "run_python", "arguments": {"code": code_}}
+    if meta:
+        params["_meta"] = MODERN
+    return {"jsonrpc": "2.0", "id": id_, "method": "tools/call", "params": params}
+
+
+@test
+def tokens_decide_who_may_ask_and_what_each_sees():
+    s = Served()
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN}}
+        st, hd, _ = s.post(body, token=None)
+        assert st == 401 and "bearer" in hd.get("www-authenticate", "").lower(), (st, hd)
+        st, _, _ = s.post(body, token="appliance_not-a-token")
+        assert st == 401, st
+        st, _, a = s.post(body, token=ALPHA)
+        assert st == 200, (st, a)
+        desc_a = json.loads(a)["result"]["tools"][0]["description"]
+        _, _, b = s.post(body, token=BETA)
+        desc_b = json.loads(b)["result"]["tools"][0]["description"]
+        assert "toy.add(" in desc_a and "toy.echo(" not in desc_a, desc_a
+        assert "toy.echo(" in desc_b and "toy.add(" not in desc_b, desc_b
+        # what the front refuses before any MCP
+        st, _, _ = s.post(body, accept="application/json")
+        assert st == 406, st
+        assert ALPHA not in s.log() and BETA not in s.log()
+    finally:
+        s.stop()
+
+
+@test
+def a_legacy_session_runs_cells_and_belongs_to_its_token():
+    s = Served()
+    try:
+        st, hd, text = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                          "clientInfo": {"name": "raw", "version": "0"}}})
+        assert st == 200 and json.loads(text)["result"]["protocolVersion"] == "2025-11-25", text
+        sid = hd["mcp-session-id"]
+        st, _, _ = s.post({"jsonrpc": "2.0", "method": "notifications/initialized"}, sid=sid)
+        assert st == 202, st
+        st, hd, text = s.post(call("print((await toy.add(a=2, b=3))['sum'])", 2, meta=False),
+                              sid=sid)
+        assert st == 200 and hd["content-type"].startswith("text/event-stream"), (st, hd)
+        done = sse_messages(text)[-1]
+        assert done["id"] == 2 and done["result"]["structuredContent"]["stdout"] == "5\n", done
+        # another token naming it: not found
+        st, _, _ = s.post({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}, token=BETA,
+                          sid=sid)
+        assert st == 404, st
+        c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+        c.request("DELETE", "/mcp", headers={"Authorization": "Bearer " + ALPHA,
+                                             "Mcp-Session-Id": sid})
+        assert c.getresponse().status == 200
+        c.close()
+        st, _, _ = s.post({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}, sid=sid)
+        assert st == 404, st
+    finally:
+        s.stop()
+
+
+@test
+def the_v2_sdk_client_runs_cells_over_http_in_both_eras():
+    s = Served()
+    try:
+        for era in ("legacy", "2026-07-28"):
+            argv = [gk.node(), CLIENT2, "--negotiation", era, "--url",
+                    "http://127.0.0.1:%d/mcp" % s.port, "--token", BETA, "--call",
+                    json.dumps({"name": "run_python", "arguments": {
+                        "code": "print(await toy.echo(text='over http'))"}})]
+            r = subprocess.run(argv, capture_output=True, timeout=180)
+            assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()[-3000:]
+            out = json.loads(r.stdout)
+            assert out["version"] == ("2025-11-25" if era == "legacy" else era), out
+            got = out["calls"][0]["result"]["structuredContent"]["stdout"]
+            assert "over http" in got, (era, out["calls"])
+    finally:
+        s.stop()
+
+
+@test
+def a_client_that_hangs_up_mid_cell_has_its_cell_cancelled_and_sigterm_ends_the_rest():
+    s = Served()
+    try:
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        body = json.dumps(call("import asyncio\nawait asyncio.sleep(50)")).encode()
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                     b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                     b"Accept: application/json, text/event-stream\r\n"
+                     b"Content-Length: %d\r\n\r\n" % (s.port, ALPHA.encode(), len(body)) + body)
+        s.wait_log("run_python: ")
+        s.wait_log("sandbox ")
+        sock.close()
+        s.wait_log("(cancelled)")
+        # a second cell left running when the appliance is told to stop
+        holder = socket.create_connection(("127.0.0.1", s.port))
+        holder.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                       b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                       b"Accept: application/json, text/event-stream\r\n"
+                       b"Content-Length: %d\r\n\r\n" % (s.port, ALPHA.encode(), len(body)) +
+                       body)
+        deadline = time.time() + 60
+        while s.log().count("sandbox ") < 2:
+            assert time.time() < deadline, s.log()
+            time.sleep(0.05)
+        below = descendants(s.proc.pid)
+        assert below, "no sandbox processes under the appliance"
+    finally:
+        s.stop()
+    holder.close()
+    assert "signal 15: stopping" in s.log(), s.log()
+    deadline = time.time() + 10  # a zombie of init's may take a moment
+    while [p for p in below if alive(p)] and time.time() < deadline:
+        time.sleep(0.1)
+    assert [p for p in below if alive(p)] == [], "left behind: %s" % below
+
+
+def descendants(pid):
+    """Every process below pid, from /proc."""
+    kids = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d))
+    out, todo = [], [pid]
+    while todo:
+        for k in kids.get(todo.pop(), []):
+            out.append(k)
+            todo.append(k)
+    return out
+
+
+def alive(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return ") Z " not in f.read()
+    except FileNotFoundError:
+        return False
+
+
+if __name__ == "__main__":
+    main(globals())
