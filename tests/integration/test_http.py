@@ -36,15 +36,19 @@ def free_port():
     return port
 
 
-def http_policy(port, limits=None):
+def http_policy(port, limits=None, gate=False):
     tokens = [{"name": "alpha", "sha256": hashlib.sha256(ALPHA.encode()).hexdigest(),
                "role": "adder"},
               {"name": "beta", "sha256": hashlib.sha256(BETA.encode()).hexdigest(),
                "role": "echoer"}]
+    tools = {"toy.*": {"access": "read"}}
+    if gate:
+        tools["toy.write_note"] = {"access": "write", "approval": True}
     return gk._kit.policy(dict({"deadline_s": 60}, **(limits or {})),
                           servers={"toy": gk.toy_server()},
-                          tools={"toy.*": {"access": "read"}},
-                          roles={"adder": {"tools": ["toy.add"]},
+                          tools=tools,
+                          roles={"adder": {"tools": ["toy.add", "toy.write_note"],
+                                           "write": True},
                                  "echoer": {"tools": ["toy.echo"]}},
                           clients={"tokens": tokens},
                           http={"listen": ["127.0.0.1:%d" % port]})
@@ -53,9 +57,9 @@ def http_policy(port, limits=None):
 class Served:
     """`appliance run` serving HTTP; its log kept."""
 
-    def __init__(self, limits=None):
+    def __init__(self, limits=None, gate=False):
         self.port = free_port()
-        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits)),
+        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate)),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self.lines = []
@@ -177,6 +181,29 @@ def the_v2_sdk_client_runs_cells_over_http_in_both_eras():
             assert out["version"] == ("2025-11-25" if era == "legacy" else era), out
             got = out["calls"][0]["result"]["structuredContent"]["stdout"]
             assert "over http" in got, (era, out["calls"])
+    finally:
+        s.stop()
+
+
+@test
+def approvals_reach_the_http_client_in_both_eras():
+    s = Served(gate=True)
+    note = ("try:\n    print(await toy.write_note(text='n'))\n"
+            "except ToolError as e:\n    print('refused:', e)")
+    try:
+        for era in ("legacy", "2026-07-28"):
+            for answer, want in (("accept", "noted"), ("decline", "no approval")):
+                argv = [gk.node(), CLIENT2, "--negotiation", era, "--url",
+                        "http://127.0.0.1:%d/mcp" % s.port, "--token", ALPHA, "--elicit",
+                        answer, "--call",
+                        json.dumps({"name": "run_python", "arguments": {"code": note}})]
+                r = subprocess.run(argv, capture_output=True, timeout=180)
+                assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()[-3000:]
+                out = json.loads(r.stdout)
+                got = out["calls"][0]["result"]["structuredContent"]["stdout"]
+                assert want in got, (era, answer, got)
+                assert [e["answer"] for e in out["elicitations"]] == [answer], out
+                assert out["elicitations"][0]["message"].startswith("toy.write_note"), out
     finally:
         s.stop()
 
