@@ -364,6 +364,34 @@ static void on_get(struct mcp_http *h, struct http_req *r, const struct mcp_prin
 	http_req_set_data(r, &hs->get_tag);
 }
 
+/* What the headers say about the body must be true of it: a protocol
+ * version we serve (MCP-Protocol-Version), the method (Mcp-Method) and the
+ * tool, prompt or resource (Mcp-Name). 1 when refused (answered 400). */
+static int headers_refused(struct http_req *r, const json_t *v, const char *method)
+{
+	const char *pv = http_req_header(r, "MCP-Protocol-Version");
+	const char *mm = http_req_header(r, "Mcp-Method");
+	const char *mn = http_req_header(r, "Mcp-Name");
+	const json_t *params = json_object_get(v, "params");
+	const char *name = json_string_value(json_object_get(params, "name"));
+
+	if (pv && !mcp_revision_find(pv, MCP_ERA_LEGACY | MCP_ERA_MODERN)) {
+		plain(r, 400, "unsupported MCP-Protocol-Version\n");
+		return 1;
+	}
+	if (mm && (!method || strcmp(mm, method) != 0)) {
+		plain(r, 400, "Mcp-Method does not match the body's method\n");
+		return 1;
+	}
+	if (!name)
+		name = json_string_value(json_object_get(params, "uri"));
+	if (mn && (!name || strcmp(mn, name) != 0)) {
+		plain(r, 400, "Mcp-Name does not match the body\n");
+		return 1;
+	}
+	return 0;
+}
+
 static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_principal *p,
 		    const char *sid)
 {
@@ -379,7 +407,9 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 	char hdr[64];
 	const char *hdrs[2] = {NULL, NULL};
 
-	if (sid)
+	if (headers_refused(r, v, method))
+		hs = NULL;
+	else if (sid)
 		hs = named(h, r, p, sid);
 	else if (init && legacy_count(h, p) >= h->cfg.sessions_per_principal) {
 		log_line(LOG_WARN, NULL, "%s: refused a session: %u open already", p->client,

@@ -142,7 +142,8 @@ static int teardown(void **state)
 
 struct call {
 	const char *method, *token, *sid, *body;
-	bool abort_early; /* hang up as soon as the answer starts */
+	const char *extra; /* one more header, or NULL */
+	bool abort_early;  /* hang up as soon as the answer starts */
 	char head[4096], resp[16384];
 	size_t head_len, resp_len;
 	long status;
@@ -192,6 +193,8 @@ static void *client(void *data)
 		snprintf(sid, sizeof(sid), "Mcp-Session-Id: %s", c->sid);
 		hl = curl_slist_append(hl, sid);
 	}
+	if (c->extra)
+		hl = curl_slist_append(hl, c->extra);
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
@@ -330,6 +333,34 @@ static void test_roles_see_their_own_tools_and_sessions_are_capped(void **state)
 	assert_non_null(strcasestr(inits[2].head, "retry-after:"));
 }
 
+static void test_headers_must_agree_with_the_body(void **state)
+{
+	struct fx *fx = *state;
+	static const char *const bad[] = {"MCP-Protocol-Version: 1999-01-01",
+					  "Mcp-Method: tools/call", "Mcp-Name: run_python"};
+	const char *body =
+		"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{" MODERN_META
+		"}}";
+	struct call c;
+
+	for (size_t i = 0; i < 3; i++) {
+		c = (struct call){
+			.method = "POST", .token = "token-alpha", .body = body, .extra = bad[i]};
+		call_run(fx, &c);
+		assert_int_equal(c.status, 400);
+	}
+	/* and when they agree, served */
+	c = (struct call){.method = "POST",
+			  .token = "token-alpha",
+			  .body = body,
+			  .extra = "Mcp-Method: tools/list"};
+	call_run(fx, &c);
+	assert_int_equal(c.status, 200);
+	c.extra = "MCP-Protocol-Version: 2026-07-28";
+	call_run(fx, &c);
+	assert_int_equal(c.status, 200);
+}
+
 static void test_a_run_answers_on_its_stream(void **state)
 {
 	struct fx *fx = *state;
@@ -398,6 +429,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_roles_see_their_own_tools_and_sessions_are_capped, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_headers_must_agree_with_the_body, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_a_run_answers_on_its_stream, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_client_that_hangs_up_cancels_its_run, setup,
 						teardown),
