@@ -78,6 +78,7 @@ struct gateway {
 	struct mcp_http *http;		  /* instead of stdio when the policy has `http` */
 	struct mcp_principal *principals; /* one per token, in the policy's order */
 	char *tls_cert, *tls_key;	  /* PEM, read at start */
+	struct log_rate auth_rate;	  /* refused authentications audited */
 	struct sandbox_rt *rt;
 	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
@@ -922,6 +923,28 @@ static const struct mcp_principal *token_principal(void *data, const unsigned ch
 	return NULL;
 }
 
+/* Every authentication is an audit event with the client's name and
+ * address; refusals are rate-limited, so a stream of bad tokens cannot
+ * flood the log (their count is kept). */
+static void on_auth(void *data, const struct mcp_principal *p, const char *peer)
+{
+	struct gateway *gw = data;
+	unsigned dropped = 0;
+	json_t *o;
+
+	if (!gw->audit)
+		return;
+	if (!p && !log_rate_allow(&gw->auth_rate, loop_now_ms(), &dropped))
+		return;
+	o = json_pack("{ss? ss ss}", "client", p ? p->client : NULL, "peer", peer, "outcome",
+		      p ? "accepted" : "refused");
+	if (o && dropped)
+		json_object_set_new(o, "refusals_dropped", json_integer(dropped));
+	if (o)
+		audit_event(gw->audit, "auth", o);
+	json_decref(o);
+}
+
 /* The policy's http section as the transport's configuration: every
  * listener, the endpoint, the hosts and origins, TLS, the limits. */
 static int http_open(struct gateway *gw, struct appl_err *err)
@@ -964,6 +987,7 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 					     .body_bytes = (size_t)gw->lim.http_body_kb * 1024u,
 					     .slow_s = gw->lim.http_slow_s};
 	c.principal = token_principal;
+	c.on_auth = on_auth;
 	c.data = gw;
 	c.sessions_per_principal = gw->lim.http_sessions_per_token;
 	c.idle_ms = gw->lim.http_idle_s * 1000u;

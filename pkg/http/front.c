@@ -544,7 +544,24 @@ static void peer_name(const struct sockaddr *sa, char *out, size_t cap)
 	}
 }
 
+static bool auth_check(struct http_req *r, const struct sockaddr *sa);
+
+/* The token step, told to the owner (for its audit log) either way. */
 static bool auth_ok(struct http_req *r, const struct sockaddr *sa)
+{
+	const struct http_front_config *cfg = &r->f->cfg;
+	bool ok = auth_check(r, sa);
+
+	if (cfg->on_auth) {
+		char peer[64];
+
+		peer_name(sa, peer, sizeof(peer));
+		cfg->on_auth(cfg->data, ok ? r->principal : NULL, peer);
+	}
+	return ok;
+}
+
+static bool auth_check(struct http_req *r, const struct sockaddr *sa)
 {
 	const struct http_front_config *cfg = &r->f->cfg;
 	bool many;

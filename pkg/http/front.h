@@ -64,6 +64,10 @@ struct http_front_config {
 	/* An admitted request: answer it once (reply, or stream then
 	 * stream_end), now or later. */
 	void (*on_request)(struct http_req *r, void *data);
+	/* Optional: every token check's outcome, the principal (NULL:
+	 * refused) and the peer ("127.0.0.1:5555", "unix"), for the audit log.
+	 * Called before the request goes on or is refused. */
+	void (*on_auth)(void *data, const void *principal, const char *peer);
 	/* The client went away (or the stream overflowed, or the front is
 	 * closing) before the answer ended: r must not be touched again. */
 	void (*on_gone)(struct http_req *r, void *data);

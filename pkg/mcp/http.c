@@ -527,6 +527,14 @@ static void on_gone(struct http_req *r, void *data)
 	}
 }
 
+static void auth_of(void *data, const void *principal, const char *peer)
+{
+	struct mcp_http *h = data;
+
+	if (h->cfg.on_auth)
+		h->cfg.on_auth(h->cfg.data, principal, peer);
+}
+
 static const void *token_of(void *data, const unsigned char sha256[32])
 {
 	struct mcp_http *h = data;
@@ -555,6 +563,7 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
 	fc.anonymous = cfg->anonymous;
 	fc.on_request = on_request;
 	fc.on_gone = on_gone;
+	fc.on_auth = auth_of;
 	fc.data = h;
 	if (http_front_open(loop, &fc, &h->front, err) < 0) {
 		free(h);

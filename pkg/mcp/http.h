@@ -39,6 +39,8 @@ struct mcp_http_config {
 	/* Non-NULL: the principal of a loopback or unix peer that sends no
 	 * token (tests; a policy must name it). */
 	const struct mcp_principal *anonymous;
+	/* Optional: each token check (p NULL: refused) and the peer. */
+	void (*on_auth)(void *data, const struct mcp_principal *p, const char *peer);
 	void *data;
 	unsigned sessions_per_principal; /* legacy sessions one principal may hold */
 	unsigned idle_ms;		 /* a legacy session unused this long ends */

@@ -13,9 +13,11 @@ import hashlib
 import http.client
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -36,12 +38,13 @@ def free_port():
     return port
 
 
-def http_policy(port, limits=None, gate=False):
+def http_policy(port, limits=None, gate=False, audit=None):
     tokens = [{"name": "alpha", "sha256": hashlib.sha256(ALPHA.encode()).hexdigest(),
                "role": "adder"},
               {"name": "beta", "sha256": hashlib.sha256(BETA.encode()).hexdigest(),
                "role": "echoer"}]
     tools = {"toy.*": {"access": "read"}}
+    extra = {"audit": {"path": audit}} if audit else {}
     if gate:
         tools["toy.write_note"] = {"access": "write", "approval": True}
     return gk._kit.policy(dict({"deadline_s": 60}, **(limits or {})),
@@ -51,15 +54,15 @@ def http_policy(port, limits=None, gate=False):
                                            "write": True},
                                  "echoer": {"tools": ["toy.echo"]}},
                           clients={"tokens": tokens},
-                          http={"listen": ["127.0.0.1:%d" % port]})
+                          http={"listen": ["127.0.0.1:%d" % port]}, **extra)
 
 
 class Served:
     """`appliance run` serving HTTP; its log kept."""
 
-    def __init__(self, limits=None, gate=False):
+    def __init__(self, limits=None, gate=False, audit=None):
         self.port = free_port()
-        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate)),
+        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate, audit)),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self.lines = []
@@ -133,6 +136,27 @@ def tokens_decide_who_may_ask_and_what_each_sees():
         assert ALPHA not in s.log() and BETA not in s.log()
     finally:
         s.stop()
+
+
+@test
+def every_authentication_is_in_the_audit_log_and_no_token_is():
+    d = tempfile.mkdtemp(prefix="appliance-http-audit.")
+    os.chmod(d, 0o755)
+    path = os.path.join(d, "audit.jsonl")
+    s = Served(audit=path)
+    try:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN}}
+        assert s.post(body, token="appliance_wrong")[0] == 401
+        assert s.post(body, token=BETA)[0] == 200
+    finally:
+        s.stop()
+    raw = open(path).read()
+    auth = [e for e in map(json.loads, raw.splitlines()) if e["ev"] == "auth"]
+    assert [(a.get("client"), a["outcome"]) for a in auth] == [
+        (None, "refused"), ("beta", "accepted")], auth
+    assert all(a["peer"].startswith("127.0.0.1:") for a in auth), auth
+    assert ALPHA not in raw and BETA not in raw and "appliance_wrong" not in raw
+    shutil.rmtree(d)
 
 
 @test

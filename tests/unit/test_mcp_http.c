@@ -40,6 +40,8 @@ struct fx {
 	struct mcp_run *run; /* the run handed off, until answered */
 	int runs, cancels;
 	bool answer_runs; /* finish each run in the next round */
+	int auth_ok, auth_refused;
+	char auth_peer[64];
 	struct loop_timer *timer;
 };
 
@@ -53,6 +55,17 @@ static const struct mcp_principal *principal(void *data, const unsigned char sha
 	if (sodium_memcmp(a, sha, 32) == 0)
 		return &alpha;
 	return sodium_memcmp(b, sha, 32) == 0 ? &beta : NULL;
+}
+
+static void on_auth(void *data, const struct mcp_principal *p, const char *peer)
+{
+	struct fx *fx = data;
+
+	if (p)
+		fx->auth_ok++;
+	else
+		fx->auth_refused++;
+	snprintf(fx->auth_peer, sizeof(fx->auth_peer), "%s", peer);
 }
 
 static void on_timer(void *data)
@@ -111,6 +124,8 @@ static int setup(void **state)
 						.body_bytes = 1 << 20,
 						.slow_s = 10},
 				      .principal = principal,
+				      .on_auth = on_auth,
+				      .data = fx,
 				      .sessions_per_principal = 2,
 				      .idle_ms = 60000};
 	struct appl_err err = {0};
@@ -279,8 +294,12 @@ static void test_a_legacy_session_is_bound_to_its_token(void **state)
 
 	call_run(fx, &none);
 	assert_int_equal(none.status, 401);
+	/* every authentication is told, with the peer */
+	assert_int_equal(fx->auth_refused, 1);
+	assert_true(strncmp(fx->auth_peer, "127.0.0.1:", 10) == 0);
 	call_run(fx, &init);
 	assert_int_equal(init.status, 200);
+	assert_int_equal(fx->auth_ok, 1);
 	assert_non_null(strstr(init.resp, "\"protocolVersion\":\"2025-11-25\""));
 	assert_non_null(sid_of(&init));
 	snprintf(sid, sizeof(sid), "%s", sid_of(&init));
