@@ -38,11 +38,18 @@ def free_port():
     return port
 
 
-def http_policy(port, limits=None, gate=False, audit=None):
+def many_token(i):
+    return "appliance_test-token-many-%02d-0123456789abcdef" % i
+
+
+def http_policy(port, limits=None, gate=False, audit=None, many=0):
     tokens = [{"name": "alpha", "sha256": hashlib.sha256(ALPHA.encode()).hexdigest(),
                "role": "adder"},
               {"name": "beta", "sha256": hashlib.sha256(BETA.encode()).hexdigest(),
                "role": "echoer"}]
+    tokens += [{"name": "many-%02d" % i, "role": "echoer",
+                "sha256": hashlib.sha256(many_token(i).encode()).hexdigest()}
+               for i in range(many)]
     tools = {"toy.*": {"access": "read"}}
     extra = {"audit": {"path": audit}} if audit else {}
     if gate:
@@ -60,9 +67,10 @@ def http_policy(port, limits=None, gate=False, audit=None):
 class Served:
     """`appliance run` serving HTTP; its log kept."""
 
-    def __init__(self, limits=None, gate=False, audit=None):
+    def __init__(self, limits=None, gate=False, audit=None, many=0):
         self.port = free_port()
-        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate, audit)),
+        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate, audit,
+                                                             many)),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self.lines = []
@@ -230,6 +238,48 @@ def approvals_reach_the_http_client_in_both_eras():
                 assert out["elicitations"][0]["message"].startswith("toy.write_note"), out
     finally:
         s.stop()
+
+
+@test
+def fifty_clients_at_once_each_get_their_own_answer_and_a_slow_one_holds_nothing():
+    s = Served(limits={"http_slow_s": 3}, many=50)
+    results = {}
+
+    def one(i):
+        code_ = "print(await toy.echo(text='client %d'))" % i
+        try:
+            st, _, text = s.post(call(code_, i), token=many_token(i))
+            results[i] = (st, sse_messages(text)[-1] if st == 200 else text)
+        except Exception as e:  # noqa: BLE001 - reported below
+            results[i] = (None, repr(e))
+
+    try:
+        # a client sending its request a byte at a time, beside the others
+        slow = socket.create_connection(("127.0.0.1", s.port))
+        slow.sendall(b"P")
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        slow.settimeout(30)
+        try:
+            for b in b"OST /mcp HTTP/1.1\r\n":
+                slow.sendall(bytes([b]))
+                time.sleep(1)
+            dropped = slow.recv(1) == b""
+        except (BrokenPipeError, ConnectionResetError):
+            dropped = True
+        slow.close()
+    finally:
+        s.stop()
+    assert dropped, "a client trickling a byte a second was not dropped"
+    assert sorted(results) == list(range(50)), sorted(results)
+    for i, (st, msg) in results.items():
+        assert st == 200, (i, st, msg)
+        assert msg["id"] == i, (i, msg)
+        # each answer is its own client's: no crosstalk
+        assert msg["result"]["structuredContent"]["stdout"] == "client %d\n" % i, (i, msg)
 
 
 @test
