@@ -5,7 +5,10 @@
 // `appliance run` later).
 //
 //   node tests/mcp-client.mjs [--call JSON]... [--timeout MS] -- COMMAND [ARG...]
+//   node tests/mcp-client.mjs [--call JSON]... [--timeout MS] --url URL [--token TOKEN]
 //
+// --url speaks Streamable HTTP to URL (with `Authorization: Bearer TOKEN`)
+// instead of starting a command.
 // It connects (initialize, notifications/initialized), lists every tool
 // (following nextCursor), makes each --call in order (JSON: {"name": ...,
 // "arguments": {...}}), and prints one JSON document on stdout:
@@ -16,6 +19,7 @@
 // listing failed, 2 on bad usage. The server's stderr passes through to ours.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
 const PAGES_MAX = 64;
 
@@ -26,7 +30,7 @@ function usage(msg) {
 }
 
 function parseArgs(argv) {
-  const opts = { calls: [], timeout: 30000, command: null, args: [] };
+  const opts = { calls: [], timeout: 30000, command: null, args: [], url: null, token: null };
   let i = 0;
   for (; i < argv.length && argv[i] !== "--"; i++) {
     if (argv[i] === "--call" && i + 1 < argv.length) {
@@ -39,6 +43,10 @@ function parseArgs(argv) {
       if (typeof call !== "object" || call === null || typeof call.name !== "string")
         usage("--call needs an object with a string name");
       opts.calls.push(call);
+    } else if (argv[i] === "--url" && i + 1 < argv.length) {
+      opts.url = argv[++i];
+    } else if (argv[i] === "--token" && i + 1 < argv.length) {
+      opts.token = argv[++i];
     } else if (argv[i] === "--timeout" && i + 1 < argv.length) {
       opts.timeout = Number(argv[++i]);
       if (!Number.isInteger(opts.timeout) || opts.timeout <= 0) usage("--timeout: a positive integer");
@@ -46,6 +54,7 @@ function parseArgs(argv) {
       usage(`unknown option ${argv[i]}`);
     }
   }
+  if (opts.url) return opts;
   if (i + 1 >= argv.length) usage("no command after --");
   opts.command = argv[i + 1];
   opts.args = argv.slice(i + 2);
@@ -78,8 +87,10 @@ async function main() {
   const opts = parseArgs(process.argv.slice(2));
   // The child gets the SDK's default environment (a short safe list), never
   // all of ours.
-  const transport = new StdioClientTransport({ command: opts.command, args: opts.args,
-                                               stderr: "inherit" });
+  const headers = opts.token ? { Authorization: `Bearer ${opts.token}` } : {};
+  const transport = opts.url
+    ? new StreamableHTTPClientTransport(new URL(opts.url), { requestInit: { headers } })
+    : new StdioClientTransport({ command: opts.command, args: opts.args, stderr: "inherit" });
   const client = new Client({ name: "appliance-tests-mcp-client", version: "1.0.0" });
   const out = { server: null, tools: [], calls: [] };
   try {

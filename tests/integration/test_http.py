@@ -218,6 +218,23 @@ def the_v2_sdk_client_runs_cells_over_http_in_both_eras():
 
 
 @test
+def the_v1_sdk_client_runs_cells_over_http():
+    s = Served()
+    try:
+        argv = [gk.node(), os.path.join(gk.ROOT, "tests", "mcp-client.mjs"), "--timeout",
+                "120000", "--url", "http://127.0.0.1:%d/mcp" % s.port, "--token", ALPHA,
+                "--call", json.dumps({"name": "run_python", "arguments": {
+                    "code": "print((await toy.add(a=20, b=22))['sum'])"}})]
+        r = subprocess.run(argv, capture_output=True, timeout=180)
+        assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()[-3000:]
+        out = json.loads(r.stdout)
+        assert [t["name"] for t in out["tools"]] == ["run_python"], out
+        assert out["calls"][0]["result"]["structuredContent"]["stdout"] == "42\n", out
+    finally:
+        s.stop()
+
+
+@test
 def approvals_reach_the_http_client_in_both_eras():
     s = Served(gate=True)
     note = ("try:\n    print(await toy.write_note(text='n'))\n"
