@@ -117,6 +117,25 @@ static void pending_free(struct pending *p)
 	free(p);
 }
 
+/* A pending answer for r (id copied; NULL for what is no request), on hs's
+ * list. NULL when out of memory. */
+static struct pending *pending_new(struct hsess *hs, struct http_req *r, const json_t *id)
+{
+	struct pending *p = calloc(1, sizeof(*p));
+
+	if (!p || (id && !(p->id = jsonrpc_id_copy(id))) || !tag_new(r, hs, p)) {
+		if (p)
+			json_decref(p->id);
+		free(p);
+		return NULL;
+	}
+	p->hs = hs;
+	p->r = r;
+	p->next = hs->pend;
+	hs->pend = p;
+	return p;
+}
+
 /* The answer to p: the end of its stream, or its JSON reply. */
 static void pending_answer(struct pending *p, const char *line, size_t len)
 {
@@ -423,44 +442,19 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 		json_decref(v);
 		return;
 	}
-	if (!request) {
-		/* A notification or a response gets 202; bytes that are neither
-		 * get the session's answer (an error without an id). */
-		if (!(pd = calloc(1, sizeof(*pd))) || !tag_new(r, hs, pd)) {
-			free(pd);
-			plain(r, 500, "out of memory\n");
-			json_decref(v);
-			return;
-		}
-		pd->hs = hs;
-		pd->r = r;
-		pd->next = hs->pend;
-		hs->pend = pd;
-		hs->current = pd;
-		mcp_session_input(hs->s, body, len);
-		if (hs->current == pd) {
-			pending_unlink(pd);
-			pending_detach(pd);
-			pending_free(pd);
-			plain(r, 202, "");
-		}
-		json_decref(v);
-		return;
-	}
-	if (!(pd = calloc(1, sizeof(*pd))) || !(pd->id = jsonrpc_id_copy(id)) ||
-	    !tag_new(r, hs, pd)) {
-		if (pd)
-			json_decref(pd->id);
-		free(pd);
+	/* A request is answered by the session; a notification or a response
+	 * gets 202, and bytes that are neither the session's error without an
+	 * id (it goes to the current pending). */
+	if (!(pd = pending_new(hs, r, request ? id : NULL))) {
 		plain(r, 500, "out of memory\n");
 		json_decref(v);
 		return;
 	}
-	pd->hs = hs;
-	pd->r = r;
-	pd->init = init;
-	pd->stream =
-		strcmp(method, "tools/call") == 0 || strcmp(method, "subscriptions/listen") == 0;
+	if (request) {
+		pd->init = init;
+		pd->stream = strcmp(method, "tools/call") == 0 ||
+			     strcmp(method, "subscriptions/listen") == 0;
+	}
 	if (pd->stream) {
 		if (hs->sid[0]) {
 			snprintf(hdr, sizeof(hdr), SID_HEADER ": %s", hs->sid);
@@ -468,12 +462,17 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 		}
 		http_req_stream(r, 200, hdrs);
 	}
-	pd->next = hs->pend;
-	hs->pend = pd;
 	hs->current = pd;
 	mcp_session_input(hs->s, body, len);
-	if (hs->current == pd)
+	if (hs->current == pd) { /* not answered yet */
 		hs->current = NULL;
+		if (!request) {
+			pending_unlink(pd);
+			pending_detach(pd);
+			pending_free(pd);
+			plain(r, 202, "");
+		}
+	}
 	json_decref(v);
 }
 

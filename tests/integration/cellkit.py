@@ -145,6 +145,15 @@ def descendants(pid):
     return out
 
 
+def alive(pid):
+    """Whether pid is a live process (a zombie waiting for its reaper is not)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return ") Z " not in f.read()
+    except FileNotFoundError:
+        return False
+
+
 def runsc_pids_of(pid):
     """The `runsc run` processes pid started (one per live sandbox)."""
     found = []

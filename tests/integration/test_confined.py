@@ -21,6 +21,7 @@ import tempfile
 import time
 
 from harness import main, test
+from cellkit import alive
 import gatewaykit as gk
 
 MEMORY = os.path.join(gk.ROOT, "tests", "node_modules", "@modelcontextprotocol",
@@ -39,14 +40,6 @@ def probe_policy(server=None, audit=None):
 
 def probe(s, **args):
     return s.cell_json("import json\nprint(json.dumps(await toy.probe(**%r)))" % (args,))
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return ") Z " not in f.read()
-    except FileNotFoundError:
-        return False
 
 
 def cgroup_limits(lines):

@@ -22,6 +22,7 @@ import threading
 import time
 
 from harness import main, test
+from cellkit import alive, descendants
 import gatewaykit as gk
 
 CLIENT2 = os.path.join(gk.ROOT, "tests", "mcp-client2.mjs")
@@ -334,33 +335,6 @@ def a_client_that_hangs_up_mid_cell_has_its_cell_cancelled_and_sigterm_ends_the_
     while [p for p in below if alive(p)] and time.time() < deadline:
         time.sleep(0.1)
     assert [p for p in below if alive(p)] == [], "left behind: %s" % below
-
-
-def descendants(pid):
-    """Every process below pid, from /proc."""
-    kids = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open("/proc/%s/stat" % d) as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            kids.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for k in kids.get(todo.pop(), []):
-            out.append(k)
-            todo.append(k)
-    return out
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return ") Z " not in f.read()
-    except FileNotFoundError:
-        return False
 
 
 if __name__ == "__main__":
