@@ -25,8 +25,12 @@ side with time.perf_counter:
      cell beside an idle cell, and (10f) beside a cell that floods its
      protocol descriptor with empty `out` lines (its line budget raised to
      the ceiling so that it floods throughout); the ratio is the target
+ 11  row 1 over Streamable HTTP, run right after it: the same pool, spacing
+     and cells, each a 2026-07-28 stateless tools/call POSTed with a bearer
+     token on one keep-alive connection, timed from sending the POST to
+     reading the answer's SSE event
 
-Rows 1 to 8 run on the system's runsc with the systrap platform (the
+Rows 1 to 8 and 11 run on the system's runsc with the systrap platform (the
 appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
 run again as 1p, 2p, 6p (the same runsc on ptrace) and 1o, 2o, 6o (Debian
 12's own runsc, 20221219.0, on ptrace, under an appliance built to accept
@@ -37,6 +41,8 @@ environment variables (scripts/bench lists them). The figures go to stdout
 as a table, and to build/bench.json (BENCH_JSON).
 """
 
+import hashlib
+import http.client
 import io
 import json
 import os
@@ -45,6 +51,7 @@ import queue
 import secrets
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -95,10 +102,10 @@ def env_float(name, default):
 
 
 P = {
-    "n": env_int("BENCH_N", 20),                     # cells for rows 1-4
+    "n": env_int("BENCH_N", 20),                     # cells for rows 1-4 and 11
     "floor_n": env_int("BENCH_FLOOR_N", 200),        # cells for row 5
-    "warmup": env_int("BENCH_WARMUP", 1),            # uncounted cells before rows 1-5
-    "spacing_s": env_float("BENCH_SPACING", 1.5),    # between cells of rows 1-2
+    "warmup": env_int("BENCH_WARMUP", 1),            # uncounted cells before rows 1-5, 11
+    "spacing_s": env_float("BENCH_SPACING", 1.5),    # between cells of rows 1, 2, 11
     "settle_s": env_float("BENCH_SETTLE", 3.0),      # after initialize, before the first cell
     "calls": env_int("BENCH_CALLS", 1000),           # row 6
     "call_runs": env_int("BENCH_CALL_RUNS", 3),      # row 6 cells (and direct runs)
@@ -111,7 +118,7 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11"),
     "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
@@ -379,17 +386,22 @@ class Mcp:
         """run_python: (structuredContent, seconds); RowError unless it ran."""
         msg, dt = self.request("tools/call", {"name": "run_python", "arguments": {"code": code}},
                                timeout)
-        if "error" in msg:
-            raise RowError("tools/call: %s" % json.dumps(msg["error"]))
-        res = msg["result"]
-        sc = res.get("structuredContent") or {}
-        if res.get("isError"):
-            why = sc.get("error") or sc.get("reason") or json.dumps(res)[:300]
-            raise RowError("cell failed: %s" % why.strip().splitlines()[-1][:300])
-        return sc, dt
+        return ran(msg), dt
 
     def close(self):
         return self.conn.close()
+
+
+def ran(msg):
+    """A run_python answer's structuredContent; RowError unless it ran."""
+    if "error" in msg:
+        raise RowError("tools/call: %s" % json.dumps(msg["error"]))
+    res = msg["result"]
+    sc = res.get("structuredContent") or {}
+    if res.get("isError"):
+        why = sc.get("error") or sc.get("reason") or json.dumps(res)[:300]
+        raise RowError("cell failed: %s" % why.strip().splitlines()[-1][:300])
+    return sc
 
 
 def check_print1(sc):
@@ -397,7 +409,22 @@ def check_print1(sc):
         raise RowError("print(1) gave %r" % (sc,))
 
 
-# ---- rows 1, 2 and 9: warm and cold cells, idle memory --------------------------------
+# ---- rows 1, 2, 9 and 11: warm and cold cells, idle memory, HTTP ------------------------
+
+def spaced_cells(m, n):
+    """The warm-up, then n print(1) cells, spacing_s apart: their times."""
+    for _ in range(P["warmup"]):
+        check_print1(m.cell("print(1)")[0])
+        time.sleep(P["spacing_s"])
+    times = []
+    for i in range(n):
+        sc, dt = m.cell("print(1)")
+        check_print1(sc)
+        times.append(dt)
+        if i + 1 < n:
+            time.sleep(P["spacing_s"])
+    return times
+
 
 def row_cells(work, pool, n, cfg=MAIN):
     """n spaced print(1) cells through one appliance with limits.pool; the
@@ -407,21 +434,116 @@ def row_cells(work, pool, n, cfg=MAIN):
     try:
         time.sleep(P["settle_s"])  # the pool (if any) boots
         mem_idle = tree_memory(m.pid)
-        for _ in range(P["warmup"]):
-            check_print1(m.cell("print(1)")[0])
-            time.sleep(P["spacing_s"])
-        times = []
-        for i in range(n):
-            sc, dt = m.cell("print(1)")
-            check_print1(sc)
-            times.append(dt)
-            if i + 1 < n:
-                time.sleep(P["spacing_s"])
+        times = spaced_cells(m, n)
         time.sleep(P["settle_s"])
         mem_after = tree_memory(m.pid)
     finally:
         rc = m.close()
     return {"times": times, "mem_idle": mem_idle, "mem_after": mem_after, "exit": rc}
+
+
+HTTP_REVISION = "2026-07-28"
+
+
+class HttpMcp:
+    """A Streamable HTTP client of one `appliance run` whose policy has an
+    `http` section on a free loopback port and one token: stateless
+    2026-07-28 tools/call POSTs on one keep-alive connection, as a real
+    client sends them, each answered on an SSE stream."""
+
+    def __init__(self, work, limits, name):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        self.port = s.getsockname()[1]
+        s.close()
+        self.token = "appliance_bench-" + secrets.token_hex(16)
+        sig = work.policy(limits, {
+            "roles": {"bench": {"tools": []}},
+            "clients": {"tokens": [{"name": "bench", "role": "bench",
+                                    "sha256": hashlib.sha256(self.token.encode()).hexdigest()}]},
+            "http": {"listen": ["127.0.0.1:%d" % self.port]}})
+        self.stderr_path = os.path.join(work.dir, name + ".stderr")
+        self.errf = open(self.stderr_path, "wb")
+        self.p = subprocess.Popen(work.run_argv(sig), stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL, stderr=self.errf,
+                                  env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+                                       "LC_ALL": "C.UTF-8"})
+        self.next_id = 0
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        ready = "serving MCP over HTTP at 127.0.0.1:%d/mcp" % self.port
+        deadline = time.time() + 60
+        while ready not in self.stderr_tail(1000):
+            if self.p.poll() is not None or time.time() > deadline:
+                tail = self.stderr_tail()
+                self.close()
+                raise RowError("appliance run did not serve HTTP: %s" % tail)
+            time.sleep(0.05)
+
+    def stderr_tail(self, n=3):
+        self.errf.flush()
+        with open(self.stderr_path, "rb") as f:
+            return " | ".join(f.read().decode("utf-8", "replace").strip().splitlines()[-n:])
+
+    def cell(self, code):
+        """run_python: (structuredContent, seconds from sending the POST to
+        reading the answer's event); RowError unless it ran."""
+        self.next_id += 1
+        rid = self.next_id
+        body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "tools/call", "params": {
+            "name": "run_python", "arguments": {"code": code},
+            "_meta": {"io.modelcontextprotocol/protocolVersion": HTTP_REVISION,
+                      "io.modelcontextprotocol/clientCapabilities": {}}}},
+                          separators=(",", ":"))
+        headers = {"Content-Type": "application/json",
+                   "Accept": "application/json, text/event-stream",
+                   "Authorization": "Bearer " + self.token, "Mcp-Method": "tools/call",
+                   "Mcp-Name": "run_python", "MCP-Protocol-Version": HTTP_REVISION}
+        msg = None
+        try:
+            t0 = time.perf_counter()
+            self.conn.request("POST", "/mcp", body, headers)
+            r = self.conn.getresponse()
+            if r.status != 200:
+                raise RowError("POST /mcp: %d %s" % (r.status, r.read()[:300].decode("utf-8",
+                                                                                     "replace")))
+            while msg is None:
+                line = r.readline()
+                if not line:
+                    raise RowError("the answer (%s) ended without the call's event"
+                                   % r.getheader("Content-Type"))
+                if line.startswith(b"data: "):
+                    m = json.loads(line[len(b"data: "):])
+                    if m.get("id") == rid and ("result" in m or "error" in m):
+                        msg = m
+            t1 = time.perf_counter()
+            r.read()  # the end of the stream: the connection serves the next cell
+        except (OSError, http.client.HTTPException) as e:
+            raise RowError("POST /mcp: %s: %s (%s)" % (type(e).__name__, e,
+                                                       self.stderr_tail())) from None
+        return ran(msg), t1 - t0
+
+    def close(self):
+        self.conn.close()
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+        self.errf.close()
+        return self.p.returncode
+
+
+def row_http(work, n):
+    """Row 1's cells (pool 2, the same spacing and count) over Streamable HTTP."""
+    m = HttpMcp(work, {"pool": 2, "deadline_s": 60}, "http")
+    try:
+        time.sleep(P["settle_s"])  # the pool boots
+        times = spaced_cells(m, n)
+    finally:
+        rc = m.close()
+    return {"times": times, "exit": rc}
 
 
 # ---- row 3: bare runsc run of a fresh bundle per cell -----------------------------------
@@ -1036,6 +1158,9 @@ def main():
                         lambda pool=pool, row=row: row_cells(work, pool,
                                                              P["n"] if row in ROWS else 0),
                         force=True)
+            if row == 1:  # beside row 1, before the cold cells
+                attempt(11, "warm cells over Streamable HTTP (pool 2)",
+                        lambda: row_http(work, P["n"]))
         attempt(3, "bare runsc run per cell", lambda: row_runsc(P["n"], digest))
         if P["docker"]:
             attempt(4, "docker run --runtime=runsc per cell", lambda: row_docker(P["n"], digest))
@@ -1088,6 +1213,8 @@ def report(info, res, total_s):
     n = P["n"]
     add("1", "warm cell, print(1), pool 2, MCP stdio", res.get(1) if 1 in ROWS else None,
         note="spaced %.1f s" % P["spacing_s"])
+    add("11", "warm cell, print(1), pool 2, Streamable HTTP", res.get(11),
+        note="spaced %.1f s, one keep-alive connection" % P["spacing_s"])
     add("2", "cold cell, print(1), pool 0, MCP stdio", res.get(2) if 2 in ROWS else None,
         note="spaced %.1f s" % P["spacing_s"])
     add("3", "bare runsc run + runner, to answer", res.get(3),
@@ -1221,6 +1348,7 @@ def report(info, res, total_s):
         w("  %-46s %s" % (name, fmt % v if v is not None else "n/a"))
         return v
 
+    ratio("warm over HTTP (11) / over stdio (1)", med(11), r1)
     ratio("warm (1) / floor (5)", r1, r5)
     ratio("warm (1) / spaced floor (5s)", r1, med("5s"))
     ratio("cold (2) / warm (1)", r2, r1)

@@ -94,6 +94,7 @@ struct http_front {
 	struct http_req *reqs;
 	struct log_rate rate;
 	bool closing;
+	unsigned in_mhd; /* inside MHD_run (its callbacks may call us back) */
 };
 
 static void refusal_log(struct http_front *f, unsigned status, const char *why, const char *peer)
@@ -116,8 +117,10 @@ static void pump(struct http_front *f)
 	uint64_t soonest = 0;
 	bool any = false;
 
+	f->in_mhd++;
 	for (size_t i = 0; i < f->nls; i++)
 		MHD_run(f->ls[i].d);
+	f->in_mhd--;
 	for (size_t i = 0; i < f->nls; i++) {
 		MHD_UNSIGNED_LONG_LONG t;
 
@@ -227,14 +230,23 @@ static void req_unwatch(struct http_req *r)
 	r->watching = false;
 }
 
+/* Wake r's connection: an answer or a stream's bytes are ready, or it is
+ * to be closed. Outside MHD's callbacks MHD runs at once, so the bytes
+ * leave now rather than after whatever else this round of the loop does
+ * (a used sandbox torn down, the next one started); inside, next round. */
 static void req_resume(struct http_req *r)
 {
+	struct http_front *f = r->f;
+
 	if (!r->suspended)
 		return;
 	req_unwatch(r);
 	r->suspended = false;
 	MHD_resume_connection(r->mc);
-	loop_next(r->f->loop, &r->f->kick);
+	if (f->in_mhd || f->closing)
+		loop_next(f->loop, &f->kick);
+	else
+		pump(f);
 }
 
 static void on_hangup(struct loop *loop, int fd, uint32_t events, void *data)
@@ -1033,9 +1045,11 @@ void http_front_close(struct http_front *f)
 			r->aborting = true;
 			req_resume(r);
 		}
+	f->in_mhd++;
 	for (size_t i = 0; i < f->nls; i++)
 		if (f->ls[i].d)
 			MHD_run(f->ls[i].d);
+	f->in_mhd--;
 	for (size_t i = 0; i < f->nls; i++) {
 		struct listener *l = &f->ls[i];
 

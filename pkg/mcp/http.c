@@ -10,8 +10,8 @@
 #include "base/limits.h"
 #include "jsonrpc/jsonrpc.h"
 #include "log/log.h"
+#include "mcp/http_check.h"
 
-#define SID_BYTES  16
 #define SID_HEADER "Mcp-Session-Id"
 
 struct hsess;
@@ -22,8 +22,10 @@ struct pending {
 	struct hsess *hs;
 	struct http_req *r;
 	json_t *id;
-	bool stream; /* answered on an SSE stream (tools/call, subscriptions/listen) */
+	bool stream; /* may be answered on an SSE stream (tools/call, subscriptions/listen) */
+	bool opened; /* the stream is open: the first message about the request opened it */
 	bool init;   /* initialize: the answer names the session */
+	bool modern; /* a 2026-07-28 request: its error answers get their HTTP status */
 };
 
 /* What a front-door request of ours is: a pending POST, or a GET stream. */
@@ -39,7 +41,7 @@ struct hsess {
 	struct mcp_http *h;
 	struct mcp_session *s;
 	const struct mcp_principal *p;
-	char sid[2 * SID_BYTES + 1];
+	char sid[2 * MCP_SID_BYTES + 1];
 	struct http_req *get; /* its GET stream */
 	struct tag get_tag;
 	struct pending *pend;
@@ -136,23 +138,45 @@ static struct pending *pending_new(struct hsess *hs, struct http_req *r, const j
 	return p;
 }
 
-/* The answer to p: the end of its stream, or its JSON reply. */
-static void pending_answer(struct pending *p, const char *line, size_t len)
+/* A message about p's request (progress, a question) on its stream, which
+ * the first one opens (line NULL: only open it): an answer that comes before any goes out as JSON,
+ * with the status its error may call for. */
+static void pending_event(struct pending *p, const char *line, size_t len)
+{
+	const char *hdr[2] = {NULL, NULL};
+	char sid[64];
+
+	if (!p->opened) {
+		if (p->hs->sid[0]) {
+			snprintf(sid, sizeof(sid), SID_HEADER ": %s", p->hs->sid);
+			hdr[0] = sid;
+		}
+		if (http_req_stream(p->r, 200, hdr) < 0)
+			return;
+		p->opened = true;
+	}
+	if (line)
+		event_send(p->r, line, len);
+}
+
+/* The answer to p (answer is line parsed): the end of its stream, or its
+ * JSON reply. */
+static void pending_answer(struct pending *p, const json_t *answer, const char *line, size_t len)
 {
 	const char *hdr[2] = {NULL, NULL};
 	char sid[64];
 
 	pending_unlink(p);
 	pending_detach(p);
-	if (p->r && p->stream) {
+	if (p->r && p->opened) {
 		event_send(p->r, line, len);
 		http_req_stream_end(p->r);
 	} else if (p->r) {
-		if (p->init && p->hs->sid[0]) {
+		if ((p->init || p->stream) && p->hs->sid[0]) {
 			snprintf(sid, sizeof(sid), SID_HEADER ": %s", p->hs->sid);
 			hdr[0] = sid;
 		}
-		http_req_reply(p->r, 200, "application/json", line,
+		http_req_reply(p->r, mcp_answer_status(answer, p->modern), "application/json", line,
 			       len && line[len - 1] == '\n' ? len - 1 : len, hdr);
 	}
 	pending_free(p);
@@ -185,7 +209,7 @@ static int t_send(void *t, char *line, size_t len)
 	if (!p && answer && json_is_null(id))
 		p = hs->current; /* a request refused before its id could be read */
 	if (p)
-		pending_answer(p, line, len);
+		pending_answer(p, v, line, len);
 	else
 		to_stream(hs, line, len);
 	json_decref(v);
@@ -199,7 +223,7 @@ static int t_send_for(void *t, const json_t *related, char *line, size_t len)
 	struct pending *p = pending_find(hs, related);
 
 	if (p && p->stream && p->r)
-		event_send(p->r, line, len);
+		pending_event(p, line, len);
 	else
 		to_stream(hs, line, len);
 	free(line);
@@ -233,7 +257,7 @@ static struct hsess *hsess_new(struct mcp_http *h, const struct mcp_principal *p
 	struct hsess *hs = calloc(1, sizeof(*hs));
 	struct mcp_transport t = {.send = t_send, .close = t_close, .send_for = t_send_for};
 	struct appl_err err = {0};
-	unsigned char raw[SID_BYTES];
+	unsigned char raw[MCP_SID_BYTES];
 
 	if (!hs)
 		return NULL;
@@ -383,32 +407,31 @@ static void on_get(struct mcp_http *h, struct http_req *r, const struct mcp_prin
 	http_req_set_data(r, &hs->get_tag);
 }
 
-/* What the headers say about the body must be true of it: a protocol
- * version we serve (MCP-Protocol-Version), the method (Mcp-Method) and the
- * tool, prompt or resource (Mcp-Name). 1 when refused (answered 400). */
-static int headers_refused(struct http_req *r, const json_t *v, const char *method)
+/* A refusal of the POST: a JSON-RPC error (with the request's id) when
+ * the verdict has a code, else plain text. */
+static void refused(struct http_req *r, const json_t *body, const struct mcp_post_verdict *vd)
 {
-	const char *pv = http_req_header(r, "MCP-Protocol-Version");
-	const char *mm = http_req_header(r, "Mcp-Method");
-	const char *mn = http_req_header(r, "Mcp-Name");
-	const json_t *params = json_object_get(v, "params");
-	const char *name = json_string_value(json_object_get(params, "name"));
+	const json_t *id = json_object_get(body, "id");
+	json_t *e;
+	char *text;
 
-	if (pv && !mcp_revision_find(pv, MCP_ERA_LEGACY | MCP_ERA_MODERN)) {
-		plain(r, 400, "unsupported MCP-Protocol-Version\n");
-		return 1;
+	if (!vd->code) {
+		char line[sizeof(vd->msg) + 1];
+
+		snprintf(line, sizeof(line), "%s\n", vd->msg);
+		plain(r, vd->status, line);
+		return;
 	}
-	if (mm && (!method || strcmp(mm, method) != 0)) {
-		plain(r, 400, "Mcp-Method does not match the body's method\n");
-		return 1;
-	}
-	if (!name)
-		name = json_string_value(json_object_get(params, "uri"));
-	if (mn && (!name || strcmp(mn, name) != 0)) {
-		plain(r, 400, "Mcp-Name does not match the body\n");
-		return 1;
-	}
-	return 0;
+	e = json_pack("{ss sO s{si ss}}", "jsonrpc", "2.0", "id",
+		      jsonrpc_id_valid(id) ? (json_t *)id : json_null(), "error", "code", vd->code,
+		      "message", vd->msg);
+	text = e ? json_dumps(e, JSON_COMPACT) : NULL;
+	if (text)
+		http_req_reply(r, vd->status, "application/json", text, strlen(text), NULL);
+	else
+		plain(r, 500, "out of memory\n");
+	free(text);
+	json_decref(e);
 }
 
 static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_principal *p,
@@ -420,23 +443,28 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 	const char *method = json_string_value(json_object_get(v, "method"));
 	const json_t *id = json_object_get(v, "id");
 	bool request = method && id && !json_is_null(id);
-	bool init = request && strcmp(method, "initialize") == 0;
+	struct mcp_post in = {.protocol_version = http_req_header(r, "MCP-Protocol-Version"),
+			      .method = http_req_header(r, "Mcp-Method"),
+			      .name = http_req_header(r, "Mcp-Name"),
+			      .session = sid,
+			      .body = v};
+	struct mcp_post_verdict vd;
 	struct hsess *hs;
 	struct pending *pd;
-	char hdr[64];
-	const char *hdrs[2] = {NULL, NULL};
 
-	if (headers_refused(r, v, method))
+	mcp_post_check(&in, &vd);
+	if (vd.status) {
+		refused(r, v, &vd);
 		hs = NULL;
-	else if (sid)
+	} else if (vd.kind == MCP_POST_SESSION)
 		hs = named(h, r, p, sid);
-	else if (init && legacy_count(h, p) >= h->cfg.sessions_per_principal) {
+	else if (vd.kind == MCP_POST_INIT && legacy_count(h, p) >= h->cfg.sessions_per_principal) {
 		log_line(LOG_WARN, NULL, "%s: refused a session: %u open already", p->client,
 			 h->cfg.sessions_per_principal);
 		http_req_reply(r, 503, "text/plain", "too many sessions\n", 18,
 			       (const char *const[]){"Retry-After: 10", NULL});
 		hs = NULL;
-	} else if (!(hs = init ? hsess_new(h, p, true) : own_find(h, p)))
+	} else if (!(hs = vd.kind == MCP_POST_INIT ? hsess_new(h, p, true) : own_find(h, p)))
 		plain(r, 503, "out of memory\n");
 	if (!hs) {
 		json_decref(v);
@@ -450,17 +478,11 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 		json_decref(v);
 		return;
 	}
+	pd->modern = vd.kind == MCP_POST_MODERN;
 	if (request) {
-		pd->init = init;
+		pd->init = vd.kind == MCP_POST_INIT;
 		pd->stream = strcmp(method, "tools/call") == 0 ||
 			     strcmp(method, "subscriptions/listen") == 0;
-	}
-	if (pd->stream) {
-		if (hs->sid[0]) {
-			snprintf(hdr, sizeof(hdr), SID_HEADER ": %s", hs->sid);
-			hdrs[0] = hdr;
-		}
-		http_req_stream(r, 200, hdrs);
 	}
 	hs->current = pd;
 	mcp_session_input(hs->s, body, len);
@@ -471,6 +493,10 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 			pending_detach(pd);
 			pending_free(pd);
 			plain(r, 202, "");
+		} else if (pd->stream && !pd->opened) {
+			/* A run or a subscription goes on: its stream opens now,
+			 * so the client hears at once that it was taken. */
+			pending_event(pd, NULL, 0);
 		}
 	}
 	json_decref(v);

@@ -14,13 +14,10 @@
 #include "log/log.h"
 #include "mcp/tool.h"
 
-/* The per-request _meta keys of 2026-07-28, and its error codes. */
-#define META_VERSION		"io.modelcontextprotocol/protocolVersion"
-#define META_CAPS		"io.modelcontextprotocol/clientCapabilities"
-#define META_CLIENT_INFO	"io.modelcontextprotocol/clientInfo"
-#define META_SERVER_INFO	"io.modelcontextprotocol/serverInfo"
-#define META_SUBSCRIPTION	"io.modelcontextprotocol/subscriptionId"
-#define MCP_UNSUPPORTED_VERSION (-32022)
+/* The per-request _meta keys of 2026-07-28 (more in session.h). */
+#define META_CLIENT_INFO  "io.modelcontextprotocol/clientInfo"
+#define META_SERVER_INFO  "io.modelcontextprotocol/serverInfo"
+#define META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
 
 /* Caching hints (modern era): the discover result is the same for every
  * client; the tool list is the role's. Changes are pushed to a client that
@@ -96,6 +93,7 @@ struct mcp_session {
 	const struct mcp_revision *legacy; /* initialize's pick; NULL before */
 	json_t *legacy_caps;		   /* initialize's capabilities */
 	bool initialized;		   /* notifications/initialized seen */
+	int log_level; /* logging/setLevel's (an index of log_levels); -1: none */
 	bool ended;
 	struct mcp_run *runs;
 	struct listen *listens;
@@ -735,9 +733,134 @@ static void on_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
 typedef void (*method_fn)(struct mcp_session *s, const struct jsonrpc_msg *m,
 			  const struct mcp_request *req);
 
-static json_t *capabilities(void)
+/* Tools, and lists of prompts and resources that are always empty (a
+ * client that asks learns there are none); a legacy session can also set
+ * the level of the log messages it hears about its runs. */
+static json_t *capabilities(const struct mcp_revision *rev)
 {
-	return json_pack("{s:{s:b}}", "tools", "listChanged", 1);
+	json_t *c =
+		json_pack("{s:{s:b},s:{},s:{}}", "tools", "listChanged", 1, "prompts", "resources");
+
+	if (c && mcp_revision_has(rev, MCP_HAS_SET_LEVEL) &&
+	    json_object_set_new(c, "logging", json_object())) {
+		json_decref(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* The levels of logging/setLevel, least severe first. */
+static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
+					 "error", "critical", "alert",	"emergency"};
+#define LOG_LEVEL_INFO	  1
+#define LOG_LEVEL_WARNING 3
+
+/* What run r came to, as a log message to its client (about r's request)
+ * when the client set a level that lets it through. */
+static void run_log(struct mcp_run *r, const struct cell_outcome *o, const char *failure)
+{
+	struct mcp_session *s = r->s;
+	int level = failure || (o && cell_outcome_is_error(o)) ? LOG_LEVEL_WARNING : LOG_LEVEL_INFO;
+	json_t *params;
+
+	if (s->log_level < 0 || level < s->log_level ||
+	    !mcp_revision_has(r->rev, MCP_HAS_SET_LEVEL))
+		return;
+	params = o ? json_pack("{s:s,s:s,s:{s:s,s:s?,s:I,s:I}}", "level", log_levels[level],
+			       "logger", "appliance", "data", "run", r->label, "reason",
+			       cell_reason_name(o->reason), "calls", (json_int_t)o->calls,
+			       "duration_ms", (json_int_t)o->duration_ms)
+		   : json_pack("{s:s,s:s,s:{s:s,s:s}}", "level", log_levels[level], "logger",
+			       "appliance", "data", "run", r->label, "failure", failure);
+	if (params)
+		notify_for(s, r->id, "notifications/message", params);
+	json_decref(params);
+}
+
+static void m_set_level(struct mcp_session *s, const struct jsonrpc_msg *m,
+			const struct mcp_request *req)
+{
+	const char *level = json_string_value(json_object_get(m->params, "level"));
+
+	for (size_t i = 0; level && i < sizeof(log_levels) / sizeof(log_levels[0]); i++)
+		if (strcmp(level, log_levels[i]) == 0) {
+			s->log_level = (int)i;
+			reply(s, m->id, req->rev, json_object());
+			return;
+		}
+	reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
+		    "level must be one of debug, info, notice, warning, error, critical, alert, "
+		    "emergency");
+}
+
+/* ttlMs and cacheScope on res (a list) where the revision has them. -1
+ * (res freed) on out of memory. */
+static int cache_hints(const struct mcp_request *req, json_t *res, const char *scope)
+{
+	if (res && mcp_revision_has(req->rev, MCP_HAS_CACHE_HINTS) &&
+	    (json_object_set_new(res, "ttlMs", json_integer(MCP_TTL_MS)) ||
+	     json_object_set_new(res, "cacheScope", json_string(scope)))) {
+		json_decref(res);
+		return -1;
+	}
+	return 0;
+}
+
+/* prompts/list, resources/list and resources/templates/list: always empty,
+ * the same for every client. */
+static void empty_list(struct mcp_session *s, const struct jsonrpc_msg *m,
+		       const struct mcp_request *req, const char *key)
+{
+	json_t *res;
+
+	if (json_object_get(m->params, "cursor")) {
+		reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "invalid cursor");
+		return;
+	}
+	res = json_pack("{s:[]}", key);
+	reply(s, m->id, req->rev, cache_hints(req, res, "public") ? NULL : res);
+}
+
+static void m_prompts_list(struct mcp_session *s, const struct jsonrpc_msg *m,
+			   const struct mcp_request *req)
+{
+	empty_list(s, m, req, "prompts");
+}
+
+static void m_resources_list(struct mcp_session *s, const struct jsonrpc_msg *m,
+			     const struct mcp_request *req)
+{
+	empty_list(s, m, req, "resources");
+}
+
+static void m_templates_list(struct mcp_session *s, const struct jsonrpc_msg *m,
+			     const struct mcp_request *req)
+{
+	empty_list(s, m, req, "resourceTemplates");
+}
+
+static void m_prompts_get(struct mcp_session *s, const struct jsonrpc_msg *m,
+			  const struct mcp_request *req)
+{
+	(void)req;
+	reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "Unknown prompt: the appliance offers none");
+}
+
+/* resources/read: there is none; the error names the URI asked for (cut
+ * like any echo). */
+static void m_resources_read(struct mcp_session *s, const struct jsonrpc_msg *m,
+			     const struct mcp_request *req)
+{
+	const char *uri = json_string_value(json_object_get(m->params, "uri"));
+	json_t *data =
+		uri ? json_pack("{s:s%}", "uri", uri,
+				appl_utf8_boundary(uri, strnlen(uri, MCP_REQUESTED_ECHO_MAX)))
+		    : NULL;
+	(void)req;
+
+	reply_error_data(s, m->id, JSONRPC_INVALID_PARAMS,
+			 "Resource not found: the appliance offers none", data);
+	json_decref(data);
 }
 
 static void m_initialize(struct mcp_session *s, const struct jsonrpc_msg *m,
@@ -766,7 +889,7 @@ static void m_initialize(struct mcp_session *s, const struct jsonrpc_msg *m,
 	s->legacy_caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
 	reply(s, m->id, rev,
 	      json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", rev->name, "capabilities",
-			capabilities(), "serverInfo", server_info(), "instructions",
+			capabilities(rev), "serverInfo", server_info(), "instructions",
 			MCP_INSTRUCTIONS));
 }
 
@@ -782,8 +905,8 @@ static void m_discover(struct mcp_session *s, const struct jsonrpc_msg *m,
 	reply(s, m->id, req->rev,
 	      json_pack("{s:o,s:o,s:s,s:i,s:s}", "supportedVersions",
 			mcp_revision_names(MCP_ERA_MODERN | MCP_ERA_LEGACY), "capabilities",
-			capabilities(), "instructions", MCP_INSTRUCTIONS, "ttlMs", MCP_TTL_MS,
-			"cacheScope", "public"));
+			capabilities(req->rev), "instructions", MCP_INSTRUCTIONS, "ttlMs",
+			MCP_TTL_MS, "cacheScope", "public"));
 }
 
 static void m_tools_list(struct mcp_session *s, const struct jsonrpc_msg *m,
@@ -800,13 +923,7 @@ static void m_tools_list(struct mcp_session *s, const struct jsonrpc_msg *m,
 	}
 	tool = mcp_tool_object(req->rev, desc);
 	res = tool ? json_pack("{s:[o]}", "tools", tool) : NULL;
-	if (res && mcp_revision_has(req->rev, MCP_HAS_CACHE_HINTS) &&
-	    (json_object_set_new(res, "ttlMs", json_integer(MCP_TTL_MS)) ||
-	     json_object_set_new(res, "cacheScope", json_string("private")))) {
-		json_decref(res);
-		res = NULL;
-	}
-	reply(s, m->id, req->rev, res);
+	reply(s, m->id, req->rev, cache_hints(req, res, "private") ? NULL : res);
 }
 
 /* tools/call: only run_python exists. An unknown tool is a protocol error;
@@ -944,6 +1061,12 @@ static const struct method {
 	{"tools/list", true, ERA_BOTH, true, m_tools_list},
 	{"tools/call", true, ERA_BOTH, true, m_tools_call},
 	{"subscriptions/listen", true, MCP_ERA_MODERN, false, m_listen},
+	{"prompts/list", true, ERA_BOTH, true, m_prompts_list},
+	{"prompts/get", true, ERA_BOTH, true, m_prompts_get},
+	{"resources/list", true, ERA_BOTH, true, m_resources_list},
+	{"resources/templates/list", true, ERA_BOTH, true, m_templates_list},
+	{"resources/read", true, ERA_BOTH, true, m_resources_read},
+	{"logging/setLevel", true, MCP_ERA_LEGACY, true, m_set_level},
 	{"notifications/initialized", false, MCP_ERA_LEGACY, false, n_initialized},
 	{"notifications/cancelled", false, ERA_BOTH, false, n_cancelled},
 };
@@ -1173,6 +1296,7 @@ struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_tra
 	s->srv = srv;
 	s->t = *t;
 	s->p = p;
+	s->log_level = -1;
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;
@@ -1233,11 +1357,13 @@ static void run_answer(struct mcp_run *run, json_t *result /* steals */)
 
 void mcp_run_finish(struct mcp_run *run, const struct cell_outcome *o)
 {
+	run_log(run, o, NULL);
 	run_answer(run, mcp_tool_result(run->rev, o));
 }
 
 void mcp_run_fail(struct mcp_run *run, const char *text)
 {
+	run_log(run, NULL, text);
 	run_answer(run, mcp_tool_text_result(text, 1));
 }
 

@@ -37,6 +37,14 @@
 #include "loop/loop.h"
 #include "mcp/revision.h"
 
+/* The _meta keys every 2026-07-28 request carries, and the error codes of
+ * that revision (HTTP answers them with 400). */
+#define META_VERSION		"io.modelcontextprotocol/protocolVersion"
+#define META_CAPS		"io.modelcontextprotocol/clientCapabilities"
+#define MCP_HEADER_MISMATCH	(-32020)
+#define MCP_MISSING_CAPABILITY	(-32021)
+#define MCP_UNSUPPORTED_VERSION (-32022)
+
 #define MCP_PROGRESS_EVERY_MS 2000u /* a run with a token hears at least this often */
 #define MCP_PROGRESS_GAP_MS   250u  /* and never more often than this */
 #define MCP_PROGRESS_TAIL     512u  /* bytes of output a progress message quotes */

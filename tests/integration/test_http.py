@@ -43,7 +43,7 @@ def many_token(i):
     return "appliance_test-token-many-%02d-0123456789abcdef" % i
 
 
-def http_policy(port, limits=None, gate=False, audit=None, many=0):
+def http_policy(port, limits=None, gate=False, audit=None, many=0, http=None):
     tokens = [{"name": "alpha", "sha256": hashlib.sha256(ALPHA.encode()).hexdigest(),
                "role": "adder"},
               {"name": "beta", "sha256": hashlib.sha256(BETA.encode()).hexdigest(),
@@ -62,16 +62,17 @@ def http_policy(port, limits=None, gate=False, audit=None, many=0):
                                            "write": True},
                                  "echoer": {"tools": ["toy.echo"]}},
                           clients={"tokens": tokens},
-                          http={"listen": ["127.0.0.1:%d" % port]}, **extra)
+                          http=dict({"listen": ["127.0.0.1:%d" % port]}, **(http or {})),
+                          **extra)
 
 
 class Served:
     """`appliance run` serving HTTP; its log kept."""
 
-    def __init__(self, limits=None, gate=False, audit=None, many=0):
+    def __init__(self, limits=None, gate=False, audit=None, many=0, http=None):
         self.port = free_port()
         self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate, audit,
-                                                             many)),
+                                                             many, http)),
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE)
         self.lines = []
@@ -99,6 +100,7 @@ class Served:
             headers["Authorization"] = "Bearer " + token
         if sid:
             headers["Mcp-Session-Id"] = sid
+        headers.update(standard_headers(body))
         c.request("POST", "/mcp", json.dumps(body), headers)
         r = c.getresponse()
         data = r.read().decode()
@@ -109,6 +111,29 @@ class Served:
         self.proc.send_signal(signal.SIGTERM)
         rc = self.proc.wait(timeout=60)
         assert rc == 0, "exit %d; log:\n%s" % (rc, self.log())
+
+
+def standard_headers(body):
+    """The headers a 2026-07-28 request carries: what its body says."""
+    params = body.get("params") or {}
+    meta = params.get("_meta") or {}
+    if "io.modelcontextprotocol/protocolVersion" not in meta:
+        return {}
+    h = {"MCP-Protocol-Version": meta["io.modelcontextprotocol/protocolVersion"],
+         "Mcp-Method": body["method"]}
+    if "name" in params or "uri" in params:
+        h["Mcp-Name"] = params.get("name", params.get("uri"))
+    return h
+
+
+def raw_post(port, body, token=ALPHA):
+    """The bytes of a POST of body, for a socket the test holds itself."""
+    data = json.dumps(body).encode()
+    head = ["POST /mcp HTTP/1.1", "Host: 127.0.0.1:%d" % port, "Authorization: Bearer " + token,
+            "Content-Type: application/json", "Accept: application/json, text/event-stream",
+            "Content-Length: %d" % len(data)]
+    head += ["%s: %s" % kv for kv in standard_headers(body).items()]
+    return ("\r\n".join(head) + "\r\n\r\n").encode() + data
 
 
 def sse_messages(text):
@@ -143,6 +168,77 @@ def tokens_decide_who_may_ask_and_what_each_sees():
         st, _, _ = s.post(body, accept="application/json")
         assert st == 406, st
         assert ALPHA not in s.log() and BETA not in s.log()
+    finally:
+        s.stop()
+
+
+def raw_exchange(port, lines, body=b""):
+    """Sends a request head (lines, Host and the token added unless given)
+    and body on a socket of its own; the response's bytes until its head
+    ends (or the server closes)."""
+    names = {ln.split(":", 1)[0].lower() for ln in lines[1:]}
+    head = list(lines)
+    if "host" not in names:
+        head.append("Host: 127.0.0.1:%d" % port)
+    if "authorization" not in names:
+        head.append("Authorization: Bearer " + ALPHA)
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    got = b""
+    try:
+        try:
+            sock.sendall(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+        except OSError:
+            pass  # refused mid-body: the answer may be there all the same
+        while b"\r\n\r\n" not in got:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+    except OSError:
+        pass
+    finally:
+        sock.close()
+    return got.decode("latin-1")
+
+
+@test
+def every_refusal_gets_its_status_before_any_mcp():
+    s = Served(limits={"http_body_kb": 64})
+    try:
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                           "params": {"_meta": MODERN}}).encode()
+        post = ["POST /mcp HTTP/1.1", "Content-Type: application/json",
+                "Accept: application/json, text/event-stream",
+                "MCP-Protocol-Version: 2026-07-28", "Mcp-Method: tools/list"]
+        length = ["Content-Length: %d" % len(body)]
+        # the control: this request, as it is, is served
+        assert raw_exchange(s.port, post + length, body).startswith("HTTP/1.1 200"), s.log()
+        cases = [
+            ("a foreign Origin", post + length + ["Origin: http://evil.example"], body, 403),
+            ("a foreign Host (DNS rebinding)", post + length + ["Host: evil.example"], body, 403),
+            ("a wrong content type",
+             [l if not l.startswith("Content-Type") else "Content-Type: text/plain"
+              for l in post] + length, body, 415),
+            ("an Accept without the event stream",
+             [l if not l.startswith("Accept") else "Accept: application/json"
+              for l in post] + length, body, 406),
+            ("an unknown method", ["PUT /mcp HTTP/1.1"] + post[1:] + length, body, 405),
+            ("another path", ["POST /other HTTP/1.1"] + post[1:] + length, body, 404),
+            ("headers over the cap", post + length + ["X-Filler: " + "a" * 20000], body, 431),
+        ]
+        for what, lines, data, status in cases:
+            got = raw_exchange(s.port, lines, data)
+            assert got.startswith("HTTP/1.1 %d" % status), (what, got[:200])
+        # a body over the cap, announced with Expect: refused before it is sent
+        got = raw_exchange(s.port, post + ["Content-Length: %d" % (1 << 20),
+                                           "Expect: 100-continue"])
+        assert got.startswith("HTTP/1.1 413"), got[:200]
+        assert "100 Continue" not in got, got[:200]
+        # and a body over the cap, sent whole: 413 as well
+        big = b"[" + b"0," * (70 * 1024) + b"0]"
+        got = raw_exchange(s.port, post + ["Content-Length: %d" % len(big)], big)
+        assert got.startswith("HTTP/1.1 413"), got[:200]
+        assert ALPHA not in s.log()
     finally:
         s.stop()
 
@@ -304,23 +400,16 @@ def fifty_clients_at_once_each_get_their_own_answer_and_a_slow_one_holds_nothing
 def a_client_that_hangs_up_mid_cell_has_its_cell_cancelled_and_sigterm_ends_the_rest():
     s = Served()
     try:
+        sleeper = call("import asyncio\nawait asyncio.sleep(50)")
         sock = socket.create_connection(("127.0.0.1", s.port))
-        body = json.dumps(call("import asyncio\nawait asyncio.sleep(50)")).encode()
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                     b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                     b"Accept: application/json, text/event-stream\r\n"
-                     b"Content-Length: %d\r\n\r\n" % (s.port, ALPHA.encode(), len(body)) + body)
+        sock.sendall(raw_post(s.port, sleeper))
         s.wait_log("run_python: ")
         s.wait_log("sandbox ")
         sock.close()
         s.wait_log("(cancelled)")
         # a second cell left running when the appliance is told to stop
         holder = socket.create_connection(("127.0.0.1", s.port))
-        holder.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
-                       b"Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
-                       b"Accept: application/json, text/event-stream\r\n"
-                       b"Content-Length: %d\r\n\r\n" % (s.port, ALPHA.encode(), len(body)) +
-                       body)
+        holder.sendall(raw_post(s.port, sleeper))
         deadline = time.time() + 60
         while s.log().count("sandbox ") < 2:
             assert time.time() < deadline, s.log()

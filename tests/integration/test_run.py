@@ -98,7 +98,7 @@ def by_id(answers):
 def malformed_input_gets_json_rpc_errors_and_serving_goes_on():
     lines = [INIT, INITIALIZED, "not json", '{"jsonrpc":"2.0","id":1,"method":"ping","x":1}',
              "[" + json.dumps(call(2, "print(1)")) + "]", '{"jsonrpc":"1.0","id":3,"method":"ping"}',
-             {"jsonrpc": "2.0", "id": 4, "method": "resources/list"},
+             {"jsonrpc": "2.0", "id": 4, "method": "resources/subscribe"},
              {"jsonrpc": "2.0", "id": 7, "method": "ping"}, {"jsonrpc": "2.0", "id": "five",
                                                             "method": "tools/list"},
              call(6, "print('still here')")]

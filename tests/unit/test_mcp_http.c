@@ -157,8 +157,11 @@ static int teardown(void **state)
 
 struct call {
 	const char *method, *token, *sid, *body;
-	const char *extra; /* one more header, or NULL */
-	bool abort_early;  /* hang up as soon as the answer starts */
+	/* Headers to send: NULL-ended. Without any, a 2026-07-28 body gets the
+	 * standard headers that agree with it (MCP-Protocol-Version, Mcp-Method,
+	 * Mcp-Name). */
+	const char *extra[4];
+	bool abort_early; /* hang up as soon as the answer starts */
 	char head[4096], resp[16384];
 	size_t head_len, resp_len;
 	long status;
@@ -190,12 +193,36 @@ static size_t on_head(char *p, size_t sz, size_t n, void *data)
 	return c->abort_early && len == 2 && p[0] == '\r' ? 0 : len;
 }
 
+/* The standard headers of body when it is a 2026-07-28 request, in bufs. */
+static struct curl_slist *standard_headers(struct curl_slist *hl, const char *body,
+					   char bufs[][160], size_t n)
+{
+	json_t *v = body ? json_loads(body, 0, NULL) : NULL;
+	const json_t *params = json_object_get(v, "params");
+	const char *pv = json_string_value(json_object_get(
+		json_object_get(params, "_meta"), "io.modelcontextprotocol/protocolVersion"));
+	const char *name = json_string_value(json_object_get(params, "name"));
+
+	if (pv && n >= 3) {
+		snprintf(bufs[0], sizeof(bufs[0]), "MCP-Protocol-Version: %s", pv);
+		snprintf(bufs[1], sizeof(bufs[1]), "Mcp-Method: %s",
+			 json_string_value(json_object_get(v, "method")));
+		hl = curl_slist_append(curl_slist_append(hl, bufs[0]), bufs[1]);
+		if (name) {
+			snprintf(bufs[2], sizeof(bufs[2]), "Mcp-Name: %s", name);
+			hl = curl_slist_append(hl, bufs[2]);
+		}
+	}
+	json_decref(v);
+	return hl;
+}
+
 static void *client(void *data)
 {
 	struct call *c = data;
 	CURL *h = curl_easy_init();
 	struct curl_slist *hl = NULL;
-	char url[64], auth[64], sid[96];
+	char url[64], auth[64], sid[96], std[3][160];
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%u/mcp", c->port);
 	hl = curl_slist_append(hl, "Content-Type: application/json");
@@ -208,8 +235,10 @@ static void *client(void *data)
 		snprintf(sid, sizeof(sid), "Mcp-Session-Id: %s", c->sid);
 		hl = curl_slist_append(hl, sid);
 	}
-	if (c->extra)
-		hl = curl_slist_append(hl, c->extra);
+	for (size_t i = 0; i < 4 && c->extra[i]; i++)
+		hl = curl_slist_append(hl, c->extra[i]);
+	if (!c->extra[0])
+		hl = standard_headers(hl, c->body, std, sizeof(std));
 	curl_easy_setopt(h, CURLOPT_URL, url);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
@@ -352,32 +381,57 @@ static void test_roles_see_their_own_tools_and_sessions_are_capped(void **state)
 	assert_non_null(strcasestr(inits[2].head, "retry-after:"));
 }
 
+/* What the standard headers of a request without a session must say, and
+ * the statuses its refusals get (2026-07-28 over HTTP). */
 static void test_headers_must_agree_with_the_body(void **state)
 {
 	struct fx *fx = *state;
-	static const char *const bad[] = {"MCP-Protocol-Version: 1999-01-01",
-					  "Mcp-Method: tools/call", "Mcp-Name: run_python"};
-	const char *body =
+	const char *list =
 		"{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\",\"params\":{" MODERN_META
 		"}}";
+	const char *run =
+		"{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":{"
+		"\"name\":\"run_python\",\"arguments\":{\"code\":\"x\"}," MODERN_META "}}";
+	const char *unknown =
+		"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\",\"params\":{" MODERN_META "}}";
+	const char *bare = "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/list\"}";
+	static const char pv[] = "MCP-Protocol-Version: 2026-07-28";
+	const struct {
+		const char *body;
+		const char *hdr[3];
+		long status;
+		const char *code; /* in the JSON body; NULL: plain text */
+	} cases[] = {
+		{list, {"X-None: 1"}, 400, "-32020"},		       /* none of them */
+		{list, {"Mcp-Method: tools/list"}, 400, "-32020"},     /* no version */
+		{list, {pv}, 400, "-32020"},			       /* no method */
+		{list, {pv, "Mcp-Method: tools/call"}, 400, "-32020"}, /* another method */
+		{list, {pv, "Mcp-Method: TOOLS/LIST"}, 400, "-32020"}, /* exact, not folded */
+		{list,
+		 {"MCP-Protocol-Version: 1999-01-01", "Mcp-Method: tools/list"},
+		 400,
+		 "-32020"},
+		{run, {pv, "Mcp-Method: tools/call"}, 400, "-32020"}, /* no name */
+		{run, {pv, "Mcp-Method: tools/call", "Mcp-Name: other"}, 400, "-32020"},
+		{unknown, {pv, "Mcp-Method: ping"}, 404, "-32601"},	/* not of 2026-07-28 */
+		{bare, {pv, "Mcp-Method: tools/list"}, 400, "-32602"},	/* no _meta */
+		{list, {pv, "Mcp-Method: \t tools/list  "}, 200, NULL}, /* white space trimmed */
+		{list, {"Mcp-Session-Id: not-a-session"}, 404, NULL},
+	};
 	struct call c;
 
-	for (size_t i = 0; i < 3; i++) {
-		c = (struct call){
-			.method = "POST", .token = "token-alpha", .body = body, .extra = bad[i]};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		c = (struct call){.method = "POST", .token = "token-alpha", .body = cases[i].body};
+		memcpy(c.extra, cases[i].hdr, sizeof(cases[i].hdr));
 		call_run(fx, &c);
-		assert_int_equal(c.status, 400);
+		if (c.status != cases[i].status)
+			fail_msg("case %zu: status %ld, want %ld: %s", i, c.status, cases[i].status,
+				 c.resp);
+		if (cases[i].code) {
+			assert_non_null(strstr(c.resp, cases[i].code));
+			assert_non_null(strcasestr(c.head, "content-type: application/json"));
+		}
 	}
-	/* and when they agree, served */
-	c = (struct call){.method = "POST",
-			  .token = "token-alpha",
-			  .body = body,
-			  .extra = "Mcp-Method: tools/list"};
-	call_run(fx, &c);
-	assert_int_equal(c.status, 200);
-	c.extra = "MCP-Protocol-Version: 2026-07-28";
-	call_run(fx, &c);
-	assert_int_equal(c.status, 200);
 }
 
 static void test_a_run_answers_on_its_stream(void **state)
@@ -415,7 +469,7 @@ static void test_a_client_that_hangs_up_cancels_its_run(void **state)
 
 	/* bytes that are no JSON: the session's parse error, as the answer */
 	call_run(fx, &junk);
-	assert_int_equal(junk.status, 200);
+	assert_int_equal(junk.status, 400);
 	assert_non_null(strstr(junk.resp, "-32700"));
 	/* a run nobody answers: the client gives up after the stream opened */
 	c.port = mcp_http_port(fx->h, 0);

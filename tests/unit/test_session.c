@@ -676,6 +676,108 @@ static void test_run_result_validates_against_its_output_schema(void **state)
 	json_decref(value);
 }
 
+/* ---- logging, prompts and resources --------------------------------------------------- */
+
+/* logging/setLevel (legacy only): nothing is logged until a level is set;
+ * then each run's end is, at info (warning when it failed), about the
+ * run's request, and a level above it keeps it quiet. */
+static void test_set_level_decides_what_runs_log(void **state)
+{
+	struct env *e = *state;
+	const struct cell_outcome ok = {.out = "1\n", .out_len = 2, .calls = 2, .duration_ms = 5};
+	const struct cell_outcome bad = {.out = "", .error = "Traceback: ValueError"};
+	struct mcp_transport t = {
+		.send = t_send, .close = t_close, .t = &e->a, .send_for = t_send_for};
+	struct appl_err err = {0};
+	json_t *v, *params;
+
+	mcp_session_free(e->a.s); /* one whose transport hears what a message is about */
+	client_clear(&e->a);
+	e->a.s = mcp_session_new(e->srv, &t, &e->a.p, &err);
+	assert_non_null(e->a.s);
+	legacy_init(&e->a, "2025-11-25");
+	call(&e->a, "1", NULL);
+	mcp_run_finish(e->runs[0], &ok);
+	e->nruns = 0;
+	result_of(out(&e->a)); /* the answer alone */
+	none(&e->a);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"logging/setLevel\","
+		  "\"params\":{\"level\":\"loud\"}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"logging/setLevel\","
+		  "\"params\":{\"level\":\"info\"}}");
+	assert_int_equal(json_object_size(result_of(out(&e->a))), 0);
+	call(&e->a, "4", NULL);
+	mcp_run_finish(e->runs[0], &ok);
+	e->nruns = 0;
+	v = out(&e->a);
+	assert_string_equal(str(v, "method"), "notifications/message");
+	assert_int_equal(json_integer_value(e->a.related[e->a.next - 1]), 4);
+	params = json_object_get(v, "params");
+	assert_string_equal(str(params, "level"), "info");
+	assert_string_equal(str(params, "logger"), "appliance");
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(params, "data"), "calls")), 2);
+	result_of(out(&e->a));
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"logging/setLevel\","
+		  "\"params\":{\"level\":\"warning\"}}");
+	result_of(out(&e->a));
+	call(&e->a, "6", NULL);
+	mcp_run_finish(e->runs[0], &ok); /* info: below the level */
+	e->nruns = 0;
+	result_of(out(&e->a));
+	call(&e->a, "7", NULL);
+	mcp_run_finish(e->runs[0], &bad);
+	e->nruns = 0;
+	assert_string_equal(str(json_object_get(out(&e->a), "params"), "level"), "warning");
+	result_of(out(&e->a));
+	none(&e->a);
+	/* 2026-07-28 has no logging/setLevel, and its runs never log */
+	in(&e->b, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"logging/setLevel\","
+		  "\"params\":{\"level\":\"debug\"," MODERN_META "}}");
+	assert_int_equal(code_of(out(&e->b)), -32601);
+}
+
+/* Prompts and resources: declared, always empty, with cache hints in
+ * 2026-07-28; reading or getting one is an error naming what was asked. */
+static void test_prompts_and_resources_are_empty(void **state)
+{
+	struct env *e = *state;
+	static const char *const lists[][2] = {{"prompts/list", "prompts"},
+					       {"resources/list", "resources"},
+					       {"resources/templates/list", "resourceTemplates"}};
+	char line[512];
+	json_t *r, *err;
+
+	for (size_t i = 0; i < 3; i++) {
+		snprintf(
+			line, sizeof(line),
+			"{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"%s\",\"params\":{" MODERN_META
+			"}}",
+			i + 1, lists[i][0]);
+		in(&e->a, line);
+		r = result_of(out(&e->a));
+		assert_int_equal(json_array_size(json_object_get(r, lists[i][1])), 0);
+		assert_non_null(json_object_get(r, lists[i][1]));
+		assert_string_equal(str(r, "cacheScope"), "public");
+		assert_true(json_is_integer(json_object_get(r, "ttlMs")));
+	}
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"resources/read\",\"params\":{"
+		  "\"uri\":\"test://nothing\"," MODERN_META "}}");
+	err = json_object_get(out(&e->a), "error");
+	assert_int_equal(json_integer_value(json_object_get(err, "code")), -32602);
+	assert_string_equal(str(json_object_get(err, "data"), "uri"), "test://nothing");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"prompts/get\",\"params\":{"
+		  "\"name\":\"p\"," MODERN_META "}}");
+	assert_int_equal(code_of(out(&e->a)), -32602);
+	/* the legacy era declares them, with logging */
+	legacy_init(&e->b, "2025-11-25");
+	in(&e->b, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}");
+	r = result_of(out(&e->b));
+	assert_null(json_object_get(r, "ttlMs"));
+	assert_int_equal(json_array_size(json_object_get(r, "prompts")), 0);
+}
+
 /* ---- progress ------------------------------------------------------------------------------ */
 
 /* Run the loop until the client got a message past those seen, at most
@@ -1327,6 +1429,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_overlong_gets_its_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ended_session_sends_nothing, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_set_level_decides_what_runs_log, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_prompts_and_resources_are_empty, setup,
+						teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
