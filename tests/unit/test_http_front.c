@@ -29,6 +29,7 @@
 #include "http/header.h"
 #include "log/log.h"
 #include "loop/loop.h"
+#include "certkit.h"
 
 #define TOKEN	  "s3cret-token-abc"
 #define BAD_TOKEN "wrong-token-xyz"
@@ -797,45 +798,6 @@ static void test_anonymous_needs_no_token_but_checks_one(void **state)
 	call_run(&fx, &bad);
 	assert_int_equal(bad.status, 401);
 	fx_close(&fx);
-}
-
-static char *slurp(const char *path)
-{
-	FILE *fp = fopen(path, "re");
-	char *buf = calloc(1, 65536);
-	size_t n;
-
-	assert_non_null(fp);
-	assert_non_null(buf);
-	n = fread(buf, 1, 65535, fp);
-	buf[n] = '\0';
-	fclose(fp);
-	return buf;
-}
-
-static void make_cert(const char *dir, char *cert, char *key, size_t cap)
-{
-	pid_t pid;
-	int status;
-
-	snprintf(cert, cap, "%s/cert.pem", dir);
-	snprintf(key, cap, "%s/key.pem", dir);
-	pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		int null = open("/dev/null", O_WRONLY);
-
-		dup2(null, 1);
-		dup2(null, 2);
-		execlp("openssl", "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-		       "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj",
-		       "/CN=localhost", "-addext", "subjectAltName=DNS:localhost", "-keyout", key,
-		       "-out", cert, (char *)NULL);
-		_exit(127);
-	}
-	assert_int_equal(waitpid(pid, &status, 0), pid);
-	/* openssl is part of the test machine (scripts/install-deps) */
-	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 static void test_tls(void **state)
