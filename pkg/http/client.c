@@ -36,8 +36,6 @@ struct http_client {
 	struct loop_task kick; /* curl asked for a timeout of 0: act next round */
 	struct loop_task reap; /* cancelled calls to release */
 	struct http_call *calls;
-	size_t ncalls;
-	int running;
 };
 
 static int curl_global(void)
@@ -74,7 +72,6 @@ static void call_release(struct http_call *call)
 		c->calls = call->next;
 	if (call->next)
 		call->next->prev = call->prev;
-	c->ncalls--;
 	free(call);
 }
 
@@ -164,7 +161,9 @@ static void on_reap(void *data)
 
 static void act(struct http_client *c, curl_socket_t fd, int flags)
 {
-	curl_multi_socket_action(c->multi, fd, flags, &c->running);
+	int running; /* what libcurl reports; the list of calls is ours */
+
+	curl_multi_socket_action(c->multi, fd, flags, &running);
 	check_done(c);
 }
 
@@ -390,7 +389,6 @@ int http_call_start(struct http_client *c, const struct http_request *req,
 	if (c->calls)
 		c->calls->prev = call;
 	c->calls = call;
-	c->ncalls++;
 	if (bad || (req->body_len && !call->body) || easy_setup(call, req) < 0 ||
 	    curl_multi_add_handle(c->multi, call->easy) != CURLM_OK) {
 		call_release(call);

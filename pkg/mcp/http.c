@@ -138,20 +138,29 @@ static struct pending *pending_new(struct hsess *hs, struct http_req *r, const j
 	return p;
 }
 
+/* The headers of an answer naming hs's session (none for the sessions of
+ * 2026-07-28 requests), written in buf: a NULL-ended list in hdr. */
+static const char *const *sid_headers(const struct hsess *hs, char *buf, size_t cap,
+				      const char *hdr[2])
+{
+	hdr[0] = hdr[1] = NULL;
+	if (hs->sid[0]) {
+		snprintf(buf, cap, SID_HEADER ": %s", hs->sid);
+		hdr[0] = buf;
+	}
+	return hdr;
+}
+
 /* A message about p's request (progress, a question) on its stream, which
- * the first one opens (line NULL: only open it): an answer that comes before any goes out as JSON,
- * with the status its error may call for. */
+ * the first one opens (line NULL: only open it). An answer that comes
+ * before any goes out as JSON, with the status its error may call for. */
 static void pending_event(struct pending *p, const char *line, size_t len)
 {
-	const char *hdr[2] = {NULL, NULL};
+	const char *hdr[2];
 	char sid[64];
 
 	if (!p->opened) {
-		if (p->hs->sid[0]) {
-			snprintf(sid, sizeof(sid), SID_HEADER ": %s", p->hs->sid);
-			hdr[0] = sid;
-		}
-		if (http_req_stream(p->r, 200, hdr) < 0)
+		if (http_req_stream(p->r, 200, sid_headers(p->hs, sid, sizeof(sid), hdr)) < 0)
 			return;
 		p->opened = true;
 	}
@@ -163,7 +172,8 @@ static void pending_event(struct pending *p, const char *line, size_t len)
  * JSON reply. */
 static void pending_answer(struct pending *p, const json_t *answer, const char *line, size_t len)
 {
-	const char *hdr[2] = {NULL, NULL};
+	static const char *const none[] = {NULL};
+	const char *hdr[2];
 	char sid[64];
 
 	pending_unlink(p);
@@ -171,14 +181,11 @@ static void pending_answer(struct pending *p, const json_t *answer, const char *
 	if (p->r && p->opened) {
 		event_send(p->r, line, len);
 		http_req_stream_end(p->r);
-	} else if (p->r) {
-		if ((p->init || p->stream) && p->hs->sid[0]) {
-			snprintf(sid, sizeof(sid), SID_HEADER ": %s", p->hs->sid);
-			hdr[0] = sid;
-		}
+	} else if (p->r) /* only initialize's answer, and a stream's, name the session */
 		http_req_reply(p->r, mcp_answer_status(answer, p->modern), "application/json", line,
-			       len && line[len - 1] == '\n' ? len - 1 : len, hdr);
-	}
+			       len && line[len - 1] == '\n' ? len - 1 : len,
+			       p->init || p->stream ? sid_headers(p->hs, sid, sizeof(sid), hdr)
+						    : none);
 	pending_free(p);
 }
 

@@ -21,6 +21,8 @@ CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
 TOY = os.path.join(ROOT, "build", "toy-server")
 MODULES = os.path.join(ROOT, "tests", "node_modules", "@modelcontextprotocol")
 EVERYTHING = os.path.join(MODULES, "server-everything", "dist", "index.js")
+# The peers that need Node 22 (the conformance suite, the Inspector), with that node.
+NODE22_BIN = os.path.join(ROOT, "tests", "node22", "node_modules", ".bin")
 FILESYSTEM = os.path.join(MODULES, "server-filesystem", "dist", "index.js")
 
 # ---- policies ------------------------------------------------------------------

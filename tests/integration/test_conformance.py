@@ -28,7 +28,7 @@ from authproxy import AuthProxy
 import gatewaykit as gk
 import test_http as th
 
-NODE22_BIN = os.path.join(gk.ROOT, "tests", "node22", "node_modules", ".bin")
+NODE22_BIN = gk.NODE22_BIN
 EXPECTED = os.path.join(gk.ROOT, "tests", "conformance", "expected-%s.yml")
 
 

@@ -31,7 +31,7 @@ from harness import main, test
 import gatewaykit as gk
 from test_http import ALPHA, BETA, Served
 
-NODE22_BIN = os.path.join(gk.ROOT, "tests", "node22", "node_modules", ".bin")
+NODE22_BIN = gk.NODE22_BIN
 INSPECTOR = os.path.join(NODE22_BIN, "inspector")
 _ENV = {}
 
