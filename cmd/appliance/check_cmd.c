@@ -701,12 +701,6 @@ static void policy_requirements(struct check *c)
 	const char *approver = policy_approvals_command(p);
 	struct appl_err err = {0};
 
-	for (size_t i = 0; i < policy_server_count(p); i++)
-		if (policy_server_get(p, i)->kind == POLICY_SERVER_HTTP)
-			say(c, MARK_PROBLEM,
-			    "servers.%s: an HTTP server: HTTP upstreams are not supported yet, and "
-			    "run refuses the policy",
-			    policy_server_get(p, i)->name);
 	if (policy_http(p))
 		say(c, MARK_WARNING,
 		    "http: check does not serve HTTP; run serves the policy's clients there");
@@ -958,7 +952,13 @@ static int part_servers(struct check *c)
 		return -1;
 	}
 	gateway_confine_opts(&c->confine, &opts);
+	if (cli_secrets_take(c->cp.policy, &err) < 0) {
+		say(c, MARK_PROBLEM, "servers: %s", err.msg);
+		upstream_env_wipe();
+		return -1;
+	}
 	c->ups = upstream_set_open(c->loop, c->cp.policy, &opts, NULL, NULL, &err);
+	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
 	if (!c->ups) {
 		say(c, MARK_PROBLEM, "servers: %s", err.msg);
 		return -1;

@@ -9,7 +9,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
 #include "base/fs.h"
+#include "mcp/upstream.h"
 #include "policy/trust.h"
 
 static const struct option *option_find(const char *arg, const struct option *opts)
@@ -68,6 +71,16 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
 			"weaker rootless mode (runtime.rootless)",
 			path);
 	return 0;
+}
+
+int cli_secrets_take(const struct policy *p, struct appl_err *err)
+{
+	/* No core dump, and no ptrace or /proc/PID/mem for another process of
+	 * the same user: the values of the HTTP servers' headers are in this
+	 * memory. */
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		return appl_err_errno(err, -errno, errno, "prctl(PR_SET_DUMPABLE)");
+	return upstream_env_take(p, err);
 }
 
 int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err)

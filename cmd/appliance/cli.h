@@ -33,6 +33,12 @@ typedef int (*cli_policy_check)(const struct policy *p, const char *path, struct
  * policy must opt in to the weaker rootless mode. */
 int cli_policy_runnable(const struct policy *p, const char *path, struct appl_err *err);
 
+/* Make the process not dumpable, then take the values of the variables
+ * the HTTP servers' headers name out of the environment
+ * (upstream_env_take). Before the upstreams start; upstream_env_wipe when
+ * done. */
+int cli_secrets_take(const struct policy *p, struct appl_err *err);
+
 /* Where a policy comes from and what it must pass. */
 struct cli_policy_opts {
 	const char *sig;	/* the signature file */

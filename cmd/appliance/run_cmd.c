@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gateway/gateway.h"
+#include "mcp/upstream.h"
 #include "policy/trust.h"
 
 struct run_args {
@@ -93,15 +94,9 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
-/* What this build cannot serve yet is refused, never ignored: a policy that
- * names an HTTP server must not start an appliance without it. */
+/* What the policy needs of this machine, checked before anything starts. */
 static int policy_supported(const struct policy *p, const char *path, struct appl_err *err)
 {
-	if (policy_http_used(p))
-		return appl_err_set(err, -ENOTSUP,
-				    "%s: names an HTTP upstream server; HTTP upstreams are not "
-				    "supported yet",
-				    path);
 	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0)
 		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
 				      policy_approvals_command(p));
@@ -131,6 +126,10 @@ int cmd_run(int argc, char **argv)
 				    .check = policy_supported};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
+	if (cli_secrets_take(cp.policy, &err) < 0) {
+		cli_policy_done(&cp);
+		return cli_fail(&err);
+	}
 	fprintf(stderr,
 		"appliance: serving run_python on stdio: policy %s serial %llu, deployment %s, "
 		"key %s\n",
@@ -154,6 +153,7 @@ int cmd_run(int argc, char **argv)
 	cfg.on_started = on_started;
 	cfg.data = &cp;
 	rc = gateway_run(&cfg, &err);
+	upstream_env_wipe();
 	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }
@@ -176,7 +176,10 @@ int cmd_stubs(int argc, char **argv)
 				    .check = policy_supported};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
-	rc = gateway_stubs(cp.policy, a.role, stdout, &err);
+	rc = cli_secrets_take(cp.policy, &err);
+	if (rc == 0)
+		rc = gateway_stubs(cp.policy, a.role, stdout, &err);
+	upstream_env_wipe();
 	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }

@@ -314,6 +314,7 @@ static int upstreams_open(struct gateway *gw, struct appl_err *err)
 
 	gateway_confine_opts(&gw->confine, &opts);
 	gw->ups = upstream_set_open(gw->loop, gw->policy, &opts, on_upstreams_changed, gw, err);
+	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
 	return gw->ups ? 0 : err->code;
 }
 

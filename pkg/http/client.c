@@ -57,15 +57,29 @@ const char *http_head_get(const struct http_head *h, const char *name)
 
 /* ---- finishing ------------------------------------------------------------ */
 
+/* Header lines may hold a credential (a policy's {env:NAME}): wiped before
+ * they go back to the allocator. */
+static void slist_wipe_free(struct curl_slist *l)
+{
+	for (struct curl_slist *i = l; i; i = i->next)
+		explicit_bzero(i->data, strlen(i->data));
+	curl_slist_free_all(l);
+}
+
 static void call_release(struct http_call *call)
 {
 	struct http_client *c = call->c;
 
-	curl_multi_remove_handle(c->multi, call->easy);
+	if (c)
+		curl_multi_remove_handle(c->multi, call->easy);
 	curl_easy_cleanup(call->easy);
-	curl_slist_free_all(call->headers);
+	slist_wipe_free(call->headers);
 	curl_slist_free_all(call->resolve);
 	free(call->body);
+	if (!c) {
+		free(call);
+		return;
+	}
 	if (call->prev)
 		call->prev->next = call->next;
 	else
@@ -406,6 +420,36 @@ void http_call_cancel(struct http_call *call)
 	/* Never removed from inside libcurl: the next round releases it. */
 	call->dead = true;
 	loop_next(call->c->loop, &call->c->reap);
+}
+
+int http_request_once(const struct http_request *req, long *status, struct appl_err *err)
+{
+	struct http_call *call;
+	int bad = 0, rc;
+	const char *why;
+	CURLcode res;
+
+	*status = 0;
+	if (curl_global() < 0)
+		return appl_err_set(err, -EIO, "libcurl would not start");
+	if (!req->url || !req->method || req->body_len)
+		return appl_err_set(err, -EINVAL, "a request with a method, a URL and no body");
+	if (!(call = calloc(1, sizeof(*call))) || !(call->easy = curl_easy_init())) {
+		free(call);
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	}
+	call->body_max = req->body_max ? req->body_max : BODY_MAX_DEF;
+	call->headers = slist_of(req->headers, &bad);
+	call->resolve = slist_of(req->resolve, &bad);
+	if (bad || easy_setup(call, req) < 0) {
+		call_release(call);
+		return appl_err_set(err, -ENOMEM, "could not set up the HTTP request");
+	}
+	res = curl_easy_perform(call->easy);
+	rc = result_errno(res, &why);
+	*status = call->head.status;
+	call_release(call);
+	return rc < 0 ? appl_err_set(err, rc, "%s", why) : 0;
 }
 
 size_t http_client_calls(const struct http_client *c)

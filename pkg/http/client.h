@@ -98,6 +98,11 @@ int http_call_start(struct http_client *c, const struct http_request *req,
 /* Stop call: its hooks are not called again. */
 void http_call_cancel(struct http_call *call);
 
+/* req at once, blocking for at most its timeouts (a body is not sent and
+ * the response's is dropped): for a last word at shutdown, when the loop
+ * no longer runs. 0 with *status, or -errno as done is told. */
+int http_request_once(const struct http_request *req, long *status, struct appl_err *err);
+
 /* Calls in flight. */
 size_t http_client_calls(const struct http_client *c);
 

@@ -1,5 +1,5 @@
-/* upstream.h: the appliance's MCP client for one stdio upstream server
- * (docs/upstream.md).
+/* upstream.h: the appliance's MCP client for one upstream server, over
+ * stdio or Streamable HTTP (docs/upstream.md).
  *
  * One struct upstream per stdio server of the policy, living in the one event
  * loop (loop.h): a child process spoken to over its stdin and stdout, one
@@ -200,6 +200,23 @@ int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsi
  * request was sent), its answer will be dropped, and cb is NOT called. An id
  * that is not pending (answered, timed out, never given) is ignored. */
 void upstream_call_cancel(struct upstream *u, uint64_t call_id);
+
+/* ---- HTTP servers ------------------------------------------------------- */
+
+/* The longest Mcp-Session-Id a server may give; it must be visible ASCII. */
+#define UPSTREAM_SID_MAX 256u
+
+/* Take the value of each variable the policy's headers name ({env:NAME})
+ * out of the environment, once, before any HTTP upstream is made: kept in
+ * guarded memory, the bytes wiped from the environment block and the
+ * variable unset. -ENOENT with err naming a variable (never a value) that
+ * is not set. */
+int upstream_env_take(const struct policy *p, struct appl_err *err);
+/* Wipe and free what upstream_env_take kept. */
+void upstream_env_wipe(void);
+
+/* Whether sid may be sent back: 1 to UPSTREAM_SID_MAX visible ASCII bytes. */
+bool upstream_sid_ok(const char *sid);
 
 /* ---- pure helpers, exported for their unit tests ------------------------- */
 

@@ -63,8 +63,6 @@ struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p
 	for (size_t i = 0; i < n; i++) {
 		const struct policy_server *srv = policy_server_get(p, i);
 
-		if (srv->kind != POLICY_SERVER_STDIO)
-			continue;
 		if (!(s->ups[s->n] = upstream_new(loop, srv, &hooks, opts, err))) {
 			upstream_set_free(s);
 			return NULL;

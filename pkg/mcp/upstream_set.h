@@ -19,7 +19,7 @@ struct upstream_set;
 /* Told to the owner, from the loop. why is for the log. May be NULL. */
 typedef void (*upstream_set_changed_fn)(void *data, const char *why);
 
-/* Start every stdio server of p (borrowed; must outlive the set) in loop,
+/* Start every server of p (borrowed; must outlive the set) in loop,
  * each answer capped at opts->result_max, and run the loop until each is
  * ready or had APPL_UPSTREAM_INIT_TIMEOUT_MS (they start together, so the
  * wait is the slowest one's). A server that does not come up is logged and

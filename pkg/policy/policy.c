@@ -334,6 +334,56 @@ static int url_check(const char *s, size_t len, const char *path, struct appl_er
 	return 0;
 }
 
+/* Plain http:// goes only to this machine: a literal loopback address
+ * (127.0.0.0/8, [::1]) or localhost, which the client pins to 127.0.0.1. */
+static bool loopback_host(const char *h, size_t n)
+{
+	static const char *const names[] = {"localhost", "[::1]"};
+	unsigned a, b, c, d;
+	char buf[64], tail;
+
+	for (size_t i = 0; i < NELEM(names); i++)
+		if (n == strlen(names[i]) && strncasecmp(h, names[i], n) == 0)
+			return true;
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, h, n);
+	buf[n] = '\0';
+	return sscanf(buf, "%u.%u.%u.%u%c", &a, &b, &c, &d, &tail) == 4 && a == 127 && b < 256 &&
+	       c < 256 && d < 256;
+}
+
+static int server_url_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	int rc = url_check(s, len, path, err);
+	const char *host = s + strlen("http://");
+	size_t n;
+
+	if (rc < 0 || strncmp(s, "https://", 8) == 0)
+		return rc;
+	n = strcspn(host, "/?#");
+	/* the port, if any, after the host (after the ] of an IPv6 one) */
+	for (size_t i = n; i > 0; i--) {
+		if (host[i - 1] == ']')
+			break;
+		if (host[i - 1] == ':') {
+			n = i - 1;
+			break;
+		}
+	}
+	if (!loopback_host(host, n))
+		return appl_err_set(err, -EINVAL,
+				    "%s: http:// only to a loopback address or localhost; use "
+				    "https:// for anything else",
+				    path);
+	return 0;
+}
+
+static int proxy_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	return url_check(s, len, path, err);
+}
+
 /* RFC 9110 token characters. */
 static bool is_tchar(char ch)
 {
@@ -1378,8 +1428,18 @@ static const struct field http_fields[] = {
 	 .required = true,
 	 .off = offsetof(struct policy_server, url),
 	 .maxlen = APPL_POLICY_URL_MAX,
-	 .check = url_check},
+	 .check = server_url_check},
 	{.name = "headers", .type = F_FN, .parse = headers_parse},
+	{.name = "ca_file",
+	 .type = F_STR,
+	 .off = offsetof(struct policy_server, ca_file),
+	 .maxlen = APPL_POLICY_PATH_MAX,
+	 .check = abs_path_check},
+	{.name = "proxy",
+	 .type = F_STR,
+	 .off = offsetof(struct policy_server, proxy),
+	 .maxlen = APPL_POLICY_URL_MAX,
+	 .check = proxy_check},
 };
 
 static int server_parse(struct ctx *c, const char *name, const json_t *v, struct policy_server *s,
@@ -1417,6 +1477,46 @@ static int server_cmp(const void *a, const void *b)
 		      ((const struct policy_server *)b)->name);
 }
 
+/* Does template t name variable var as {env:var}? */
+static bool tmpl_names(const char *t, const char *var)
+{
+	size_t n = strlen(var);
+
+	for (const char *q = t; (q = strstr(q, "{env:")); q++)
+		if (strncmp(q + 5, var, n) == 0 && q[5 + n] == '}')
+			return true;
+	return false;
+}
+
+/* A variable an HTTP server's header takes is a credential of that server:
+ * the appliance takes it out of its environment at start, so a stdio
+ * server's env may not name it too. */
+static int secrets_private(struct ctx *c)
+{
+	const struct policy *p = c->p;
+
+	for (size_t i = 0; i < p->nservers; i++) {
+		const struct policy_server *a = &p->servers[i];
+
+		for (size_t k = 0; a->kind == POLICY_SERVER_STDIO && k < a->nenv; k++)
+			for (size_t j = 0; j < p->nservers; j++) {
+				const struct policy_server *b = &p->servers[j];
+
+				for (size_t h = 0; b->kind == POLICY_SERVER_HTTP && h < b->nheaders;
+				     h++)
+					if (tmpl_names(b->headers[h].value, a->env[k]))
+						return appl_err_set(
+							c->err, -EINVAL,
+							"servers.%s.env: %s is taken by "
+							"servers.%s.headers.%s, and only that "
+							"server may have it",
+							a->name, a->env[k], b->name,
+							b->headers[h].name);
+			}
+	}
+	return 0;
+}
+
 static int servers_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
 	char sub[FIELD_PATH_MAX];
@@ -1440,7 +1540,7 @@ static int servers_parse(struct ctx *c, void *base, const json_t *v, const char 
 			return rc;
 	}
 	qsort(p->servers, p->nservers, sizeof(*p->servers), server_cmp);
-	return 0;
+	return secrets_private(c);
 }
 
 /* ---- tool patterns ------------------------------------------------------- */

@@ -151,6 +151,8 @@ struct policy_server {
 	const char *url; /* http:// or https://, no user:password@ */
 	const struct policy_header *headers;
 	size_t nheaders;
+	const char *ca_file; /* PEM roots replacing the system's for this server, or NULL */
+	const char *proxy;   /* http:// or https:// proxy, or NULL: none, whatever the environment */
 };
 
 /* Servers are kept sorted by name, so the order never depends on the file. */
@@ -162,8 +164,7 @@ const struct policy_server *policy_server_get(const struct policy *p, size_t i);
 /* The server called name, or NULL; borrowed. */
 const struct policy_server *policy_server_find(const struct policy *p, const char *name);
 
-/* true when any server is HTTP (`run` refuses those until HTTP upstreams
- * exist). */
+/* true when any server is HTTP. */
 bool policy_http_used(const struct policy *p);
 
 /* ---- tools, roles and access ---------------------------------------------- */

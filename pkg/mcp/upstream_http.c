@@ -1,0 +1,851 @@
+/* upstream_http.c: the Streamable HTTP transport of the upstream client
+ * (see upstream.h, upstream_int.h, docs/upstream.md): every request of ours
+ * is a POST whose response, JSON or an SSE stream, carries its answer;
+ * libcurl runs on the loop (pkg/http/client.h). */
+#define _GNU_SOURCE
+#include "mcp/upstream_int.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <sodium.h>
+
+#include "http/client.h"
+#include "http/sse.h"
+#include "jsonrpc/jsonrpc.h"
+
+/* Calls whose POST is in flight at once; the others wait in the core. */
+#define UP_HTTP_CALLS_MAX  32u
+#define UP_HTTP_SMALL_BODY (64u * 1024) /* an answer to a notification, a GET's events */
+#define UP_HTTP_LINE_MAX   (8u * 1024)	/* one header line of ours */
+#define UP_HTTP_GET_RETRY_MS 2000u	/* the legacy event stream, opened again after */
+#define UP_HTTP_DELETE_MS  1000u	/* DELETE of the session at shutdown */
+
+enum body_kind { BODY_NONE, BODY_JSON, BODY_SSE };
+
+/* A message read from an SSE stream inside libcurl, delivered from the loop. */
+struct qmsg {
+	struct qmsg *next;
+	size_t len;
+	char buf[];
+};
+
+/* One request in flight: a POST (a request of ours, a notification, an
+ * answer) or the legacy GET event stream. */
+struct post {
+	struct post *prev, *next;
+	struct upstream *u;
+	struct http_call *call;
+	uint64_t id; /* the request it carries; 0: none */
+	enum req_kind kind;
+	bool is_get;
+	bool call_req; /* a caller's call: counts against UP_HTTP_CALLS_MAX */
+	enum body_kind body;
+	char *json;
+	size_t len, max;
+	struct sse *sse;
+	long status;
+	const char *why; /* set by on_head when it refused the response */
+	bool gone;	 /* 404 with our session: the session is over */
+};
+
+struct up_http {
+	struct http_client *client;
+	char *url;
+	char **headers; /* "Name: value" of the policy, filled; wiped when freed */
+	size_t nheaders;
+	char *ca_file;
+	char *proxy;
+	char *resolve[2]; /* localhost pinned to 127.0.0.1 */
+	char sid[UPSTREAM_SID_MAX + 1];
+	struct post *posts;
+	size_t ncalls;
+	struct post *get;
+	bool get_refused; /* 405: the server has no such stream */
+	struct loop_timer *get_timer;
+	struct qmsg *qhead, *qtail;
+	struct loop_task deliver;
+};
+
+static struct up_http *H(const struct upstream *u)
+{
+	return u->t;
+}
+
+/* ---- the secrets of the policy's headers ------------------------------------- */
+
+/* Values of the variables the headers name, taken out of the environment
+ * once at start (upstream_env_take) and kept only here. */
+struct secret {
+	char *name;
+	char *value; /* sodium_malloc'd */
+	size_t len;
+};
+
+static struct secret *secrets;
+static size_t nsecrets;
+
+static const struct secret *secret_find(const char *name, size_t n)
+{
+	for (size_t i = 0; i < nsecrets; i++)
+		if (strlen(secrets[i].name) == n && memcmp(secrets[i].name, name, n) == 0)
+			return &secrets[i];
+	return NULL;
+}
+
+/* Call fn for each {env:NAME} of template t. */
+static int tmpl_vars(const char *t, int (*fn)(const char *name, size_t n, void *d), void *d)
+{
+	static const char open[] = "{env:";
+	const char *p = t;
+	int rc;
+
+	while ((p = strstr(p, open))) {
+		const char *name = p + sizeof(open) - 1, *end = strchr(name, '}');
+
+		if (!end)
+			return -EINVAL;
+		if ((rc = fn(name, (size_t)(end - name), d)) < 0)
+			return rc;
+		p = end + 1;
+	}
+	return 0;
+}
+
+struct take_ctx {
+	const char *server, *header;
+	struct appl_err *err;
+};
+
+static int take_one(const char *name, size_t n, void *d)
+{
+	struct take_ctx *c = d;
+	char var[256];
+	char *v;
+	struct secret *s;
+
+	if (secret_find(name, n))
+		return 0;
+	if (n == 0 || n >= sizeof(var))
+		return appl_err_set(c->err, -EINVAL, "servers.%s.headers.%s: a bad {env:NAME}",
+				    c->server, c->header);
+	memcpy(var, name, n);
+	var[n] = '\0';
+	if (!(v = getenv(var)))
+		return appl_err_set(c->err, -ENOENT,
+				    "servers.%s.headers.%s: the environment has no %s", c->server,
+				    c->header, var);
+	if (!(s = realloc(secrets, (nsecrets + 1) * sizeof(*s))))
+		return appl_err_set(c->err, -ENOMEM, "out of memory");
+	secrets = s;
+	s = &secrets[nsecrets];
+	s->len = strlen(v);
+	s->name = strdup(var);
+	s->value = sodium_malloc(s->len + 1);
+	if (!s->name || !s->value) {
+		free(s->name);
+		if (s->value)
+			sodium_free(s->value);
+		return appl_err_set(c->err, -ENOMEM, "out of memory");
+	}
+	memcpy(s->value, v, s->len + 1);
+	nsecrets++;
+	/* Gone from the environment block too, bytes and all: /proc/PID/environ
+	 * reads the block the process started with. */
+	sodium_memzero(v, s->len);
+	unsetenv(var);
+	return 0;
+}
+
+int upstream_env_take(const struct policy *p, struct appl_err *err)
+{
+	for (size_t i = 0; i < policy_server_count(p); i++) {
+		const struct policy_server *srv = policy_server_get(p, i);
+
+		for (size_t k = 0; srv->kind == POLICY_SERVER_HTTP && k < srv->nheaders; k++) {
+			struct take_ctx c = {srv->name, srv->headers[k].name, err};
+			int rc = tmpl_vars(srv->headers[k].value, take_one, &c);
+
+			if (rc < 0)
+				return rc;
+		}
+	}
+	return 0;
+}
+
+void upstream_env_wipe(void)
+{
+	for (size_t i = 0; i < nsecrets; i++) {
+		sodium_free(secrets[i].value);
+		free(secrets[i].name);
+	}
+	free(secrets);
+	secrets = NULL;
+	nsecrets = 0;
+}
+
+/* "Name: value" with each {env:NAME} filled from what was taken (or, when
+ * nothing was, from the environment), in memory that is wiped when freed
+ * (line_free). NULL with err. */
+static char *header_fill(const char *server, const struct policy_header *h,
+			 struct appl_err *err)
+{
+	static const char open[] = "{env:";
+	char *out = malloc(UP_HTTP_LINE_MAX);
+	size_t o = 0;
+	const char *p = h->value;
+
+	if (!out) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	o = (size_t)snprintf(out, UP_HTTP_LINE_MAX, "%s: ", h->name);
+	while (*p && o < UP_HTTP_LINE_MAX) {
+		const char *name, *end, *val = NULL;
+		const struct secret *s;
+		size_t vlen;
+		char var[256];
+
+		if (strncmp(p, open, sizeof(open) - 1) != 0) {
+			out[o++] = *p++;
+			continue;
+		}
+		name = p + sizeof(open) - 1;
+		end = strchr(name, '}');
+		if (!end || (size_t)(end - name) >= sizeof(var))
+			break;
+		if ((s = secret_find(name, (size_t)(end - name)))) {
+			val = s->value;
+			vlen = s->len;
+		} else {
+			memcpy(var, name, (size_t)(end - name));
+			var[end - name] = '\0';
+			val = getenv(var);
+			vlen = val ? strlen(val) : 0;
+		}
+		if (!val) {
+			memcpy(var, name, (size_t)(end - name));
+			var[end - name] = '\0';
+			sodium_memzero(out, UP_HTTP_LINE_MAX);
+			free(out);
+			appl_err_set(err, -ENOENT, "servers.%s.headers.%s: the environment has no %s",
+				     server, h->name, var);
+			return NULL;
+		}
+		/* A value that would end the header line or add one is refused:
+		 * its bytes are not quoted. */
+		for (size_t i = 0; i < vlen; i++)
+			if (val[i] == '\r' || val[i] == '\n' || val[i] == '\0')
+				vlen = 0, o = UP_HTTP_LINE_MAX;
+		if (vlen >= UP_HTTP_LINE_MAX - o)
+			o = UP_HTTP_LINE_MAX;
+		else
+			memcpy(out + o, val, vlen), o += vlen;
+		p = end + 1;
+	}
+	if (o >= UP_HTTP_LINE_MAX || *p) {
+		sodium_memzero(out, UP_HTTP_LINE_MAX);
+		free(out);
+		appl_err_set(err, -EINVAL,
+			     "servers.%s.headers.%s: the filled value is too long or holds a line "
+			     "break",
+			     server, h->name);
+		return NULL;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+static void headers_free(char **v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		if (v[i]) {
+			sodium_memzero(v[i], UP_HTTP_LINE_MAX);
+			free(v[i]);
+		}
+	}
+	free(v);
+}
+
+/* ---- the server's session id ---------------------------------------------------- */
+
+bool upstream_sid_ok(const char *sid)
+{
+	size_t n = 0;
+
+	for (; sid[n]; n++)
+		if ((unsigned char)sid[n] < 0x21 || (unsigned char)sid[n] > 0x7e ||
+		    n >= UPSTREAM_SID_MAX)
+			return false;
+	return n > 0;
+}
+
+/* ---- delivering ------------------------------------------------------------------ */
+
+static void queue_clear(struct up_http *h)
+{
+	while (h->qhead) {
+		struct qmsg *m = h->qhead;
+
+		h->qhead = m->next;
+		free(m);
+	}
+	h->qtail = NULL;
+}
+
+/* The messages read inside libcurl, one at a time: a message may end the
+ * run (the queue is then cleared) or start calls. */
+static void deliver(struct upstream *u)
+{
+	struct up_http *h = H(u);
+
+	while (h->qhead) {
+		struct qmsg *m = h->qhead;
+
+		h->qhead = m->next;
+		if (!h->qhead)
+			h->qtail = NULL;
+		up_message(u, m->buf, m->len);
+		free(m);
+	}
+}
+
+static void on_deliver(void *data)
+{
+	deliver(data);
+}
+
+static void on_event(void *ctx, const char *type, const char *data, size_t len,
+		     const char *last_id)
+{
+	struct post *p = ctx;
+	struct up_http *h = H(p->u);
+	struct qmsg *m;
+
+	(void)last_id;
+	/* Only "message" events carry JSON-RPC; an empty one is a priming
+	 * event, or a keep-alive. */
+	if (strcmp(type, "message") != 0 || len == 0)
+		return;
+	if (!(m = malloc(sizeof(*m) + len + 1)))
+		return;
+	m->next = NULL;
+	m->len = len;
+	memcpy(m->buf, data, len);
+	m->buf[len] = '\0';
+	if (h->qtail)
+		h->qtail->next = m;
+	else
+		h->qhead = m;
+	h->qtail = m;
+	loop_next(p->u->loop, &h->deliver);
+}
+
+/* ---- responses ------------------------------------------------------------------- */
+
+static void post_unlink(struct up_http *h, struct post *p)
+{
+	if (p->prev)
+		p->prev->next = p->next;
+	else if (h->posts == p)
+		h->posts = p->next;
+	if (p->next)
+		p->next->prev = p->prev;
+	p->prev = p->next = NULL;
+	if (p->call_req) {
+		h->ncalls--;
+		p->call_req = false;
+	}
+	if (h->get == p)
+		h->get = NULL;
+}
+
+static void post_free(struct post *p)
+{
+	if (!p)
+		return;
+	sse_free(p->sse);
+	free(p->json);
+	free(p);
+}
+
+/* The media type of a Content-Type value, without parameters. */
+static bool media_is(const char *v, const char *type)
+{
+	size_t n = strlen(type);
+
+	if (!v)
+		return false;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	return strncasecmp(v, type, n) == 0 && (v[n] == '\0' || v[n] == ';' || v[n] == ' ');
+}
+
+static int on_head(void *ctx, const struct http_head *hd)
+{
+	struct post *p = ctx;
+	struct up_http *h = H(p->u);
+	const char *ct = http_head_get(hd, "Content-Type");
+	const char *sid = http_head_get(hd, "Mcp-Session-Id");
+	struct sse_limits lim = {.event_max = p->max, .line_max = p->max + SSE_LINE_SLACK};
+
+	p->status = hd->status;
+	if (hd->status == 404 && h->sid[0] && !p->is_get && p->kind != REQ_INIT)
+		return p->gone = true, p->why = "the session is over (HTTP 404)", -ENOENT;
+	if (hd->status >= 300 && hd->status < 400)
+		return p->why = "a redirect (redirects are not followed)", -EPROTO;
+	if (hd->status == 401 || hd->status == 403)
+		return p->why = "the server refused our credentials (HTTP 401 or 403)", -EPROTO;
+	if (hd->status == 202 && !p->id)
+		return 0;
+	if (hd->status != 200)
+		return p->why = "the server answered with an HTTP error status", -EPROTO;
+	if (p->kind == REQ_INIT && p->id && sid) {
+		if (!upstream_sid_ok(sid))
+			return p->why = "a session id that is not visible ASCII, or too long",
+			       -EPROTO;
+		snprintf(h->sid, sizeof(h->sid), "%s", sid);
+	}
+	if (media_is(ct, "text/event-stream")) {
+		p->body = BODY_SSE;
+		if (sse_new(&lim, on_event, p, &p->sse, NULL) < 0)
+			return p->why = "out of memory", -ENOMEM;
+		return 0;
+	}
+	if (media_is(ct, "application/json") && !p->is_get) {
+		p->body = BODY_JSON;
+		return 0;
+	}
+	if (!p->id)
+		return 0; /* an answer to a notification: its body is not read */
+	return p->why = "a Content-Type that is neither JSON nor an event stream", -EPROTO;
+}
+
+static int on_data(void *ctx, const char *buf, size_t len)
+{
+	struct post *p = ctx;
+
+	if (p->body == BODY_SSE)
+		return sse_feed(p->sse, buf, len) < 0 ? -EMSGSIZE : 0;
+	if (p->body != BODY_JSON)
+		return 0;
+	if (len > p->max - p->len)
+		return -EMSGSIZE;
+	if (!p->json && !(p->json = malloc(p->max + 1)))
+		return -ENOMEM;
+	memcpy(p->json + p->len, buf, len);
+	p->len += len;
+	return 0;
+}
+
+static void post_start_get(struct upstream *u);
+
+static void get_done(struct upstream *u, struct post *p, int rc)
+{
+	struct up_http *h = H(u);
+
+	if (p->status == 405 || (rc == 0 && p->body != BODY_SSE)) {
+		h->get_refused = true;
+		ulog(u, LOG_DEBUG, "no event stream (HTTP %ld): list changes go unheard",
+		     p->status);
+		return;
+	}
+	if (u->run == RUN_READY)
+		loop_timer_set(h->get_timer, UP_HTTP_GET_RETRY_MS);
+}
+
+/* Did the failure say the server cannot be reached (rather than a bad
+ * answer to one request)? */
+static bool unreachable(int rc)
+{
+	return rc == -ECONNREFUSED || rc == -EHOSTUNREACH || rc == -ETIMEDOUT || rc == -EIO ||
+	       rc == -EPROTO;
+}
+
+static void on_done(void *ctx, int rc, const char *why)
+{
+	struct post *p = ctx;
+	struct upstream *u = p->u;
+	struct up_http *h = H(u);
+	uint64_t epoch = u->epoch;
+	struct req *r;
+
+	post_unlink(h, p);
+	p->call = NULL;
+	deliver(u);
+	if (u->epoch != epoch) {
+		post_free(p);
+		return;
+	}
+	if (p->is_get) {
+		get_done(u, p, rc);
+	} else if (rc == 0 && p->body == BODY_JSON && p->len) {
+		up_message(u, p->json, p->len);
+	} else if (rc == 0 && p->body == BODY_SSE) {
+		sse_end(p->sse);
+		deliver(u);
+	}
+	if (u->epoch != epoch || p->is_get || !p->id) {
+		if (!p->is_get && rc < 0 && p->why == NULL && unreachable(rc) && u->epoch == epoch)
+			up_lost(u, why);
+		post_free(p);
+		up_unsent_flush(u);
+		return;
+	}
+	r = up_req_find(u, p->id);
+	if (r && r->sent) {
+		if (p->gone && r->kind == REQ_CALL)
+			up_session_over(u, r);
+		else if (p->gone)
+			up_lost(u, p->why);
+		else if (rc == -EMSGSIZE)
+			up_req_too_large(u, p->id);
+		else if (p->why)
+			up_req_refused(u, p->id, p->why);
+		else if (rc < 0 && unreachable(rc))
+			up_lost(u, why);
+		else
+			up_req_refused(u, p->id,
+				       rc < 0 ? why : "the response ended without an answer");
+	}
+	post_free(p);
+	if (u->epoch == epoch)
+		up_unsent_flush(u);
+}
+
+/* ---- requests -------------------------------------------------------------------- */
+
+static const char *kind_method(enum req_kind k)
+{
+	switch (k) {
+	case REQ_CALL:
+		return "tools/call";
+	case REQ_INIT:
+		return "initialize";
+	case REQ_LIST:
+		return "tools/list";
+	case REQ_DISCOVER:
+		return "server/discover";
+	case REQ_LISTEN:
+		return "subscriptions/listen";
+	}
+	return "";
+}
+
+/* The header lines of a request of this run: ours, then the policy's. */
+static int lines_make(struct upstream *u, const struct req *r, bool get, char (*own)[512],
+		      const char **lines)
+{
+	struct up_http *h = H(u);
+	size_t n = 0, k = 0;
+
+	snprintf(own[k], 512, "%s",
+		 get ? "Accept: text/event-stream"
+		     : "Accept: application/json, text/event-stream");
+	lines[n++] = own[k++];
+	if (!get) {
+		snprintf(own[k], 512, "Content-Type: application/json");
+		lines[n++] = own[k++];
+	}
+	if (u->modern) {
+		snprintf(own[k], 512, "MCP-Protocol-Version: %s", u->version[0] ? u->version
+			 : mcp_revision_latest(MCP_ERA_MODERN)->name);
+		lines[n++] = own[k++];
+		if (r) {
+			snprintf(own[k], 512, "Mcp-Method: %s", kind_method(r->kind));
+			lines[n++] = own[k++];
+		}
+		if (r && r->kind == REQ_CALL) {
+			snprintf(own[k], 512, "Mcp-Name: %s", r->tool);
+			lines[n++] = own[k++];
+		}
+	} else {
+		if (u->version[0] && (!r || r->kind != REQ_INIT)) {
+			snprintf(own[k], 512, "MCP-Protocol-Version: %s", u->version);
+			lines[n++] = own[k++];
+		}
+		if (h->sid[0] && (!r || r->kind != REQ_INIT)) {
+			snprintf(own[k], 512, "Mcp-Session-Id: %s", h->sid);
+			lines[n++] = own[k++];
+		}
+	}
+	for (size_t i = 0; i < h->nheaders; i++)
+		lines[n++] = h->headers[i];
+	lines[n] = NULL;
+	return 0;
+}
+
+static int post_start(struct upstream *u, const struct req *r, bool get, const char *buf,
+		      size_t len)
+{
+	struct up_http *h = H(u);
+	char own[6][512];
+	const char **lines = calloc(h->nheaders + 8, sizeof(*lines));
+	struct post *p = calloc(1, sizeof(*p));
+	struct http_call_hooks hooks = {.on_head = on_head, .on_data = on_data, .done = on_done};
+	struct http_request req = {
+		.method = get ? "GET" : "POST",
+		.url = h->url,
+		.body = buf,
+		.body_len = len,
+		.ca_file = h->ca_file,
+		.proxy = h->proxy,
+		.resolve = h->resolve[0] ? (const char *const *)h->resolve : NULL,
+		.connect_timeout_ms = (unsigned)u->init_timeout_ms,
+	};
+	int rc;
+
+	if (!lines || !p) {
+		free(lines);
+		free(p);
+		return -ENOMEM;
+	}
+	lines_make(u, r, get, own, lines);
+	req.headers = lines;
+	p->u = u;
+	p->is_get = get;
+	if (r) {
+		p->id = r->id;
+		p->kind = r->kind;
+		p->call_req = r->kind == REQ_CALL;
+		p->max = up_answer_cap(u, r);
+		/* A stream may carry notifications beside its answer; its whole
+		 * is capped too. A listen stream lives long: past its cap it is
+		 * opened again. */
+		req.body_max = p->max * 2;
+	} else {
+		p->max = UP_HTTP_SMALL_BODY;
+		req.body_max = get ? APPL_UPSTREAM_MESSAGE_MAX : UP_HTTP_SMALL_BODY;
+	}
+	rc = http_call_start(h->client, &req, &hooks, p, &p->call, NULL);
+	free(lines);
+	if (rc < 0) {
+		free(p);
+		return rc;
+	}
+	p->next = h->posts;
+	if (h->posts)
+		h->posts->prev = p;
+	h->posts = p;
+	if (p->call_req)
+		h->ncalls++;
+	if (get)
+		h->get = p;
+	return 0;
+}
+
+static int ht_send(struct upstream *u, const struct req *r, const char *buf, size_t len,
+		   bool call)
+{
+	struct up_http *h = H(u);
+
+	if (u->run == RUN_STOPPED)
+		return -EPIPE;
+	/* 2026-07-28 has nothing that goes from client to server but requests:
+	 * no notifications, and no requests of the server to answer. */
+	if (!r && u->modern)
+		return 0;
+	if (call && h->ncalls >= UP_HTTP_CALLS_MAX)
+		return -ENOBUFS;
+	return post_start(u, r, false, buf, len);
+}
+
+static struct post *post_of(struct up_http *h, uint64_t id)
+{
+	for (struct post *p = h->posts; p; p = p->next)
+		if (p->id == id && !p->is_get)
+			return p;
+	return NULL;
+}
+
+/* 2026-07-28: closing the response is the cancellation. Before it, a
+ * disconnect is not one: notifications/cancelled goes as its own POST. */
+static void ht_abandon(struct upstream *u, const struct req *r, const char *reason)
+{
+	struct up_http *h = H(u);
+	struct post *p = post_of(h, r->id);
+	json_t *params;
+	char *line = NULL;
+	size_t len;
+
+	if (p) {
+		http_call_cancel(p->call);
+		post_unlink(h, p);
+		post_free(p);
+	}
+	if (u->modern)
+		return;
+	params = json_pack("{s:I, s:s}", "requestId", (json_int_t)r->id, "reason", reason);
+	if (params && jsonrpc_notification_encode("notifications/cancelled", params,
+						  UP_HTTP_SMALL_BODY, &line, &len, NULL) == 0)
+		post_start(u, NULL, false, line, len);
+	free(line);
+	json_decref(params);
+}
+
+static void post_start_get(struct upstream *u)
+{
+	struct up_http *h = H(u);
+
+	if (u->run != RUN_READY || u->modern || h->get || h->get_refused || !h->sid[0])
+		return;
+	if (post_start(u, NULL, true, NULL, 0) < 0)
+		loop_timer_set(h->get_timer, UP_HTTP_GET_RETRY_MS);
+}
+
+static void on_get_timer(void *data)
+{
+	post_start_get(data);
+}
+
+/* The legacy era's notifications come on a GET stream of the session. */
+static void ht_ready(struct upstream *u)
+{
+	post_start_get(u);
+}
+
+static int ht_open(struct upstream *u, struct appl_err *err)
+{
+	struct up_http *h = H(u);
+
+	h->sid[0] = '\0';
+	h->get_refused = false;
+	if (!h->client && http_client_new(u->loop, &h->client, err) < 0)
+		return err ? err->code : -ENOMEM;
+	return 0;
+}
+
+/* DELETE ends the session (legacy): at shutdown, once, briefly. */
+static void session_delete(struct upstream *u)
+{
+	struct up_http *h = H(u);
+	char own[6][512];
+	const char **lines = calloc(h->nheaders + 8, sizeof(*lines));
+	struct http_request req = {
+		.method = "DELETE",
+		.url = h->url,
+		.ca_file = h->ca_file,
+		.proxy = h->proxy,
+		.resolve = h->resolve[0] ? (const char *const *)h->resolve : NULL,
+		.connect_timeout_ms = UP_HTTP_DELETE_MS,
+		.timeout_ms = UP_HTTP_DELETE_MS,
+		.body_max = UP_HTTP_SMALL_BODY,
+	};
+	long status;
+
+	if (!lines)
+		return;
+	lines_make(u, NULL, true, own, lines);
+	req.headers = lines;
+	if (http_request_once(&req, &status, NULL) == 0)
+		ulog(u, LOG_DEBUG, "session ended (DELETE: HTTP %ld)", status);
+	free(lines);
+}
+
+static void ht_close(struct upstream *u, bool block)
+{
+	struct up_http *h = H(u);
+
+	if (block && u->closing && !u->modern && h->sid[0])
+		session_delete(u);
+	while (h->posts) {
+		struct post *p = h->posts;
+
+		http_call_cancel(p->call);
+		post_unlink(h, p);
+		post_free(p);
+	}
+	h->ncalls = 0;
+	h->get = NULL;
+	queue_clear(h);
+	loop_task_cancel(u->loop, &h->deliver);
+	loop_timer_set(h->get_timer, 0);
+	h->sid[0] = '\0';
+}
+
+static void ht_destroy(struct upstream *u)
+{
+	struct up_http *h = H(u);
+
+	if (!h)
+		return;
+	http_client_free(h->client);
+	loop_timer_free(h->get_timer);
+	headers_free(h->headers, h->nheaders);
+	free(h->url);
+	free(h->ca_file);
+	free(h->proxy);
+	free(h->resolve[0]);
+	free(h);
+	u->t = NULL;
+}
+
+const struct up_transport up_http_transport = {
+	.kind = "http",
+	.open = ht_open,
+	.send = ht_send,
+	.abandon = ht_abandon,
+	.close = ht_close,
+	.ready = ht_ready,
+	.destroy = ht_destroy,
+	.probe = true,
+};
+
+/* ---- making one ---------------------------------------------------------------- */
+
+/* http://localhost[:port]/...: the name is pinned to 127.0.0.1, so no
+ * resolver (nor /etc/hosts) decides where plain HTTP goes. */
+static int localhost_pin(struct up_http *h)
+{
+	static const char pre[] = "http://localhost";
+	const char *rest = h->url + sizeof(pre) - 1;
+	long port = 80;
+	char *end;
+
+	if (strncasecmp(h->url, pre, sizeof(pre) - 1) != 0)
+		return 0;
+	if (*rest == ':') {
+		port = strtol(rest + 1, &end, 10);
+		if (end == rest + 1 || port < 1 || port > 65535)
+			return -EINVAL;
+	} else if (*rest && *rest != '/') {
+		return 0; /* localhost.example: a name like any other (refused by the policy) */
+	}
+	if (asprintf(&h->resolve[0], "localhost:%ld:127.0.0.1", port) < 0) {
+		h->resolve[0] = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int up_http_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
+		struct appl_err *err)
+{
+	struct up_http *h = calloc(1, sizeof(*h));
+
+	(void)o;
+	if (!h)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	u->t = h;
+	u->tp = &up_http_transport;
+	loop_task_init(&h->deliver, on_deliver, u);
+	if (!(h->get_timer = loop_timer_new(u->loop, on_get_timer, u, err)))
+		return err ? err->code : -ENOMEM;
+	h->url = strdup(srv->url);
+	h->ca_file = srv->ca_file ? strdup(srv->ca_file) : NULL;
+	h->proxy = srv->proxy ? strdup(srv->proxy) : NULL;
+	h->headers = calloc(srv->nheaders + 1, sizeof(*h->headers));
+	if (!h->url || !h->headers || (srv->ca_file && !h->ca_file) || (srv->proxy && !h->proxy))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < srv->nheaders; i++) {
+		if (!(h->headers[i] = header_fill(srv->name, &srv->headers[i], err)))
+			return err ? err->code : -EINVAL;
+		h->nheaders++;
+	}
+	if (localhost_pin(h) < 0)
+		return appl_err_set(err, -EINVAL, "servers.%s.url: a bad port", srv->name);
+	return 0;
+}
