@@ -549,24 +549,39 @@ def _private_fds():
     return rfd, wfd
 
 
+def _check_py_name(i, what, name):
+    if (type(name) is not str or not name.isascii() or not name.isidentifier()
+            or keyword.iskeyword(name) or name.startswith("__")):
+        raise _Fatal("tools[%d].%s: not a Python name" % (i, what))
+
+
 def _check_tools(tools):
-    """Validate the cell's tools list; returns [(tool, ns, fn, doc)]."""
+    """Validate the cell's tools list; returns [(tool, ns, fn, doc)], where
+    a server with no tools listed is (server, ns, None, None)."""
     if type(tools) is not list:
         raise _Fatal("tools is not a list")
     seen, out = set(), []
     for i, t in enumerate(tools):
+        if type(t) is dict and set(t) == {"server", "ns"}:
+            server, ns = t["server"], t["ns"]
+            _check_py_name(i, "ns", ns)
+            if type(server) is not str or not 0 < len(server) <= TOOL_NAME_MAX:
+                raise _Fatal("tools[%d].server: not a name" % i)
+            if ns in RESERVED or any(ns == s[0] for s in seen):
+                raise _Fatal("tools[%d].ns: %s is reserved or taken" % (i, ns))
+            seen.add((ns, None))
+            out.append((server, ns, None, None))
+            continue
         if type(t) is not dict or not {"tool", "ns", "fn"} <= set(t) <= {"tool", "ns", "fn", "doc"}:
             raise _Fatal("tools[%d]: fields must be tool, ns, fn and optional doc" % i)
         tool, ns, fn, doc = t["tool"], t["ns"], t["fn"], t.get("doc", "")
         if type(tool) is not str or not 0 < len(tool.encode("utf-8", "replace")) <= TOOL_NAME_MAX:
             raise _Fatal("tools[%d].tool: not a name" % i)
         for what, name in (("ns", ns), ("fn", fn)):
-            if (type(name) is not str or not name.isascii() or not name.isidentifier()
-                    or keyword.iskeyword(name) or name.startswith("__")):
-                raise _Fatal("tools[%d].%s: not a Python name" % (i, what))
+            _check_py_name(i, what, name)
         if ns in RESERVED:
             raise _Fatal("tools[%d].ns: %s is reserved" % (i, ns))
-        if type(doc) is not str or (ns, fn) in seen:
+        if type(doc) is not str or (ns, fn) in seen or (ns, None) in seen:
             raise _Fatal("tools[%d]: bad doc or duplicate %s.%s" % (i, ns, fn))
         seen.add((ns, fn))
         out.append((tool, ns, fn, doc))
@@ -580,8 +595,26 @@ class ToolNamespace:
         object.__setattr__(self, "_name", name)
 
     def __repr__(self):
-        fns = sorted(k for k in vars(self) if k != "_name")
+        fns = sorted(k for k in vars(self) if not k.startswith("_"))
         return "<tools %s: %s>" % (self._name, ", ".join(fns))
+
+
+class AbsentNamespace(ToolNamespace):
+    """A server that has listed no tools (it has not been reachable): any
+    name is a call, which the host answers with ToolError."""
+
+    def __init__(self, name, chan, server):
+        super().__init__(name)
+        object.__setattr__(self, "_chan", chan)
+        object.__setattr__(self, "_server", server)
+
+    def __getattr__(self, fn):
+        if fn.startswith("_"):
+            raise AttributeError(fn)
+        return _make_tool(self._chan, "%s.%s" % (self._server, fn), self._name, fn, None)
+
+    def __repr__(self):
+        return "<tools %s: none listed (the server is not available)>" % self._name
 
 
 def _make_tool(chan, tool, ns, fn, doc):
@@ -682,6 +715,9 @@ def _cell_globals(chan, tools):
         g["asyncio"] = asyncio
     entries = []
     for tool, ns, fn, doc in tools:
+        if fn is None:
+            g[ns] = AbsentNamespace(ns, chan, tool)
+            continue
         space = g.setdefault(ns, ToolNamespace(ns))
         func = _make_tool(chan, tool, ns, fn, doc)
         setattr(space, fn, func)

@@ -7,6 +7,7 @@
 
 #include "bridge/bridge.h"
 #include "bridge/internal.h"
+#include "base/pyname.h"
 #include "schema/schema.h"
 
 static int entry_cmp(const void *a, const void *b)
@@ -137,6 +138,62 @@ static int stubs_make(struct bridge_catalog *c, struct appl_err *err)
 	return c->runner_tools ? 0 : err->code;
 }
 
+static bool has_entries(const struct bridge_catalog *c, const char *server)
+{
+	for (size_t i = 0; i < c->n; i++)
+		if (strcmp(c->e[i].server, server) == 0)
+			return true;
+	return false;
+}
+
+static bool ns_taken(const json_t *runner_tools, const char *ns)
+{
+	const json_t *t;
+	size_t i;
+
+	json_array_foreach(runner_tools, i, t) {
+		if (strcmp(json_string_value(json_object_get(t, "ns")), ns) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Each server with no tool here gets a namespace in the cell all the same
+ * (a runner "server" entry): its calls reach the bridge, which says the
+ * server is not available, rather than the code failing on a name. */
+static int absent_add(struct bridge_catalog *c, const struct policy *p, struct appl_err *err)
+{
+	size_t n = policy_server_count(p);
+
+	if (!(c->absent = calloc(n ? n : 1, sizeof(*c->absent))))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *name = policy_server_get(p, i)->name;
+		json_t *e;
+
+		if (has_entries(c, name))
+			continue;
+		if (!(c->absent[c->nabsent] = strdup(name)))
+			return appl_err_set(err, -ENOMEM, "out of memory");
+		c->nabsent++;
+		if (appl_py_keyword(name) || appl_py_reserved(name) ||
+		    ns_taken(c->runner_tools, name))
+			continue; /* no namespace of that name: its calls cannot be written */
+		e = json_pack("{s:s, s:s}", "server", name, "ns", name);
+		if (!e || json_array_append_new(c->runner_tools, e) < 0)
+			return appl_err_set(err, -ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+bool bridge_catalog_absent(const struct bridge_catalog *c, const char *server)
+{
+	for (size_t i = 0; i < c->nabsent; i++)
+		if (strcmp(c->absent[i], server) == 0)
+			return true;
+	return false;
+}
+
 int bridge_catalog_new(const struct policy *p, const char *role, const struct bridge_tool_in *tools,
 		       size_t n, struct bridge_catalog **out, struct appl_err *err)
 {
@@ -171,7 +228,7 @@ int bridge_catalog_new(const struct policy *p, const char *role, const struct br
 			c->e[k++] = c->e[i];
 	}
 	c->n = k;
-	if (stubs_make(c, err) < 0) {
+	if (stubs_make(c, err) < 0 || absent_add(c, p, err) < 0) {
 		bridge_catalog_unref(c);
 		return err->code;
 	}
@@ -195,6 +252,9 @@ void bridge_catalog_unref(struct bridge_catalog *c)
 	free(c->e);
 	stubs_free(c->stubs);
 	json_decref(c->runner_tools);
+	for (size_t i = 0; i < c->nabsent; i++)
+		free(c->absent[i]);
+	free(c->absent);
 	free(c);
 }
 

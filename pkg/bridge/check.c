@@ -89,6 +89,10 @@ int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t 
 		srv[dot - tool] = '\0';
 		e = bridge_catalog_find(c, srv, dot + 1);
 	}
+	if (!e && dot && (size_t)(dot - tool) < sizeof(srv) && bridge_catalog_absent(c, srv))
+		return say(msg, cap, -EAGAIN,
+			   "upstream_unavailable: the server of %s is not available",
+			   quote(tool, q, sizeof(q)));
 	if (!e)
 		return say(msg, cap, -EPERM, "refused: %s: no such tool",
 			   quote(tool, q, sizeof(q)));

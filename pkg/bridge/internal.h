@@ -29,7 +29,14 @@ struct bridge_catalog {
 	size_t n;
 	struct stubs *stubs;
 	json_t *runner_tools;
+	/* Servers of the policy with no tool in the catalog (down since
+	 * start, or listing none): a call of any of their names is told the
+	 * server is not available. */
+	char **absent;
+	size_t nabsent;
 };
+
+bool bridge_catalog_absent(const struct bridge_catalog *c, const char *server);
 
 const struct bridge_entry *bridge_catalog_find(const struct bridge_catalog *c, const char *server,
 					       const char *name);

@@ -90,6 +90,27 @@ json_t *cell_proto_tool_new(const char *tool, const char *ns, const char *fn, co
 }
 
 static const char *const tool_entry_fields[] = {"tool", "ns", "fn", "doc", NULL};
+static const char *const server_entry_fields[] = {"server", "ns", NULL};
+
+/* {"server", "ns"}: a namespace for a server with no tools listed. */
+static int server_entry_check(const json_t *e, size_t i, struct appl_err *err)
+{
+	json_t *server = json_object_get(e, "server");
+	json_t *ns = json_object_get(e, "ns");
+	int rc;
+
+	if (!json_is_string(server) || !json_is_string(ns))
+		return appl_err_set(err, -EINVAL, "tools[%zu]: needs strings server and ns", i);
+	rc = appl_json_keys_check(e, server_entry_fields, "tools[]", err);
+	if (rc == 0 && (json_string_length(ns) != strlen(json_string_value(ns)) ||
+			json_string_length(server) != strlen(json_string_value(server)) ||
+			json_string_length(server) == 0 ||
+			json_string_length(server) > APPL_POLICY_SERVER_NAME_MAX))
+		rc = appl_err_set(err, -EINVAL, "a bad server name");
+	if (rc == 0)
+		rc = py_name_check("ns", json_string_value(ns), err);
+	return rc < 0 ? appl_err_prefix(err, "tools[%zu]", i) : 0;
+}
 
 static int tool_entry_check(const json_t *e, size_t i, struct appl_err *err)
 {
@@ -99,6 +120,8 @@ static int tool_entry_check(const json_t *e, size_t i, struct appl_err *err)
 	json_t *doc = json_object_get(e, "doc");
 	int rc;
 
+	if (json_is_object(e) && json_object_get(e, "server"))
+		return server_entry_check(e, i, err);
 	if (!json_is_object(e) || !json_is_string(tool) || !json_is_string(ns) ||
 	    !json_is_string(fn) || (doc && !json_is_string(doc)))
 		return appl_err_set(err, -EINVAL,
@@ -115,12 +138,16 @@ static int tool_entry_check(const json_t *e, size_t i, struct appl_err *err)
 	return rc < 0 ? appl_err_prefix(err, "tools[%zu]", i) : 0;
 }
 
+/* Two entries of one Python name; a server entry's namespace is all its
+ * own. */
 static int same_name(const json_t *a, const json_t *b)
 {
+	const char *fa = json_string_value(json_object_get(a, "fn"));
+	const char *fb = json_string_value(json_object_get(b, "fn"));
+
 	return strcmp(json_string_value(json_object_get(a, "ns")),
 		      json_string_value(json_object_get(b, "ns"))) == 0 &&
-	       strcmp(json_string_value(json_object_get(a, "fn")),
-		      json_string_value(json_object_get(b, "fn"))) == 0;
+	       (!fa || !fb || strcmp(fa, fb) == 0);
 }
 
 static int tools_check(const json_t *tools, struct appl_err *err)
@@ -140,9 +167,12 @@ static int tools_check(const json_t *tools, struct appl_err *err)
 		/* Quadratic, but n is capped at APPL_RUNNER_TOOLS_MAX. */
 		for (size_t j = 0; j < i; j++)
 			if (same_name(e, json_array_get(tools, j)))
-				return appl_err_set(err, -EINVAL, "tools[%zu]: %s.%s given twice",
-						    i, json_string_value(json_object_get(e, "ns")),
-						    json_string_value(json_object_get(e, "fn")));
+				return appl_err_set(
+					err, -EINVAL, "tools[%zu]: %s.%s given twice", i,
+					json_string_value(json_object_get(e, "ns")),
+					json_object_get(e, "fn")
+						? json_string_value(json_object_get(e, "fn"))
+						: "*");
 	}
 	return 0;
 }

@@ -216,8 +216,7 @@ static int call_send(struct upstream *u, struct req *r)
 		char *line = NULL;
 		size_t len;
 
-		if ((rc = request_encode(u, r->id, "tools/call", r->params, &line, &len, NULL)) <
-		    0)
+		if ((rc = request_encode(u, r->id, "tools/call", r->params, &line, &len, NULL)) < 0)
 			return rc;
 		free(r->line);
 		r->line = line;
@@ -1191,8 +1190,7 @@ int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsi
 	if (t > APPL_CALL_TIMEOUT_S_CEIL * 1000ull)
 		t = APPL_CALL_TIMEOUT_S_CEIL * 1000ull;
 	r = calloc(1, sizeof(*r));
-	if (!r || !(r->tool = strdup(tool)) ||
-	    !(r->params = json_pack("{s:s}", "name", tool)) ||
+	if (!r || !(r->tool = strdup(tool)) || !(r->params = json_pack("{s:s}", "name", tool)) ||
 	    (args && json_object_set(r->params, "arguments", (json_t *)args) < 0)) {
 		req_free(r);
 		return appl_err_set(err, -ENOMEM, "out of memory");
@@ -1200,8 +1198,8 @@ int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsi
 	/* Encoded now, in the era known now, so a request over the cap is
 	 * refused here; a call that waits for a probe is encoded again if
 	 * the era turns out otherwise. */
-	if ((rc = request_encode(u, u->next_id, "tools/call", r->params, &r->line, &r->len,
-				 err)) < 0) {
+	if ((rc = request_encode(u, u->next_id, "tools/call", r->params, &r->line, &r->len, err)) <
+	    0) {
 		req_free(r);
 		return rc;
 	}

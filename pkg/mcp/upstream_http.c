@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include <sodium.h>
 
@@ -18,11 +19,11 @@
 #include "jsonrpc/jsonrpc.h"
 
 /* Calls whose POST is in flight at once; the others wait in the core. */
-#define UP_HTTP_CALLS_MAX  32u
-#define UP_HTTP_SMALL_BODY (64u * 1024) /* an answer to a notification, a GET's events */
-#define UP_HTTP_LINE_MAX   (8u * 1024)	/* one header line of ours */
-#define UP_HTTP_GET_RETRY_MS 2000u	/* the legacy event stream, opened again after */
-#define UP_HTTP_DELETE_MS  1000u	/* DELETE of the session at shutdown */
+#define UP_HTTP_CALLS_MAX    32u
+#define UP_HTTP_SMALL_BODY   (64u * 1024) /* an answer to a notification, a GET's events */
+#define UP_HTTP_LINE_MAX     (8u * 1024)  /* one header line of ours */
+#define UP_HTTP_GET_RETRY_MS 2000u	  /* the legacy event stream, opened again after */
+#define UP_HTTP_DELETE_MS    1000u	  /* DELETE of the session at shutdown */
 
 enum body_kind { BODY_NONE, BODY_JSON, BODY_SSE };
 
@@ -190,8 +191,7 @@ void upstream_env_wipe(void)
 /* "Name: value" with each {env:NAME} filled from what was taken (or, when
  * nothing was, from the environment), in memory that is wiped when freed
  * (line_free). NULL with err. */
-static char *header_fill(const char *server, const struct policy_header *h,
-			 struct appl_err *err)
+static char *header_fill(const char *server, const struct policy_header *h, struct appl_err *err)
 {
 	static const char open[] = "{env:";
 	char *out = malloc(UP_HTTP_LINE_MAX);
@@ -231,8 +231,9 @@ static char *header_fill(const char *server, const struct policy_header *h,
 			var[end - name] = '\0';
 			sodium_memzero(out, UP_HTTP_LINE_MAX);
 			free(out);
-			appl_err_set(err, -ENOENT, "servers.%s.headers.%s: the environment has no %s",
-				     server, h->name, var);
+			appl_err_set(err, -ENOENT,
+				     "servers.%s.headers.%s: the environment has no %s", server,
+				     h->name, var);
 			return NULL;
 		}
 		/* A value that would end the header line or add one is refused:
@@ -318,8 +319,7 @@ static void on_deliver(void *data)
 	deliver(data);
 }
 
-static void on_event(void *ctx, const char *type, const char *data, size_t len,
-		     const char *last_id)
+static void on_event(void *ctx, const char *type, const char *data, size_t len, const char *last_id)
 {
 	struct post *p = ctx;
 	struct up_http *h = H(p->u);
@@ -393,8 +393,12 @@ static int on_head(void *ctx, const struct http_head *hd)
 	struct sse_limits lim = {.event_max = p->max, .line_max = p->max + SSE_LINE_SLACK};
 
 	p->status = hd->status;
-	if (hd->status == 404 && h->sid[0] && !p->is_get && p->kind != REQ_INIT)
-		return p->gone = true, p->why = "the session is over (HTTP 404)", -ENOENT;
+	/* MCP says 404 for a session the server no longer knows; some servers
+	 * (server-everything among them) say 400. Either way, with our session
+	 * in the request, initialize again and send the call once more. */
+	if ((hd->status == 404 || hd->status == 400) && h->sid[0] && !p->is_get &&
+	    p->kind != REQ_INIT)
+		return p->gone = true, p->why = "the server no longer knows the session", -ENOENT;
 	if (hd->status >= 300 && hd->status < 400)
 		return p->why = "a redirect (redirects are not followed)", -EPROTO;
 	if (hd->status == 401 || hd->status == 403)
@@ -535,6 +539,34 @@ static const char *kind_method(enum req_kind k)
 	return "";
 }
 
+/* A value for Mcp-Name: as it is when it is visible ASCII and spaces with
+ * none at either end, else (and when it looks like the escape itself)
+ * =?base64?...?= of its bytes, as MCP asks. */
+static void name_header(char *out, size_t cap, const char *name)
+{
+	static const char pre[] = "=?base64?", post[] = "?=";
+	size_t n = strlen(name), o;
+	bool plain = n > 0 && name[0] != ' ' && name[n - 1] != ' ';
+
+	for (size_t i = 0; plain && i < n; i++)
+		plain = (unsigned char)name[i] >= 0x20 && (unsigned char)name[i] <= 0x7e;
+	if (plain && n >= sizeof(pre) + sizeof(post) - 2 &&
+	    strncmp(name, pre, sizeof(pre) - 1) == 0 &&
+	    strcmp(name + n - (sizeof(post) - 1), post) == 0)
+		plain = false;
+	o = (size_t)snprintf(out, cap, "Mcp-Name: ");
+	if (plain) {
+		snprintf(out + o, cap - o, "%s", name);
+		return;
+	}
+	o += (size_t)snprintf(out + o, cap - o, "%s", pre);
+	/* a tool name is at most 128 bytes: its base64 fits the line */
+	sodium_bin2base64(out + o, cap - o - sizeof(post), (const unsigned char *)name, n,
+			  sodium_base64_VARIANT_ORIGINAL);
+	o += strlen(out + o);
+	snprintf(out + o, cap - o, "%s", post);
+}
+
 /* The header lines of a request of this run: ours, then the policy's. */
 static int lines_make(struct upstream *u, const struct req *r, bool get, char (*own)[512],
 		      const char **lines)
@@ -543,23 +575,22 @@ static int lines_make(struct upstream *u, const struct req *r, bool get, char (*
 	size_t n = 0, k = 0;
 
 	snprintf(own[k], 512, "%s",
-		 get ? "Accept: text/event-stream"
-		     : "Accept: application/json, text/event-stream");
+		 get ? "Accept: text/event-stream" : "Accept: application/json, text/event-stream");
 	lines[n++] = own[k++];
 	if (!get) {
 		snprintf(own[k], 512, "Content-Type: application/json");
 		lines[n++] = own[k++];
 	}
 	if (u->modern) {
-		snprintf(own[k], 512, "MCP-Protocol-Version: %s", u->version[0] ? u->version
-			 : mcp_revision_latest(MCP_ERA_MODERN)->name);
+		snprintf(own[k], 512, "MCP-Protocol-Version: %s",
+			 u->version[0] ? u->version : mcp_revision_latest(MCP_ERA_MODERN)->name);
 		lines[n++] = own[k++];
 		if (r) {
 			snprintf(own[k], 512, "Mcp-Method: %s", kind_method(r->kind));
 			lines[n++] = own[k++];
 		}
 		if (r && r->kind == REQ_CALL) {
-			snprintf(own[k], 512, "Mcp-Name: %s", r->tool);
+			name_header(own[k], 512, r->tool);
 			lines[n++] = own[k++];
 		}
 	} else {
@@ -637,8 +668,7 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 	return 0;
 }
 
-static int ht_send(struct upstream *u, const struct req *r, const char *buf, size_t len,
-		   bool call)
+static int ht_send(struct upstream *u, const struct req *r, const char *buf, size_t len, bool call)
 {
 	struct up_http *h = H(u);
 
@@ -845,6 +875,11 @@ int up_http_new(struct upstream *u, const struct policy_server *srv, const struc
 			return err ? err->code : -EINVAL;
 		h->nheaders++;
 	}
+	/* A CA file that cannot be read would fail every request: refused at
+	 * start instead. */
+	if (h->ca_file && access(h->ca_file, R_OK) < 0)
+		return appl_err_errno(err, -errno, errno, "servers.%s.ca_file %s", srv->name,
+				      h->ca_file);
 	if (localhost_pin(h) < 0)
 		return appl_err_set(err, -EINVAL, "servers.%s.url: a bad port", srv->name);
 	return 0;

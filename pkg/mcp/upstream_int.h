@@ -77,8 +77,8 @@ extern const struct up_transport up_stdio_transport;
 extern const struct up_transport up_http_transport;
 
 /* Make the transport's state (u->t) for srv. */
-int up_stdio_new(struct upstream *u, const struct policy_server *srv,
-		 const struct upstream_opts *o, struct appl_err *err);
+int up_stdio_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
+		 struct appl_err *err);
 int up_http_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
 		struct appl_err *err);
 

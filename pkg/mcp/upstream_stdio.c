@@ -138,8 +138,7 @@ void upstream_env_free(char **envp)
  * it to the cap less a reserve; our own lines (answers to the server's
  * requests, cancellations, the handshake) may use the reserve too, so a
  * flood of calls cannot keep them out. -ENOBUFS when it does not fit. */
-static int st_send(struct upstream *u, const struct req *r, const char *buf, size_t len,
-		   bool call)
+static int st_send(struct upstream *u, const struct req *r, const char *buf, size_t len, bool call)
 {
 	struct up_stdio *s = S(u);
 	size_t limit =
@@ -459,8 +458,7 @@ static int st_open(struct upstream *u, struct appl_err *err)
 	int rc;
 
 	spec.cwd = s->cwd ? s->cwd : "/";
-	if ((rc = upstream_env_build((const char *const *)s->env_names, s->nenv, &envp, err)) <
-	    0)
+	if ((rc = upstream_env_build((const char *const *)s->env_names, s->nenv, &envp, err)) < 0)
 		goto fail;
 	if (s->jail) {
 		spec.confine = proc_jail_confine(s->jail);
@@ -591,8 +589,8 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 	return 0;
 }
 
-int up_stdio_new(struct upstream *u, const struct policy_server *srv,
-		 const struct upstream_opts *o, struct appl_err *err)
+int up_stdio_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
+		 struct appl_err *err)
 {
 	struct up_stdio *s = calloc(1, sizeof(*s));
 

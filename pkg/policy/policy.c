@@ -404,9 +404,22 @@ static int header_name_check(const char *s, size_t len, const char *path, struct
 /* Headers that frame the request or the MCP session: the HTTP client sets
  * them, and a policy value could only break or smuggle a request. */
 static const char *const reserved_headers[] = {
-	"accept",     "connection",    "content-length",       "content-type",	 "host",
-	"keep-alive", "last-event-id", "mcp-protocol-version", "mcp-session-id", "proxy-connection",
-	"te",	      "trailer",       "transfer-encoding",    "upgrade",
+	"accept",
+	"connection",
+	"content-length",
+	"content-type",
+	"host",
+	"keep-alive",
+	"last-event-id",
+	"mcp-method",
+	"mcp-name",
+	"mcp-protocol-version",
+	"mcp-session-id",
+	"proxy-connection",
+	"te",
+	"trailer",
+	"transfer-encoding",
+	"upgrade",
 };
 
 static int header_reserved_check(const char *name, const char *path, struct appl_err *err)

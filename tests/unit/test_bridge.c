@@ -29,7 +29,8 @@ static const char POLICY[] =
 	"{\"policy_version\":1,\"serial\":1,\"expires\":\"2099-01-01T00:00:00Z\","
 	"\"image\":{\"layout\":\"/img\",\"digest\":\"sha256:"
 	"0000000000000000000000000000000000000000000000000000000000000000\"},"
-	"\"servers\":{\"a\":{\"command\":[\"/bin/true\"]},\"b\":{\"command\":[\"/bin/true\"]}},"
+	"\"servers\":{\"a\":{\"command\":[\"/bin/true\"]},\"b\":{\"command\":[\"/bin/true\"]},"
+	"\"down\":{\"command\":[\"/bin/true\"]}},"
 	"\"tools\":{\"a.*\":{\"access\":\"read\"},\"a.put\":{\"access\":\"write\"},"
 	"\"b.*\":{\"access\":\"write\"}},"
 	"\"roles\":{\"reader\":{\"tools\":[\"a.*\"],\"write\":false},"
@@ -135,7 +136,8 @@ static void test_catalog_offers_only_allowed_checkable_tools(void **state)
 	assert_int_equal(stubs_count(s), 3);
 	assert_string_equal(stubs_mcp_name(s, 2), "a.sum");
 	assert_non_null(strstr(stubs_text(s, 2), "Add.")); /* the first of the twins */
-	assert_int_equal(json_array_size(bridge_catalog_runner_tools(r)), 3);
+	/* and the namespace of server down, which listed nothing */
+	assert_int_equal(json_array_size(bridge_catalog_runner_tools(r)), 4);
 	assert_int_equal(stubs_count(bridge_catalog_stubs(w)), 5);
 	assert_int_equal(stubs_count(bridge_catalog_stubs(n)), 0);
 	bridge_catalog_unref(r);
@@ -175,6 +177,33 @@ static int check(const char *role, const char *tool, const char *args, size_t ca
 	json_decref(a);
 	bridge_catalog_unref(c);
 	return rc;
+}
+
+/* A server that listed nothing: a namespace in the cell, and every name
+ * of it answered with the fixed unavailable text. */
+static void test_a_server_with_no_tools_is_unavailable(void **state)
+{
+	struct bridge_catalog *c = catalog("writer");
+	const json_t *rt = bridge_catalog_runner_tools(c), *e;
+	size_t i, servers = 0;
+	(void)state;
+
+	json_array_foreach(rt, i, e) {
+		if (json_object_get(e, "server")) {
+			servers++;
+			assert_string_equal(json_string_value(json_object_get(e, "server")),
+					    "down");
+			assert_string_equal(json_string_value(json_object_get(e, "ns")), "down");
+		}
+	}
+	assert_int_equal(servers, 1);
+	bridge_catalog_unref(c);
+	assert_int_equal(check("writer", "down.never_listed", "{}", 16384), -EAGAIN);
+	assert_string_equal(
+		msg, "upstream_unavailable: the server of down.never_listed is not available");
+	/* a server that listed tools: an unknown name is still no such tool */
+	assert_int_equal(check("writer", "a.nope", "{}", 16384), -EPERM);
+	assert_non_null(strstr(msg, "no such tool"));
 }
 
 static void test_check_allows_a_good_call(void **state)
@@ -1047,6 +1076,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_catalog_offers_only_allowed_checkable_tools),
+		cmocka_unit_test(test_a_server_with_no_tools_is_unavailable),
 		cmocka_unit_test(test_check_allows_a_good_call),
 		cmocka_unit_test(test_check_refuses_unknown_tools),
 		cmocka_unit_test(test_check_refuses_by_policy),

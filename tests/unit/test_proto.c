@@ -629,6 +629,35 @@ static void test_cell_encode_refusals(void **state)
 	json_array_append_new(bad, json_string("toy.add"));
 	cell_refused("1", 1, bad, -EINVAL, "needs strings");
 	json_decref(bad);
+
+	/* a server with no tools: a namespace of its own, or nothing */
+	bad = json_deep_copy(tools);
+	json_array_append_new(bad, json_pack("{s:s, s:s}", "server", "toy", "ns", "toy"));
+	cell_refused("1", 1, bad, -EINVAL, "tools[2]: toy.* given twice");
+	json_decref(bad);
+	bad = json_pack("[{s:s, s:s}]", "server", "x", "ns", "def");
+	cell_refused("1", 1, bad, -EINVAL, "tools[0]");
+	json_decref(bad);
+	bad = json_pack("[{s:s, s:s, s:s}]", "server", "x", "ns", "x", "fn", "y");
+	cell_refused("1", 1, bad, -EINVAL, "unknown key");
+	json_decref(bad);
+	bad = json_pack("[{s:s, s:i}]", "server", "x", "ns", 1);
+	cell_refused("1", 1, bad, -EINVAL, "needs strings server and ns");
+	json_decref(bad);
+	json_decref(tools);
+}
+
+static void test_cell_encode_server_entries(void **state)
+{
+	json_t *tools = json_pack("[{s:s, s:s}]", "server", "dead", "ns", "dead");
+	struct appl_err err = {0};
+	char *line = NULL;
+	size_t len = 0;
+	(void)state;
+
+	assert_int_equal(cell_proto_cell_encode("1", 1, tools, &line, &len, &err), 0);
+	assert_non_null(strstr(line, "{\"server\":\"dead\",\"ns\":\"dead\"}"));
+	free(line);
 	json_decref(tools);
 }
 
@@ -754,6 +783,7 @@ int main(void)
 		cmocka_unit_test(test_tool_new_refusals),
 		cmocka_unit_test(test_cell_encode),
 		cmocka_unit_test(test_cell_encode_refusals),
+		cmocka_unit_test(test_cell_encode_server_entries),
 		cmocka_unit_test(test_result_encode),
 		cmocka_unit_test(test_host_line_cap),
 		cmocka_unit_test(test_error_encode),
