@@ -29,8 +29,13 @@ side with time.perf_counter:
      and cells, each a 2026-07-28 stateless tools/call POSTed with a bearer
      token on one keep-alive connection, timed from sending the POST to
      reading the answer's SSE event
+ 12  row 6 over an HTTP upstream: 1000 sequential `await web.echo(text="x")`
+     in one cell, `web` being tests/integration/mcphttp.py (a legacy-revision
+     Streamable HTTP server in pure Python, Nagle off: see WEB_SERVER) named
+     by its URL in the policy, against the same calls POSTed to the same
+     server on one keep-alive connection by bench/http_direct.py
 
-Rows 1 to 8 and 11 run on the system's runsc with the systrap platform (the
+Rows 1 to 8, 11 and 12 run on the system's runsc with the systrap platform (the
 appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
 run again as 1p, 2p, 6p (the same runsc on ptrace) and 1o, 2o, 6o (Debian
 12's own runsc, 20221219.0, on ptrace, under an appliance built to accept
@@ -49,6 +54,7 @@ import os
 import platform
 import queue
 import secrets
+import select
 import shutil
 import signal
 import socket
@@ -70,6 +76,8 @@ TOY = os.path.join(ROOT, "build", "toy-server")
 RUNNER = os.path.join(ROOT, "images", "cell", "runner.py")
 FLOOR_WORKER = os.path.join(ROOT, "bench", "floor_worker.py")
 DIRECT_CLIENT = os.path.join(ROOT, "bench", "direct_client.py")
+HTTP_DIRECT = os.path.join(ROOT, "bench", "http_direct.py")
+MCPHTTP = os.path.join(ROOT, "tests", "integration", "mcphttp.py")
 HOST_PY = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
 RUNSC = "/usr/bin/runsc"
 PLATFORM = "systrap"
@@ -118,7 +126,7 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12"),
     "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
@@ -923,6 +931,86 @@ def rows_tools(work, results, cfg=MAIN, want=None):
         m.close()
 
 
+# ---- row 12: tool calls to an HTTP upstream ------------------------------------------------------
+
+WEB_ECHO_CELL = ECHO_CELL.replace("toy.echo", "web.echo")
+
+class WebServer:
+    """tests/integration/mcphttp.py as a child process on a free loopback
+    port (it prints `listening PORT`), stopped by its own pid."""
+
+    def __init__(self, work):
+        argv = [HOST_PY, MCPHTTP, "0"]
+        self.stderr_path = os.path.join(work.dir, "mcphttp.stderr")
+        self.errf = open(self.stderr_path, "wb")
+        self.p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=self.errf, cwd=ROOT)
+        ready, _, _ = select.select([self.p.stdout], [], [], 30)
+        line = self.p.stdout.readline() if ready else b""
+        if not line.startswith(b"listening "):
+            self.close()
+            with open(self.stderr_path, "rb") as f:
+                tail = f.read().decode("utf-8", "replace").strip().splitlines()[-3:]
+            raise RowError("mcphttp.py did not start (%r): %s" % (line[:100], " | ".join(tail)))
+        self.port = int(line.split()[1])
+        self.url = "http://127.0.0.1:%d/mcp" % self.port
+
+    def close(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self.p.stdout.close()
+        self.errf.close()
+
+
+def row_http_direct(url, n, runs):
+    per = []
+    for _ in range(runs):
+        r = subprocess.run([HOST_PY, HTTP_DIRECT, url, str(n)], capture_output=True, text=True,
+                           timeout=600)
+        if r.returncode != 0:
+            raise RowError("http_direct: %s" % (r.stderr.strip() or r.stdout.strip()))
+        per.append(json.loads(r.stdout)["per_call_us"])
+    return per
+
+
+def row_web(work):
+    """Row 12: row 6's loop of echo calls, to mcphttp.py over HTTP (the
+    policy names it `web` by its URL, its tools reads), against
+    bench/http_direct.py's calls to the same server."""
+    n = P["calls"]
+    limits = {"pool": 2, "deadline_s": 300, "max_calls": min(10000, n + 10),
+              "concurrency": P["gather_concurrency"]}
+    srv = WebServer(work)
+    try:
+        sig = work.policy(limits, {"servers": {"web": {"url": srv.url}},
+                                   "tools": {"web.*": {"access": "read"}},
+                                   "roles": {"web": {"tools": ["web.*"], "write": False}},
+                                   "clients": {"default_role": "web"}})
+        m = Mcp(work, sig, "web")
+        try:
+            cell_us, e2e, first = [], [], None
+            for _ in range(P["call_runs"]):
+                sc, dt = m.cell(WEB_ECHO_CELL % n, timeout=900)
+                cell_us.append(float(sc["result"]["per_call_us"]))
+                first = sc["result"].get("first")
+                e2e.append(dt)
+                time.sleep(P["spacing_s"])
+            direct = row_http_direct(srv.url, n, P["call_runs"])
+        finally:
+            m.close()
+    finally:
+        srv.close()
+    return {"cell_per_call_us": cell_us, "direct_per_call_us": direct,
+            "cell_end_to_end_s": e2e, "calls": n, "first": first,
+            "server": "mcphttp.py",
+            "overhead_us": statistics.median(cell_us) - statistics.median(direct)}
+
+
 # ---- row 10: one cell beside a flooding one ------------------------------------------------------
 
 # A cell that writes empty `out` lines to its protocol descriptor without
@@ -1186,6 +1274,7 @@ def main():
                 res[r]["seconds"] = time.perf_counter() - t
                 if "error" in res[r]:
                     log("row %d: ERROR %s" % (r, res[r]["error"]))
+        attempt(12, "tool calls to an HTTP upstream (mcphttp.py)", lambda: row_web(work))
         attempt(8, "sustained load", lambda: row_load(work))
         attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
         if P["baselines"]:
@@ -1229,7 +1318,8 @@ def report(info, res, total_s):
     add("5", "floor: host worker, one pipe, runner.py", res.get(5), note="unsandboxed")
     add("5s", "  same, cells spaced like rows 1 and 2", res.get("5s"),
         note="spaced %.1f s" % P["spacing_s"])
-    def add6(key, r6, what):
+    def add6(key, r6, what, direct="  same, host client direct to toy-server",
+             direct_note="bench/direct_client.py"):
         if r6 is None:
             return
         if "error" in r6:
@@ -1240,13 +1330,17 @@ def report(info, res, total_s):
         rows.append((key, what, {"median_ms": c, "p95_ms": max(r6["cell_per_call_us"]) / 1e3,
                                  "n": len(r6["cell_per_call_us"])},
                      "%d calls/cell; p95 col = worst cell" % r6["calls"]))
-        rows.append((key + "d", "  same, host client direct to toy-server",
+        rows.append((key + "d", direct,
                      {"median_ms": d, "p95_ms": max(r6["direct_per_call_us"]) / 1e3,
-                      "n": len(r6["direct_per_call_us"])}, "bench/direct_client.py"))
+                      "n": len(r6["direct_per_call_us"])}, direct_note))
         rows.append((key + "-", "  overhead per call (cell - direct)",
                      {"median_ms": c - d, "p95_ms": None, "n": None}, ""))
 
     add6("6", res.get(6), "tool call toy.echo, per call in cell")
+    # row 12 right below row 6: the same loop, over HTTP instead of stdio
+    add6("12", res.get(12), "tool call web.echo over HTTP, per call in cell",
+         "  direct HTTP client, per call", "bench/http_direct.py, %s"
+         % (res[12].get("server", "") if res.get(12) else ""))
     add("7", "gather %d x toy.sleep(ms=%d), wall in cell" % (P["gather"], P["gather_ms"]),
         res.get(7), note="concurrency %s" % (res[7].get("concurrency") if res.get(7) else ""))
     r10 = res.get(10)
@@ -1349,6 +1443,15 @@ def report(info, res, total_s):
         return v
 
     ratio("warm over HTTP (11) / over stdio (1)", med(11), r1)
+
+    def per_call(k, side):
+        r = res.get(k)
+        xs = (r or {}).get(side + "_per_call_us")
+        return statistics.median(xs) if xs else None
+
+    ratio("tool call in cell, HTTP (12) / stdio (6)", per_call(12, "cell"), per_call(6, "cell"))
+    ratio("direct client, HTTP (12d) / stdio (6d)", per_call(12, "direct"),
+          per_call(6, "direct"))
     ratio("warm (1) / floor (5)", r1, r5)
     ratio("warm (1) / spaced floor (5s)", r1, med("5s"))
     ratio("cold (2) / warm (1)", r2, r1)
@@ -1370,7 +1473,8 @@ def report(info, res, total_s):
         r = res.get(k)
         return r["overhead_us"] / 1e3 if r and "overhead_us" in r else None
 
-    for k, what in ((6, "systrap"), ("6p", "new runsc ptrace"), ("6o", "old runsc ptrace")):
+    for k, what in ((6, "systrap"), (12, "HTTP upstream"), ("6p", "new runsc ptrace"),
+                    ("6o", "old runsc ptrace")):
         v = overhead(k)
         ratios["row %s overhead ms" % k] = v
         w("  %-46s %s" % ("tool-call overhead, %s (%s)" % (what, k),

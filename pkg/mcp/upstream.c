@@ -14,9 +14,10 @@
 
 #include "jsonrpc/jsonrpc.h"
 
-#define META_PROTOCOL	 "io.modelcontextprotocol/protocolVersion"
-#define META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"
-#define META_CLIENT_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define META_PROTOCOL		     "io.modelcontextprotocol/protocolVersion"
+#define META_CLIENT_INFO	     "io.modelcontextprotocol/clientInfo"
+#define META_CLIENT_CAPS	     "io.modelcontextprotocol/clientCapabilities"
+#define MCP_UNSUPPORTED_VERSION_CODE (-32022)
 
 static void run_end(struct upstream *u, const char *why);
 static void list_begin(struct upstream *u, bool initial);
@@ -450,6 +451,9 @@ static int tool_take(struct upstream *u, const json_t *t, size_t idx, const char
 {
 	struct listing *l = &u->list;
 	const char *bad = tool_check(t), *name, *desc;
+
+	if (!bad && u->tp->tool_check)
+		bad = u->tp->tool_check(u, t);
 	struct upstream_tool *tool;
 
 	if (bad) {
@@ -628,6 +632,16 @@ static void discover_answered(struct upstream *u, const struct jsonrpc_msg *m)
 {
 	const json_t *res = m->kind == JSONRPC_ERROR ? NULL : m->result;
 
+	/* -32022 naming 2026-07-28 among what it serves: ask once more (a
+	 * server may refuse a first choice it has not seen yet). */
+	if (m->kind == JSONRPC_ERROR && m->error_code == MCP_UNSUPPORTED_VERSION_CODE &&
+	    names_modern(json_object_get(m->error_data, "supported")) && !u->probe_retried) {
+		u->probe_retried = true;
+		ulog(u, LOG_INFO, "server/discover: the server asks again for 2026-07-28");
+		if (discover_send(u) < 0)
+			run_end(u, "could not send server/discover");
+		return;
+	}
 	if (!names_modern(json_object_get(res, "supportedVersions"))) {
 		ulog(u, LOG_DEBUG, "server/discover: not a 2026-07-28 server; initialize");
 		if (initialize_send(u) < 0)
@@ -940,6 +954,7 @@ static int run_start(struct upstream *u, struct appl_err *err)
 	u->started_ms = now;
 	u->hs_deadline_ms = now + u->init_timeout_ms;
 	u->in_order = true;
+	u->probe_retried = false;
 	if (u->tp->open(u, &e) == 0) {
 		u->run = RUN_STARTING;
 		u->epoch++;
@@ -1139,6 +1154,14 @@ int upstream_wait_ready(struct upstream *u, unsigned timeout_ms, struct appl_err
 	if (u->run == RUN_READY)
 		return 0;
 	return appl_err_set(err, -EIO, "%s: %s", u->name, u->last_error);
+}
+
+const json_t *up_tool_schema(const struct upstream *u, const char *name)
+{
+	for (size_t i = 0; i < u->ntools; i++)
+		if (strcmp(u->tools[i].name, name) == 0)
+			return u->tools[i].input_schema;
+	return NULL;
 }
 
 const char *upstream_name(const struct upstream *u)

@@ -215,6 +215,12 @@ int upstream_env_take(const struct policy *p, struct appl_err *err);
 /* Wipe and free what upstream_env_take kept. */
 void upstream_env_wipe(void);
 
+/* Why a tool's input schema (2026-07-28 over HTTP) cannot be offered, or
+ * NULL: each parameter marked "x-mcp-header" must name an HTTP token (at
+ * most 64 bytes), unique whatever the case, on a string, integer or boolean
+ * parameter; at most 16 of them. Calls then carry Mcp-Param-NAME headers. */
+const char *upstream_param_headers_check(const json_t *schema);
+
 /* Whether sid may be sent back: 1 to UPSTREAM_SID_MAX visible ASCII bytes. */
 bool upstream_sid_ok(const char *sid);
 

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "mcp/upstream_int.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,17 @@
 #include "jsonrpc/jsonrpc.h"
 
 /* Calls whose POST is in flight at once; the others wait in the core. */
-#define UP_HTTP_CALLS_MAX    32u
-#define UP_HTTP_SMALL_BODY   (64u * 1024) /* an answer to a notification, a GET's events */
-#define UP_HTTP_LINE_MAX     (8u * 1024)  /* one header line of ours */
-#define UP_HTTP_GET_RETRY_MS 2000u	  /* the legacy event stream, opened again after */
-#define UP_HTTP_DELETE_MS    1000u	  /* DELETE of the session at shutdown */
+#define UP_HTTP_CALLS_MAX      32u
+#define UP_HTTP_SMALL_BODY     (64u * 1024) /* an answer to a notification, a GET's events */
+#define UP_HTTP_LINE_MAX       (8u * 1024)  /* one header line of ours */
+#define UP_HTTP_GET_RETRY_MS   2000u	    /* the legacy event stream, opened again after */
+#define UP_HTTP_DELETE_MS      1000u	    /* DELETE of the session at shutdown */
+#define UP_HTTP_PARAMS_MAX     16u	    /* x-mcp-header parameters of one tool */
+#define UP_HTTP_PARAM_NAME_MAX 64u
+#define UP_HTTP_RESUMES_MAX    3u     /* resumptions of one request's stream */
+#define UP_HTTP_RETRY_MAX_MS   10000u /* the longest retry a server may ask */
+#define UP_HTTP_RETRY_DEF_MS   1000u
+#define UP_HTTP_OWN_MAX	       (8u + UP_HTTP_PARAMS_MAX) /* our header lines of a request */
 
 enum body_kind { BODY_NONE, BODY_JSON, BODY_SSE };
 
@@ -49,8 +56,21 @@ struct post {
 	size_t len, max;
 	struct sse *sse;
 	long status;
-	const char *why; /* set by on_head when it refused the response */
-	bool gone;	 /* 404 with our session: the session is over */
+	const char *why;  /* set by on_head when it refused the response */
+	bool gone;	  /* 404 with our session: the session is over */
+	bool error_body;  /* a 4xx with JSON: its body may hold the JSON-RPC error */
+	unsigned resumed; /* how many times this request's stream was resumed */
+};
+
+/* A legacy request whose SSE stream ended before its answer, with an event
+ * id: resumed by a GET with Last-Event-ID once the server's retry time has
+ * passed. */
+struct resume {
+	struct resume *next;
+	uint64_t id;
+	uint64_t at_ms;
+	unsigned resumed;
+	char last_id[SSE_ID_MAX + 1];
 };
 
 struct up_http {
@@ -69,6 +89,8 @@ struct up_http {
 	struct loop_timer *get_timer;
 	struct qmsg *qhead, *qtail;
 	struct loop_task deliver;
+	struct resume *resumes;
+	struct loop_timer *resume_timer;
 };
 
 static struct up_http *H(const struct upstream *u)
@@ -405,6 +427,17 @@ static int on_head(void *ctx, const struct http_head *hd)
 		return p->why = "the server refused our credentials (HTTP 401 or 403)", -EPROTO;
 	if (hd->status == 202 && !p->id)
 		return 0;
+	/* 2026-07-28 sends a JSON-RPC error with its 4xx (an unsupported
+	 * revision, a method not found): read it, within a small cap, for what
+	 * it says; it answers only as an error. */
+	if (hd->status >= 400 && hd->status < 500 && p->id && media_is(ct, "application/json")) {
+		p->why = "the server answered with an HTTP error status";
+		p->error_body = true;
+		p->body = BODY_JSON;
+		if (p->max > UP_HTTP_SMALL_BODY)
+			p->max = UP_HTTP_SMALL_BODY;
+		return 0;
+	}
 	if (hd->status != 200)
 		return p->why = "the server answered with an HTTP error status", -EPROTO;
 	if (p->kind == REQ_INIT && p->id && sid) {
@@ -447,6 +480,17 @@ static int on_data(void *ctx, const char *buf, size_t len)
 
 static void post_start_get(struct upstream *u);
 
+/* Is buf a JSON-RPC error answer (what a 4xx may carry)? */
+static bool is_error_answer(const char *buf, size_t len)
+{
+	struct jsonrpc_msg m = {0};
+	bool yes = jsonrpc_msg_parse(buf, len, UP_HTTP_SMALL_BODY, &m, NULL) == 0 &&
+		   m.kind == JSONRPC_ERROR;
+
+	jsonrpc_msg_clear(&m);
+	return yes;
+}
+
 static void get_done(struct upstream *u, struct post *p, int rc)
 {
 	struct up_http *h = H(u);
@@ -459,6 +503,99 @@ static void get_done(struct upstream *u, struct post *p, int rc)
 	}
 	if (u->run == RUN_READY)
 		loop_timer_set(h->get_timer, UP_HTTP_GET_RETRY_MS);
+}
+
+static void resume_rearm(struct upstream *u);
+
+static void resumes_drop_one(struct up_http *h, struct resume *one)
+{
+	for (struct resume **pp = &h->resumes; *pp; pp = &(*pp)->next)
+		if (*pp == one) {
+			*pp = one->next;
+			return;
+		}
+}
+
+static void resume_rearm(struct upstream *u)
+{
+	struct up_http *h = H(u);
+	uint64_t first = UINT64_MAX, now = loop_now_ms();
+
+	for (struct resume *rs = h->resumes; rs; rs = rs->next)
+		if (rs->at_ms < first)
+			first = rs->at_ms;
+	loop_timer_set(h->resume_timer, first == UINT64_MAX ? 0 : first > now ? first - now : 1);
+}
+
+static void resumes_drop(struct up_http *h, uint64_t id, bool all)
+{
+	for (struct resume **pp = &h->resumes; *pp;) {
+		struct resume *rs = *pp;
+
+		if (all || rs->id == id) {
+			*pp = rs->next;
+			free(rs);
+		} else {
+			pp = &rs->next;
+		}
+	}
+}
+
+static int post_start(struct upstream *u, const struct req *r, bool get, const char *buf,
+		      size_t len, const char *last_id);
+
+/* The resumptions that are due: a GET each, with Last-Event-ID. */
+static void on_resume_timer(void *data)
+{
+	struct upstream *u = data;
+	struct up_http *h = H(u);
+	uint64_t now = loop_now_ms();
+
+	for (;;) {
+		struct resume *rs = h->resumes;
+		struct req *r;
+		struct post *p;
+
+		while (rs && rs->at_ms > now)
+			rs = rs->next;
+		if (!rs)
+			break;
+		resumes_drop_one(h, rs);
+		r = up_req_find(u, rs->id);
+		if (r && r->sent && post_start(u, r, true, NULL, 0, rs->last_id) == 0) {
+			p = h->posts; /* the one just started */
+			p->resumed = rs->resumed;
+		} else if (r && r->sent) {
+			up_req_refused(u, rs->id, "its stream could not be resumed");
+		}
+		free(rs);
+	}
+	resume_rearm(u);
+}
+
+/* Resume p's stream later (legacy, with our session, an event id that may
+ * be sent back, and resumptions left): 0, else -1 (the request fails). */
+static int resume_add(struct upstream *u, struct post *p)
+{
+	struct up_http *h = H(u);
+	const char *id = sse_last_id(p->sse);
+	uint64_t retry = sse_retry_ms(p->sse);
+	struct resume *rs;
+
+	if (u->modern || !h->sid[0] || !*id || !upstream_sid_ok(id) ||
+	    p->resumed >= UP_HTTP_RESUMES_MAX || !(rs = calloc(1, sizeof(*rs))))
+		return -1;
+	rs->id = p->id;
+	rs->resumed = p->resumed + 1;
+	snprintf(rs->last_id, sizeof(rs->last_id), "%s", id);
+	retry = retry ? retry : UP_HTTP_RETRY_DEF_MS;
+	rs->at_ms = loop_now_ms() + (retry > UP_HTTP_RETRY_MAX_MS ? UP_HTTP_RETRY_MAX_MS : retry);
+	rs->next = h->resumes;
+	h->resumes = rs;
+	ulog(u, LOG_DEBUG, "request %llu: its stream ended before its answer; resumed in %llu ms",
+	     (unsigned long long)p->id, (unsigned long long)(rs->at_ms - loop_now_ms()));
+	resume_rearm(u);
+	return 0;
 }
 
 /* Did the failure say the server cannot be reached (rather than a bad
@@ -486,6 +623,9 @@ static void on_done(void *ctx, int rc, const char *why)
 	}
 	if (p->is_get) {
 		get_done(u, p, rc);
+	} else if (rc == 0 && p->body == BODY_JSON && p->len && p->error_body) {
+		if (is_error_answer(p->json, p->len))
+			up_message(u, p->json, p->len);
 	} else if (rc == 0 && p->body == BODY_JSON && p->len) {
 		up_message(u, p->json, p->len);
 	} else if (rc == 0 && p->body == BODY_SSE) {
@@ -500,6 +640,10 @@ static void on_done(void *ctx, int rc, const char *why)
 		return;
 	}
 	r = up_req_find(u, p->id);
+	if (r && r->sent && rc == 0 && p->body == BODY_SSE && resume_add(u, p) == 0) {
+		post_free(p);
+		return;
+	}
 	if (r && r->sent) {
 		if (p->gone && r->kind == REQ_CALL)
 			up_session_over(u, r);
@@ -539,82 +683,188 @@ static const char *kind_method(enum req_kind k)
 	return "";
 }
 
-/* A value for Mcp-Name: as it is when it is visible ASCII and spaces with
- * none at either end, else (and when it looks like the escape itself)
- * =?base64?...?= of its bytes, as MCP asks. */
-static void name_header(char *out, size_t cap, const char *name)
+/* A header value as MCP carries one: as it is when it is visible ASCII and
+ * spaces with no white space at either end, else (and when it looks like
+ * the escape itself) =?base64?...?= of its bytes. A new string, or NULL. */
+static char *value_encode(const char *v, size_t n)
 {
 	static const char pre[] = "=?base64?", post[] = "?=";
-	size_t n = strlen(name), o;
-	bool plain = n > 0 && name[0] != ' ' && name[n - 1] != ' ';
+	bool plain = n == 0 || (v[0] != ' ' && v[n - 1] != ' ');
+	size_t b64;
+	char *out;
 
 	for (size_t i = 0; plain && i < n; i++)
-		plain = (unsigned char)name[i] >= 0x20 && (unsigned char)name[i] <= 0x7e;
-	if (plain && n >= sizeof(pre) + sizeof(post) - 2 &&
-	    strncmp(name, pre, sizeof(pre) - 1) == 0 &&
-	    strcmp(name + n - (sizeof(post) - 1), post) == 0)
+		plain = (unsigned char)v[i] >= 0x20 && (unsigned char)v[i] <= 0x7e;
+	if (plain && n >= sizeof(pre) + sizeof(post) - 2 && strncmp(v, pre, sizeof(pre) - 1) == 0 &&
+	    memcmp(v + n - (sizeof(post) - 1), post, sizeof(post) - 1) == 0)
 		plain = false;
-	o = (size_t)snprintf(out, cap, "Mcp-Name: ");
-	if (plain) {
-		snprintf(out + o, cap - o, "%s", name);
-		return;
-	}
-	o += (size_t)snprintf(out + o, cap - o, "%s", pre);
-	/* a tool name is at most 128 bytes: its base64 fits the line */
-	sodium_bin2base64(out + o, cap - o - sizeof(post), (const unsigned char *)name, n,
+	if (plain)
+		return strndup(v, n);
+	b64 = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
+	if (!(out = malloc(sizeof(pre) - 1 + b64 + sizeof(post))))
+		return NULL;
+	memcpy(out, pre, sizeof(pre) - 1);
+	sodium_bin2base64(out + sizeof(pre) - 1, b64, (const unsigned char *)v, n,
 			  sodium_base64_VARIANT_ORIGINAL);
-	o += strlen(out + o);
-	snprintf(out + o, cap - o, "%s", post);
+	memcpy(out + sizeof(pre) - 1 + strlen(out + sizeof(pre) - 1), post, sizeof(post));
+	return out;
 }
 
-/* The header lines of a request of this run: ours, then the policy's. */
-static int lines_make(struct upstream *u, const struct req *r, bool get, char (*own)[512],
-		      const char **lines)
+/* Our own header lines of one request, made as needed. */
+struct hdrs {
+	char *v[UP_HTTP_OWN_MAX];
+	size_t n;
+	bool bad; /* out of memory, too many, or a line over UP_HTTP_LINE_MAX */
+};
+
+static void hdr_add(struct hdrs *o, const char *name, const char *value)
+{
+	char *line;
+
+	if (o->bad || !value || o->n == UP_HTTP_OWN_MAX ||
+	    strlen(name) + strlen(value) + 2 > UP_HTTP_LINE_MAX ||
+	    /* "Name;" is how libcurl sends a header with an empty value */
+	    asprintf(&line, *value ? "%s: %s" : "%s;", name, value) < 0) {
+		o->bad = true;
+		return;
+	}
+	o->v[o->n++] = line;
+}
+
+static void hdrs_free(struct hdrs *o)
+{
+	for (size_t i = 0; i < o->n; i++)
+		free(o->v[i]);
+	o->n = 0;
+}
+
+/* ---- SEP-2243: tool parameters mirrored into headers ------------------------- */
+
+static bool token_ok(const char *s)
+{
+	if (!*s)
+		return false;
+	for (; *s; s++)
+		if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)) || !isascii(*s))
+			return false;
+	return true;
+}
+
+const char *upstream_param_headers_check(const json_t *schema)
+{
+	const json_t *props = json_object_get(schema, "properties"), *v;
+	const char *key, *names[UP_HTTP_PARAMS_MAX];
+	size_t n = 0;
+
+	json_object_foreach((json_t *)props, key, v) {
+		const json_t *x = json_object_get(v, "x-mcp-header");
+		const char *name = json_string_value(x), *type;
+
+		if (!x)
+			continue;
+		if (!name || !token_ok(name) || strlen(name) > UP_HTTP_PARAM_NAME_MAX)
+			return "an x-mcp-header that is not a header name";
+		type = json_string_value(json_object_get(v, "type"));
+		if (!type || (strcmp(type, "string") != 0 && strcmp(type, "integer") != 0 &&
+			      strcmp(type, "boolean") != 0))
+			return "an x-mcp-header on a parameter that is not a string, integer or "
+			       "boolean";
+		for (size_t i = 0; i < n; i++)
+			if (strcasecmp(names[i], name) == 0)
+				return "two parameters with the same x-mcp-header";
+		if (n == UP_HTTP_PARAMS_MAX)
+			return "more x-mcp-header parameters than the cap";
+		names[n++] = name;
+	}
+	return NULL;
+}
+
+/* Mcp-Param-NAME for each argument of call r its tool's schema marks;
+ * null or absent ones are left out. */
+static void param_headers(struct upstream *u, const struct req *r, struct hdrs *o)
+{
+	const json_t *schema = up_tool_schema(u, r->tool), *v;
+	const json_t *args = json_object_get(r->params, "arguments");
+	const char *key;
+
+	json_object_foreach((json_t *)json_object_get(schema, "properties"), key, v) {
+		const char *name = json_string_value(json_object_get(v, "x-mcp-header"));
+		const json_t *a = json_object_get(args, key);
+		char hname[sizeof("Mcp-Param-") + UP_HTTP_PARAM_NAME_MAX], num[32], *val = NULL;
+
+		if (!name || !a || json_is_null(a))
+			continue;
+		snprintf(hname, sizeof(hname), "Mcp-Param-%s", name);
+		if (json_is_string(a)) {
+			val = value_encode(json_string_value(a), json_string_length(a));
+		} else if (json_is_integer(a)) {
+			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(a));
+			val = strdup(num);
+		} else if (json_is_boolean(a)) {
+			val = strdup(json_is_true(a) ? "true" : "false");
+		} else {
+			continue; /* the schema check let no other type through */
+		}
+		hdr_add(o, hname, val);
+		free(val);
+	}
+}
+
+/* Our header lines of a request of this run, into o. */
+static void own_headers(struct upstream *u, const struct req *r, bool get, struct hdrs *o)
 {
 	struct up_http *h = H(u);
-	size_t n = 0, k = 0;
+	char *name;
 
-	snprintf(own[k], 512, "%s",
-		 get ? "Accept: text/event-stream" : "Accept: application/json, text/event-stream");
-	lines[n++] = own[k++];
-	if (!get) {
-		snprintf(own[k], 512, "Content-Type: application/json");
-		lines[n++] = own[k++];
-	}
+	hdr_add(o, "Accept", get ? "text/event-stream" : "application/json, text/event-stream");
+	if (!get)
+		hdr_add(o, "Content-Type", "application/json");
 	if (u->modern) {
-		snprintf(own[k], 512, "MCP-Protocol-Version: %s",
-			 u->version[0] ? u->version : mcp_revision_latest(MCP_ERA_MODERN)->name);
-		lines[n++] = own[k++];
-		if (r) {
-			snprintf(own[k], 512, "Mcp-Method: %s", kind_method(r->kind));
-			lines[n++] = own[k++];
-		}
+		hdr_add(o, "MCP-Protocol-Version",
+			u->version[0] ? u->version : mcp_revision_latest(MCP_ERA_MODERN)->name);
+		if (r)
+			hdr_add(o, "Mcp-Method", kind_method(r->kind));
 		if (r && r->kind == REQ_CALL) {
-			name_header(own[k], 512, r->tool);
-			lines[n++] = own[k++];
+			name = value_encode(r->tool, strlen(r->tool));
+			hdr_add(o, "Mcp-Name", name);
+			free(name);
+			param_headers(u, r, o);
 		}
-	} else {
-		if (u->version[0] && (!r || r->kind != REQ_INIT)) {
-			snprintf(own[k], 512, "MCP-Protocol-Version: %s", u->version);
-			lines[n++] = own[k++];
-		}
-		if (h->sid[0] && (!r || r->kind != REQ_INIT)) {
-			snprintf(own[k], 512, "Mcp-Session-Id: %s", h->sid);
-			lines[n++] = own[k++];
-		}
+		return;
 	}
+	if (u->version[0] && (!r || r->kind != REQ_INIT))
+		hdr_add(o, "MCP-Protocol-Version", u->version);
+	if (h->sid[0] && (!r || r->kind != REQ_INIT))
+		hdr_add(o, "Mcp-Session-Id", h->sid);
+}
+
+/* Every header line of a request: ours (in o), then the policy's. A new
+ * NULL-ended array of borrowed lines, or NULL. */
+static const char **lines_make(struct upstream *u, const struct req *r, bool get,
+			       const char *last_id, struct hdrs *o)
+{
+	struct up_http *h = H(u);
+	const char **lines;
+	size_t n = 0;
+
+	own_headers(u, r, get, o);
+	if (last_id)
+		hdr_add(o, "Last-Event-ID", last_id);
+	if (o->bad || !(lines = calloc(o->n + h->nheaders + 1, sizeof(*lines))))
+		return NULL;
+	for (size_t i = 0; i < o->n; i++)
+		lines[n++] = o->v[i];
 	for (size_t i = 0; i < h->nheaders; i++)
 		lines[n++] = h->headers[i];
-	lines[n] = NULL;
-	return 0;
+	return lines;
 }
 
 static int post_start(struct upstream *u, const struct req *r, bool get, const char *buf,
-		      size_t len)
+		      size_t len, const char *last_id)
 {
 	struct up_http *h = H(u);
-	char own[6][512];
-	const char **lines = calloc(h->nheaders + 8, sizeof(*lines));
+	struct hdrs own = {0};
+	const char **lines = lines_make(u, r, get, last_id, &own);
 	struct post *p = calloc(1, sizeof(*p));
 	struct http_call_hooks hooks = {.on_head = on_head, .on_data = on_data, .done = on_done};
 	struct http_request req = {
@@ -632,12 +882,13 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 	if (!lines || !p) {
 		free(lines);
 		free(p);
-		return -ENOMEM;
+		rc = own.bad && own.n < UP_HTTP_OWN_MAX ? -E2BIG : -ENOMEM;
+		hdrs_free(&own);
+		return rc;
 	}
-	lines_make(u, r, get, own, lines);
 	req.headers = lines;
 	p->u = u;
-	p->is_get = get;
+	p->is_get = get && !last_id; /* a resumed request's GET is that request's */
 	if (r) {
 		p->id = r->id;
 		p->kind = r->kind;
@@ -653,6 +904,7 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 	}
 	rc = http_call_start(h->client, &req, &hooks, p, &p->call, NULL);
 	free(lines);
+	hdrs_free(&own);
 	if (rc < 0) {
 		free(p);
 		return rc;
@@ -663,7 +915,7 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 	h->posts = p;
 	if (p->call_req)
 		h->ncalls++;
-	if (get)
+	if (p->is_get)
 		h->get = p;
 	return 0;
 }
@@ -680,7 +932,7 @@ static int ht_send(struct upstream *u, const struct req *r, const char *buf, siz
 		return 0;
 	if (call && h->ncalls >= UP_HTTP_CALLS_MAX)
 		return -ENOBUFS;
-	return post_start(u, r, false, buf, len);
+	return post_start(u, r, false, buf, len, NULL);
 }
 
 static struct post *post_of(struct up_http *h, uint64_t id)
@@ -706,12 +958,13 @@ static void ht_abandon(struct upstream *u, const struct req *r, const char *reas
 		post_unlink(h, p);
 		post_free(p);
 	}
+	resumes_drop(h, r->id, false);
 	if (u->modern)
 		return;
 	params = json_pack("{s:I, s:s}", "requestId", (json_int_t)r->id, "reason", reason);
 	if (params && jsonrpc_notification_encode("notifications/cancelled", params,
 						  UP_HTTP_SMALL_BODY, &line, &len, NULL) == 0)
-		post_start(u, NULL, false, line, len);
+		post_start(u, NULL, false, line, len, NULL);
 	free(line);
 	json_decref(params);
 }
@@ -722,7 +975,7 @@ static void post_start_get(struct upstream *u)
 
 	if (u->run != RUN_READY || u->modern || h->get || h->get_refused || !h->sid[0])
 		return;
-	if (post_start(u, NULL, true, NULL, 0) < 0)
+	if (post_start(u, NULL, true, NULL, 0, NULL) < 0)
 		loop_timer_set(h->get_timer, UP_HTTP_GET_RETRY_MS);
 }
 
@@ -752,8 +1005,8 @@ static int ht_open(struct upstream *u, struct appl_err *err)
 static void session_delete(struct upstream *u)
 {
 	struct up_http *h = H(u);
-	char own[6][512];
-	const char **lines = calloc(h->nheaders + 8, sizeof(*lines));
+	struct hdrs own = {0};
+	const char **lines = lines_make(u, NULL, true, NULL, &own);
 	struct http_request req = {
 		.method = "DELETE",
 		.url = h->url,
@@ -766,13 +1019,13 @@ static void session_delete(struct upstream *u)
 	};
 	long status;
 
-	if (!lines)
-		return;
-	lines_make(u, NULL, true, own, lines);
-	req.headers = lines;
-	if (http_request_once(&req, &status, NULL) == 0)
-		ulog(u, LOG_DEBUG, "session ended (DELETE: HTTP %ld)", status);
+	if (lines) {
+		req.headers = lines;
+		if (http_request_once(&req, &status, NULL) == 0)
+			ulog(u, LOG_DEBUG, "session ended (DELETE: HTTP %ld)", status);
+	}
 	free(lines);
+	hdrs_free(&own);
 }
 
 static void ht_close(struct upstream *u, bool block)
@@ -793,6 +1046,8 @@ static void ht_close(struct upstream *u, bool block)
 	queue_clear(h);
 	loop_task_cancel(u->loop, &h->deliver);
 	loop_timer_set(h->get_timer, 0);
+	resumes_drop(h, 0, true);
+	loop_timer_set(h->resume_timer, 0);
 	h->sid[0] = '\0';
 }
 
@@ -804,6 +1059,7 @@ static void ht_destroy(struct upstream *u)
 		return;
 	http_client_free(h->client);
 	loop_timer_free(h->get_timer);
+	loop_timer_free(h->resume_timer);
 	headers_free(h->headers, h->nheaders);
 	free(h->url);
 	free(h->ca_file);
@@ -813,7 +1069,15 @@ static void ht_destroy(struct upstream *u)
 	u->t = NULL;
 }
 
+/* 2026-07-28: a tool whose x-mcp-header marks cannot be honoured is not
+ * offered (MCP: the client excludes it). */
+static const char *ht_tool_check(const struct upstream *u, const json_t *t)
+{
+	return u->modern ? upstream_param_headers_check(json_object_get(t, "inputSchema")) : NULL;
+}
+
 const struct up_transport up_http_transport = {
+	.tool_check = ht_tool_check,
 	.kind = "http",
 	.open = ht_open,
 	.send = ht_send,
@@ -862,7 +1126,8 @@ int up_http_new(struct upstream *u, const struct policy_server *srv, const struc
 	u->t = h;
 	u->tp = &up_http_transport;
 	loop_task_init(&h->deliver, on_deliver, u);
-	if (!(h->get_timer = loop_timer_new(u->loop, on_get_timer, u, err)))
+	if (!(h->get_timer = loop_timer_new(u->loop, on_get_timer, u, err)) ||
+	    !(h->resume_timer = loop_timer_new(u->loop, on_resume_timer, u, err)))
 		return err ? err->code : -ENOMEM;
 	h->url = strdup(srv->url);
 	h->ca_file = srv->ca_file ? strdup(srv->ca_file) : NULL;

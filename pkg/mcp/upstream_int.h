@@ -69,6 +69,9 @@ struct up_transport {
 	/* The largest answer the server may send now changed. */
 	void (*cap_changed)(struct upstream *u, size_t cap);
 	pid_t (*pid)(const struct upstream *u);
+	/* Why tool t of a tools/list page may not be offered over this
+	 * transport, or NULL (may be NULL). */
+	const char *(*tool_check)(const struct upstream *u, const json_t *t);
 	void (*destroy)(struct upstream *u); /* after close(block) */
 	bool probe;			     /* try server/discover (2026-07-28) first */
 };
@@ -116,9 +119,10 @@ struct upstream {
 	bool closing;
 	struct loop_timer *timer;
 	uint64_t started_ms, retry_at_ms, backoff_ms, hs_deadline_ms;
-	size_t result_max; /* a call's result; its answer may be this and the envelope */
-	bool modern;	   /* this run speaks 2026-07-28 (found by the probe) */
-	bool list_changed; /* the server says its tool list may change */
+	size_t result_max;  /* a call's result; its answer may be this and the envelope */
+	bool modern;	    /* this run speaks 2026-07-28 (found by the probe) */
+	bool list_changed;  /* the server says its tool list may change */
+	bool probe_retried; /* server/discover asked twice this start */
 	/* Has every answer so far come for the oldest call sent? Then an
 	 * over-long answer whose id could not be read is that call's. */
 	bool in_order;
@@ -161,6 +165,9 @@ void up_call_finish(struct upstream *u, struct req *r, int status, const json_t 
 void up_unsent_flush(struct upstream *u);
 /* The largest answer request r may get. */
 size_t up_answer_cap(const struct upstream *u, const struct req *r);
+
+/* The input schema of the listed tool called name, or NULL. */
+const json_t *up_tool_schema(const struct upstream *u, const char *name);
 
 /* A server's text for a caller: one line, controls and bytes that are not
  * UTF-8 as '?', cut at a character to cap - 1. */

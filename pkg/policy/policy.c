@@ -424,6 +424,8 @@ static const char *const reserved_headers[] = {
 
 static int header_reserved_check(const char *name, const char *path, struct appl_err *err)
 {
+	if (strncasecmp(name, "mcp-param-", 10) == 0)
+		return appl_err_set(err, -EINVAL, "%s: set by the appliance, not the policy", path);
 	for (size_t i = 0; i < NELEM(reserved_headers); i++)
 		if (strcasecmp(name, reserved_headers[i]) == 0)
 			return appl_err_set(err, -EINVAL,

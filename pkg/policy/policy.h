@@ -152,7 +152,7 @@ struct policy_server {
 	const struct policy_header *headers;
 	size_t nheaders;
 	const char *ca_file; /* PEM roots replacing the system's for this server, or NULL */
-	const char *proxy;   /* http:// or https:// proxy, or NULL: none, whatever the environment */
+	const char *proxy; /* http:// or https:// proxy, or NULL: none, whatever the environment */
 };
 
 /* Servers are kept sorted by name, so the order never depends on the file. */

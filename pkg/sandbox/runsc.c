@@ -170,6 +170,19 @@ static int runsc_spawn(const char *runsc, const char *root, bool rootless, const
 	return proc_spawn(&spec, pid, pidfd, NULL);
 }
 
+/* Wait up to RUNSC_DELETE_TIMEOUT_MS for the runsc command behind pidfd.
+ * runsc waits for the sandbox process to vanish; orphaned, that process is
+ * our zombie, so such orphans are reaped while waiting. Whether it ended. */
+static bool wait_reaping(int pidfd)
+{
+	for (int waited = 0; waited < RUNSC_DELETE_TIMEOUT_MS; waited += RUNSC_POLL_MS) {
+		proc_reap_orphans();
+		if (proc_wait_exit(pidfd, RUNSC_POLL_MS) == 1)
+			return true;
+	}
+	return proc_wait_exit(pidfd, 0) == 1;
+}
+
 /* Run `runsc --root=ROOT [--rootless] A1 -force A2` and wait for it, bounded. */
 static int runsc_call(const char *runsc, const char *root, bool rootless, const char *a1,
 		      const char *a2)
@@ -179,14 +192,7 @@ static int runsc_call(const char *runsc, const char *root, bool rootless, const 
 
 	if (runsc_spawn(runsc, root, rootless, a1, a2, &pid, &pidfd) < 0)
 		return -1;
-	/* runsc waits for the sandbox process to vanish; orphaned, it is our
-	 * zombie, so reap such orphans while waiting. */
-	for (int waited = 0; waited < RUNSC_DELETE_TIMEOUT_MS; waited += RUNSC_POLL_MS) {
-		proc_reap_orphans();
-		if (proc_wait_exit(pidfd, RUNSC_POLL_MS) == 1)
-			break;
-	}
-	if (proc_wait_exit(pidfd, 0) != 1)
+	if (!wait_reaping(pidfd))
 		proc_kill_group(pid);
 	proc_wait(pid);
 	close(pidfd);
@@ -657,7 +663,7 @@ void sandbox_destroy(struct sandbox *sb)
 	teardown_unwatch(sb);
 	if (sb->del_pid > 0) {
 		/* a loop teardown was waiting for runsc delete: finish it */
-		if (proc_wait_exit(sb->del_pidfd, RUNSC_DELETE_TIMEOUT_MS) != 1)
+		if (!wait_reaping(sb->del_pidfd))
 			proc_kill_group(sb->del_pid);
 		proc_wait(sb->del_pid);
 		close(sb->del_pidfd);

@@ -259,9 +259,11 @@ def a_server_whose_command_does_not_exist_is_named():
 @test
 def what_run_would_refuse_is_named():
     sig = gatewaykit.policy({"toy": gatewaykit.toy_server(),
-                             "web": {"url": "https://mcp.example.com/mcp"}}, TOY_TOOLS,
-                            {"r": {"tools": ["toy.*"]}}, "r")
-    problems_only(check(sig), "servers.web: an HTTP server")
+                             "web": {"url": "https://mcp.example.com/mcp",
+                                     "headers": {"Authorization": "Bearer {env:CHECK_NO_VAR}"}}},
+                            TOY_TOOLS, {"r": {"tools": ["toy.*"]}}, "r")
+    problems_only(check(sig), "servers: servers.web.headers.Authorization: the environment "
+                  "has no CHECK_NO_VAR")
     sig = _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
                       roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
                       approvals={"command": "/nonexistent/approver"})

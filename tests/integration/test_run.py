@@ -247,14 +247,6 @@ def run_takes_keys_only_from_a_trust_directory():
 
 
 @test
-def a_policy_naming_an_http_server_is_refused():
-    servers = {"web": {"url": "https://example.invalid/mcp"}}
-    r = subprocess.run(run_argv(policy(extra={"servers": servers})), input=b"",
-                       capture_output=True)
-    assert r.returncode == 1 and b"not supported" in r.stderr, r.stderr
-
-
-@test
 def an_approver_that_cannot_run_is_refused():
     doc = {"approvals": {"command": "/nonexistent/approver"}}
     r = subprocess.run(run_argv(policy(extra=doc)), input=b"", capture_output=True)

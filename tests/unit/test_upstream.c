@@ -415,6 +415,74 @@ static const char *text0(const struct cap *c)
 
 /* ---- escaping and the environment (pure) ---------------------------------------- */
 
+/* SEP-2243: which x-mcp-header marks a tool may carry. */
+static void test_param_headers_check(void **state)
+{
+	static const struct {
+		const char *schema, *why; /* why NULL: offered */
+	} cases[] = {
+		{"{}", NULL},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":\"Region\"},"
+		 "\"n\":{\"type\":\"integer\",\"x-mcp-header\":\"N\"},"
+		 "\"b\":{\"type\":\"boolean\",\"x-mcp-header\":\"B-2\"}}}",
+		 NULL},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":\"\"}}}",
+		 "not a header"},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":\"A B\"}}}",
+		 "not a header"},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":\"A:B\"}}}",
+		 "not a header"},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":\"\u00e9\"}}}",
+		 "not a header"},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":\"A\\r\\nX: y\"}}}",
+		 "not a header"},
+		{"{\"properties\":{\"r\":{\"type\":\"string\",\"x-mcp-header\":7}}}",
+		 "not a header"},
+		{"{\"properties\":{\"r\":{\"type\":\"number\",\"x-mcp-header\":\"R\"}}}",
+		 "not a string"},
+		{"{\"properties\":{\"r\":{\"type\":\"object\",\"x-mcp-header\":\"R\"}}}",
+		 "not a string"},
+		{"{\"properties\":{\"r\":{\"x-mcp-header\":\"R\"}}}", "not a string"},
+		{"{\"properties\":{\"r\":{\"type\":[\"string\"],\"x-mcp-header\":\"R\"}}}",
+		 "not a string"},
+		{"{\"properties\":{\"a\":{\"type\":\"string\",\"x-mcp-header\":\"Same\"},"
+		 "\"b\":{\"type\":\"string\",\"x-mcp-header\":\"sAME\"}}}",
+		 "same x-mcp-header"},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *schema = json_loads(cases[i].schema, 0, NULL);
+		const char *why;
+
+		assert_non_null(schema);
+		why = upstream_param_headers_check(schema);
+		if (!cases[i].why)
+			assert_null(why);
+		else if (!why || !strstr(why, cases[i].why))
+			fail_msg("case %zu: %s", i, why ? why : "(offered)");
+		json_decref(schema);
+	}
+}
+
+static void test_sid_ok(void **state)
+{
+	char big[UPSTREAM_SID_MAX + 2];
+	(void)state;
+
+	assert_true(upstream_sid_ok("abc-123_XYZ~!"));
+	assert_false(upstream_sid_ok(""));
+	assert_false(upstream_sid_ok("a b"));
+	assert_false(upstream_sid_ok("a\tb"));
+	assert_false(upstream_sid_ok("a\x7f"));
+	assert_false(upstream_sid_ok("\xc3\xa9"));
+	memset(big, 'a', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	assert_false(upstream_sid_ok(big));
+	big[UPSTREAM_SID_MAX] = '\0';
+	assert_true(upstream_sid_ok(big));
+}
+
 static void test_env_build(void **state)
 {
 	const char *names[] = {"APPL_T_SET", "APPL_T_UNSET", "", "A=B", "APPL_T_EMPTY"};
@@ -1087,6 +1155,8 @@ int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_env_build),
+		cmocka_unit_test(test_param_headers_check),
+		cmocka_unit_test(test_sid_ok),
 		cmocka_unit_test(test_handshake_and_paging),
 		cmocka_unit_test(test_calls_add_echo),
 		cmocka_unit_test(test_concurrent_out_of_order),
