@@ -875,15 +875,20 @@ print(dt)
 """
 
 
-def row_direct(n, runs):
+def direct_runs(argv, runs, timeout):
+    """Per-call times (us) of `runs` runs of a direct client (no appliance)."""
     per = []
     for _ in range(runs):
-        r = subprocess.run([HOST_PY, DIRECT_CLIENT, TOY, str(n)], capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run([HOST_PY] + argv, capture_output=True, text=True, timeout=timeout)
         if r.returncode != 0:
-            raise RowError("direct_client: %s" % (r.stderr.strip() or r.stdout.strip()))
+            raise RowError("%s: %s" % (os.path.basename(argv[0]),
+                                       r.stderr.strip() or r.stdout.strip()))
         per.append(json.loads(r.stdout)["per_call_us"])
     return per
+
+
+def row_direct(n, runs):
+    return direct_runs([DIRECT_CLIENT, TOY, str(n)], runs, 300)
 
 
 def rows_tools(work, results, cfg=MAIN, want=None):
@@ -968,14 +973,7 @@ class WebServer:
 
 
 def row_http_direct(url, n, runs):
-    per = []
-    for _ in range(runs):
-        r = subprocess.run([HOST_PY, HTTP_DIRECT, url, str(n)], capture_output=True, text=True,
-                           timeout=600)
-        if r.returncode != 0:
-            raise RowError("http_direct: %s" % (r.stderr.strip() or r.stdout.strip()))
-        per.append(json.loads(r.stdout)["per_call_us"])
-    return per
+    return direct_runs([HTTP_DIRECT, url, str(n)], runs, 600)
 
 
 def row_web(work):

@@ -632,9 +632,12 @@ static void on_done(void *ctx, int rc, const char *why)
 		sse_end(p->sse);
 		deliver(u);
 	}
+	/* A notification or an answer of ours that failed is only lost: the
+	 * next request finds out whether the server is there. */
 	if (u->epoch != epoch || p->is_get || !p->id) {
-		if (!p->is_get && rc < 0 && p->why == NULL && unreachable(rc) && u->epoch == epoch)
-			up_lost(u, why);
+		if (!p->is_get && rc < 0 && u->epoch == epoch)
+			ulog(u, LOG_DEBUG, "a notification of ours was not taken: %s",
+			     p->why ? p->why : why);
 		post_free(p);
 		up_unsent_flush(u);
 		return;
@@ -901,6 +904,10 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 	} else {
 		p->max = UP_HTTP_SMALL_BODY;
 		req.body_max = get ? APPL_UPSTREAM_MESSAGE_MAX : UP_HTTP_SMALL_BODY;
+		/* Nobody's deadline covers a notification or an answer of ours:
+		 * a server that never answers it must not hold its connection. */
+		if (!get)
+			req.timeout_ms = (unsigned)u->init_timeout_ms;
 	}
 	rc = http_call_start(h->client, &req, &hooks, p, &p->call, NULL);
 	free(lines);

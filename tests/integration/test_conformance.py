@@ -25,32 +25,15 @@ import tempfile
 
 from harness import main, test
 from authproxy import AuthProxy
+from conformancekit import conformance_bin, expected_entries, suite_env
 import gatewaykit as gk
 import test_http as th
 
-NODE22_BIN = gk.NODE22_BIN
 EXPECTED = os.path.join(gk.ROOT, "tests", "conformance", "expected-%s.yml")
 
 
-def conformance_bin():
-    path = os.path.join(NODE22_BIN, "conformance")
-    assert os.path.exists(path), "no %s: run scripts/install-deps" % path
-    return path
-
-
 def expected(revision):
-    """The entries of the expected-failures file: 'scenario' or
-    'scenario:check', each with its reason."""
-    entries = {}
-    with open(EXPECTED % revision) as f:
-        for line in f:
-            m = re.match(r"^\s+-\s+(\S+)\s+#\s*(\S.*)$", line)
-            if m:
-                entries[m.group(1)] = m.group(2)
-            else:
-                assert not line.strip().startswith("-"), "an entry without its reason: " + line
-    assert entries, "no entries read from " + EXPECTED % revision
-    return entries
+    return expected_entries(EXPECTED % revision)
 
 
 def checks(outdir):
@@ -76,7 +59,7 @@ class Suite:
 
     def run(self, revision):
         out = tempfile.mkdtemp(prefix="appliance-conformance-")
-        env = dict(os.environ, PATH=NODE22_BIN + ":" + os.environ["PATH"])
+        env = suite_env()
         r = subprocess.run([conformance_bin(), "server", "--url", self.proxy.url(),
                             "--requirements", revision,
                             "--expected-failures", EXPECTED % revision, "-o", out],

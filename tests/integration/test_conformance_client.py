@@ -30,8 +30,8 @@ import time
 
 from harness import main, test
 import gatewaykit as gk
+from conformancekit import conformance_bin, expected_entries, suite_env
 
-NODE22_BIN = gk.NODE22_BIN
 EXPECTED = os.path.join(gk.ROOT, "tests", "conformance", "expected-client.yml")
 DRIVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance_client.py")
 
@@ -65,28 +65,8 @@ NOT_APPLICABLE = {
 }
 
 
-def conformance_bin():
-    path = os.path.join(NODE22_BIN, "conformance")
-    assert os.path.exists(path), "no %s: run scripts/install-deps" % path
-    return path
-
-
-def suite_env():
-    return dict(os.environ, PATH=NODE22_BIN + ":" + os.environ["PATH"])
-
-
 def expected():
-    """The entries of expected-client.yml ('scenario:check'), each with its reason."""
-    entries = {}
-    with open(EXPECTED) as f:
-        for line in f:
-            m = re.match(r"^\s+-\s+(\S+)\s+#\s*(\S.*)$", line)
-            if m:
-                entries[m.group(1)] = m.group(2)
-            else:
-                assert not line.strip().startswith("-"), "an entry without its reason: " + line
-    assert entries, "no entries read from " + EXPECTED
-    return entries
+    return expected_entries(EXPECTED)
 
 
 def client_scenarios():

@@ -13,10 +13,8 @@ notification.
 
 import json
 import os
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -149,6 +147,21 @@ def a_call_past_its_timeout_is_cancelled_upstream_by_closing_its_stream():
             out = s.cell("try:\n    await v2.sleep(ms=20000)\n"
                                "except ToolError as e:\n    print('E', e)")
             assert out.startswith("E timeout: v2.sleep did not answer"), out
+            srv.wait("cancelled sleep")
+    finally:
+        srv.stop()
+
+
+@test
+def a_call_in_flight_when_its_cell_ends_is_cancelled_upstream():
+    port = free_port()
+    srv = v2_server(port)
+    try:
+        sig = http_policy({"v2": {"url": "http://127.0.0.1:%d/mcp" % port}}, V2_TOOLS,
+                          limits={"deadline_s": 3, "call_timeout_s": 60})
+        with gk.Session(sig) as s:
+            r = s.result(s.start_cell("await v2.sleep(ms=50000)"))
+            assert r["stopped"] and r["reason"] == "deadline", r
             srv.wait("cancelled sleep")
     finally:
         srv.stop()
@@ -354,6 +367,44 @@ def tls_upstreams_are_verified_against_their_ca_file():
             srv.stop()
 
 
+@test
+def a_policy_proxy_is_where_requests_go_and_the_environments_is_not():
+    """The policy's proxy gets the request (in absolute form, for an http://
+    server); http_proxy in the appliance's environment is ignored."""
+    srv = McpHttp().start()
+    got, seen = [], threading.Event()
+    lsock = socket.socket()
+    lsock.bind(("127.0.0.1", 0))
+    lsock.listen(8)
+
+    def accept():
+        while True:
+            try:
+                c, _ = lsock.accept()
+            except OSError:
+                return
+            with c:
+                got.append(c.recv(4096).split(b"\r\n", 1)[0])
+                seen.set()
+
+    threading.Thread(target=accept, daemon=True).start()
+    proxy = "http://127.0.0.1:%d" % lsock.getsockname()[1]
+    try:
+        # named by the environment only: not used, the server is reached
+        env = dict(os.environ, http_proxy=proxy, HTTP_PROXY=proxy, all_proxy=proxy)
+        with gk.Session(legacy_policy(srv), env=env) as s:
+            assert s.cell("print(await lg.echo(text='direct'))") == "direct\n"
+        assert not got, got
+        # named by the policy: the request goes to the proxy
+        with gk.Session(legacy_policy(srv, proxy=proxy)) as s:
+            assert seen.wait(20), s.log()
+            assert "upstream lg is not available" in s.log(), s.log()
+        assert got[0].startswith(b"POST " + srv.url().encode() + b" HTTP/1.1"), got
+    finally:
+        lsock.close()
+        srv.stop()
+
+
 # ---- the credential in a header ------------------------------------------------------
 
 @test
@@ -374,11 +425,9 @@ def a_header_token_from_the_environment_reaches_only_the_server():
                          "try:\n    await v2.add(a='not a number', b=1)\n"
                          "except ToolError as e:\n    print(e)")
             assert "x" in out and token not in out, out
-            # gone from the appliance's environment block, and it cannot be dumped
+            # gone from the appliance's environment block
             with open("/proc/%d/environ" % s.proc.pid, "rb") as f:
                 assert token.encode() not in f.read()
-            with open("/proc/%d/status" % s.proc.pid) as f:
-                status = f.read()
             assert srv.count("unauthorized") == 0, srv.err
             log = b"".join(s.stderr).decode("utf-8", "replace")
         assert token not in log, log
