@@ -73,13 +73,17 @@ static void req_free(struct req *r)
 	free(r);
 }
 
-size_t up_answer_cap(const struct upstream *u, const struct req *r)
+/* A call's answer: its result and the envelope, within the message cap. */
+static size_t call_cap(const struct upstream *u)
 {
 	size_t cap = u->result_max + UP_ENVELOPE_MAX;
 
-	if (!r || r->kind != REQ_CALL || cap > APPL_UPSTREAM_MESSAGE_MAX)
-		cap = APPL_UPSTREAM_MESSAGE_MAX;
-	return cap;
+	return cap > APPL_UPSTREAM_MESSAGE_MAX ? APPL_UPSTREAM_MESSAGE_MAX : cap;
+}
+
+size_t up_answer_cap(const struct upstream *u, const struct req *r)
+{
+	return r && r->kind == REQ_CALL ? call_cap(u) : APPL_UPSTREAM_MESSAGE_MAX;
 }
 
 /* The longest message the server may send now, for a transport that has
@@ -89,12 +93,11 @@ size_t up_answer_cap(const struct upstream *u, const struct req *r)
  * tools/list may need the whole message cap. */
 static void cap_update(struct upstream *u)
 {
-	size_t cap = u->result_max + UP_ENVELOPE_MAX;
+	size_t cap = call_cap(u);
+
 	for (const struct req *r = u->head; r; r = r->next)
-		if (r->kind != REQ_CALL)
-			cap = APPL_UPSTREAM_MESSAGE_MAX;
-	if (cap > APPL_UPSTREAM_MESSAGE_MAX)
-		cap = APPL_UPSTREAM_MESSAGE_MAX;
+		if (up_answer_cap(u, r) > cap)
+			cap = up_answer_cap(u, r);
 	if (u->tp->cap_changed)
 		u->tp->cap_changed(u, cap);
 }
@@ -207,6 +210,21 @@ static int send_control(struct upstream *u, char *line, size_t len)
 	return rc;
 }
 
+void up_send_cancelled(struct upstream *u, uint64_t id, const char *reason)
+{
+	json_t *p = json_pack("{s:I, s:s}", "requestId", (json_int_t)id, "reason", reason);
+	char *line = NULL;
+	size_t len;
+
+	if (!p ||
+	    jsonrpc_notification_encode("notifications/cancelled", p, APPL_UPSTREAM_MESSAGE_MAX,
+					&line, &len, NULL) < 0 ||
+	    send_control(u, line, len) < 0)
+		ulog(u, LOG_WARN, "could not send notifications/cancelled for request %" PRIu64,
+		     id);
+	json_decref(p);
+}
+
 /* A call that waits, sent now: 0, -ENOBUFS (no room: it waits on), or
  * another error (it cannot go). */
 static int call_send(struct upstream *u, struct req *r)
@@ -217,7 +235,7 @@ static int call_send(struct upstream *u, struct req *r)
 		char *line = NULL;
 		size_t len;
 
-		if ((rc = request_encode(u, r->id, "tools/call", r->params, &line, &len, NULL)) < 0)
+		if ((rc = request_encode(u, r->id, r->method, r->params, &line, &len, NULL)) < 0)
 			return rc;
 		free(r->line);
 		r->line = line;
@@ -268,6 +286,7 @@ static struct req *req_send(struct upstream *u, enum req_kind kind, const char *
 		return NULL;
 	}
 	r->kind = kind;
+	r->method = method;
 	r->id = u->next_id++;
 	r->deadline_ms = deadline_ms;
 	r->modern = u->modern;
@@ -1221,7 +1240,8 @@ int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsi
 	/* Encoded now, in the era known now, so a request over the cap is
 	 * refused here; a call that waits for a probe is encoded again if
 	 * the era turns out otherwise. */
-	if ((rc = request_encode(u, u->next_id, "tools/call", r->params, &r->line, &r->len, err)) <
+	r->method = "tools/call";
+	if ((rc = request_encode(u, u->next_id, r->method, r->params, &r->line, &r->len, err)) <
 	    0) {
 		req_free(r);
 		return rc;

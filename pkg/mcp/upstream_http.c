@@ -111,31 +111,35 @@ struct secret {
 static struct secret *secrets;
 static size_t nsecrets;
 
-static const struct secret *secret_find(const char *name, size_t n)
+static const struct secret *secret_find(const char *name)
 {
 	for (size_t i = 0; i < nsecrets; i++)
-		if (strlen(secrets[i].name) == n && memcmp(secrets[i].name, name, n) == 0)
+		if (strcmp(secrets[i].name, name) == 0)
 			return &secrets[i];
 	return NULL;
 }
 
-/* Call fn for each {env:NAME} of template t. */
-static int tmpl_vars(const char *t, int (*fn)(const char *name, size_t n, void *d), void *d)
+/* The next {env:NAME} of a header template at or after p: where it
+ * starts, with NAME copied into var (NUL-terminated); NULL when there is
+ * none. The policy has checked the template: each is closed, and NAME is a
+ * variable name of at most APPL_POLICY_ENV_NAME_MAX bytes. */
+static const char *var_next(const char *p, char *var, size_t cap)
 {
 	static const char open[] = "{env:";
-	const char *p = t;
-	int rc;
+	const char *at = strstr(p, open), *name, *end;
 
-	while ((p = strstr(p, open))) {
-		const char *name = p + sizeof(open) - 1, *end = strchr(name, '}');
+	if (!at || !(end = strchr(name = at + sizeof(open) - 1, '}')) ||
+	    (size_t)(end - name) >= cap)
+		return NULL;
+	memcpy(var, name, (size_t)(end - name));
+	var[end - name] = '\0';
+	return at;
+}
 
-		if (!end)
-			return -EINVAL;
-		if ((rc = fn(name, (size_t)(end - name), d)) < 0)
-			return rc;
-		p = end + 1;
-	}
-	return 0;
+/* The length of the {env:...} at at (var its name). */
+static size_t var_len(const char *var)
+{
+	return strlen("{env:}") + strlen(var);
 }
 
 struct take_ctx {
@@ -143,20 +147,14 @@ struct take_ctx {
 	struct appl_err *err;
 };
 
-static int take_one(const char *name, size_t n, void *d)
+/* Take variable var out of the environment (once). */
+static int take_one(const char *var, const struct take_ctx *c)
 {
-	struct take_ctx *c = d;
-	char var[256];
-	char *v;
 	struct secret *s;
+	char *v;
 
-	if (secret_find(name, n))
+	if (secret_find(var))
 		return 0;
-	if (n == 0 || n >= sizeof(var))
-		return appl_err_set(c->err, -EINVAL, "servers.%s.headers.%s: a bad {env:NAME}",
-				    c->server, c->header);
-	memcpy(var, name, n);
-	var[n] = '\0';
 	if (!(v = getenv(var)))
 		return appl_err_set(c->err, -ENOENT,
 				    "servers.%s.headers.%s: the environment has no %s", c->server,
@@ -190,10 +188,15 @@ int upstream_env_take(const struct policy *p, struct appl_err *err)
 
 		for (size_t k = 0; srv->kind == POLICY_SERVER_HTTP && k < srv->nheaders; k++) {
 			struct take_ctx c = {srv->name, srv->headers[k].name, err};
-			int rc = tmpl_vars(srv->headers[k].value, take_one, &c);
+			const char *at = srv->headers[k].value;
+			char var[APPL_POLICY_ENV_NAME_MAX + 1];
+			int rc;
 
-			if (rc < 0)
-				return rc;
+			while ((at = var_next(at, var, sizeof(var)))) {
+				if ((rc = take_one(var, &c)) < 0)
+					return rc;
+				at += var_len(var);
+			}
 		}
 	}
 	return 0;
@@ -215,42 +218,34 @@ void upstream_env_wipe(void)
  * (line_free). NULL with err. */
 static char *header_fill(const char *server, const struct policy_header *h, struct appl_err *err)
 {
-	static const char open[] = "{env:";
-	char *out = malloc(UP_HTTP_LINE_MAX);
-	size_t o = 0;
-	const char *p = h->value;
+	char *out = malloc(UP_HTTP_LINE_MAX), var[APPL_POLICY_ENV_NAME_MAX + 1];
+	const char *p = h->value, *at;
+	size_t o;
+	bool bad = false;
 
 	if (!out) {
 		appl_err_set(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
 	o = (size_t)snprintf(out, UP_HTTP_LINE_MAX, "%s: ", h->name);
-	while (*p && o < UP_HTTP_LINE_MAX) {
-		const char *name, *end, *val = NULL;
-		const struct secret *s;
-		size_t vlen;
-		char var[256];
+	for (;;) {
+		const struct secret *sec;
+		const char *val;
+		size_t lit, vlen;
 
-		if (strncmp(p, open, sizeof(open) - 1) != 0) {
-			out[o++] = *p++;
-			continue;
-		}
-		name = p + sizeof(open) - 1;
-		end = strchr(name, '}');
-		if (!end || (size_t)(end - name) >= sizeof(var))
+		at = var_next(p, var, sizeof(var));
+		lit = at ? (size_t)(at - p) : strlen(p);
+		if (lit >= UP_HTTP_LINE_MAX - o)
+			bad = true;
+		if (bad || !at) {
+			if (!bad)
+				memcpy(out + o, p, lit), o += lit;
 			break;
-		if ((s = secret_find(name, (size_t)(end - name)))) {
-			val = s->value;
-			vlen = s->len;
-		} else {
-			memcpy(var, name, (size_t)(end - name));
-			var[end - name] = '\0';
-			val = getenv(var);
-			vlen = val ? strlen(val) : 0;
 		}
+		memcpy(out + o, p, lit), o += lit;
+		sec = secret_find(var);
+		val = sec ? sec->value : getenv(var);
 		if (!val) {
-			memcpy(var, name, (size_t)(end - name));
-			var[end - name] = '\0';
 			sodium_memzero(out, UP_HTTP_LINE_MAX);
 			free(out);
 			appl_err_set(err, -ENOENT,
@@ -258,18 +253,18 @@ static char *header_fill(const char *server, const struct policy_header *h, stru
 				     h->name, var);
 			return NULL;
 		}
+		vlen = sec ? sec->len : strlen(val);
 		/* A value that would end the header line or add one is refused:
 		 * its bytes are not quoted. */
-		for (size_t i = 0; i < vlen; i++)
-			if (val[i] == '\r' || val[i] == '\n' || val[i] == '\0')
-				vlen = 0, o = UP_HTTP_LINE_MAX;
-		if (vlen >= UP_HTTP_LINE_MAX - o)
-			o = UP_HTTP_LINE_MAX;
-		else
-			memcpy(out + o, val, vlen), o += vlen;
-		p = end + 1;
+		if (memchr(val, '\r', vlen) || memchr(val, '\n', vlen) ||
+		    vlen >= UP_HTTP_LINE_MAX - o) {
+			bad = true;
+			break;
+		}
+		memcpy(out + o, val, vlen), o += vlen;
+		p = at + var_len(var);
 	}
-	if (o >= UP_HTTP_LINE_MAX || *p) {
+	if (bad) {
 		sodium_memzero(out, UP_HTTP_LINE_MAX);
 		free(out);
 		appl_err_set(err, -EINVAL,
@@ -669,23 +664,6 @@ static void on_done(void *ctx, int rc, const char *why)
 
 /* ---- requests -------------------------------------------------------------------- */
 
-static const char *kind_method(enum req_kind k)
-{
-	switch (k) {
-	case REQ_CALL:
-		return "tools/call";
-	case REQ_INIT:
-		return "initialize";
-	case REQ_LIST:
-		return "tools/list";
-	case REQ_DISCOVER:
-		return "server/discover";
-	case REQ_LISTEN:
-		return "subscriptions/listen";
-	}
-	return "";
-}
-
 /* A header value as MCP carries one: as it is when it is visible ASCII and
  * spaces with no white space at either end, else (and when it looks like
  * the escape itself) =?base64?...?= of its bytes. A new string, or NULL. */
@@ -826,7 +804,7 @@ static void own_headers(struct upstream *u, const struct req *r, bool get, struc
 		hdr_add(o, "MCP-Protocol-Version",
 			u->version[0] ? u->version : mcp_revision_latest(MCP_ERA_MODERN)->name);
 		if (r)
-			hdr_add(o, "Mcp-Method", kind_method(r->kind));
+			hdr_add(o, "Mcp-Method", r->method);
 		if (r && r->kind == REQ_CALL) {
 			name = value_encode(r->tool, strlen(r->tool));
 			hdr_add(o, "Mcp-Name", name);
@@ -956,9 +934,6 @@ static void ht_abandon(struct upstream *u, const struct req *r, const char *reas
 {
 	struct up_http *h = H(u);
 	struct post *p = post_of(h, r->id);
-	json_t *params;
-	char *line = NULL;
-	size_t len;
 
 	if (p) {
 		http_call_cancel(p->call);
@@ -966,14 +941,8 @@ static void ht_abandon(struct upstream *u, const struct req *r, const char *reas
 		post_free(p);
 	}
 	resumes_drop(h, r->id, false);
-	if (u->modern)
-		return;
-	params = json_pack("{s:I, s:s}", "requestId", (json_int_t)r->id, "reason", reason);
-	if (params && jsonrpc_notification_encode("notifications/cancelled", params,
-						  UP_HTTP_SMALL_BODY, &line, &len, NULL) == 0)
-		post_start(u, NULL, false, line, len, NULL);
-	free(line);
-	json_decref(params);
+	if (!u->modern)
+		up_send_cancelled(u, r->id, reason);
 }
 
 static void post_start_get(struct upstream *u)

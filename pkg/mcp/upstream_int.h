@@ -32,6 +32,7 @@ enum req_kind {
 struct req {
 	struct req *prev, *next;
 	enum req_kind kind;
+	const char *method; /* a static string: "tools/call", ... */
 	uint64_t id;
 	uint64_t deadline_ms; /* UINT64_MAX: none (a listen stream) */
 	bool sent;
@@ -161,6 +162,8 @@ struct req *up_oldest_sent_call(const struct upstream *u);
 /* Take call r out and tell its caller. */
 void up_call_finish(struct upstream *u, struct req *r, int status, const json_t *result,
 		    const char *reason);
+/* Send notifications/cancelled for request id (reason: for the server). */
+void up_send_cancelled(struct upstream *u, uint64_t id, const char *reason);
 /* Send the calls that wait, in order, as far as the transport takes them. */
 void up_unsent_flush(struct upstream *u);
 /* The largest answer request r may get. */

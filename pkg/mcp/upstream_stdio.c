@@ -157,20 +157,7 @@ static int st_send(struct upstream *u, const struct req *r, const char *buf, siz
 /* MCP over stdio: the sender of a request it gives up cancels it. */
 static void st_abandon(struct upstream *u, const struct req *r, const char *reason)
 {
-	json_t *p = json_pack("{s:I, s:s}", "requestId", (json_int_t)r->id, "reason", reason);
-	char *line = NULL;
-	size_t len;
-	int rc = p ? jsonrpc_notification_encode("notifications/cancelled", p,
-						 APPL_UPSTREAM_MESSAGE_MAX, &line, &len, NULL)
-		   : -ENOMEM;
-
-	if (rc == 0)
-		rc = st_send(u, NULL, line, len, false);
-	free(line);
-	json_decref(p);
-	if (rc < 0)
-		ulog(u, LOG_WARN, "could not send notifications/cancelled for request %llu",
-		     (unsigned long long)r->id);
+	up_send_cancelled(u, r->id, reason);
 }
 
 static void st_cap_changed(struct upstream *u, size_t cap)

@@ -379,11 +379,6 @@ static int server_url_check(const char *s, size_t len, const char *path, struct 
 	return 0;
 }
 
-static int proxy_check(const char *s, size_t len, const char *path, struct appl_err *err)
-{
-	return url_check(s, len, path, err);
-}
-
 /* RFC 9110 token characters. */
 static bool is_tchar(char ch)
 {
@@ -1454,7 +1449,7 @@ static const struct field http_fields[] = {
 	 .type = F_STR,
 	 .off = offsetof(struct policy_server, proxy),
 	 .maxlen = APPL_POLICY_URL_MAX,
-	 .check = proxy_check},
+	 .check = url_check},
 };
 
 static int server_parse(struct ctx *c, const char *name, const json_t *v, struct policy_server *s,

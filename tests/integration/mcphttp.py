@@ -228,13 +228,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return None
         return sid
 
+    def _session_of_request(self):
+        """A GET's or DELETE's session, the request read and checked; None
+        when it was refused (the refusal sent)."""
+        self._read_body()
+        if not self._authorized() or not self._path_ok():
+            return None
+        return self._session()
+
     # ---- methods ---------------------------------------------------------------
 
     def do_GET(self):
-        self._read_body()
-        if not self._authorized() or not self._path_ok():
-            return
-        sid = self._session()
+        sid = self._session_of_request()
         if sid is None:
             return
         if "text/event-stream" not in (self.headers.get("Accept") or ""):
@@ -267,10 +272,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                     self.fx._streams.remove((sid, q))
 
     def do_DELETE(self):
-        self._read_body()
-        if not self._authorized() or not self._path_ok():
-            return
-        sid = self._session()
+        sid = self._session_of_request()
         if sid is None:
             return
         self.fx._end_session(sid)

@@ -463,6 +463,24 @@ def a_header_naming_an_unset_variable_refuses_the_start_by_name():
 
 
 @test
+def a_ca_file_or_a_filled_header_that_cannot_be_used_refuses_the_start():
+    sig = http_policy({"web": {"url": "https://mcp.example.invalid/mcp",
+                               "ca_file": "/nonexistent/ca.pem"}}, {"web.*": {"access": "read"}})
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True)
+    assert r.returncode == 1 and b"servers.web.ca_file /nonexistent/ca.pem" in r.stderr, r.stderr
+    # a value that would end the header line, or add another, is not sent
+    sig = http_policy({"web": {"url": "https://mcp.example.invalid/mcp",
+                               "headers": {"Authorization": "Bearer {env:WEB_TOKEN}"}}},
+                      {"web.*": {"access": "read"}})
+    env = dict(os.environ, WEB_TOKEN="abc\r\nX-Injected: 1")
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, env=env)
+    assert r.returncode == 1, r
+    assert b"servers.web.headers.Authorization: the filled value is too long or holds a " \
+        b"line break" in r.stderr, r.stderr
+    assert b"X-Injected" not in r.stderr, r.stderr
+
+
+@test
 def a_stdio_server_may_not_take_an_http_servers_variable():
     sig_err = None
     try:
