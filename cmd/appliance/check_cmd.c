@@ -918,9 +918,10 @@ static int tools_gather(struct check *c)
 		for (size_t j = 0; j < upstream_tool_count(u); j++) {
 			const struct upstream_tool *t = upstream_tool_get(u, j);
 
-			c->tools[c->ntools++] =
-				(struct bridge_tool_in){upstream_name(u), t->name, t->description,
-							t->input_schema, t->read_only_hint};
+			c->tools[c->ntools++] = (struct bridge_tool_in){
+				upstream_name(u), t->name,	     t->description,
+				t->input_schema,  t->read_only_hint, t->output_schema,
+				t->task_required};
 		}
 	}
 	return 0;

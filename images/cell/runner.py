@@ -51,6 +51,7 @@ RESULT_MAX = 64 * 1024           # APPL_CELL_RESULT_MAX: encoded result value
 TRACEBACK_KEEP = 2048            # APPL_TRACEBACK_KEEP: characters of done.error
 VALUE_DEPTH_MAX = 32             # APPL_RUNNER_VALUE_DEPTH_MAX: nesting of a value
 TOOL_NAME_MAX = 256              # APPL_RUNNER_TOOL_NAME_MAX: bytes of call.tool
+URI_MAX = 4096                   # APPL_RUNNER_URI_MAX: bytes of read.uri
 OUT_CHUNK = 4096                 # characters per `out` message
 OUT_FLUSH_S = 0.05               # output older than this is sent at the next chance
 READ_BLOCK = 64 * 1024           # bytes per read() of the host pipe
@@ -72,8 +73,23 @@ RESERVED = (frozenset(["ToolError", "asyncio", "tools", RESULT_NAME, "exit", "qu
                        "copyright", "credits", "license"]) | frozenset(dir(builtins)))
 
 
+ERROR_KINDS = ("refused", "error", "timeout", "unavailable", "declined")
+READ_FN = "read_resource"        # every namespace's resource reader; no tool takes the name
+
+
 class ToolError(Exception):
-    """A tool call was refused or failed; str(e) is the reason."""
+    """A tool call was refused or failed. str(e) says why; e.kind is what
+    happened: "refused" (the gateway said no: policy, schema, limits),
+    "error" (the tool or its server failed), "timeout", "unavailable" (the
+    server is not there) or "declined" (the approval it needed was not
+    given). e.tool is the name the code called ("files.read_file"),
+    e.mcp_tool the tool's MCP name ("files.read_file" or "everything.get-sum")."""
+
+    def __init__(self, message, kind="error", tool=None, mcp_tool=None):
+        super().__init__(message)
+        self.kind = kind
+        self.tool = tool
+        self.mcp_tool = mcp_tool
 
 
 ToolError.__module__ = "builtins"  # tracebacks print "ToolError: ..." unqualified
@@ -278,7 +294,7 @@ class _Channel:
         self.inbuf = bytearray()
         self.closed = False          # set by done: nothing may follow it
         self.next_id = 0
-        self.pending = {}            # call id -> future, for calls in flight
+        self.pending = {}            # call id -> (future, qualname, tool), for calls in flight
         self.reader_loop = None
         self.main_thread = threading.get_ident()
         self.out_parts = []
@@ -414,19 +430,19 @@ class _Channel:
             raise _Fatal("expected a result message")
         cid = msg.get("id")
         keys = set(msg)
-        if keys not in ({"t", "id", "ok"}, {"t", "id", "error"}):
+        if keys not in ({"t", "id", "ok"}, {"t", "id", "error", "kind"}):
             raise _Fatal("result fields %s" % sorted(keys))
         if type(cid) is not int or not 0 < cid <= self.next_id:
             raise _Fatal("result for unknown call id %r" % (cid,))
-        fut = self.pending.pop(cid, None)
+        if "ok" not in msg and (type(msg["error"]) is not str or msg["kind"] not in ERROR_KINDS):
+            raise _Fatal("result error is not a string, or its kind is unknown")
+        fut, qualname, tool = self.pending.pop(cid, (None, None, None))
         if fut is None or fut.done():
             return  # the awaiting code went away (cancelled, loop closed)
         if "ok" in msg:
             fut.set_result(msg["ok"])
-        elif type(msg["error"]) is str:
-            fut.set_exception(ToolError(msg["error"]))
         else:
-            raise _Fatal("result error is not a string")
+            fut.set_exception(ToolError(msg["error"], msg["kind"], qualname, tool))
 
     def _attach(self, loop):
         # The reader lives on whichever loop is calling: the runner's own, or
@@ -442,26 +458,65 @@ class _Channel:
     async def call(self, tool, qualname, kwargs):
         if threading.get_ident() != self.main_thread:
             raise RuntimeError("%s(): tools can only be called from the main thread" % qualname)
-        loop = _need_asyncio().get_running_loop()
         try:
             args = _plain(kwargs)
         except (_Unsupported, RecursionError) as e:
             raise TypeError("%s(): arguments are not JSON: %s" % (qualname, e)) from None
         self.next_id += 1
-        cid = self.next_id
-        line = _dumps({"t": "call", "id": cid, "tool": tool, "args": args})
+        line = _dumps({"t": "call", "id": self.next_id, "tool": tool, "args": args})
         if len(line) + 1 > LINE_MAX:
-            raise ToolError("arguments too large: %d bytes encoded, the line cap is %d"
-                            % (len(line), LINE_MAX))
+            raise ToolError("refused: %s: arguments too large: %d bytes encoded, the line cap "
+                            "is %d" % (qualname, len(line), LINE_MAX), "refused", qualname, tool)
+        return await self._ask(line, qualname, tool)
+
+    async def read(self, server, qualname, uri):
+        if threading.get_ident() != self.main_thread:
+            raise RuntimeError("%s(): resources can only be read from the main thread"
+                               % qualname)
+        if not isinstance(uri, str):
+            raise TypeError("%s() takes the resource's URI as a str, not %s"
+                            % (qualname, type(uri).__name__))
+        uri = _safe_str(str.__str__(uri))
+        if not 0 < len(uri.encode("utf-8")) <= URI_MAX:
+            raise ToolError("refused: %s: a URI is 1 to %d bytes" % (qualname, URI_MAX),
+                            "refused", qualname, server)
+        self.next_id += 1
+        line = _dumps({"t": "read", "id": self.next_id, "server": server, "uri": uri})
+        return _contents(await self._ask(line, qualname, server))
+
+    async def _ask(self, line, qualname, tool):
+        loop = _need_asyncio().get_running_loop()
+        cid = self.next_id
         self._attach(loop)
         fut = loop.create_future()
-        self.pending[cid] = fut
+        self.pending[cid] = (fut, qualname, tool)
         self.out_flush()  # output printed before the call arrives before it
         self.send_line(line)
         try:
             return await fut
         finally:
             self.pending.pop(cid, None)
+
+
+def _contents(value):
+    """A read's answer as the code gets it: each content's text as a str,
+    its blob as bytes; one content alone, several as a list."""
+    import binascii
+    bad = ToolError("error: the host sent a read result of the wrong shape")
+    if type(value) is not list or not value:
+        raise bad
+    out = []
+    for c in value:
+        if type(c) is dict and set(c) == {"text"} and type(c["text"]) is str:
+            out.append(c["text"])
+        elif type(c) is dict and set(c) == {"blob"} and type(c["blob"]) is str:
+            try:
+                out.append(binascii.a2b_base64(c["blob"], strict_mode=True))
+            except binascii.Error:
+                raise bad from None
+        else:
+            raise bad
+    return out[0] if len(out) == 1 else out
 
 
 class _OutBuffer:
@@ -556,8 +611,9 @@ def _check_py_name(i, what, name):
 
 
 def _check_tools(tools):
-    """Validate the cell's tools list; returns [(tool, ns, fn, doc)], where
-    a server with no tools listed is (server, ns, None, None)."""
+    """Validate the cell's tools list; returns [(tool, ns, fn, doc, off)],
+    where off is None for a tool offered and the reason for a stand-in, and
+    a server with no tools listed is (server, ns, None, None, None)."""
     if type(tools) is not list:
         raise _Fatal("tools is not a list")
     seen, out = set(), []
@@ -570,29 +626,42 @@ def _check_tools(tools):
             if ns in RESERVED or any(ns == s[0] for s in seen):
                 raise _Fatal("tools[%d].ns: %s is reserved or taken" % (i, ns))
             seen.add((ns, None))
-            out.append((server, ns, None, None))
+            out.append((server, ns, None, None, None))
             continue
-        if type(t) is not dict or not {"tool", "ns", "fn"} <= set(t) <= {"tool", "ns", "fn", "doc"}:
-            raise _Fatal("tools[%d]: fields must be tool, ns, fn and optional doc" % i)
-        tool, ns, fn, doc = t["tool"], t["ns"], t["fn"], t.get("doc", "")
+        if (type(t) is not dict
+                or not {"tool", "ns", "fn"} <= set(t) <= {"tool", "ns", "fn", "doc", "off"}):
+            raise _Fatal("tools[%d]: fields must be tool, ns, fn and optional doc, off" % i)
+        tool, ns, fn, doc, off = t["tool"], t["ns"], t["fn"], t.get("doc", ""), t.get("off")
         if type(tool) is not str or not 0 < len(tool.encode("utf-8", "replace")) <= TOOL_NAME_MAX:
             raise _Fatal("tools[%d].tool: not a name" % i)
         for what, name in (("ns", ns), ("fn", fn)):
             _check_py_name(i, what, name)
-        if ns in RESERVED:
-            raise _Fatal("tools[%d].ns: %s is reserved" % (i, ns))
-        if type(doc) is not str or (ns, fn) in seen or (ns, None) in seen:
-            raise _Fatal("tools[%d]: bad doc or duplicate %s.%s" % (i, ns, fn))
+        if ns in RESERVED or fn == READ_FN or "." not in tool:
+            raise _Fatal("tools[%d]: %s.%s is reserved, or the tool names no server"
+                         % (i, ns, fn))
+        if (type(doc) is not str or (off is not None and type(off) is not str)
+                or (ns, fn) in seen or (ns, None) in seen):
+            raise _Fatal("tools[%d]: bad doc or off, or duplicate %s.%s" % (i, ns, fn))
         seen.add((ns, fn))
-        out.append((tool, ns, fn, doc))
+        out.append((tool, ns, fn, doc, off))
     return out
 
 
 class ToolNamespace:
-    """One upstream server's tools, as attributes: `await toy.add(a=1)`."""
+    """One upstream server's tools, as attributes: `await toy.add(a=1)`;
+    and its resources: `await toy.read_resource(uri)`."""
 
-    def __init__(self, name):
+    def __init__(self, name, chan, server):
         object.__setattr__(self, "_name", name)
+        object.__setattr__(self, "_chan", chan)
+        object.__setattr__(self, "_server", server)
+
+    async def read_resource(self, uri):
+        """The resource at uri (a str): its text as a str, or its bytes;
+        a list of them when the server sends several contents. Allowed
+        only where the policy lets this server's resources be read; else
+        ToolError (kind "refused")."""
+        return await self._chan.read(self._server, "%s.%s" % (self._name, READ_FN), uri)
 
     def __repr__(self):
         fns = sorted(k for k in vars(self) if not k.startswith("_"))
@@ -602,11 +671,6 @@ class ToolNamespace:
 class AbsentNamespace(ToolNamespace):
     """A server that has listed no tools (it has not been reachable): any
     name is a call, which the host answers with ToolError."""
-
-    def __init__(self, name, chan, server):
-        super().__init__(name)
-        object.__setattr__(self, "_chan", chan)
-        object.__setattr__(self, "_server", server)
 
     def __getattr__(self, fn):
         if fn.startswith("_"):
@@ -644,7 +708,7 @@ class _ToolsHelper:
     without asking the host (docs/stubs.md)."""
 
     def __init__(self, entries):
-        # (tool, ns, fn, doc, function), sorted by Python name
+        # (tool, ns, fn, doc, function, off), sorted by Python name
         self._entries = sorted(entries, key=lambda e: (e[1], e[2]))
 
     @staticmethod
@@ -654,38 +718,41 @@ class _ToolsHelper:
     def search(self, text):
         """The stubs of the tools whose MCP name ("server.tool"), Python name
         ("ns.fn") or stub text contains text, ignoring case: name matches
-        first, each group by Python name. "" matches every tool. A list of
-        strings; print() shows the stubs one after the other."""
+        first, each group by Python name, then the tools that match but are
+        not offered here (their stubs say why). "" matches every tool. A
+        list of strings; print() shows the stubs one after the other."""
         if not isinstance(text, str):
             raise TypeError("tools.search() takes a str, not %s" % type(text).__name__)
         needle = text.casefold()
-        names, docs = [], []
-        for tool, ns, fn, doc, _ in self._entries:
+        names, docs, off = [], [], []
+        for tool, ns, fn, doc, _, why in self._entries:
             stub = self._stub(tool, ns, fn, doc)
-            if needle in tool.casefold() or needle in ("%s.%s" % (ns, fn)).casefold():
-                names.append(stub)
-            elif needle in doc.casefold():
-                docs.append(stub)
-        return _StubList(names + docs)
+            by_name = needle in tool.casefold() or needle in ("%s.%s" % (ns, fn)).casefold()
+            if not by_name and needle not in doc.casefold():
+                continue
+            (off if why is not None else names if by_name else docs).append(stub)
+        return _StubList(names + docs + off)
 
     def describe(self, name):
         """The stub of one tool: by MCP name ("server.tool"), Python name
         ("ns.fn") or the function itself (tools.describe(ns.fn))."""
-        for tool, ns, fn, doc, func in self._entries:
+        for tool, ns, fn, doc, func, _ in self._entries:
             if name is func:
                 return self._stub(tool, ns, fn, doc)
         if not isinstance(name, str):
             raise TypeError("tools.describe() takes a name or a tool function, not %s"
                             % type(name).__name__)
         for match in (lambda e: e[0] == name, lambda e: "%s.%s" % (e[1], e[2]) == name):
-            for tool, ns, fn, doc, func in self._entries:
+            for tool, ns, fn, doc, func, _ in self._entries:
                 if match((tool, ns, fn)):
                     return self._stub(tool, ns, fn, doc)
         raise LookupError("no tool named %r; tools.search(\"part of a name\") finds tools"
                           % name[:200])
 
     def __repr__(self):
-        return "<tools: search(text), describe(name); %d tools>" % len(self._entries)
+        off = sum(1 for e in self._entries if e[5] is not None)
+        return "<tools: search(text), describe(name); %d tools%s>" % (
+            len(self._entries) - off, ", %d not offered" % off if off else "")
 
 
 def _need_asyncio():
@@ -714,14 +781,14 @@ def _cell_globals(chan, tools):
     if asyncio is not None:
         g["asyncio"] = asyncio
     entries = []
-    for tool, ns, fn, doc in tools:
+    for tool, ns, fn, doc, off in tools:
         if fn is None:
             g[ns] = AbsentNamespace(ns, chan, tool)
             continue
-        space = g.setdefault(ns, ToolNamespace(ns))
+        space = g.get(ns) or g.setdefault(ns, ToolNamespace(ns, chan, tool.split(".", 1)[0]))
         func = _make_tool(chan, tool, ns, fn, doc)
         setattr(space, fn, func)
-        entries.append((tool, ns, fn, doc, func))
+        entries.append((tool, ns, fn, doc, func, off))
     g["tools"] = _ToolsHelper(entries)
     return g
 

@@ -162,6 +162,7 @@
  * it six times longer) and the tool list; a `result` line one tool result. */
 #define APPL_RUNNER_HOST_LINE_MAX (4u * 1024 * 1024)
 #define APPL_RUNNER_TOOL_NAME_MAX 256u	       /* call.tool, bytes */
+#define APPL_RUNNER_URI_MAX	  4096u	       /* read.uri, bytes: a resource URI */
 #define APPL_RUNNER_PY_NAME_MAX	  64u	       /* a tool's ns or fn name */
 #define APPL_RUNNER_DOC_MAX	  (16u * 1024) /* a tool's stub text */
 #define APPL_RUNNER_TOOLS_MAX	  1024u	       /* tools given to one cell */
@@ -307,6 +308,7 @@
 #define APPL_STUBS_NAME_SHOWN_MAX   256u  /* the MCP name in a stub */
 #define APPL_STUBS_TEXT_MAX	    APPL_RUNNER_DOC_MAX /* one stub */
 #define APPL_STUBS_LINE_MAX	    400u		/* one tool's line in the description */
+#define APPL_STUBS_RETURNS_MAX	    160u /* a return annotation; a longer one is a plain type */
 /* All stubs given to one cell. With code of APPL_CELL_CODE_MAX bytes, both
  * escaped at their worst, the cell line still fits APPL_RUNNER_HOST_LINE_MAX. */
 #define APPL_STUBS_DOCS_TOTAL_MAX   (640u * 1024)
@@ -338,6 +340,14 @@
 #define APPL_UPSTREAM_PIDS_MIN	    8u
 #define APPL_UPSTREAM_PIDS_MAX	    32768u
 #define APPL_UPSTREAM_NOFILE	    4096u /* RLIMIT_NOFILE of a server */
+/* Calls in flight to one server at once, all cells together
+ * (servers.NAME.concurrency); the server's slots are shared fairly between
+ * the cells that wait. The ceiling is 32 because the HTTP transport keeps at
+ * most 32 calls in flight per server (UP_HTTP_CALLS_MAX in
+ * pkg/mcp/upstream_http.c): a higher value would buy nothing. */
+#define APPL_SERVER_CONCURRENCY_MIN  1
+#define APPL_SERVER_CONCURRENCY_DEF  16
+#define APPL_SERVER_CONCURRENCY_CEIL 32
 /* The system user servers run as when the policy names none (created when
  * missing). */
 #define APPL_UPSTREAM_USER   "appliance-upstream"

@@ -42,16 +42,24 @@ struct bridge_tool_in {
 	const char *description;    /* may be NULL */
 	const json_t *input_schema; /* may be NULL: then every call is refused */
 	bool read_only_hint;
+	/* outputSchema (may be NULL): the stub's return type, and what every
+	 * structured result of the tool is checked against. */
+	const json_t *output_schema;
+	bool task_required; /* execution.taskSupport "required": not offered */
 };
 
 struct bridge_catalog;
 
 /* Build the catalog of role (borrowed; NULL: a role that may call nothing)
  * from tools[0..n) under policy p (borrowed; it must outlive the catalog).
- * Every tool is kept with its verdict; those allowed whose schema compiles
- * and whose names can become Python names are offered (stubs). A (server,
- * name) given twice keeps the first. *out is new with one reference; 0, or
- * -ENOMEM / -E2BIG (more than APPL_RUNNER_TOOLS_MAX offered) with err. */
+ * Every tool is kept with its verdict; those allowed whose schema compiles,
+ * that do not need MCP tasks, and whose names can become Python names are
+ * offered (stubs). The others whose names can, as many as fit beside the
+ * offered ones in APPL_RUNNER_TOOLS_MAX, are stand-ins: a name in the cell
+ * whose calls the bridge refuses saying why. Servers of the policy with no
+ * tool here are named unavailable. A (server, name) given twice keeps the
+ * first. *out is new with one reference; 0, or -ENOMEM / -E2BIG (more than
+ * APPL_RUNNER_TOOLS_MAX offered) with err. */
 int bridge_catalog_new(const struct policy *p, const char *role, const struct bridge_tool_in *tools,
 		       size_t n, struct bridge_catalog **out, struct appl_err *err);
 
@@ -72,6 +80,32 @@ struct bridge_tool_info {
 };
 size_t bridge_catalog_count(const struct bridge_catalog *c);
 int bridge_catalog_info(const struct bridge_catalog *c, size_t i, struct bridge_tool_info *out);
+
+/* "ns.fn", the name the code calls server.name by, or NULL when the cell has
+ * no function for it; borrowed. */
+const char *bridge_catalog_pyname(const struct bridge_catalog *c, const char *server,
+				  const char *name);
+
+/* Whether the role of c may read server's resources (policy_resources_allowed). */
+bool bridge_catalog_readable(const struct bridge_catalog *c, const char *server);
+
+/* ---- per-server slots, shared by every run -------------------------------- */
+
+/* At most servers.NAME.concurrency calls in flight to each server, whatever
+ * the cells: a call past that waits in its run, and a slot that frees goes
+ * to the next run in turn (round robin) that has a call waiting for that
+ * server, so one run with many calls cannot make another wait behind all
+ * of them. Waiting for a slot counts toward the cell's deadline, not the
+ * call's timeout (which starts when the call is sent). */
+struct bridge_gate;
+
+/* A gate for the servers of p (borrowed; must outlive the gate). NULL on
+ * -ENOMEM. */
+struct bridge_gate *bridge_gate_new(const struct policy *p);
+/* Safe on NULL; every run using it must be freed first. */
+void bridge_gate_free(struct bridge_gate *g);
+/* Calls of all runs in flight to server now (0 for an unknown name). */
+unsigned bridge_gate_inflight(const struct bridge_gate *g, const char *server);
 
 /* ---- one run's calls ------------------------------------------------------ */
 
@@ -139,11 +173,22 @@ struct bridge_approvals {
 };
 void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *ap);
 
+/* Take r's calls through the per-server slots of g (borrowed; it must
+ * outlive r). Without one, only the run's own concurrency applies. Before
+ * the first call. */
+void bridge_run_gate(struct bridge_run *r, struct bridge_gate *g);
+
 /* A call from the code (the cell calls this): id (the runner's), tool
  * ("server.tool" as call.tool carries it) and args (borrowed; a reference
  * is taken when the call has to wait). Answered or refused to the cell
  * (cell_call_answer, cell_call_refuse), at once or later. */
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args);
+
+/* A resource read from the code: server's resource uri, checked like a
+ * call (the role may read the server's resources; the budget, the caps,
+ * the slots, the audit log) and answered with the contents as a list of
+ * {"text": s} or {"blob": base64} (bridge_resource_value). */
+void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, const char *uri);
 
 /* Calls in flight now, and the most ever in flight at once. */
 unsigned bridge_run_inflight(const struct bridge_run *r);
@@ -163,6 +208,14 @@ void bridge_run_free(struct bridge_run *r);
 int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t *args,
 		 size_t max_args_bytes, const char **server, const char **name, char *msg,
 		 size_t cap);
+
+/* Turn a resources/read result into the code's value: its contents, each
+ * as {"text": s} or {"blob": base64}, in order. 0 with *value new; -EFBIG
+ * / -EINVAL / -ENOMEM refused (over max_bytes, not a read result, no
+ * contents, a content with neither or a blob that is not base64) with msg
+ * saying why. */
+int bridge_resource_value(const json_t *result, size_t max_bytes, json_t **value, char *msg,
+			  size_t cap);
 
 /* Turn a tools/call result object into the code's value: structuredContent
  * (an object) as it is; else, when every content block is text (at least

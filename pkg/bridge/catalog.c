@@ -73,6 +73,14 @@ static int entry_fill(struct bridge_entry *e, const struct policy *p, const char
 	if (!e->server || !e->name || (t->description && !e->description))
 		return -ENOMEM;
 	e->verdict = policy_tool_check(p, t->server, t->name, t->read_only_hint, role, &e->access);
+	e->task_required = t->task_required;
+	if (t->output_schema) {
+		e->output_schema = json_incref((json_t *)t->output_schema);
+		/* A schema the validator cannot read only means results go
+		 * unchecked: the tool is still offered. */
+		if (schema_new(t->output_schema, &e->out_schema, &serr) == -ENOMEM)
+			return -ENOMEM;
+	}
 	e->approval = e->verdict == POLICY_OK &&
 		      policy_tool_approval(p, t->server, t->name, role, e->access);
 	if (!t->input_schema) {
@@ -101,11 +109,36 @@ static void entry_clear(struct bridge_entry *e)
 	free(e->name);
 	free(e->description);
 	free(e->schema_why);
+	free(e->pyname);
 	json_decref(e->input_schema);
+	json_decref(e->output_schema);
 	schema_free(e->schema);
+	schema_free(e->out_schema);
 }
 
-/* Offered: allowed, schema compiled, and names stubs can take. */
+/* Each stub's "ns.fn" on its entry, for the messages the code reads. */
+static int pynames_set(struct bridge_catalog *c)
+{
+	for (size_t i = 0; i < stubs_count(c->stubs); i++) {
+		const char *mcp = stubs_mcp_name(c->stubs, i), *dot = strchr(mcp, '.');
+		char server[APPL_RUNNER_TOOL_NAME_MAX + 1];
+		struct bridge_entry *e;
+
+		/* server names have no dot: the first one ends it */
+		snprintf(server, sizeof(server), "%.*s", (int)(dot - mcp), mcp);
+		e = (struct bridge_entry *)bridge_catalog_find(c, server, dot + 1);
+		if (e && asprintf(&e->pyname, "%s.%s", stubs_ns(c->stubs, i),
+				  stubs_fn(c->stubs, i)) < 0) {
+			e->pyname = NULL;
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+/* Offered: allowed, schema compiled, no tasks needed, and names stubs can
+ * take. Stand-ins: the rest whose names stubs can take, while there is
+ * room beside the offered. */
 static int stubs_make(struct bridge_catalog *c, struct appl_err *err)
 {
 	struct stubs_tool *st = calloc(c->n ? c->n : 1, sizeof(*st));
@@ -114,26 +147,33 @@ static int stubs_make(struct bridge_catalog *c, struct appl_err *err)
 
 	if (!st)
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < c->n; i++) {
-		struct bridge_entry *e = &c->e[i];
-		struct stubs_tool t = {.server = e->server,
-				       .name = e->name,
-				       .description = e->description,
-				       .input_schema = e->input_schema};
-		struct appl_err terr = {0};
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t i = 0; i < c->n; i++) {
+			struct bridge_entry *e = &c->e[i];
+			struct stubs_tool t = {.server = e->server,
+					       .name = e->name,
+					       .description = e->description,
+					       .input_schema = e->input_schema,
+					       .output_schema = e->output_schema,
+					       .why_not = bridge_entry_why_not(e)};
+			struct appl_err terr = {0};
 
-		if (e->verdict != POLICY_OK || !e->schema)
-			continue;
-		if (stubs_tool_check(&t, &terr) < 0) {
-			e->name_bad = true;
-			continue;
+			if ((pass == 0) != !t.why_not)
+				continue;
+			if (stubs_tool_check(&t, &terr) < 0) {
+				e->name_bad = true;
+				continue;
+			}
+			if (pass == 1 && k >= APPL_RUNNER_TOOLS_MAX)
+				continue; /* no room for more stand-ins */
+			st[k++] = t;
 		}
-		st[k++] = t;
-	}
 	rc = stubs_build(st, k, &c->stubs, err);
 	free(st);
 	if (rc < 0)
 		return rc;
+	if (pynames_set(c) < 0)
+		return appl_err_set(err, -ENOMEM, "out of memory");
 	c->runner_tools = stubs_runner_tools(c->stubs, err);
 	return c->runner_tools ? 0 : err->code;
 }
@@ -183,7 +223,61 @@ static int absent_add(struct bridge_catalog *c, const struct policy *p, struct a
 		if (!e || json_array_append_new(c->runner_tools, e) < 0)
 			return appl_err_set(err, -ENOMEM, "out of memory");
 	}
+	if (stubs_set_unavailable(c->stubs, (const char *const *)c->absent, c->nabsent) < 0)
+		return appl_err_set(err, -ENOMEM, "out of memory");
 	return 0;
+}
+
+static int readable_add(struct bridge_catalog *c, const struct policy *p, const char *role,
+			struct appl_err *err)
+{
+	size_t n = policy_server_count(p);
+
+	if (!(c->readable = calloc(n ? n : 1, sizeof(*c->readable))))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		const char *name = policy_server_get(p, i)->name;
+
+		if (!policy_resources_allowed(p, name, role))
+			continue;
+		if (!(c->readable[c->nreadable] = strdup(name)))
+			return appl_err_set(err, -ENOMEM, "out of memory");
+		c->nreadable++;
+	}
+	return 0;
+}
+
+const char *bridge_catalog_reader(const struct bridge_catalog *c, const char *server)
+{
+	for (size_t i = 0; server && i < c->nreadable; i++)
+		if (strcmp(c->readable[i], server) == 0)
+			return c->readable[i];
+	return NULL;
+}
+
+bool bridge_catalog_readable(const struct bridge_catalog *c, const char *server)
+{
+	return bridge_catalog_reader(c, server) != NULL;
+}
+
+const char *bridge_catalog_ns(const struct bridge_catalog *c, const char *server)
+{
+	size_t n = strlen(server);
+
+	for (size_t i = 0; i < stubs_count(c->stubs); i++) {
+		const char *mcp = stubs_mcp_name(c->stubs, i);
+		if (strncmp(mcp, server, n) == 0 && mcp[n] == '.')
+			return stubs_ns(c->stubs, i);
+	}
+	return NULL;
+}
+
+const char *bridge_catalog_pyname(const struct bridge_catalog *c, const char *server,
+				  const char *name)
+{
+	const struct bridge_entry *e = bridge_catalog_find(c, server, name);
+
+	return e ? e->pyname : NULL;
 }
 
 bool bridge_catalog_absent(const struct bridge_catalog *c, const char *server)
@@ -228,7 +322,8 @@ int bridge_catalog_new(const struct policy *p, const char *role, const struct br
 			c->e[k++] = c->e[i];
 	}
 	c->n = k;
-	if (stubs_make(c, err) < 0 || absent_add(c, p, err) < 0) {
+	if (stubs_make(c, err) < 0 || absent_add(c, p, err) < 0 ||
+	    readable_add(c, p, role, err) < 0) {
 		bridge_catalog_unref(c);
 		return err->code;
 	}
@@ -255,6 +350,9 @@ void bridge_catalog_unref(struct bridge_catalog *c)
 	for (size_t i = 0; i < c->nabsent; i++)
 		free(c->absent[i]);
 	free(c->absent);
+	for (size_t i = 0; i < c->nreadable; i++)
+		free(c->readable[i]);
+	free(c->readable);
 	free(c);
 }
 
@@ -279,6 +377,8 @@ const char *bridge_entry_why_not(const struct bridge_entry *e)
 		return policy_verdict_text(e->verdict);
 	if (!e->schema)
 		return e->schema_why;
+	if (e->task_required)
+		return "it needs MCP tasks, which the appliance does not use with upstream servers";
 	if (e->name_bad)
 		return "its name cannot become a Python name";
 	return NULL;

@@ -96,6 +96,9 @@ int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t 
 	if (!e)
 		return say(msg, cap, -EPERM, "refused: %s: no such tool",
 			   quote(tool, q, sizeof(q)));
+	/* the code's name for it from here on: what it called */
+	if (e->pyname)
+		tool = e->pyname;
 	why = bridge_entry_why_not(e);
 	if (why)
 		return say(msg, cap, e->schema ? -EPERM : -ENOTSUP, "refused: %s: %s", tool, why);
@@ -103,6 +106,83 @@ int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t 
 		return -EINVAL;
 	*server = e->server;
 	*name = e->name;
+	return 0;
+}
+
+int bridge_output_check(const struct bridge_entry *e, const json_t *value, char *msg, size_t cap)
+{
+	struct appl_err verr = {0};
+	int rc;
+
+	if (!e->out_schema)
+		return 0;
+	rc = schema_validate(e->out_schema, value, &verr);
+	if (rc == -ENOMEM)
+		return say(msg, cap, -ENOMEM, "could not be checked: host fault: MemoryError");
+	if (rc < 0)
+		return say(msg, cap, -EINVAL, "does not match the tool's output schema: %s",
+			   verr.msg);
+	return 0;
+}
+
+/* Standard base64 (RFC 4648, padded) as resources/read blobs are. */
+static bool is_base64(const char *s, size_t n)
+{
+	size_t pad = 0;
+
+	if (n % 4)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (c == '=' && i >= n - 2) {
+			pad++;
+			continue;
+		}
+		if (pad || !((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			     (c >= '0' && c <= '9') || c == '+' || c == '/'))
+			return false;
+	}
+	return true;
+}
+
+int bridge_resource_value(const json_t *result, size_t max_bytes, json_t **value, char *msg,
+			  size_t cap)
+{
+	const json_t *contents = json_object_get(result, "contents"), *c;
+	size_t size, i;
+	json_t *out;
+
+	*value = NULL;
+	if (!json_is_object(result) || !json_is_array(contents))
+		return say(msg, cap, -EINVAL, "the server's answer is not a resource");
+	size = json_dumpb(result, NULL, 0, JSON_COMPACT);
+	if (size > max_bytes)
+		return say(msg, cap, -EFBIG, "the resource is %zu bytes, over the cap of %zu", size,
+			   max_bytes);
+	if (json_array_size(contents) == 0)
+		return say(msg, cap, -EINVAL, "the server sent no contents");
+	if (!(out = json_array()))
+		return say(msg, cap, -ENOMEM, "host fault: MemoryError");
+	json_array_foreach(contents, i, c) {
+		const json_t *text = json_object_get(c, "text"), *blob = json_object_get(c, "blob");
+		json_t *item = NULL;
+
+		if (json_is_string(text) && !blob)
+			item = json_pack("{s:O}", "text", text);
+		else if (json_is_string(blob) && !text &&
+			 is_base64(json_string_value(blob), json_string_length(blob)))
+			item = json_pack("{s:O}", "blob", blob);
+		else {
+			json_decref(out);
+			return say(msg, cap, -EINVAL,
+				   "content %zu of the resource is neither text nor base64", i);
+		}
+		if (!item || json_array_append_new(out, item) < 0) {
+			json_decref(out);
+			return say(msg, cap, -ENOMEM, "host fault: MemoryError");
+		}
+	}
+	*value = out;
 	return 0;
 }
 

@@ -21,6 +21,10 @@ struct bridge_entry {
 	enum policy_verdict verdict;
 	enum policy_access access;
 	bool approval; /* each call needs a person's yes (policy_tool_approval) */
+	bool task_required;
+	json_t *output_schema;	   /* NULL: the tool declares none */
+	struct schema *out_schema; /* NULL: none, or it cannot be checked */
+	char *pyname;		   /* "ns.fn" in the cell; NULL: no name there */
 };
 
 struct bridge_catalog {
@@ -34,13 +38,42 @@ struct bridge_catalog {
 	 * server is not available. */
 	char **absent;
 	size_t nabsent;
+	/* Servers whose resources this role may read. */
+	char **readable;
+	size_t nreadable;
 };
 
 bool bridge_catalog_absent(const struct bridge_catalog *c, const char *server);
+/* The catalog's copy of server's name when its resources may be read, else NULL. */
+const char *bridge_catalog_reader(const struct bridge_catalog *c, const char *server);
+/* The Python namespace of server's tools, or NULL when it has none here. */
+const char *bridge_catalog_ns(const struct bridge_catalog *c, const char *server);
 
 const struct bridge_entry *bridge_catalog_find(const struct bridge_catalog *c, const char *server,
 					       const char *name);
 const char *bridge_entry_why_not(const struct bridge_entry *e);
+
+/* A structured result value of e's against its output schema: 0, or -EINVAL
+ * with msg saying why (after "the result ..."). No schema, or one that
+ * cannot be checked: 0. */
+int bridge_output_check(const struct bridge_entry *e, const json_t *value, char *msg, size_t cap);
+
+/* ---- the per-server slots (gate.c) ----------------------------------------- */
+
+struct bridge_gate;
+struct bridge_run;
+
+/* r takes part in the turns (0 or -ENOMEM) / no longer does. */
+int gate_join(struct bridge_gate *g, struct bridge_run *r);
+void gate_leave(struct bridge_gate *g, struct bridge_run *r);
+/* Take a slot of server: false when all are in use. */
+bool gate_take(struct bridge_gate *g, const char *server);
+/* Give one back, and hand the free slots to waiting runs in turn. */
+void gate_give(struct bridge_gate *g, const char *server);
+/* run.c: send r's first call waiting for server, if r has room under its
+ * own concurrency and a slot can be taken; true when a call left the
+ * waiting list (sent, or refused on the way). */
+bool run_send_for(struct bridge_run *r, const char *server);
 
 /* ---- approval questions (approve.c) --------------------------------------- */
 

@@ -23,7 +23,10 @@ struct bridge_call {
 	struct bridge_run *run;
 	json_int_t id;
 	const char *server, *name; /* borrowed from the catalog the run holds */
-	char *tool;		   /* "server.name", for messages */
+	char *tool;		   /* "server.name" (a read: "server"), for the log */
+	char *label;		   /* what the code called: "ns.fn", for messages */
+	bool read;		   /* a resource read: name NULL, args {"uri": ...} */
+	bool slot;		   /* holds one of the gate's slots for server */
 	json_t *args;
 	uint64_t up_id;
 	uint64_t sent_ms;
@@ -51,8 +54,10 @@ struct bridge_run {
 	struct audit *audit; /* NULL: no audit log */
 	const char *role;    /* for the log; borrowed from the policy */
 	struct bridge_approvals ap;
-	unsigned asked;		 /* questions this run asked */
-	struct call_list asking; /* calls waiting for a yes */
+	unsigned asked;		  /* questions this run asked */
+	struct call_list asking;  /* calls waiting for a yes */
+	struct bridge_gate *gate; /* per-server slots; NULL: none */
+	bool joined;		  /* takes turns at the gate */
 };
 
 void bridge_limits_from_policy(const struct policy_limits *l, struct bridge_limits *out)
@@ -94,6 +99,7 @@ static void call_free(struct bridge_call *c)
 {
 	json_decref(c->args);
 	free(c->tool);
+	free(c->label);
 	free(c);
 }
 
@@ -113,7 +119,7 @@ static const char *access_name(const struct bridge_run *r, const char *server, c
 /* The call's line: outcome "sent" or "refused" (with reason). The tool
  * name is the code's and may be anything: cut, and made valid UTF-8. */
 static json_t *call_line(struct bridge_run *r, json_int_t id, const char *tool, const char *access,
-			 const json_t *args, const char *outcome, const char *reason)
+			 const json_t *args, const char *outcome, const char *reason, bool read)
 {
 	char name[AUDIT_TOOL_MAX + 1], digest[AUDIT_HASH_HEX];
 	char *a = args ? json_dumps(args, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -129,17 +135,19 @@ static json_t *call_line(struct bridge_run *r, json_int_t id, const char *tool, 
 		      (json_int_t)alen, "outcome", outcome);
 	if (o && reason)
 		json_object_set_new(o, "reason", json_string(reason));
+	if (o && read)
+		json_object_set_new(o, "method", json_string("resources/read"));
 	return o;
 }
 
 static void audit_refusal(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args,
-			  const char *msg)
+			  const char *msg, bool read)
 {
 	json_t *o;
 
 	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
-	const char *dot = strchr(tool, '.');
-	const char *access = NULL;
+	const char *dot = read ? NULL : strchr(tool, '.');
+	const char *access = read ? "read" : NULL;
 
 	if (!r->audit)
 		return;
@@ -148,7 +156,7 @@ static void audit_refusal(struct bridge_run *r, json_int_t id, const char *tool,
 		server[dot - tool] = '\0';
 		access = access_name(r, server, dot + 1);
 	}
-	o = call_line(r, id, tool, access, args, "refused", msg);
+	o = call_line(r, id, tool, access, args, "refused", msg, read);
 	audit_event(r->audit, "call", o);
 	json_decref(o);
 }
@@ -169,7 +177,7 @@ static void audit_end(struct bridge_run *r, const struct bridge_call *c, const c
 
 /* Every refusal reaches the cell here, and the log. The text may quote a
  * server: escaped for the log. */
-static void say_no(struct bridge_run *r, json_int_t id, const char *msg)
+static void say_no(struct bridge_run *r, json_int_t id, enum cell_error_kind kind, const char *msg)
 {
 	char text[APPL_TOOL_ERROR_MAX * 4 + 1];
 
@@ -178,7 +186,7 @@ static void say_no(struct bridge_run *r, json_int_t id, const char *msg)
 		log_line(LOG_INFO, r->log_id[0] ? r->log_id : NULL, "call %lld: %s", (long long)id,
 			 text);
 	}
-	cell_call_refuse(r->cell, id, msg);
+	cell_call_refuse(r->cell, id, kind, msg);
 }
 
 /* A refusal that names the tool: before, the tool, after, detail. */
@@ -186,21 +194,57 @@ struct say {
 	const char *before, *after;
 };
 
-static void refuse(struct bridge_run *r, json_int_t id, struct say s, const char *tool,
-		   const char *detail)
+static void refuse(struct bridge_run *r, json_int_t id, enum cell_error_kind kind, struct say s,
+		   const char *tool, const char *detail)
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 
 	if (snprintf(msg, sizeof(msg), "%s%s%s%s", s.before, tool, s.after, detail ? detail : "") >=
 	    (int)sizeof(msg))
 		appl_utf8_trim(msg); /* the cut may have split a character */
-	say_no(r, id, msg);
+	say_no(r, id, kind, msg);
 }
 
 static const struct say SAY_UNAVAILABLE = {"upstream_unavailable: the server of ",
 					   " is not available"};
+static const struct say SAY_REFUSED = {"refused: ", ": "};
 
 static void pump(struct bridge_run *r);
+
+/* The code's value of a tool's result, or the refusal's kind and text. */
+static int tool_value(struct bridge_run *r, const struct bridge_call *c, const json_t *result,
+		      json_t **value, char *msg, size_t cap)
+{
+	const struct bridge_entry *e = bridge_catalog_find(r->cat, c->server, c->name);
+	char detail[APPL_TOOL_ERROR_MAX - 16];
+	int rc = bridge_result_value(result, r->lim.max_result_bytes, value, msg, cap);
+
+	if (rc != 0 || !e || !e->output_schema)
+		return rc;
+	/* A tool that declares what it returns must return that. */
+	if (!json_is_object(json_object_get(result, "structuredContent"))) {
+		snprintf(msg, cap,
+			 "the tool declares an output schema but its result has no "
+			 "structured content");
+	} else if (bridge_output_check(e, *value, detail, sizeof(detail)) < 0) {
+		snprintf(msg, cap, "the result %s", detail);
+		appl_utf8_trim(msg);
+	} else {
+		return 0;
+	}
+	json_decref(*value);
+	*value = NULL;
+	return -EPROTO;
+}
+
+/* The call left the in-flight list: its slot goes to the next run in turn. */
+static void slot_give(struct bridge_run *r, struct bridge_call *c)
+{
+	if (c->slot) {
+		c->slot = false;
+		gate_give(r->gate, c->server);
+	}
+}
 
 static void on_result(void *ctx, int status, const json_t *result, const char *reason)
 {
@@ -219,44 +263,53 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 						 : "unavailable";
 	switch (status) {
 	case UPSTREAM_OK:
-		rc = bridge_result_value(result, r->lim.max_result_bytes, &value, msg, sizeof(msg));
-		outcome = rc == 0	 ? "ok"
-			  : rc == 1	 ? "tool_error"
-			  : rc == -EFBIG ? "too_large"
-					 : "malformed";
+		rc = c->read ? bridge_resource_value(result, r->lim.max_result_bytes, &value, msg,
+						     sizeof(msg))
+			     : tool_value(r, c, result, &value, msg, sizeof(msg));
+		outcome = rc == 0	  ? "ok"
+			  : rc == 1	  ? "tool_error"
+			  : rc == -EFBIG  ? "too_large"
+			  : rc == -EPROTO ? "bad_output"
+					  : "malformed";
 		/* Its size is measured again only for the log. */
 		audit_end(r, c, outcome, r->audit ? json_dumpb(result, NULL, 0, JSON_COMPACT) : 0);
 		if (rc == 0)
 			cell_call_answer(r->cell, c->id, value);
 		else if (rc == 1) /* the tool's own error: its text, as it is */
-			say_no(r, c->id, msg);
+			say_no(r, c->id, CELL_ERR_ERROR, msg);
+		else if (rc == -EFBIG || rc == -E2BIG)
+			refuse(r, c->id, CELL_ERR_REFUSED, SAY_REFUSED, c->label, msg);
 		else
-			refuse(r, c->id, (struct say){"refused: ", ": "}, c->tool, msg);
+			refuse(r, c->id, CELL_ERR_ERROR, (struct say){"error: ", ": "}, c->label,
+			       msg);
 		json_decref(value);
 		break;
 	case UPSTREAM_TIMEOUT:
-		snprintf(msg, sizeof(msg), "timeout: %s did not answer within %u ms", c->tool,
+		snprintf(msg, sizeof(msg), "timeout: %s did not answer within %u ms", c->label,
 			 r->lim.call_timeout_ms);
-		say_no(r, c->id, msg);
+		appl_utf8_trim(msg);
+		say_no(r, c->id, CELL_ERR_TIMEOUT, msg);
 		break;
 	case UPSTREAM_ERROR:
-		refuse(r, c->id, (struct say){"", ": the server answered with an error: "}, c->tool,
-		       reason);
+		refuse(r, c->id, CELL_ERR_ERROR,
+		       (struct say){"", ": the server answered with an error: "}, c->label, reason);
 		break;
 	case UPSTREAM_CANCELLED:
-		refuse(r, c->id, (struct say){"cancelled: ", ""}, c->tool, NULL);
+		refuse(r, c->id, CELL_ERR_UNAVAILABLE, (struct say){"cancelled: ", ""}, c->label,
+		       NULL);
 		break;
 	case UPSTREAM_TOO_LARGE:
 		snprintf(msg, sizeof(msg), "the tool's result is over the cap of %zu bytes",
 			 r->lim.max_result_bytes);
-		refuse(r, c->id, (struct say){"refused: ", ": "}, c->tool, msg);
+		refuse(r, c->id, CELL_ERR_REFUSED, SAY_REFUSED, c->label, msg);
 		break;
 	default:
-		refuse(r, c->id, SAY_UNAVAILABLE, c->tool, NULL);
+		refuse(r, c->id, CELL_ERR_UNAVAILABLE, SAY_UNAVAILABLE, c->label, NULL);
 		break;
 	}
 	if (status != UPSTREAM_OK)
 		audit_end(r, c, outcome, 0);
+	slot_give(r, c);
 	call_free(c);
 	pump(r);
 }
@@ -276,13 +329,13 @@ static const char *send_outcome(int rc)
  * the log cannot take it, and the call must not go. */
 static bool audit_sent(struct bridge_run *r, struct bridge_call *c)
 {
-	const char *access = access_name(r, c->server, c->name);
+	const char *access = c->read ? "read" : access_name(r, c->server, c->name);
 	json_t *o;
 	int rc = 0;
 
 	if (!audit_ok(r->audit) && audit_flush(r->audit, false) < 0)
 		return false;
-	o = call_line(r, c->id, c->tool, access, c->args, "sent", NULL);
+	o = call_line(r, c->id, c->tool, access, c->args, "sent", NULL, c->read);
 	if (access && strcmp(access, "write") == 0)
 		rc = audit_event_sync(r->audit, "call", o);
 	else
@@ -291,33 +344,40 @@ static bool audit_sent(struct bridge_run *r, struct bridge_call *c)
 	return rc == 0;
 }
 
-static struct say send_error(int rc)
+static struct say send_error(int rc, enum cell_error_kind *kind)
 {
+	*kind = CELL_ERR_REFUSED;
 	switch (rc) {
 	case -EAGAIN:
+		*kind = CELL_ERR_UNAVAILABLE;
 		return SAY_UNAVAILABLE;
 	case -EBUSY:
 		return (struct say){"refused: ", ": too many calls are pending at its server"};
 	case -EFBIG:
 		return (struct say){"refused: ", ": the request is too large for its server"};
 	case -ENOMEM:
+		*kind = CELL_ERR_ERROR;
 		return (struct say){"", ": host fault: MemoryError"};
 	default:
+		*kind = CELL_ERR_ERROR;
 		return (struct say){"", ": host fault: OSError"};
 	}
 }
 
 static void send_one(struct bridge_run *r, struct bridge_call *c)
 {
+	enum cell_error_kind kind;
+	struct say why;
 	int rc;
 
 	if (r->audit && !audit_sent(r, c)) {
 		char msg[APPL_TOOL_ERROR_MAX + 1];
 
-		snprintf(msg, sizeof(msg), "%s%s%s", SAY_NO_AUDIT.before, c->tool,
+		snprintf(msg, sizeof(msg), "%s%s%s", SAY_NO_AUDIT.before, c->label,
 			 SAY_NO_AUDIT.after);
-		audit_refusal(r, c->id, c->tool, c->args, msg);
-		refuse(r, c->id, SAY_NO_AUDIT, c->tool, NULL);
+		audit_refusal(r, c->id, c->tool, c->args, msg, c->read);
+		refuse(r, c->id, CELL_ERR_REFUSED, SAY_NO_AUDIT, c->label, NULL);
+		slot_give(r, c);
 		call_free(c);
 		return;
 	}
@@ -325,8 +385,14 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 	list_push(&r->inflight, c);
 	if (r->inflight.n > r->peak)
 		r->peak = r->inflight.n;
-	rc = upstream_set_call(r->ups, c->server, c->name, c->args, r->lim.call_timeout_ms,
-			       on_result, c, &c->up_id, r->log_id[0] ? r->log_id : NULL);
+	if (c->read)
+		rc = upstream_set_read(r->ups, c->server,
+				       json_string_value(json_object_get(c->args, "uri")),
+				       r->lim.call_timeout_ms, on_result, c, &c->up_id,
+				       r->log_id[0] ? r->log_id : NULL);
+	else
+		rc = upstream_set_call(r->ups, c->server, c->name, c->args, r->lim.call_timeout_ms,
+				       on_result, c, &c->up_id, r->log_id[0] ? r->log_id : NULL);
 	if (rc == 0) {
 		c->sent = true;
 		json_decref(c->args);
@@ -335,29 +401,63 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 	}
 	list_del(&r->inflight, c);
 	audit_end(r, c, send_outcome(rc), 0);
-	refuse(r, c->id, send_error(rc), c->tool, NULL);
+	why = send_error(rc, &kind);
+	refuse(r, c->id, kind, why, c->label, NULL);
+	slot_give(r, c);
 	call_free(c);
 }
 
-/* Send what waits while there is room. Not re-entered: a refusal inside it
- * goes to the cell, never back here. */
+static bool room(const struct bridge_run *r)
+{
+	return r->inflight.n < r->lim.concurrency;
+}
+
+/* Send what waits while there is room: the run's own, and a slot of the
+ * call's server. A call whose server is full stays, and those behind it
+ * for other servers may go. Not re-entered: a refusal inside it goes to
+ * the cell, never back here. */
 static void pump(struct bridge_run *r)
 {
+	struct bridge_call *c, *next;
+
 	if (r->pumping)
 		return;
 	r->pumping = true;
-	while (r->waiting.head && r->inflight.n < r->lim.concurrency) {
-		struct bridge_call *c = r->waiting.head;
-
+	for (c = r->waiting.head; c && room(r); c = next) {
+		next = c->next;
+		if (r->gate && !gate_take(r->gate, c->server))
+			continue;
+		c->slot = r->gate != NULL;
 		list_del(&r->waiting, c);
 		send_one(r, c);
 	}
 	r->pumping = false;
 }
 
-static void on_cell_call(void *data, json_int_t id, const char *tool, const json_t *args)
+bool run_send_for(struct bridge_run *r, const char *server)
 {
-	bridge_run_call(data, id, tool, args);
+	struct bridge_call *c;
+
+	if (r->pumping || !room(r))
+		return false;
+	for (c = r->waiting.head; c && strcmp(c->server, server) != 0; c = c->next)
+		;
+	if (!c || !gate_take(r->gate, server))
+		return false;
+	c->slot = true;
+	r->pumping = true;
+	list_del(&r->waiting, c);
+	send_one(r, c);
+	r->pumping = false;
+	return true;
+}
+
+static void on_cell_call(void *data, json_int_t id, const char *tool, const json_t *args, bool read)
+{
+	if (read)
+		bridge_run_read(data, id, tool, json_string_value(json_object_get(args, "uri")));
+	else
+		bridge_run_call(data, id, tool, args);
 }
 
 struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_limits *lim,
@@ -402,9 +502,10 @@ static void approval_no(struct bridge_run *r, struct bridge_call *c, const char 
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 
 	audit_approval(r, c, outcome, c->ask_ms ? loop_now_ms() - c->ask_ms : 0);
-	snprintf(msg, sizeof(msg), "refused: %s: no approval: %s", c->tool, why);
-	audit_refusal(r, c->id, c->tool, c->args, msg);
-	say_no(r, c->id, msg);
+	snprintf(msg, sizeof(msg), "declined: %s: no approval: %s", c->label, why);
+	appl_utf8_trim(msg);
+	audit_refusal(r, c->id, c->tool, c->args, msg, c->read);
+	say_no(r, c->id, CELL_ERR_DECLINED, msg);
 	call_free(c);
 }
 
@@ -510,58 +611,142 @@ void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *a
  * Past the budget only the first refusal gets a line: a cell that goes on
  * calling must not fill the log's disk (run.end counts every call). */
 static void call_refuse(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args,
-			const char *msg)
+			bool read, enum cell_error_kind kind, const char *msg)
 {
 	if (r->calls <= (unsigned long)r->lim.max_calls + 1)
-		audit_refusal(r, id, tool, args, msg);
-	say_no(r, id, msg);
+		audit_refusal(r, id, tool, args, msg, read);
+	say_no(r, id, kind, msg);
+}
+
+/* The checks every call and read pass after their own: the budget and the
+ * waiting cap. false when refused (the refusal is sent). */
+static bool run_admits(struct bridge_run *r, json_int_t id, const char *tool, const char *label,
+		       const json_t *args, bool read)
+{
+	char msg[APPL_TOOL_ERROR_MAX + 1];
+
+	if (r->calls > r->lim.max_calls)
+		snprintf(msg, sizeof(msg), "refused: %s: call budget exhausted (%u calls per run)",
+			 label, r->lim.max_calls);
+	else if (r->waiting.n >= APPL_BRIDGE_WAITING_MAX)
+		snprintf(msg, sizeof(msg), "refused: %s: %u calls are already waiting", label,
+			 APPL_BRIDGE_WAITING_MAX);
+	else
+		return true;
+	appl_utf8_trim(msg);
+	call_refuse(r, id, tool, args, read, CELL_ERR_REFUSED, msg);
+	return false;
+}
+
+static struct bridge_call *call_new(struct bridge_run *r, json_int_t id, const char *tool,
+				    const char *label, const json_t *args)
+{
+	struct bridge_call *c = calloc(1, sizeof(*c));
+
+	if (!c || !(c->tool = strdup(tool)) || !(c->label = strdup(label)) ||
+	    !(c->args = json_incref((json_t *)args))) {
+		if (c) {
+			free(c->tool);
+			free(c->label);
+		}
+		free(c);
+		return NULL;
+	}
+	c->run = r;
+	c->id = id;
+	return c;
 }
 
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args)
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 	const struct bridge_entry *entry;
-	const char *server, *name;
+	const char *server, *name, *label;
 	struct bridge_call *c;
+	int rc;
 
 	r->calls++;
-	if (bridge_check(r->cat, tool, args, r->lim.max_args_bytes, &server, &name, msg,
-			 sizeof(msg)) < 0) {
-		call_refuse(r, id, tool, args, msg);
+	rc = bridge_check(r->cat, tool, args, r->lim.max_args_bytes, &server, &name, msg,
+			  sizeof(msg));
+	if (rc < 0) {
+		call_refuse(r, id, tool, args, false,
+			    rc == -EAGAIN ? CELL_ERR_UNAVAILABLE : CELL_ERR_REFUSED, msg);
 		return;
 	}
-	if (r->calls > r->lim.max_calls) {
-		snprintf(msg, sizeof(msg), "refused: %s: call budget exhausted (%u calls per run)",
-			 tool, r->lim.max_calls);
-		call_refuse(r, id, tool, args, msg);
+	entry = bridge_catalog_find(r->cat, server, name);
+	label = entry && entry->pyname ? entry->pyname : tool;
+	if (!run_admits(r, id, tool, label, args, false))
+		return;
+	if (!(c = call_new(r, id, tool, label, args))) {
+		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
+		call_refuse(r, id, tool, args, false, CELL_ERR_ERROR, msg);
 		return;
 	}
-	if (r->waiting.n >= APPL_BRIDGE_WAITING_MAX) {
-		snprintf(msg, sizeof(msg), "refused: %s: %u calls are already waiting", tool,
-			 APPL_BRIDGE_WAITING_MAX);
-		call_refuse(r, id, tool, args, msg);
-		return;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c || !(c->tool = strdup(tool)) || !(c->args = json_incref((json_t *)args))) {
-		if (c)
-			free(c->tool);
-		free(c);
-		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", tool);
-		call_refuse(r, id, tool, args, msg);
-		return;
-	}
-	c->run = r;
-	c->id = id;
 	c->server = server;
 	c->name = name;
-	entry = bridge_catalog_find(r->cat, server, name);
 	if (entry && entry->approval) {
 		approval_ask(r, c);
 		return;
 	}
 	list_push(&r->waiting, c);
 	pump(r);
+}
+
+/* A URI is passed on as it is: no control characters (they could forge a
+ * line of a log or a header), valid UTF-8 (the runner line was). */
+static bool uri_ok(const char *uri)
+{
+	size_t n = uri ? strlen(uri) : 0;
+
+	if (n == 0 || n > APPL_RUNNER_URI_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)uri[i] < 0x20 || uri[i] == 0x7f)
+			return false;
+	return true;
+}
+
+void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, const char *uri)
+{
+	char msg[APPL_TOOL_ERROR_MAX + 1], label[APPL_RUNNER_TOOL_NAME_MAX + 32];
+	const char *owned = bridge_catalog_reader(r->cat, server);
+	const char *ns = bridge_catalog_ns(r->cat, server);
+	json_t *args = json_pack("{s:s?}", "uri", uri);
+	struct bridge_call *c;
+
+	r->calls++;
+	snprintf(label, sizeof(label), "%.*s.%s", APPL_RUNNER_TOOL_NAME_MAX, ns ? ns : server,
+		 STUBS_READ_FN);
+	appl_utf8_trim(label);
+	if (!args) {
+		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
+		call_refuse(r, id, server, NULL, true, CELL_ERR_ERROR, msg);
+		return;
+	}
+	if (bridge_catalog_absent(r->cat, server)) {
+		refuse(r, id, CELL_ERR_UNAVAILABLE, SAY_UNAVAILABLE, label, NULL);
+		audit_refusal(r, id, server, args, "the server is not available", true);
+	} else if (!owned) {
+		snprintf(msg, sizeof(msg),
+			 "refused: %s: the policy does not let this role read the resources of "
+			 "this server",
+			 label);
+		call_refuse(r, id, server, args, true, CELL_ERR_REFUSED, msg);
+	} else if (!uri_ok(uri)) {
+		snprintf(msg, sizeof(msg), "refused: %s: the URI holds a control character", label);
+		call_refuse(r, id, server, args, true, CELL_ERR_REFUSED, msg);
+	} else if (run_admits(r, id, server, label, args, true)) {
+		if (!(c = call_new(r, id, server, label, args))) {
+			snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
+			call_refuse(r, id, server, args, true, CELL_ERR_ERROR, msg);
+		} else {
+			c->server = owned;
+			c->read = true;
+			list_push(&r->waiting, c);
+			pump(r);
+		}
+	}
+	json_decref(args);
 }
 
 unsigned bridge_run_inflight(const struct bridge_run *r)
@@ -580,11 +765,22 @@ void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role)
 	r->role = role;
 }
 
+void bridge_run_gate(struct bridge_run *r, struct bridge_gate *g)
+{
+	r->gate = g;
+	/* Out of memory: the run still takes free slots, only not its turn
+	 * when one frees. */
+	r->joined = g && gate_join(g, r) == 0;
+}
+
 void bridge_run_free(struct bridge_run *r)
 {
 	if (!r)
 		return;
 	cell_set_caller(r->cell, NULL, NULL);
+	if (r->joined)
+		gate_leave(r->gate, r);
+	r->pumping = true; /* nothing more of this run goes out */
 	while (r->inflight.head) {
 		struct bridge_call *c = r->inflight.head;
 
@@ -592,13 +788,15 @@ void bridge_run_free(struct bridge_run *r)
 		if (c->sent)
 			upstream_set_cancel(r->ups, c->server, c->up_id);
 		audit_end(r, c, "abandoned", 0); /* the run ended first */
+		slot_give(r, c);
 		call_free(c);
 	}
 	while (r->waiting.head) {
 		struct bridge_call *c = r->waiting.head;
 
 		list_del(&r->waiting, c);
-		audit_refusal(r, c->id, c->tool, c->args, "the run ended before the call could go");
+		audit_refusal(r, c->id, c->tool, c->args, "the run ended before the call could go",
+			      c->read);
 		call_free(c);
 	}
 	while (r->asking.head) {

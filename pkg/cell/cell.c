@@ -212,10 +212,11 @@ static void on_call(struct cell *c, const struct cell_msg *m)
 	if (c->hooks.on_progress)
 		c->hooks.on_progress(c, c->hooks.data);
 	if (!c->caller) {
-		cell_call_refuse(c, id, "no tools are available to this cell");
+		cell_call_refuse(c, id, CELL_ERR_REFUSED, "no tools are available to this cell");
 		return;
 	}
-	c->caller(c->caller_data, id, json_string_value(m->u.call.tool), m->u.call.args);
+	c->caller(c->caller_data, id, json_string_value(m->u.call.tool), m->u.call.args,
+		  m->u.call.read);
 }
 
 static void on_done(struct cell *c, const struct cell_msg *m)
@@ -480,13 +481,13 @@ void cell_call_answer(struct cell *c, json_int_t id, const json_t *value)
 	if (c->phase != PHASE_RUNNING)
 		return;
 	if (cell_proto_result_encode(id, value, &line, &len, &err) < 0) {
-		cell_call_refuse(c, id, "the tool's result could not be passed on");
+		cell_call_refuse(c, id, CELL_ERR_ERROR, "the tool's result could not be passed on");
 		return;
 	}
 	send_line(c, line, len);
 }
 
-void cell_call_refuse(struct cell *c, json_int_t id, const char *msg)
+void cell_call_refuse(struct cell *c, json_int_t id, enum cell_error_kind kind, const char *msg)
 {
 	struct appl_err err = {0};
 	char *line;
@@ -494,7 +495,7 @@ void cell_call_refuse(struct cell *c, json_int_t id, const char *msg)
 
 	if (c->phase != PHASE_RUNNING)
 		return;
-	if (cell_proto_error_encode(id, msg, strlen(msg), &line, &len, &err) < 0) {
+	if (cell_proto_error_encode(id, kind, msg, strlen(msg), &line, &len, &err) < 0) {
 		finish(c, CELL_INTERNAL, err.msg);
 		return;
 	}

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "base/err.h"
+#include "cell/proto.h"
 #include "loop/loop.h"
 #include "sandbox/runsc.h"
 
@@ -92,9 +93,11 @@ json_t *cell_outcome_json(const struct cell_outcome *o);
 const json_t *cell_outcome_schema(void);
 
 /* A tool call of the code goes to fn(data) (pkg/bridge): tool and args are
- * borrowed for the call. fn NULL: every call is refused. Answered with
- * cell_call_answer or cell_call_refuse. */
-typedef void (*cell_call_fn)(void *data, json_int_t id, const char *tool, const json_t *args);
+ * borrowed for the call. A resource read comes the same way with read true,
+ * tool the server's name and args {"uri": uri}. fn NULL: every call is
+ * refused. Answered with cell_call_answer or cell_call_refuse. */
+typedef void (*cell_call_fn)(void *data, json_int_t id, const char *tool, const json_t *args,
+			     bool read);
 void cell_set_caller(struct cell *c, cell_call_fn fn, void *data);
 
 /* cell_boot and cell_run at once: start a cell on sb (steals: destroyed
@@ -128,7 +131,7 @@ int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 /* Answer call id with value (borrowed) / with an error message shown to the
  * code as ToolError. Ignored after the cell ended. */
 void cell_call_answer(struct cell *c, json_int_t id, const json_t *value);
-void cell_call_refuse(struct cell *c, json_int_t id, const char *msg);
+void cell_call_refuse(struct cell *c, json_int_t id, enum cell_error_kind kind, const char *msg);
 
 /* Stop the run now (a client cancelled it): reason "cancelled". */
 void cell_cancel(struct cell *c);

@@ -21,6 +21,7 @@ struct msg_kind {
 static const char *const ready_fields[] = {"t", "v", NULL};
 static const char *const out_fields[] = {"t", "data", NULL};
 static const char *const call_fields[] = {"t", "id", "tool", "args", NULL};
+static const char *const read_fields[] = {"t", "id", "server", "uri", NULL};
 static const char *const done_fields[] = {"t", "error", "result", NULL};
 
 static int parse_ready(json_t *root, struct cell_msg *msg, struct appl_err *err)
@@ -77,6 +78,33 @@ static int parse_call(json_t *root, struct cell_msg *msg, struct appl_err *err)
 	return 0;
 }
 
+/* A resource read travels as a call: the same ids, order and answers; the
+ * server name in tool, {"uri": uri} as its arguments, and read set. */
+static int parse_read(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *id = json_object_get(root, "id");
+	json_t *server = json_object_get(root, "server");
+	json_t *uri = json_object_get(root, "uri");
+	size_t n;
+
+	if (!json_is_integer(id) || json_integer_value(id) < 0)
+		return appl_err_set(err, -EINVAL, "read.id is not a non-negative integer");
+	if (!json_is_string(server) || !(n = json_string_length(server)) ||
+	    n > APPL_RUNNER_TOOL_NAME_MAX)
+		return appl_err_set(err, -EINVAL, "read.server is not a string of 1 to %u bytes",
+				    APPL_RUNNER_TOOL_NAME_MAX);
+	if (!json_is_string(uri) || !(n = json_string_length(uri)) || n > APPL_RUNNER_URI_MAX)
+		return appl_err_set(err, -EINVAL, "read.uri is not a string of 1 to %u bytes",
+				    APPL_RUNNER_URI_MAX);
+	msg->u.call.args = json_pack("{s:O}", "uri", uri);
+	if (!msg->u.call.args)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	msg->u.call.id = json_integer_value(id);
+	msg->u.call.tool = json_incref(server);
+	msg->u.call.read = true;
+	return 0;
+}
+
 static int parse_done(json_t *root, struct cell_msg *msg, struct appl_err *err)
 {
 	json_t *error = json_object_get(root, "error");
@@ -106,6 +134,7 @@ static const struct msg_kind msg_kinds[] = {
 	{"ready", CELL_MSG_READY, ready_fields, parse_ready},
 	{"out", CELL_MSG_OUT, out_fields, parse_out},
 	{"call", CELL_MSG_CALL, call_fields, parse_call},
+	{"read", CELL_MSG_CALL, read_fields, parse_read},
 	{"done", CELL_MSG_DONE, done_fields, parse_done},
 };
 

@@ -11,6 +11,7 @@
 #define APPL_CELL_PROTO_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "base/err.h"
@@ -21,7 +22,8 @@ enum cell_msg_type {
 	CELL_MSG_NONE = 0, /* a cleared message */
 	CELL_MSG_READY,	   /* {"t":"ready","v":1} */
 	CELL_MSG_OUT,	   /* {"t":"out","data":STRING} */
-	CELL_MSG_CALL,	   /* {"t":"call","id":N,"tool":STRING,"args":OBJECT} */
+	CELL_MSG_CALL,	   /* {"t":"call","id":N,"tool":STRING,"args":OBJECT}, and
+			    * {"t":"read","id":N,"server":STRING,"uri":STRING} */
 	CELL_MSG_DONE,	   /* {"t":"done","error":null|STRING,"result":ANY} */
 };
 #define CELL_MSG_TYPES 5
@@ -42,6 +44,10 @@ struct cell_msg {
 			json_int_t id; /* >= 0 */
 			json_t *tool;  /* string, 1 to APPL_RUNNER_TOOL_NAME_MAX bytes */
 			json_t *args;  /* object */
+			/* A resource read: tool is the server's name (1 to
+			 * APPL_RUNNER_TOOL_NAME_MAX bytes), args {"uri": uri}
+			 * with uri 1 to APPL_RUNNER_URI_MAX bytes. */
+			bool read;
 		} call;
 		struct {
 			json_t *error;	/* string, or NULL when the cell succeeded */
@@ -124,10 +130,22 @@ int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tool
 int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, size_t *len,
 			     struct appl_err *err);
 
-/* {"t":"result","id":id,"error":msg}; msg[0..msg_len) is UTF-8 and is cut at
- * a character boundary to APPL_TOOL_ERROR_MAX bytes (the most the code is
- * shown); a NUL byte in it is replaced by '?'. */
-int cell_proto_error_encode(json_int_t id, const char *msg, size_t msg_len, char **line,
-			    size_t *len, struct appl_err *err);
+/* What kind of failure a ToolError is; the code branches on it (e.kind). */
+enum cell_error_kind {
+	CELL_ERR_REFUSED,     /* "refused": the bridge said no (policy, schema, caps) */
+	CELL_ERR_ERROR,	      /* "error": the tool or its server failed */
+	CELL_ERR_TIMEOUT,     /* "timeout": no answer within the call's timeout */
+	CELL_ERR_UNAVAILABLE, /* "unavailable": the server is not there */
+	CELL_ERR_DECLINED,    /* "declined": the approval the call needed was not given */
+};
+
+/* The kind's name on the wire; static. */
+const char *cell_error_kind_name(enum cell_error_kind kind);
+
+/* {"t":"result","id":id,"error":msg,"kind":KIND}; msg[0..msg_len) is UTF-8
+ * and is cut at a character boundary to APPL_TOOL_ERROR_MAX bytes (the most
+ * the code is shown); a NUL byte in it is replaced by '?'. */
+int cell_proto_error_encode(json_int_t id, enum cell_error_kind kind, const char *msg,
+			    size_t msg_len, char **line, size_t *len, struct appl_err *err);
 
 #endif

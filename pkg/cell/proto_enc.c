@@ -62,6 +62,11 @@ static int tool_fields_check(const char *tool, size_t tool_len, const char *ns, 
 	if (appl_py_reserved(ns))
 		return appl_err_set(err, -EINVAL, "tool ns \"%s\": a name the cell already has",
 				    ns);
+	if (strcmp(fn, "read_resource") == 0)
+		return appl_err_set(err, -EINVAL,
+				    "tool fn \"read_resource\": every namespace's own");
+	if (!memchr(tool, '.', tool_len))
+		return appl_err_set(err, -EINVAL, "tool name names no server (\"server.tool\")");
 	if (doc && doc_len > APPL_RUNNER_DOC_MAX)
 		return appl_err_set(err, -EINVAL, "tool doc is %zu bytes, more than %u", doc_len,
 				    APPL_RUNNER_DOC_MAX);
@@ -89,7 +94,7 @@ json_t *cell_proto_tool_new(const char *tool, const char *ns, const char *fn, co
 	return o;
 }
 
-static const char *const tool_entry_fields[] = {"tool", "ns", "fn", "doc", NULL};
+static const char *const tool_entry_fields[] = {"tool", "ns", "fn", "doc", "off", NULL};
 static const char *const server_entry_fields[] = {"server", "ns", NULL};
 
 /* {"server", "ns"}: a namespace for a server with no tools listed. */
@@ -118,14 +123,19 @@ static int tool_entry_check(const json_t *e, size_t i, struct appl_err *err)
 	json_t *ns = json_object_get(e, "ns");
 	json_t *fn = json_object_get(e, "fn");
 	json_t *doc = json_object_get(e, "doc");
+	json_t *off = json_object_get(e, "off");
 	int rc;
 
 	if (json_is_object(e) && json_object_get(e, "server"))
 		return server_entry_check(e, i, err);
 	if (!json_is_object(e) || !json_is_string(tool) || !json_is_string(ns) ||
-	    !json_is_string(fn) || (doc && !json_is_string(doc)))
+	    !json_is_string(fn) || (doc && !json_is_string(doc)) || (off && !json_is_string(off)))
 		return appl_err_set(err, -EINVAL,
-				    "tools[%zu]: needs strings tool, ns, fn (and doc)", i);
+				    "tools[%zu]: needs strings tool, ns, fn (and doc, off)", i);
+	if (off && (json_string_length(off) > APPL_TOOL_ERROR_MAX ||
+		    json_string_length(off) != strlen(json_string_value(off))))
+		return appl_err_set(err, -EINVAL, "tools[%zu].off: over %u bytes, or a NUL byte", i,
+				    APPL_TOOL_ERROR_MAX);
 	rc = appl_json_keys_check(e, tool_entry_fields, "tools[]", err);
 	if (rc == 0 && (json_string_length(ns) != strlen(json_string_value(ns)) ||
 			json_string_length(fn) != strlen(json_string_value(fn))))
@@ -250,8 +260,25 @@ int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, si
 		len, err);
 }
 
-int cell_proto_error_encode(json_int_t id, const char *msg, size_t msg_len, char **line,
-			    size_t *len, struct appl_err *err)
+const char *cell_error_kind_name(enum cell_error_kind kind)
+{
+	switch (kind) {
+	case CELL_ERR_REFUSED:
+		return "refused";
+	case CELL_ERR_TIMEOUT:
+		return "timeout";
+	case CELL_ERR_UNAVAILABLE:
+		return "unavailable";
+	case CELL_ERR_DECLINED:
+		return "declined";
+	case CELL_ERR_ERROR:
+		break;
+	}
+	return "error";
+}
+
+int cell_proto_error_encode(json_int_t id, enum cell_error_kind kind, const char *msg,
+			    size_t msg_len, char **line, size_t *len, struct appl_err *err)
 {
 	size_t n = msg_len < APPL_TOOL_ERROR_MAX ? msg_len : APPL_TOOL_ERROR_MAX;
 	char buf[APPL_TOOL_ERROR_MAX];
@@ -273,6 +300,7 @@ int cell_proto_error_encode(json_int_t id, const char *msg, size_t msg_len, char
 	jmsg = json_stringn(buf, n);
 	if (!jmsg)
 		return appl_err_set(err, -EINVAL, "error message is not UTF-8");
-	return line_write(json_pack("{s:s, s:I, s:o}", "t", "result", "id", id, "error", jmsg),
+	return line_write(json_pack("{s:s, s:I, s:o, s:s}", "t", "result", "id", id, "error", jmsg,
+				    "kind", cell_error_kind_name(kind)),
 			  line, len, err);
 }

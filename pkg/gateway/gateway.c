@@ -83,7 +83,8 @@ struct gateway {
 	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
 	struct upstream_set *ups;
-	struct gw_role *roles; /* one per role a client has */
+	struct bridge_gate *gate; /* each server's slots, shared by every run */
+	struct gw_role *roles;	  /* one per role a client has */
 	struct bridge_limits blim;
 	struct gw_run *runs; /* waiting and running, oldest last */
 	unsigned running;
@@ -151,8 +152,10 @@ static int role_rebuild(struct gateway *gw, struct gw_role *ro, struct appl_err 
 		for (size_t j = 0; j < upstream_tool_count(u); j++) {
 			const struct upstream_tool *t = upstream_tool_get(u, j);
 
-			in[k++] = (struct bridge_tool_in){upstream_name(u), t->name, t->description,
-							  t->input_schema, t->read_only_hint};
+			in[k++] = (struct bridge_tool_in){upstream_name(u),  t->name,
+							  t->description,    t->input_schema,
+							  t->read_only_hint, t->output_schema,
+							  t->task_required};
 		}
 	}
 	rc = bridge_catalog_new(gw->policy, ro->name, in, k, &cat, err);
@@ -313,6 +316,8 @@ static int upstreams_open(struct gateway *gw, struct appl_err *err)
 	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes};
 
 	gateway_confine_opts(&gw->confine, &opts);
+	if (!(gw->gate = bridge_gate_new(gw->policy)))
+		return appl_err_set(err, -ENOMEM, "out of memory");
 	gw->ups = upstream_set_open(gw->loop, gw->policy, &opts, on_upstreams_changed, gw, err);
 	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
 	return gw->ups ? 0 : err->code;
@@ -416,6 +421,7 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 
 		bridge_run_audit(r->br, gw->audit, r->role->name);
 		bridge_run_approvals(r->br, &ap);
+		bridge_run_gate(r->br, gw->gate);
 	}
 	if (!r->br || cell_run(r->cell, r->code, r->code_len, bridge_catalog_runner_tools(cat),
 			       &gw->cell_lim, &hooks, r->arrival, err) < 0) {
@@ -907,6 +913,8 @@ static void shutdown_all(struct gateway *gw)
 	gw->srv = NULL;
 	upstream_set_free(gw->ups);
 	gw->ups = NULL;
+	bridge_gate_free(gw->gate);
+	gw->gate = NULL;
 	roles_free(gw);
 	audit_stop(gw);
 }
@@ -1131,6 +1139,7 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 	rc = fflush(out) == 0 ? 0 : appl_err_errno(err, -EIO, errno, "writing the stubs");
 out:
 	upstream_set_free(gw.ups);
+	bridge_gate_free(gw.gate);
 	roles_free(&gw);
 	gateway_confine_release(&gw.confine);
 	loop_free(gw.loop);

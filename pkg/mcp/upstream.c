@@ -1,6 +1,7 @@
 /* upstream.c: the MCP client for one upstream server, over its transport
  * (see upstream.h, upstream_int.h, docs/upstream.md): ids, the handshake
- * (server/discover or initialize), tools/list, calls and their timeouts. */
+ * (server/discover or initialize), tools/list, calls (and resource reads)
+ * and their timeouts. */
 #define _GNU_SOURCE
 #include "mcp/upstream_int.h"
 #include "base/utf8.h"
@@ -265,7 +266,10 @@ void up_unsent_flush(struct upstream *u)
 		if ((rc = call_send(u, r)) == -ENOBUFS)
 			return;
 		if (rc < 0) {
-			ulog(u, LOG_WARN, "could not send a call of %s", r->tool);
+			if (r->tool)
+				ulog(u, LOG_WARN, "could not send a call of %s", r->tool);
+			else
+				ulog(u, LOG_WARN, "could not send a %s", r->method);
 			up_call_finish(u, r, UPSTREAM_UNAVAILABLE, NULL,
 				       UPSTREAM_REASON_UNAVAILABLE);
 			next = u->head; /* a callback may have changed the list */
@@ -382,6 +386,7 @@ static void tools_free(struct upstream_tool *t, size_t n)
 		free((char *)t[i].name);
 		free((char *)t[i].description);
 		json_decref((json_t *)t[i].input_schema);
+		json_decref((json_t *)t[i].output_schema);
 	}
 	free(t);
 }
@@ -464,6 +469,31 @@ static const char *tool_check(const json_t *t)
 	return NULL;
 }
 
+/* Tool t's outputSchema when it is an object, else NULL: one that is
+ * something else (but null, which is none) is logged and left out, the
+ * tool taken without it. */
+static const json_t *tool_output_schema(const struct upstream *u, const json_t *t, size_t idx)
+{
+	const json_t *os = json_object_get(t, "outputSchema");
+
+	if (json_is_object(os))
+		return os;
+	if (os && !json_is_null(os))
+		ulog(u, LOG_WARN,
+		     "tools/list: tool %zu of page %u: outputSchema is not an object; ignored", idx,
+		     u->list.pages);
+	return NULL;
+}
+
+/* MCP tasks: a tool the server runs only as a task says so. */
+static bool tool_task_required(const json_t *t)
+{
+	const char *ts =
+		json_string_value(json_object_get(json_object_get(t, "execution"), "taskSupport"));
+
+	return ts && strcmp(ts, "required") == 0;
+}
+
 /* Add tool t of the page to the listing: 0 (taken or skipped), or -1 when
  * the whole list must be refused (why set). */
 static int tool_take(struct upstream *u, const json_t *t, size_t idx, const char **why)
@@ -502,8 +532,10 @@ static int tool_take(struct upstream *u, const json_t *t, size_t idx, const char
 	tool->name = strdup(name);
 	tool->description = desc ? strdup(desc) : NULL;
 	tool->input_schema = json_incref(json_object_get(t, "inputSchema"));
+	tool->output_schema = json_incref((json_t *)tool_output_schema(u, t, idx));
 	tool->read_only_hint =
 		json_is_true(json_object_get(json_object_get(t, "annotations"), "readOnlyHint"));
+	tool->task_required = tool_task_required(t);
 	l->n++;
 	if (!tool->name || (desc && !tool->description))
 		return *why = "out of memory", -1;
@@ -634,6 +666,13 @@ static bool tools_list_changes(const json_t *caps)
 	return json_is_true(json_object_get(json_object_get(caps, "tools"), "listChanged"));
 }
 
+/* What the handshake's capabilities say of the server (caps may be NULL). */
+static void caps_take(struct upstream *u, const json_t *caps)
+{
+	u->list_changed = tools_list_changes(caps);
+	u->resources = json_is_object(json_object_get(caps, "resources"));
+}
+
 static bool names_modern(const json_t *versions)
 {
 	const char *want = mcp_revision_latest(MCP_ERA_MODERN)->name;
@@ -668,7 +707,7 @@ static void discover_answered(struct upstream *u, const struct jsonrpc_msg *m)
 		return;
 	}
 	snprintf(u->version, sizeof(u->version), "%s", mcp_revision_latest(MCP_ERA_MODERN)->name);
-	u->list_changed = tools_list_changes(json_object_get(res, "capabilities"));
+	caps_take(u, json_object_get(res, "capabilities"));
 	list_begin(u, true);
 }
 
@@ -702,7 +741,7 @@ static void init_answered(struct upstream *u, const struct jsonrpc_msg *m)
 		return;
 	}
 	snprintf(u->version, sizeof(u->version), "%s", v);
-	u->list_changed = tools_list_changes(json_object_get(m->result, "capabilities"));
+	caps_take(u, json_object_get(m->result, "capabilities"));
 	if (jsonrpc_notification_encode("notifications/initialized", NULL,
 					APPL_UPSTREAM_MESSAGE_MAX, &line, &len, NULL) < 0 ||
 	    send_control(u, line, len) < 0) {
@@ -1213,39 +1252,40 @@ const struct upstream_tool *upstream_tool_get(const struct upstream *u, size_t i
 	return i < u->ntools ? &u->tools[i] : NULL;
 }
 
-int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsigned timeout_ms,
-		  upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err)
+bool upstream_has_resources(const struct upstream *u)
+{
+	return u->resources;
+}
+
+const char *up_req_name(const struct req *r)
+{
+	return r->tool ? r->tool : json_string_value(json_object_get(r->params, "uri"));
+}
+
+/* The path of every caller's request, a call or a read: r (made, with its
+ * method, params and, for a call, its tool; freed here on failure) is
+ * encoded, linked and sent as soon as the server takes it. */
+static int caller_submit(struct upstream *u, struct req *r, unsigned timeout_ms,
+			 upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err)
 {
 	uint64_t t = timeout_ms ? timeout_ms : APPL_CALL_TIMEOUT_S_DEF * 1000ull;
-	struct req *r;
 	int rc;
 
-	if (!tool || !*tool || strlen(tool) > APPL_UPSTREAM_TOOL_NAME_MAX || !cb ||
-	    (args && !json_is_object(args)))
-		return appl_err_set(err, -EINVAL,
-				    "upstream_call: a tool name, object arguments "
-				    "and a callback");
 	if (u->ncalls >= APPL_UPSTREAM_PENDING_MAX)
-		return appl_err_set(err, -EBUSY, "too many calls pending for %s", u->name);
-	if ((rc = upstream_start(u, err)) < 0)
-		return rc;
-	if (t > APPL_CALL_TIMEOUT_S_CEIL * 1000ull)
-		t = APPL_CALL_TIMEOUT_S_CEIL * 1000ull;
-	r = calloc(1, sizeof(*r));
-	if (!r || !(r->tool = strdup(tool)) || !(r->params = json_pack("{s:s}", "name", tool)) ||
-	    (args && json_object_set(r->params, "arguments", (json_t *)args) < 0)) {
-		req_free(r);
-		return appl_err_set(err, -ENOMEM, "out of memory");
-	}
+		rc = appl_err_set(err, -EBUSY, "too many calls pending for %s", u->name);
+	else
+		rc = upstream_start(u, err);
 	/* Encoded now, in the era known now, so a request over the cap is
 	 * refused here; a call that waits for a probe is encoded again if
 	 * the era turns out otherwise. */
-	r->method = "tools/call";
-	if ((rc = request_encode(u, u->next_id, r->method, r->params, &r->line, &r->len, err)) <
-	    0) {
+	if (rc == 0)
+		rc = request_encode(u, u->next_id, r->method, r->params, &r->line, &r->len, err);
+	if (rc < 0) {
 		req_free(r);
 		return rc;
 	}
+	if (t > APPL_CALL_TIMEOUT_S_CEIL * 1000ull)
+		t = APPL_CALL_TIMEOUT_S_CEIL * 1000ull;
 	r->modern = u->modern;
 	r->kind = REQ_CALL;
 	r->id = u->next_id++;
@@ -1258,6 +1298,44 @@ int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsi
 	if (call_id)
 		*call_id = r->id;
 	return 0;
+}
+
+int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsigned timeout_ms,
+		  upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err)
+{
+	struct req *r;
+
+	if (!tool || !*tool || strlen(tool) > APPL_UPSTREAM_TOOL_NAME_MAX || !cb ||
+	    (args && !json_is_object(args)))
+		return appl_err_set(err, -EINVAL,
+				    "upstream_call: a tool name, object arguments "
+				    "and a callback");
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->tool = strdup(tool)) || !(r->params = json_pack("{s:s}", "name", tool)) ||
+	    (args && json_object_set(r->params, "arguments", (json_t *)args) < 0)) {
+		req_free(r);
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	}
+	r->method = "tools/call";
+	return caller_submit(u, r, timeout_ms, cb, ctx, call_id, err);
+}
+
+int upstream_read(struct upstream *u, const char *uri, unsigned timeout_ms, upstream_result_cb cb,
+		  void *ctx, uint64_t *call_id)
+{
+	size_t len = uri ? strlen(uri) : 0;
+	struct req *r;
+
+	/* JSON carries only UTF-8: other bytes are the caller's mistake. */
+	if (len == 0 || len > UPSTREAM_URI_MAX || appl_utf8_prefix(uri, len) != len || !cb)
+		return -EINVAL;
+	r = calloc(1, sizeof(*r));
+	if (!r || !(r->params = json_pack("{s:s}", "uri", uri))) {
+		req_free(r);
+		return -ENOMEM;
+	}
+	r->method = "resources/read";
+	return caller_submit(u, r, timeout_ms, cb, ctx, call_id, NULL);
 }
 
 void upstream_call_cancel(struct upstream *u, uint64_t call_id)

@@ -23,9 +23,10 @@
  * may close its stdin at any time.
  *
  * Re-entrancy: every hook and callback runs from the loop, never from inside
- * upstream_new, upstream_start or upstream_call. Hooks and callbacks may call
- * upstream_call, upstream_call_cancel and the accessors; they must not call
- * upstream_free or run the loop (upstream_wait_ready).
+ * upstream_new, upstream_start, upstream_call or upstream_read. Hooks and
+ * callbacks may call upstream_call, upstream_read, upstream_call_cancel and
+ * the accessors; they must not call upstream_free or run the loop
+ * (upstream_wait_ready).
  */
 #ifndef APPL_MCP_UPSTREAM_H
 #define APPL_MCP_UPSTREAM_H
@@ -81,15 +82,21 @@ enum upstream_status {
 #define UPSTREAM_REASON_TOO_LARGE   "result_too_large"
 
 /* One tool from tools/list. Every pointer is owned by the upstream (name and
- * description are copies, input_schema a new reference the upstream holds)
- * and borrowed by the caller: valid until the list is replaced (just before
- * on_ready after a restart, or on_tools_changed) or upstream_free. Take a
- * json_incref or a copy to keep one longer. */
+ * description are copies, input_schema and output_schema new references the
+ * upstream holds) and borrowed by the caller: valid until the list is
+ * replaced (just before on_ready after a restart, or on_tools_changed) or
+ * upstream_free. Take a json_incref or a copy to keep one longer. */
 struct upstream_tool {
 	const char *name;	    /* 1 to APPL_UPSTREAM_TOOL_NAME_MAX bytes, UTF-8, no controls */
 	const char *description;    /* NULL when the server gave none */
 	const json_t *input_schema; /* an object */
-	bool read_only_hint;	    /* annotations.readOnlyHint is exactly true */
+	/* outputSchema when it is an object; NULL when the server gave none,
+	 * or something else (logged; the tool is taken all the same). */
+	const json_t *output_schema;
+	bool read_only_hint; /* annotations.readOnlyHint is exactly true */
+	/* execution.taskSupport is exactly "required": the server runs the
+	 * tool only as an MCP task, which this client does not use. */
+	bool task_required;
 };
 
 /* Told to the owner, from the loop. Each may be NULL. */
@@ -176,9 +183,10 @@ size_t upstream_tool_count(const struct upstream *u);
 const struct upstream_tool *upstream_tool_get(const struct upstream *u, size_t i);
 
 /* A call's answer. status UPSTREAM_OK: result is the tools/call result
- * object (borrowed for the callback: json_incref to keep it; isError inside
- * it is the caller's business) and reason is NULL. Else result is NULL and
- * reason (borrowed for the callback) says why. */
+ * object (or, for upstream_read, the resources/read one; borrowed for the
+ * callback: json_incref to keep it; isError inside it is the caller's
+ * business) and reason is NULL. Else result is NULL and reason (borrowed
+ * for the callback) says why. */
 typedef void (*upstream_result_cb)(void *ctx, int status, const json_t *result, const char *reason);
 
 /* Call tool (borrowed; 1 to APPL_UPSTREAM_TOOL_NAME_MAX bytes) with args
@@ -196,9 +204,29 @@ typedef void (*upstream_result_cb)(void *ctx, int status, const json_t *result, 
 int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsigned timeout_ms,
 		  upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err);
 
-/* Forget a pending call: notifications/cancelled goes to the server (if the
- * request was sent), its answer will be dropped, and cb is NOT called. An id
- * that is not pending (answered, timed out, never given) is ignored. */
+/* The longest resource URI upstream_read sends, in bytes. */
+#define UPSTREAM_URI_MAX 4096u
+
+/* Read the resource at uri (borrowed; 1 to UPSTREAM_URI_MAX bytes of UTF-8)
+ * with resources/read {"uri": uri}: a call in every other respect, as
+ * upstream_call says (its timeout, the result cap, the pending cap and the
+ * queue before the server is ready, a restart of a DOWN server, the
+ * callback, upstream_call_cancel with *call_id). cb's result is the
+ * resources/read result object ({"contents": [...]}, not checked further).
+ * Returns 0, or -EAGAIN, -EBUSY, -EINVAL (a bad uri or no cb), -EFBIG or
+ * -ENOMEM as upstream_call does (cb is then never called). */
+int upstream_read(struct upstream *u, const char *uri, unsigned timeout_ms, upstream_result_cb cb,
+		  void *ctx, uint64_t *call_id);
+
+/* Whether the server declared a capabilities.resources object in its last
+ * handshake (initialize, or server/discover in 2026-07-28); false before
+ * the first one. */
+bool upstream_has_resources(const struct upstream *u);
+
+/* Forget a pending call or read: notifications/cancelled goes to the server
+ * (if the request was sent), its answer will be dropped, and cb is NOT
+ * called. An id that is not pending (answered, timed out, never given) is
+ * ignored. */
 void upstream_call_cancel(struct upstream *u, uint64_t call_id);
 
 /* ---- HTTP servers ------------------------------------------------------- */

@@ -805,11 +805,16 @@ static void own_headers(struct upstream *u, const struct req *r, bool get, struc
 			u->version[0] ? u->version : mcp_revision_latest(MCP_ERA_MODERN)->name);
 		if (r)
 			hdr_add(o, "Mcp-Method", r->method);
+		/* Mcp-Name: a call's tool, a read's uri; x-mcp-header marks
+		 * are a tool's alone. */
 		if (r && r->kind == REQ_CALL) {
-			name = value_encode(r->tool, strlen(r->tool));
+			const char *what = up_req_name(r);
+
+			name = what ? value_encode(what, strlen(what)) : NULL;
 			hdr_add(o, "Mcp-Name", name);
 			free(name);
-			param_headers(u, r, o);
+			if (r->tool)
+				param_headers(u, r, o);
 		}
 		return;
 	}

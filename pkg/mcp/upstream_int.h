@@ -21,7 +21,7 @@
 #define UP_ENVELOPE_MAX (16u * 1024)
 
 enum req_kind {
-	REQ_CALL,     /* a caller's tools/call */
+	REQ_CALL,     /* a caller's: tools/call, or resources/read (tool NULL) */
 	REQ_INIT,     /* initialize */
 	REQ_LIST,     /* one tools/list page */
 	REQ_DISCOVER, /* server/discover: the revision probe */
@@ -40,7 +40,7 @@ struct req {
 	bool resent; /* sent again once after its session ended (HTTP 404) */
 	char *line;  /* a call not sent yet (server starting, or no room) */
 	size_t len;
-	char *tool;	/* a call's tool */
+	char *tool;	/* a call's tool; NULL for a read */
 	json_t *params; /* a call's params, kept to encode it again */
 	upstream_result_cb cb;
 	void *ctx;
@@ -123,6 +123,7 @@ struct upstream {
 	size_t result_max;  /* a call's result; its answer may be this and the envelope */
 	bool modern;	    /* this run speaks 2026-07-28 (found by the probe) */
 	bool list_changed;  /* the server says its tool list may change */
+	bool resources;	    /* its last handshake declared capabilities.resources */
 	bool probe_retried; /* server/discover asked twice this start */
 	/* Has every answer so far come for the oldest call sent? Then an
 	 * over-long answer whose id could not be read is that call's. */
@@ -168,6 +169,10 @@ void up_send_cancelled(struct upstream *u, uint64_t id, const char *reason);
 void up_unsent_flush(struct upstream *u);
 /* The largest answer request r may get. */
 size_t up_answer_cap(const struct upstream *u, const struct req *r);
+
+/* What Mcp-Name carries for a caller's request r (2026-07-28): a call's
+ * tool, a read's uri. Borrowed from r. */
+const char *up_req_name(const struct req *r);
 
 /* The input schema of the listed tool called name, or NULL. */
 const json_t *up_tool_schema(const struct upstream *u, const char *name);

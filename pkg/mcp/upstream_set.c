@@ -138,6 +138,23 @@ int upstream_set_call(struct upstream_set *s, const char *server, const char *to
 	return rc;
 }
 
+int upstream_set_read(struct upstream_set *s, const char *server, const char *uri,
+		      unsigned timeout_ms, upstream_result_cb cb, void *ctx, uint64_t *call_id,
+		      const char *log_id)
+{
+	struct upstream *u = find(s, server);
+	int rc;
+
+	if (!u)
+		return -EAGAIN;
+	rc = upstream_read(u, uri, timeout_ms, cb, ctx, call_id);
+	if (rc < 0 && rc != -EAGAIN)
+		log_line(LOG_WARN, log_id, "reading a resource of %s: %s", server, strerror(-rc));
+	else if (rc == 0)
+		log_line(LOG_DEBUG, log_id, "resources/read on %s sent", server);
+	return rc;
+}
+
 void upstream_set_cancel(struct upstream_set *s, const char *server, uint64_t call_id)
 {
 	struct upstream *u = find(s, server);

@@ -1,6 +1,6 @@
 /* upstream_set.h: every upstream server of a policy, by name: started
- * together, woken when work arrives, called and cancelled by server name
- * (pkg/bridge sends each allowed call here, with no owner in between).
+ * together, woken when work arrives, called, read and cancelled by server
+ * name (pkg/bridge sends each allowed call here, with no owner in between).
  */
 #ifndef APPL_MCP_UPSTREAM_SET_H
 #define APPL_MCP_UPSTREAM_SET_H
@@ -48,7 +48,15 @@ int upstream_set_call(struct upstream_set *s, const char *server, const char *to
 		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
 		      uint64_t *call_id, const char *log_id);
 
-/* upstream_call_cancel on server's upstream; an unknown name is ignored. */
+/* Read server's resource at uri as upstream_read does, for the run log_id
+ * (for log lines; may be NULL; the uri is never logged). -EAGAIN also when
+ * no server has that name. */
+int upstream_set_read(struct upstream_set *s, const char *server, const char *uri,
+		      unsigned timeout_ms, upstream_result_cb cb, void *ctx, uint64_t *call_id,
+		      const char *log_id);
+
+/* upstream_call_cancel on server's upstream, for a call or a read; an
+ * unknown name is ignored. */
 void upstream_set_cancel(struct upstream_set *s, const char *server, uint64_t call_id);
 
 #endif

@@ -1401,6 +1401,20 @@ static int user_check(const char *s, size_t len, const char *path, struct appl_e
 	return 0;
 }
 
+/* The fields both kinds of server have, in both tables alike. */
+#define SERVER_RESOURCES_FIELD                                                                     \
+	{                                                                                          \
+		.name = "resources", .type = F_BOOL,                                               \
+		.off = offsetof(struct policy_server, resources)                                   \
+	}
+#define SERVER_CONCURRENCY_FIELD                                                                   \
+	{                                                                                          \
+		.name = "concurrency", .type = F_UINT,                                             \
+		.off = offsetof(struct policy_server, concurrency),                                \
+		.min = APPL_SERVER_CONCURRENCY_MIN, .max = APPL_SERVER_CONCURRENCY_CEIL,           \
+		.def = APPL_SERVER_CONCURRENCY_DEF                                                 \
+	}
+
 static const struct field stdio_fields[] = {
 	{.name = "command", .type = F_FN, .required = true, .parse = command_parse},
 	{.name = "env", .type = F_FN, .parse = env_parse},
@@ -1430,6 +1444,8 @@ static const struct field stdio_fields[] = {
 	 .type = F_BOOL,
 	 .off = offsetof(struct policy_server, network),
 	 .def = 1},
+	SERVER_RESOURCES_FIELD,
+	SERVER_CONCURRENCY_FIELD,
 };
 
 static const struct field http_fields[] = {
@@ -1450,6 +1466,8 @@ static const struct field http_fields[] = {
 	 .off = offsetof(struct policy_server, proxy),
 	 .maxlen = APPL_POLICY_URL_MAX,
 	 .check = url_check},
+	SERVER_RESOURCES_FIELD,
+	SERVER_CONCURRENCY_FIELD,
 };
 
 static int server_parse(struct ctx *c, const char *name, const json_t *v, struct policy_server *s,
@@ -1478,6 +1496,7 @@ static int server_parse(struct ctx *c, const char *name, const json_t *v, struct
 	}
 	s->kind = POLICY_SERVER_HTTP;
 	c->p->http = true;
+	fields_default(http_fields, NELEM(http_fields), s);
 	return fields_parse(c, v, http_fields, NELEM(http_fields), s, path);
 }
 
@@ -2107,6 +2126,28 @@ const struct policy_server *policy_server_find(const struct policy *p, const cha
 bool policy_http_used(const struct policy *p)
 {
 	return p->http;
+}
+
+/* Resources are not tools: `tools` has no say, and only a role given the
+ * whole server ("server.*") may read them, so naming one tool of a server
+ * never opens everything else the server holds. */
+bool policy_resources_allowed(const struct policy *p, const char *server, const char *role)
+{
+	const struct policy_server *s;
+	const struct policy_role *r;
+	size_t n;
+
+	if (!p || !server || !role)
+		return false;
+	s = policy_server_find(p, server);
+	r = policy_role_find(p, role);
+	if (!s || !s->resources || !r)
+		return false;
+	n = strlen(server);
+	for (size_t i = 0; i < r->ntools; i++)
+		if (strncmp(r->tools[i], server, n) == 0 && strcmp(r->tools[i] + n, ".*") == 0)
+			return true;
+	return false;
 }
 
 size_t policy_role_count(const struct policy *p)

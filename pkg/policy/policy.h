@@ -153,6 +153,10 @@ struct policy_server {
 	size_t nheaders;
 	const char *ca_file; /* PEM roots replacing the system's for this server, or NULL */
 	const char *proxy; /* http:// or https:// proxy, or NULL: none, whatever the environment */
+	/* Both kinds */
+	bool resources;	      /* the code may read its MCP resources (policy_resources_allowed) */
+	unsigned concurrency; /* calls in flight to it at once, all cells together:
+			       * APPL_SERVER_CONCURRENCY_MIN..CEIL, _DEF when absent */
 };
 
 /* Servers are kept sorted by name, so the order never depends on the file. */
@@ -166,6 +170,14 @@ const struct policy_server *policy_server_find(const struct policy *p, const cha
 
 /* true when any server is HTTP. */
 bool policy_http_used(const struct policy *p);
+
+/* Whether role may read server's MCP resources (`await ns.read_resource(uri)`
+ * in a cell): true exactly when the server exists with "resources": true, the
+ * role exists (a NULL role is none), and one of the role's `tools` patterns
+ * is "server.*", the whole server. An exact "server.tool" pattern grants no
+ * resource, and `tools` entries play no part. A read is read access: the
+ * role needs no write. All arguments are borrowed; any of them NULL: false. */
+bool policy_resources_allowed(const struct policy *p, const char *server, const char *role);
 
 /* ---- tools, roles and access ---------------------------------------------- */
 

@@ -17,13 +17,20 @@
 
 enum { CAT_LINES, CAT_NAMES, CAT_NAMESPACES, CAT_COUNT, CAT_LEVELS };
 
+/* The (i mod count)-th offered tool's name, for the examples. */
 static void example_name(const struct stubs *s, size_t i, char *out, size_t cap)
 {
-	if (stubs_count(s) == 0)
-		snprintf(out, cap, "server.tool");
-	else
-		snprintf(out, cap, "%s.%s", stubs_ns(s, i % stubs_count(s)),
-			 stubs_fn(s, i % stubs_count(s)));
+	size_t n = stubs_offered_count(s), want = n ? i % n : 0;
+
+	snprintf(out, cap, "server.tool");
+	for (size_t k = 0, seen = 0; n && k < stubs_count(s); k++) {
+		if (stubs_why_not(s, k))
+			continue;
+		if (seen++ == want) {
+			snprintf(out, cap, "%s.%s", stubs_ns(s, k), stubs_fn(s, k));
+			return;
+		}
+	}
 }
 
 static void limits_line(const struct stubs_limits *lim, struct sbuf *b)
@@ -59,9 +66,16 @@ static void intro(const struct stubs *s, const struct stubs_limits *lim, struct 
 	sb_printf(b, "    x, y = await asyncio.gather(%s(...), %s(...))  # in parallel\n\n", a, c);
 	sb_puts(b,
 		"Tools take keyword arguments only; a parameter shown with a default "
-		"(`= ...` when it is not shown) may be left out. A refused or failed call raises "
-		"ToolError; str(e) says why. Only what the code prints and the value of its last "
-		"expression come back to you: print only what you need.\n");
+		"(`= ...` when it is not shown) may be left out. `-> {...}` is the dict a tool "
+		"returns; a tool without it returns its text as a str (or a list of content "
+		"blocks). A refused or failed call raises ToolError: str(e) says why, e.kind is "
+		"\"refused\", \"error\", \"timeout\", \"unavailable\" or \"declined\", e.tool the "
+		"name "
+		"called. `await ns.read_resource(uri)` reads a resource of a server (a "
+		"resource_link "
+		"a tool returned) as str or bytes, where the policy allows it. Only what the code "
+		"prints and the value of its last expression come back to you: print only what you "
+		"need.\n");
 	limits_line(lim, b);
 	sb_puts(b, "In the code, tools.search(\"text\") returns the stubs (signature and full "
 		   "description) of the tools whose name or description contains the text, and "
@@ -72,8 +86,10 @@ static void intro(const struct stubs *s, const struct stubs_limits *lim, struct 
 
 static void cat_lines(const struct stubs *s, struct sbuf *b)
 {
-	sb_printf(b, "Tools (%zu):\n", stubs_count(s));
+	sb_printf(b, "Tools (%zu):\n", stubs_offered_count(s));
 	for (size_t i = 0; i < stubs_count(s); i++) {
+		if (stubs_why_not(s, i))
+			continue;
 		sb_puts(b, stubs_signature(s, i));
 		if (*stubs_summary(s, i))
 			sb_printf(b, "  # %s", stubs_summary(s, i));
@@ -81,12 +97,18 @@ static void cat_lines(const struct stubs *s, struct sbuf *b)
 	}
 }
 
+/* Namespaces with an offered tool. */
 static size_t ns_count(const struct stubs *s)
 {
+	const char *last = NULL;
 	size_t n = 0;
 
-	for (size_t i = 0; i < stubs_count(s); i++)
-		n += i == 0 || strcmp(stubs_ns(s, i), stubs_ns(s, i - 1)) != 0;
+	for (size_t i = 0; i < stubs_count(s); i++) {
+		if (stubs_why_not(s, i))
+			continue;
+		n += !last || strcmp(stubs_ns(s, i), last) != 0;
+		last = stubs_ns(s, i);
+	}
 	return n;
 }
 
@@ -96,25 +118,71 @@ static void cat_grouped(const struct stubs *s, bool names, struct sbuf *b)
 	sb_printf(b,
 		  "Tools (%zu, in %zu namespaces), too many to show here with signatures: "
 		  "tools.search and tools.describe give them.\n",
-		  stubs_count(s), ns_count(s));
+		  stubs_offered_count(s), ns_count(s));
 	for (size_t i = 0, g; i < stubs_count(s); i = g) {
+		size_t k = 0, mark = b->len;
+
 		sb_puts(b, stubs_ns(s, i));
-		for (g = i; g < stubs_count(s) && strcmp(stubs_ns(s, g), stubs_ns(s, i)) == 0; g++)
+		for (g = i; g < stubs_count(s) && strcmp(stubs_ns(s, g), stubs_ns(s, i)) == 0;
+		     g++) {
+			if (stubs_why_not(s, g))
+				continue;
 			if (names)
-				sb_printf(b, "%s%s", g == i ? ": " : ", ", stubs_fn(s, g));
+				sb_printf(b, "%s%s", k ? ", " : ": ", stubs_fn(s, g));
+			k++;
+		}
+		if (!k) {
+			sb_cut(b, mark); /* only stand-ins: listed below */
+			continue;
+		}
 		if (!names)
-			sb_printf(b, " (%zu tools)", g - i);
+			sb_printf(b, " (%zu tools)", k);
 		sb_puts(b, "\n");
 	}
 }
 
-static void catalogue(const struct stubs *s, int level, struct sbuf *b)
+/* The stand-ins: one line each with the reason, or only their count. */
+static void cat_standins(const struct stubs *s, bool lines, struct sbuf *b)
 {
-	if (stubs_count(s) == 0) {
-		sb_puts(b, "No tools are available.\n");
+	size_t n = stubs_count(s) - stubs_offered_count(s);
+
+	if (!n)
+		return;
+	if (!lines) {
+		sb_printf(b,
+			  "%zu more tools are not offered here; tools.search lists them with "
+			  "the reason, and calling one raises ToolError (kind \"refused\").\n",
+			  n);
 		return;
 	}
-	if (level == CAT_LINES)
+	sb_printf(b,
+		  "Not offered here (%zu; calling one raises ToolError of kind \"refused\" "
+		  "saying why):\n",
+		  n);
+	for (size_t i = 0; i < stubs_count(s); i++)
+		if (stubs_why_not(s, i))
+			sb_printf(b, "%s.%s  # %s\n", stubs_ns(s, i), stubs_fn(s, i),
+				  stubs_summary(s, i));
+}
+
+static void cat_unavailable(const struct stubs *s, struct sbuf *b)
+{
+	size_t n = stubs_unavailable_count(s);
+
+	if (!n)
+		return;
+	sb_puts(b, "Servers not available now (none of their tools could be listed; a call "
+		   "of theirs raises ToolError of kind \"unavailable\"): ");
+	for (size_t i = 0; i < n; i++)
+		sb_printf(b, "%s%s", i ? ", " : "", stubs_unavailable_get(s, i));
+	sb_puts(b, ".\n");
+}
+
+static void catalogue(const struct stubs *s, int level, struct sbuf *b)
+{
+	if (stubs_offered_count(s) == 0)
+		sb_puts(b, "No tools are available.\n");
+	else if (level == CAT_LINES)
 		cat_lines(s, b);
 	else if (level == CAT_NAMES || level == CAT_NAMESPACES)
 		cat_grouped(s, level == CAT_NAMES, b);
@@ -122,7 +190,9 @@ static void catalogue(const struct stubs *s, int level, struct sbuf *b)
 		sb_printf(b,
 			  "%zu tools in %zu namespaces, too many to list here: "
 			  "tools.search(\"\") returns them all.\n",
-			  stubs_count(s), ns_count(s));
+			  stubs_offered_count(s), ns_count(s));
+	cat_standins(s, level == CAT_LINES, b);
+	cat_unavailable(s, b);
 }
 
 char *stubs_description(const struct stubs *s, const struct stubs_limits *lim, struct appl_err *err)

@@ -108,6 +108,8 @@ struct stub_entry {
 	char *text;	 /* the stub */
 	char *summary;	 /* first line of the description */
 	char *signature; /* "ns.fn(...)" for the description */
+	char *why_not;	 /* NULL: offered; else a stand-in, and why */
+	char *returns;	 /* the return annotation, "" when none */
 	unsigned level;	 /* detail level text was made at (STUB_LEVELS - 1 is least) */
 };
 

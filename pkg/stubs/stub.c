@@ -274,11 +274,12 @@ static bool line_piece(struct sbuf *b, const char *piece, bool *first)
 
 static char *signature_make(const struct view *v)
 {
+	size_t ret = *v->e->returns ? strlen(v->e->returns) + 4 : 0;
 	struct sbuf b;
 	char kw[PIECE_CAP];
 	bool first = true, fit = true;
 
-	sb_init(&b, APPL_STUBS_LINE_MAX);
+	sb_init(&b, APPL_STUBS_LINE_MAX - ret);
 	sb_printf(&b, "%s.%s(", v->e->ns, v->e->fn);
 	for (size_t i = 0; i < v->np && fit; i++)
 		if (v->p[i].named)
@@ -289,6 +290,9 @@ static char *signature_make(const struct view *v)
 	if (!fit)
 		sb_puts(&b, first ? "..." : ", ...");
 	sb_puts(&b, ")");
+	b.max += ret;
+	if (ret)
+		sb_printf(&b, " -> %s", v->e->returns);
 	return sb_steal(&b);
 }
 
@@ -300,7 +304,7 @@ static void sig_write(const struct view *v, const struct level *lv, struct sbuf 
 
 	sb_printf(b, "async def %s(", v->e->fn);
 	if (!lv->signature) {
-		sb_puts(b, "**kwargs: Any):\n");
+		sb_printf(b, "**kwargs: Any)%s%s:\n", *v->e->returns ? " -> " : "", v->e->returns);
 		return;
 	}
 	for (size_t i = 0; i < v->np; i++) {
@@ -312,7 +316,10 @@ static void sig_write(const struct view *v, const struct level *lv, struct sbuf 
 	}
 	if (v->kwargs)
 		sb_printf(b, "%s**%s: %s", first ? "" : ", ", v->kw_name, v->kw_type);
-	sb_puts(b, "):\n");
+	sb_puts(b, ")");
+	if (*v->e->returns)
+		sb_printf(b, " -> %s", v->e->returns);
+	sb_puts(b, ":\n");
 }
 
 /* ---- the stub: docstring ---------------------------------------------------------- */
@@ -575,6 +582,26 @@ static void args_write(const struct view *v, const struct level *lv, struct sbuf
 			   "**{\"name\": value}.");
 }
 
+/* What the result holds: the keys of an object, one level, with the types
+ * the annotation may not have had room for. */
+static void returns_write(const struct view *v, const struct level *lv, struct sbuf *b)
+{
+	const json_t *root = v->e->src->output_schema;
+	struct view rv = {.e = v->e, .root = root, .obj = type_resolve(root, root)};
+	struct param p = {.schema = rv.obj};
+	size_t mark;
+
+	if (!root || !lv->args)
+		return;
+	sb_puts(b, "\n\n" IND_DOC "Returns: ");
+	sb_puts(b, v->e->returns);
+	sb_puts(b, ", the tool's structured result.");
+	mark = b->len;
+	keys_note(&rv, &p, b);
+	if (b->full)
+		sb_cut(b, mark);
+}
+
 static void doc_write(const struct view *v, const struct level *lv, struct sbuf *b)
 {
 	bool started = false, whole = false;
@@ -589,7 +616,88 @@ static void doc_write(const struct view *v, const struct level *lv, struct sbuf 
 	body(v, lv, whole, b, &started);
 	if (lv->args)
 		args_write(v, lv, b);
+	returns_write(v, lv, b);
 	sb_puts(b, "\n" IND_DOC "\"\"\"\n");
+}
+
+/* ---- what a tool returns ---------------------------------------------------------- */
+
+/* `{"a": int, "b": list[str]}` for an object schema whose keys are named
+ * (each key quoted and escaped, so the annotation parses as Python), when
+ * it fits; else the type as for a parameter. */
+static char *returns_make(const json_t *root)
+{
+	const json_t *obj = type_resolve(root, root), *props = json_object_get(obj, "properties");
+	char type[APPL_STUBS_TYPE_MAX + 1];
+	struct sbuf b;
+	const char *k;
+	json_t *x;
+	bool first = true;
+
+	sb_init(&b, APPL_STUBS_RETURNS_MAX);
+	if (!root)
+		return sb_steal(&b);
+	if (json_is_object(props) && json_object_size(props) > 0) {
+		sb_puts(&b, "{");
+		json_object_foreach((json_t *)props, k, x) {
+			type_render(root, x, type);
+			sb_puts(&b, first ? "\"" : ", \"");
+			if (!esc_put(&b, k, strlen(k), ESC_STR, APPL_STUBS_RETURNS_MAX, NULL))
+				b.full = true;
+			sb_printf(&b, "\": %s", type);
+			first = false;
+		}
+		sb_puts(&b, "}");
+		if (!b.full && !b.nomem)
+			return sb_steal(&b);
+		sb_cut(&b, 0);
+	}
+	type_render(root, root, type);
+	sb_puts(&b, type);
+	return sb_steal(&b);
+}
+
+/* ---- a stand-in --------------------------------------------------------------------- */
+
+/* A tool the cell may not call: a name, a reason, nothing of its schema
+ * or description. */
+static int standin_make(struct stub_entry *e)
+{
+	char why[APPL_STUBS_SUMMARY_MAX + 1];
+	struct sbuf b;
+
+	/* one line: the reason's own line breaks become spaces */
+	snprintf(why, sizeof(why), "%s", e->why_not);
+	for (char *p = why; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = ' ';
+	free(e->text);
+	sb_init(&b, APPL_STUBS_TEXT_MAX);
+	sb_printf(&b,
+		  "async def %s(**kwargs: Any) -> NoReturn:\n" IND_DOC "\"\"\"Not offered here: ",
+		  e->fn);
+	if (!esc_put(&b, why, strlen(why), ESC_DOC, APPL_STUBS_SUMMARY_MAX, NULL))
+		sb_puts(&b, "...");
+	sb_puts(&b, ".\n\n" IND_DOC "MCP tool \"");
+	if (!esc_put(&b, e->mcp, strlen(e->mcp), ESC_STR, APPL_STUBS_NAME_SHOWN_MAX, NULL))
+		sb_puts(&b, "...");
+	sb_printf(&b,
+		  "\"; a call of %s.%s raises ToolError (kind \"refused\").\n" IND_DOC "\"\"\"\n",
+		  e->ns, e->fn);
+	e->text = sb_steal(&b);
+	if (!e->summary) {
+		sb_init(&b, APPL_STUBS_SUMMARY_MAX);
+		sb_puts(&b, "not offered: ");
+		if (!esc_put(&b, e->why_not, strlen(e->why_not), ESC_LINE,
+			     APPL_STUBS_SUMMARY_MAX - 16, NULL))
+			sb_puts(&b, "...");
+		e->summary = sb_steal(&b);
+		sb_init(&b, APPL_STUBS_LINE_MAX);
+		sb_printf(&b, "%s.%s(...)", e->ns, e->fn);
+		e->signature = sb_steal(&b);
+	}
+	e->level = STUB_LEVELS - 1;
+	return e->text && e->summary && e->signature ? 0 : -ENOMEM;
 }
 
 /* ---- levels ------------------------------------------------------------------------- */
@@ -613,7 +721,13 @@ static char *text_make(const struct view *v, unsigned level, int *rc)
 int stub_make(struct stub_entry *e)
 {
 	struct view v;
-	int rc = view_build(e, &v);
+	int rc;
+
+	if (e->why_not)
+		return standin_make(e);
+	if (!e->returns && !(e->returns = returns_make(e->src->output_schema)))
+		return -ENOMEM;
+	rc = view_build(e, &v);
 
 	if (rc == 0 && !e->summary) {
 		e->summary = summary_make(&v);

@@ -14,6 +14,8 @@
 struct stubs {
 	struct stub_entry *e; /* sorted by ns, then fn */
 	size_t n;
+	char **unavailable; /* servers not available now, sorted */
+	size_t nunavailable;
 };
 
 /* ---- checking one tool ------------------------------------------------------------ */
@@ -173,6 +175,8 @@ static int entries_make(struct stub_entry *e, size_t n)
 		if (!e[i].mcp)
 			return -ENOMEM;
 		snprintf(e[i].mcp, len, "%s.%s", e[i].src->server, e[i].src->name);
+		if (e[i].src->why_not && !(e[i].why_not = strdup(e[i].src->why_not)))
+			return -ENOMEM;
 		rc = stub_make(&e[i]);
 	}
 	return rc == 0 ? docs_budget(e, n) : rc;
@@ -247,7 +251,12 @@ void stubs_free(struct stubs *s)
 		free(s->e[i].text);
 		free(s->e[i].summary);
 		free(s->e[i].signature);
+		free(s->e[i].why_not);
+		free(s->e[i].returns);
 	}
+	for (size_t i = 0; i < s->nunavailable; i++)
+		free(s->unavailable[i]);
+	free(s->unavailable);
 	free(s->e);
 	free(s);
 }
@@ -294,6 +303,64 @@ const char *stubs_signature(const struct stubs *s, size_t i)
 	return entry(s, i) ? entry(s, i)->signature : NULL;
 }
 
+const char *stubs_why_not(const struct stubs *s, size_t i)
+{
+	return entry(s, i) ? entry(s, i)->why_not : NULL;
+}
+
+const char *stubs_returns(const struct stubs *s, size_t i)
+{
+	const struct stub_entry *e = entry(s, i);
+
+	return e ? (e->returns ? e->returns : "") : NULL;
+}
+
+size_t stubs_offered_count(const struct stubs *s)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; s && i < s->n; i++)
+		n += !s->e[i].why_not;
+	return n;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int stubs_set_unavailable(struct stubs *s, const char *const *servers, size_t n)
+{
+	char **list = calloc(n ? n : 1, sizeof(*list));
+
+	if (!list)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++)
+		if (!(list[i] = strdup(servers[i]))) {
+			while (i--)
+				free(list[i]);
+			free(list);
+			return -ENOMEM;
+		}
+	qsort(list, n, sizeof(*list), str_cmp);
+	for (size_t i = 0; i < s->nunavailable; i++)
+		free(s->unavailable[i]);
+	free(s->unavailable);
+	s->unavailable = list;
+	s->nunavailable = n;
+	return 0;
+}
+
+size_t stubs_unavailable_count(const struct stubs *s)
+{
+	return s ? s->nunavailable : 0;
+}
+
+const char *stubs_unavailable_get(const struct stubs *s, size_t i)
+{
+	return s && i < s->nunavailable ? s->unavailable[i] : NULL;
+}
+
 json_t *stubs_runner_tools(const struct stubs *s, struct appl_err *err)
 {
 	json_t *arr = json_array();
@@ -305,6 +372,11 @@ json_t *stubs_runner_tools(const struct stubs *s, struct appl_err *err)
 	for (size_t i = 0; s && i < s->n; i++) {
 		const struct stub_entry *e = &s->e[i];
 		json_t *t = cell_proto_tool_new(e->mcp, e->ns, e->fn, e->text, err);
+		if (t && e->why_not && json_object_set_new(t, "off", json_string(e->why_not)) < 0) {
+			json_decref(t);
+			t = NULL;
+			appl_err_set(err, -ENOMEM, "stubs: out of memory");
+		}
 		if (!t || json_array_append_new(arr, t) < 0) {
 			json_decref(arr);
 			if (t)

@@ -32,6 +32,13 @@ struct stubs_tool {
 	const char *name;	    /* the tool's MCP name (tools/list "name") */
 	const char *description;    /* tools/list "description"; may be NULL */
 	const json_t *input_schema; /* tools/list "inputSchema"; may be NULL */
+	/* tools/list "outputSchema"; may be NULL. It becomes the stub's return
+	 * annotation and a Returns line. */
+	const json_t *output_schema;
+	/* NULL: the tool is offered. Else it is a stand-in: it keeps a name in
+	 * the cell, and its stub says only that it is not offered and this
+	 * reason (one line, ours; escaped all the same). */
+	const char *why_not;
 };
 
 /* The limits the run_python description states, and its own size cap. */
@@ -45,6 +52,11 @@ struct stubs_limits {
 };
 
 struct stubs;
+
+/* The resource reader every namespace has (`await ns.read_resource(uri)`):
+ * a tool whose name would become this is called read_resource_, as a
+ * Python keyword would be. */
+#define STUBS_READ_FN "read_resource"
 
 /* Check that t can become a cell tool: server and name are valid UTF-8
  * without control characters, non-empty, and "server.name" is at most
@@ -85,25 +97,46 @@ const char *stubs_mcp_name(const struct stubs *s, size_t i);
 const char *stubs_text(const struct stubs *s, size_t i);
 
 /* The first line of the description, escaped for display, at most
- * APPL_STUBS_SUMMARY_MAX bytes; "" when the tool has no description. */
+ * APPL_STUBS_SUMMARY_MAX bytes; "" when the tool has no description. A
+ * stand-in's is its reason. */
 const char *stubs_summary(const struct stubs *s, size_t i);
 
+/* NULL when tool i is offered; else the reason it is not (its why_not). */
+const char *stubs_why_not(const struct stubs *s, size_t i);
+
+/* What tool i returns, as its stub's annotation shows it: `{"content":
+ * str}` for an object with named keys (when that fits
+ * APPL_STUBS_RETURNS_MAX bytes), else a type as for parameters; "" when it
+ * has no output schema. */
+const char *stubs_returns(const struct stubs *s, size_t i);
+
+/* Offered tools (stubs_why_not NULL) and stand-ins. */
+size_t stubs_offered_count(const struct stubs *s);
+
+/* Name the servers that are not available now (copied; each a server name
+ * of the policy), for the description to say so. 0 or -ENOMEM. */
+int stubs_set_unavailable(struct stubs *s, const char *const *servers, size_t n);
+size_t stubs_unavailable_count(const struct stubs *s);
+const char *stubs_unavailable_get(const struct stubs *s, size_t i); /* sorted; NULL past the end */
+
 /* The one-line call form for the description, "ns.fn(a: int, b: str = ...)"
- * (keyword-only, without the "*,"), at most APPL_STUBS_LINE_MAX bytes:
- * parameters that do not fit become ", ...". */
+ * (keyword-only, without the "*,") and " -> R" when the tool says what it
+ * returns, at most APPL_STUBS_LINE_MAX bytes: parameters that do not fit
+ * become ", ...". A stand-in's is "ns.fn(...)". */
 const char *stubs_signature(const struct stubs *s, size_t i);
 
 /* The runner's `tools` array (docs/runner-protocol.md): one entry per tool,
  * in index order, made by cell_proto_tool_new with tool = stubs_mcp_name,
- * ns, fn and doc = stubs_text. Returns a new reference, or NULL with err
- * filled (-ENOMEM). */
+ * ns, fn, doc = stubs_text and, for a stand-in, off = stubs_why_not.
+ * Returns a new reference, or NULL with err filled (-ENOMEM). */
 json_t *stubs_runner_tools(const struct stubs *s, struct appl_err *err);
 
 /* The run_python tool's description: how to call tools, the limits in lim
  * (borrowed), that tool text is data and not instructions, and one line per
  * tool (signature and summary); when that does not fit lim->max_bytes, only
  * the names (and at last only the namespaces), with a pointer to
- * tools.search and tools.describe. Returns a new, malloc'ed string (free()
+ * tools.search and tools.describe. Then the stand-ins with their reasons
+ * (or their count), and the servers not available now. Returns a new, malloc'ed string (free()
  * it), or NULL with err filled: -EINVAL a max_bytes out of range, -ENOMEM. */
 char *stubs_description(const struct stubs *s, const struct stubs_limits *lim,
 			struct appl_err *err);

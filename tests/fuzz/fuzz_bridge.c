@@ -4,7 +4,8 @@
  *   0: a tools/call result from an upstream, turned into the code's value;
  *   1: "SCHEMA\nARGS": a tool with that input schema, then a call of it
  *      with those arguments, checked;
- *   2: "TOOL\nARGS": a call by that name against a fixed catalog.
+ *   2: "TOOL\nARGS": a call by that name against a fixed catalog;
+ *   3: a resources/read result, turned into the code's contents.
  * Whatever the outcome, a refusal must be short whole-character text, and an
  * accepted value must nest no deeper than the cap.
  */
@@ -46,7 +47,7 @@ static struct bridge_catalog *catalog_of(const json_t *schema)
 	struct appl_err err = {0};
 
 	for (size_t i = 0; i < 5; i++)
-		in[i] = (struct bridge_tool_in){"s", names[i], "d", schema, i != 2};
+		in[i] = (struct bridge_tool_in){"s", names[i], "d", schema, i != 2, schema, i == 4};
 	if (bridge_catalog_new(pol, "r", in, 5, &c, &err) < 0)
 		return NULL;
 	return c;
@@ -97,7 +98,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	init();
 	if (size < 1)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
+	case 3:
+		doc = appl_json_load((const char *)data + 1, size - 1, 64 * 1024,
+				     APPL_JSON_DEPTH_MAX, "result", NULL);
+		if (!doc)
+			return 0;
+		msg[0] = '\0';
+		rc = bridge_resource_value(doc, 4096, &value, msg, sizeof(msg));
+		if (rc == 0 && (!json_is_array(value) || json_array_size(value) == 0))
+			__builtin_trap();
+		if (rc != 0)
+			msg_check(msg);
+		json_decref(value);
+		json_decref(doc);
+		return 0;
 	case 0:
 		doc = appl_json_load((const char *)data + 1, size - 1, 64 * 1024,
 				     APPL_JSON_DEPTH_MAX, "result", NULL);

@@ -24,7 +24,7 @@ static void answer(const struct cell_msg *msg)
 		    0)
 			free(line);
 	} else if (msg->type == CELL_MSG_OUT) {
-		if (cell_proto_error_encode(1, json_string_value(msg->u.out.data),
+		if (cell_proto_error_encode(1, CELL_ERR_REFUSED, json_string_value(msg->u.out.data),
 					    json_string_length(msg->u.out.data), &line, &len,
 					    NULL) == 0)
 			free(line);

@@ -145,6 +145,8 @@ static void run_json(const json_t *arr)
 			json_string_value(json_object_get(x, "name")),
 			json_string_value(json_object_get(x, "description")),
 			json_object_get(x, "inputSchema"),
+			json_object_get(x, "outputSchema"),
+			json_string_value(json_object_get(x, "whyNot")),
 		};
 	}
 	run(t, n);
@@ -174,7 +176,8 @@ static void run_raw(const uint8_t *data, size_t size)
 		p = nl + 1;
 	}
 	schema = json_loads(p, JSON_DECODE_ANY, NULL);
-	t = (struct stubs_tool){f[0], f[1], f[2], schema};
+	/* the same schema as what the tool returns too */
+	t = (struct stubs_tool){f[0], f[1], f[2], schema, schema, NULL};
 	run(&t, 1);
 	json_decref(schema);
 	free(buf);

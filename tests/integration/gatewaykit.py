@@ -154,7 +154,8 @@ class Session:
         put(None)
 
     def log(self):
-        return b"".join(self.stderr[-40:]).decode("utf-8", "replace")
+        # the reader ends the list with None when the appliance closed stderr
+        return b"".join(x for x in self.stderr[-41:] if x is not None).decode("utf-8", "replace")
 
     def send(self, msg):
         self.proc.stdin.write(json.dumps(msg).encode() + b"\n")

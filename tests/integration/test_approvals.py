@@ -110,7 +110,7 @@ try:
 except ToolError as e:
     print("refused:", e)
 """ % target)
-    assert "refused: refused: fs.write_file: no approval: the approver said no" in out, out
+    assert "refused: declined: fs.write_file: no approval: the approver said no" in out, out
     q = json.load(open(os.path.join(d, "question.json")))
     assert (q["server"], q["tool"], q["client"], q["role"]) == ("fs", "write_file", "stdio", "w")
     assert q["text"].startswith("fs.write_file\n"), q["text"]

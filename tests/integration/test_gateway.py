@@ -128,8 +128,11 @@ def the_sdk_client_calls_server_everything_tools():
     desc = out["tools"][0]["description"]
     for name in ("everything.echo(", "everything.get_sum(", "everything.get_structured_content("):
         assert name in desc, (name, desc)
-    # write tools are not offered to a read-only role, and names are mangled
-    assert "toggle_simulated_logging" not in desc and "get-sum" not in desc, desc
+    # write tools are not offered to a read-only role (only named, with the
+    # reason), and names are mangled
+    assert "toggle_simulated_logging(" not in desc and "get-sum" not in desc, desc
+    assert ("everything.toggle_simulated_logging  # not offered: a write tool, and this "
+            "client's role may only read\n") in desc, desc
     echo, structured, gathered = out["calls"][:3]
     assert sdk_stdout(echo) == "Echo: hi\n", echo
     kind, total, weather, image = sdk_stdout(structured).splitlines()
@@ -150,8 +153,8 @@ def undeclared_argument_names_are_refused():
     assert got["extra"]["err"] == \
         "refused: everything.echo: 'extra' is not a parameter of this tool", got
     assert got["no_params"]["err"] == \
-        "refused: everything.get-env: 'x' is not a parameter of this tool", got
-    refused(got["bad_type"], "everything.get-sum:", "/a", "number")
+        "refused: everything.get_env: 'x' is not a parameter of this tool", got
+    refused(got["bad_type"], "everything.get_sum:", "/a", "number")
     refused(got["missing"], "everything.echo:", "message")
     assert got["after"] == {"ok": "Echo: still"}, got
 

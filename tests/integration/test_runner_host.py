@@ -119,8 +119,9 @@ class Runner:
             if m["t"] == "out":
                 assert set(m) == {"t", "data"} and type(m["data"]) is str
                 out.append(m["data"])
-            elif m["t"] == "call":
-                assert set(m) == {"t", "id", "tool", "args"}
+            elif m["t"] in ("call", "read"):
+                assert set(m) == ({"t", "id", "tool", "args"} if m["t"] == "call"
+                                  else {"t", "id", "server", "uri"}), m
                 assert type(m["id"]) is int and m["id"] > last_id, "ids must rise"
                 last_id = m["id"]
                 calls.append(m)
@@ -304,11 +305,85 @@ def gather_of_50_calls_answered_out_of_order():
 def error_result_raises_tool_error():
     code = ("try:\n    await toy.add(a=1, b=2)\nexcept ToolError as e:\n    m = str(e)\n"
             "m, issubclass(ToolError, Exception)")
-    _, _, done = run_cell(code, answer=lambda c: {"error": "not allowed for role"})
+    _, _, done = run_cell(code, answer=lambda c: {"error": "not allowed for role",
+                                                  "kind": "refused"})
     assert done["result"] == ["not allowed for role", True], done
-    _, _, done = run_cell("await toy.add(a=1, b=2)", answer=lambda c: {"error": "nope"})
+    _, _, done = run_cell("await toy.add(a=1, b=2)",
+                          answer=lambda c: {"error": "nope", "kind": "error"})
     assert done["error"].endswith("ToolError: nope"), done
     assert "runner.py" not in done["error"]
+
+
+@test
+def tool_error_says_what_happened_and_to_which_tool():
+    code = ("try:\n    await toy.add(a=1, b=2)\nexcept ToolError as e:\n"
+            "    r = [e.kind, e.tool, e.mcp_tool, str(e)]\nr")
+    for kind in ("refused", "error", "timeout", "unavailable", "declined"):
+        _, _, done = run_cell(code, answer=lambda c: {"error": "why", "kind": kind})
+        assert done["result"] == [kind, "toy.add", "toy.add", "why"], done
+    # a kind the runner does not know, or none, is the host breaking the protocol
+    for extra in ({"kind": "fatal"}, {}, {"kind": 1}):
+        _, _, done = run_cell(code, answer=lambda c: dict({"error": "why"}, **extra))
+        assert done["error"].startswith("runner: host protocol error"), (extra, done)
+    # the runner's own refusal has the fields too
+    _, calls, done = run_cell("try:\n    await toy.echo(s='x' * 200000)\n"
+                              "except ToolError as e:\n    r = [e.kind, e.tool]\nr")
+    assert calls == [] and done["result"] == ["refused", "toy.echo"], done
+
+
+READER = [{"tool": "files.read", "ns": "files", "fn": "read"},
+          {"tool": "files.write", "ns": "files", "fn": "write",
+           "doc": "async def write(**kwargs: Any) -> NoReturn:\n    \"\"\"Not offered here: no.\"\"\"\n",
+           "off": "a write tool, and this role may only read"},
+          {"server": "gone", "ns": "gone"}]
+
+
+@test
+def read_resource_sends_a_read_and_returns_text_or_bytes():
+    answers = {"t://text": [{"text": "hello"}], "t://blob": [{"blob": "AAEC"}],
+               "t://both": [{"text": "a"}, {"blob": "YQ=="}]}
+    code = ("r = []\nfor u in ('t://text', 't://blob', 't://both'):\n"
+            "    r.append(repr(await files.read_resource(u)))\n"
+            "r.append(repr(await gone.read_resource('t://text')))\nr")
+    _, calls, done = run_cell(code, tools=READER,
+                              answer=lambda c: {"ok": answers[c["uri"]]})
+    assert done["result"] == ["'hello'", "b'\\x00\\x01\\x02'", "['a', b'a']", "'hello'"], done
+    assert [(c["t"], c["server"], c["uri"]) for c in calls] == [
+        ("read", "files", "t://text"), ("read", "files", "t://blob"),
+        ("read", "files", "t://both"), ("read", "gone", "t://text")], calls
+    # its refusal is a ToolError naming the reader
+    code = ("try:\n    await files.read_resource('t://x')\nexcept ToolError as e:\n"
+            "    r = [e.kind, e.tool, e.mcp_tool]\nr")
+    _, _, done = run_cell(code, tools=READER,
+                          answer=lambda c: {"error": "no", "kind": "refused"})
+    assert done["result"] == ["refused", "files.read_resource", "files"], done
+    # a URI that is not a str is the code's mistake: nothing is sent
+    _, calls, done = run_cell("await files.read_resource(b'x')", tools=READER)
+    assert calls == [] and "TypeError" in done["error"], done
+    _, calls, done = run_cell("await files.read_resource('')", tools=READER)
+    assert calls == [] and "ToolError" in done["error"], done
+    # a host answer of another shape is an error, not a crash
+    _, _, done = run_cell("await files.read_resource('t://x')", tools=READER,
+                          answer=lambda c: {"ok": [{"blob": "%%%"}]})
+    assert "ToolError: error: the host sent a read result" in done["error"], done
+
+
+@test
+def stand_ins_are_called_and_listed_last():
+    code = ("s = tools.search('')\nt = [x.split('(')[0] for x in s]\n"
+            "try:\n    await files.write(x=1)\nexcept ToolError as e:\n"
+            "    t.append(e.kind)\nt.append(repr(tools))\nt")
+    _, calls, done = run_cell(code, tools=READER,
+                              answer=lambda c: {"error": "refused: files.write: no",
+                                                "kind": "refused"})
+    # the stand-in's call still goes to the host, which refuses it
+    assert [c["tool"] for c in calls] == ["files.write"], calls
+    assert done["result"][:2] == ["async def read", "async def write"], done
+    assert done["result"][2] == "refused", done
+    assert "1 tools, 1 not offered" in done["result"][3], done
+    # and a name search finds it after the offered ones
+    _, _, done = run_cell("[x.split('(')[0] for x in tools.search('files')]", tools=READER)
+    assert done["result"] == ["async def read", "async def write"], done
 
 
 @test
@@ -319,7 +394,7 @@ def tool_misuse_fails_in_the_cell():
     assert calls == [] and "TypeError" in done["error"] and "not JSON" in done["error"]
     _, calls, done = run_cell("try:\n    await toy.echo(s='x' * 200000)\n"
                               "except ToolError as e:\n    r = str(e)\nr")
-    assert calls == [] and done["result"].startswith("arguments too large"), done
+    assert calls == [] and done["result"].startswith("refused: toy.echo: arguments too large"), done
     _, _, done = run_cell("toy")
     assert done["result"] == "<tools toy: add, echo>", done
 
@@ -416,7 +491,10 @@ def bad_cell_message_ends_the_run():
     bad_tools = [[{"tool": "x.y", "ns": "print", "fn": "y"}],
                  [{"tool": "x.y", "ns": "x", "fn": "class"}],
                  [{"tool": "x.y", "ns": "x", "fn": "y", "extra": 1}],
-                 [{"tool": "x.y", "ns": "x", "fn": "y"}, {"tool": "x.z", "ns": "x", "fn": "y"}]]
+                 [{"tool": "x.y", "ns": "x", "fn": "y"}, {"tool": "x.z", "ns": "x", "fn": "y"}],
+                 [{"tool": "x.y", "ns": "x", "fn": "read_resource"}],
+                 [{"tool": "xy", "ns": "x", "fn": "y"}],
+                 [{"tool": "x.y", "ns": "x", "fn": "y", "off": 1}]]
     for tools in bad_tools:
         _, _, done = run_cell("1", tools=tools)
         assert done["error"].startswith("runner: bad cell message"), (tools, done)

@@ -37,7 +37,8 @@ BIN = os.path.join(TOP, "build", "tests", "test_stubs")
 PROPS_MAX = 256          # APPL_STUBS_PROPS_MAX
 NAME_MAX = 64            # APPL_RUNNER_PY_NAME_MAX
 TEXT_MAX = 16 * 1024     # APPL_STUBS_TEXT_MAX
-TYPE_NAMES = {"Any", "Literal", "Never", "int", "str", "float", "bool", "list", "dict"}
+TYPE_NAMES = {"Any", "Literal", "Never", "NoReturn", "int", "str", "float", "bool", "list",
+              "dict"}
 
 _SAMPLE = []
 
@@ -117,7 +118,23 @@ def check_inert(rec, tree):
     assert len(tree.body) == 1, "%d statements" % len(tree.body)
     fn = tree.body[0]
     assert isinstance(fn, ast.AsyncFunctionDef) and fn.name == rec["fn"], ast.dump(fn)[:200]
-    assert not fn.decorator_list and fn.returns is None
+    assert not fn.decorator_list
+    if rec.get("why_not") is not None:
+        assert ast.unparse(fn.returns) == "NoReturn", ast.dump(fn)[:200]
+    elif rec["output"] is None:
+        assert fn.returns is None and rec["returns"] == ""
+    else:
+        # the annotation is the one line's too, and only data: a dict of
+        # quoted keys or a type
+        assert rec["returns"] and ast.unparse(fn.returns) == ast.unparse(
+            ast.parse(rec["returns"], mode="eval").body), (rec["returns"], rec["text"][:300])
+        assert rec["signature"].endswith(" -> " + rec["returns"]), rec["signature"]
+        for node in ast.walk(fn.returns):
+            if isinstance(node, ast.Dict):
+                assert all(isinstance(k, ast.Constant) and type(k.value) is str
+                           for k in node.keys), ast.dump(node)[:200]
+                obj = resolve(rec["output"], rec["output"])
+                assert [k.value for k in node.keys] == list(obj["properties"]), rec["returns"]
     assert len(fn.body) == 1 and isinstance(fn.body[0], ast.Expr)
     assert isinstance(fn.body[0].value, ast.Constant) and type(fn.body[0].value.value) is str
     for node in ast.walk(tree):
@@ -130,6 +147,10 @@ def check_inert(rec, tree):
 
 def check_signature(rec, fn):
     a = fn.args
+    if rec.get("why_not") is not None:
+        # a stand-in: a name and its reason, nothing of the tool's schema
+        assert not a.kwonlyargs and a.kwarg.arg == "kwargs", ast.dump(fn)[:200]
+        return
     assert not a.posonlyargs and not a.args and a.vararg is None
     order, open_ = expected_params(rec["schema"])
     named = [n for n, _ in order if is_param(n)]
@@ -148,7 +169,7 @@ def check_signature(rec, fn):
 
 def check_define(rec, fn):
     ns = {"__builtins__": {}, "Any": typing.Any, "Literal": typing.Literal,
-          "Never": typing.Never, "int": int, "str": str, "float": float, "bool": bool,
+          "Never": typing.Never, "NoReturn": typing.NoReturn, "int": int, "str": str, "float": float, "bool": bool,
           "list": list, "dict": dict}
     exec(compile(rec["text"], "<stub>", "exec"), ns)
     sig = inspect.signature(ns[rec["fn"]])
@@ -160,6 +181,12 @@ def check_define(rec, fn):
 def check_docstring(rec, fn):
     doc = ast.get_docstring(fn, clean=False)
     assert doc is not None
+    if rec.get("why_not") is not None:
+        assert doc.startswith("Not offered here: not \"allowed\""), doc[:200]
+        assert "\u202e" not in rec["text"] and "\\u202e" in rec["text"], rec["text"]
+        assert doc.count("\n") == 3, doc  # the reason is one line
+        assert 'raises ToolError (kind "refused")' in doc
+        return
     if len(rec["mcp"]) <= 60:
         assert 'MCP tool "%s"' % rec["mcp"] in doc, (rec["mcp"], doc[:300])
     assert "called as: await %s.%s(...)" % (rec["ns"], rec["fn"]) in doc
@@ -179,7 +206,12 @@ def check_one_liners(rec, fn):
     summary, sig = rec["summary"], rec["signature"]
     assert "\n" not in summary and len(summary.encode()) <= 160
     assert all(c >= " " and c != "\x7f" for c in summary + sig)
+    if rec["returns"]:
+        sig = sig[:-len(" -> " + rec["returns"])]
     assert sig.startswith("%s.%s(" % (rec["ns"], rec["fn"])) and sig.endswith(")")
+    if rec.get("why_not") is not None:
+        assert sig.endswith("(...)") and summary.startswith("not offered: "), (sig, summary)
+        return
     inside = sig[len(rec["ns"]) + len(rec["fn"]) + 2:-1]
     if inside.endswith("...") and not inside.endswith("= ..."):
         return  # cut to the line cap

@@ -78,17 +78,17 @@ static struct bridge_catalog *catalog(const char *role)
 	json_t *unsup = load("{\"type\":\"object\",\"unevaluatedProperties\":false}");
 	json_t *bad = load("{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/nowhere\"}}}");
 	struct bridge_tool_in t[] = {
-		{"a", "sum", "Add.", sum, true},
-		{"a", "open", "Open.", open, true},
-		{"a", "bare", NULL, bare, true},
-		{"a", "put", "Write.", sum, false},
-		{"a", "hidden", "Not read-only, not listed.", sum, false},
-		{"a", "unsup", NULL, unsup, true},
-		{"a", "bad", NULL, bad, true},
-		{"a", "noschema", NULL, NULL, true},
-		{"b", "echo", "Echo.", open, false},
-		{"a", "sum", "A twin: dropped.", bare, true},
-		{"c", "x", "A server the policy does not name.", bare, true},
+		{"a", "sum", "Add.", sum, true, NULL, false},
+		{"a", "open", "Open.", open, true, NULL, false},
+		{"a", "bare", NULL, bare, true, NULL, false},
+		{"a", "put", "Write.", sum, false, NULL, false},
+		{"a", "hidden", "Not read-only, not listed.", sum, false, NULL, false},
+		{"a", "unsup", NULL, unsup, true, NULL, false},
+		{"a", "bad", NULL, bad, true, NULL, false},
+		{"a", "noschema", NULL, NULL, true, NULL, false},
+		{"b", "echo", "Echo.", open, false, NULL, false},
+		{"a", "sum", "A twin: dropped.", bare, true, NULL, false},
+		{"c", "x", "A server the policy does not name.", bare, true, NULL, false},
 	};
 	struct bridge_catalog *c = NULL;
 	struct appl_err err = {0};
@@ -132,14 +132,25 @@ static void test_catalog_offers_only_allowed_checkable_tools(void **state)
 	assert_non_null(strstr(why_not(r, "a", "unsup"), "unsupported"));
 	assert_non_null(strstr(why_not(r, "a", "bad"), "invalid"));
 	assert_non_null(strstr(why_not(r, "a", "noschema"), "no input schema"));
-	/* reader: a.bare, a.open, a.sum */
-	assert_int_equal(stubs_count(s), 3);
-	assert_string_equal(stubs_mcp_name(s, 2), "a.sum");
-	assert_non_null(strstr(stubs_text(s, 2), "Add.")); /* the first of the twins */
+	/* reader: a.bare, a.open, a.sum offered; the other seven are stand-ins */
+	assert_int_equal(stubs_count(s), 10);
+	assert_int_equal(stubs_offered_count(s), 3);
+	assert_string_equal(stubs_mcp_name(s, 6), "a.sum");
+	assert_null(stubs_why_not(s, 6));
+	assert_non_null(strstr(stubs_text(s, 6), "Add.")); /* the first of the twins */
+	assert_string_equal(stubs_mcp_name(s, 5), "a.put");
+	assert_string_equal(stubs_why_not(s, 5), policy_verdict_text(POLICY_DENY_WRITE));
+	/* a stand-in shows nothing of the tool but its name and the reason */
+	assert_null(strstr(stubs_text(s, 5), "Write."));
+	assert_non_null(strstr(stubs_text(s, 5), "Not offered here: a write tool"));
+	assert_string_equal(bridge_catalog_pyname(r, "a", "put"), "a.put");
 	/* and the namespace of server down, which listed nothing */
-	assert_int_equal(json_array_size(bridge_catalog_runner_tools(r)), 4);
-	assert_int_equal(stubs_count(bridge_catalog_stubs(w)), 5);
-	assert_int_equal(stubs_count(bridge_catalog_stubs(n)), 0);
+	assert_int_equal(json_array_size(bridge_catalog_runner_tools(r)), 11);
+	assert_int_equal(stubs_unavailable_count(s), 1);
+	assert_string_equal(stubs_unavailable_get(s, 0), "down");
+	assert_int_equal(stubs_offered_count(bridge_catalog_stubs(w)), 5);
+	assert_int_equal(stubs_offered_count(bridge_catalog_stubs(n)), 0);
+	assert_int_equal(stubs_count(bridge_catalog_stubs(n)), 10);
 	bridge_catalog_unref(r);
 	bridge_catalog_unref(w);
 	bridge_catalog_unref(n);
@@ -407,6 +418,7 @@ static void test_tool_error_text_is_cut_at_a_character(void **state)
 
 struct sent {
 	char server[32], tool[32];
+	json_int_t a; /* the call's argument a, to tell whose call it is */
 	upstream_result_cb cb;
 	void *ctx;
 	uint64_t id;
@@ -420,6 +432,7 @@ struct fake {
 	json_int_t answered[2048], refused[2048];
 	size_t nanswered, nrefused;
 	char last_refusal[APPL_TOOL_ERROR_MAX + 1];
+	enum cell_error_kind last_kind;
 	json_t *last_value;
 };
 
@@ -465,6 +478,28 @@ int upstream_set_call(struct upstream_set *set, const char *server, const char *
 		return f->send_rc;
 	snprintf(s->server, sizeof(s->server), "%s", server);
 	snprintf(s->tool, sizeof(s->tool), "%s", tool);
+	s->a = json_integer_value(json_object_get(args, "a"));
+	s->cb = cb;
+	s->ctx = ctx;
+	s->id = 1000 + f->nsent;
+	*call_id = s->id;
+	f->nsent++;
+	return 0;
+}
+
+int upstream_set_read(struct upstream_set *set, const char *server, const char *uri,
+		      unsigned timeout_ms, upstream_result_cb cb, void *ctx, uint64_t *call_id,
+		      const char *log_id)
+{
+	struct fake *f = set->c->f;
+	struct sent *s = &f->sent[f->nsent];
+
+	assert_string_equal(log_id, "run-1");
+	assert_int_equal(timeout_ms, 30000);
+	if (f->send_rc)
+		return f->send_rc;
+	snprintf(s->server, sizeof(s->server), "%s", server);
+	snprintf(s->tool, sizeof(s->tool), "read %s", uri);
 	s->cb = cb;
 	s->ctx = ctx;
 	s->id = 1000 + f->nsent;
@@ -492,12 +527,13 @@ void cell_call_answer(struct cell *c, json_int_t id, const json_t *value)
 	f->last_value = json_deep_copy(value);
 }
 
-void cell_call_refuse(struct cell *c, json_int_t id, const char *m)
+void cell_call_refuse(struct cell *c, json_int_t id, enum cell_error_kind kind, const char *m)
 {
 	struct fake *f = c->f;
 
 	assert_true(strlen(m) <= APPL_TOOL_ERROR_MAX);
 	f->refused[f->nrefused++] = id;
+	f->last_kind = kind;
 	snprintf(f->last_refusal, sizeof(f->last_refusal), "%s", m);
 }
 
@@ -539,7 +575,7 @@ static void call(struct bridge_run *r, json_int_t id, const char *tool, const ch
 
 	/* as the cell does: through the caller it was given */
 	assert_ptr_equal(the_cell.caller_data, r);
-	the_cell.caller(the_cell.caller_data, id, tool, a);
+	the_cell.caller(the_cell.caller_data, id, tool, a, false);
 	json_decref(a);
 }
 
@@ -612,15 +648,21 @@ static void test_run_upstream_failures_become_refusals(void **state)
 		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
 	finish(&f, 0, UPSTREAM_TIMEOUT, NULL, "timeout");
 	assert_non_null(strstr(f.last_refusal, "timeout"));
+	assert_int_equal(f.last_kind, CELL_ERR_TIMEOUT);
 	finish(&f, 1, UPSTREAM_UNAVAILABLE, NULL, "upstream_unavailable");
 	assert_non_null(strstr(f.last_refusal, "upstream_unavailable"));
+	assert_int_equal(f.last_kind, CELL_ERR_UNAVAILABLE);
 	finish(&f, 2, UPSTREAM_ERROR, NULL, "Unknown tool: sum");
 	assert_non_null(strstr(f.last_refusal, "Unknown tool: sum"));
+	assert_int_equal(f.last_kind, CELL_ERR_ERROR);
+	/* a tool's own error text is its, even when it reads like ours: the
+	 * kind says what it is */
 	finish(&f, 3, UPSTREAM_OK,
 	       "{\"isError\":true,\"content\":[{\"type\":\"text\",\"text\":"
-	       "\"bad input\"}]}",
+	       "\"refused: bad input\"}]}",
 	       NULL);
-	assert_string_equal(f.last_refusal, "bad input");
+	assert_string_equal(f.last_refusal, "refused: bad input");
+	assert_int_equal(f.last_kind, CELL_ERR_ERROR);
 	finish(&f, 4, UPSTREAM_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"0123456789\"}]}",
 	       NULL);
 	assert_int_equal(f.nanswered, 1);
@@ -649,6 +691,7 @@ static void test_run_result_refusals_name_the_tool(void **state)
 	assert_int_equal(f.nanswered, 0);
 	assert_string_equal(f.last_refusal,
 			    "refused: a.sum: the tool's result nests deeper than 32 levels");
+	assert_int_equal(f.last_kind, CELL_ERR_REFUSED);
 	bridge_run_free(r);
 }
 
@@ -657,11 +700,12 @@ static void test_run_send_failures(void **state)
 	static const struct {
 		int rc;
 		const char *says;
-	} cases[] = {{-EAGAIN, "upstream_unavailable"},
-		     {-EBUSY, "too many calls"},
-		     {-EFBIG, "too large"},
-		     {-ENOMEM, "host fault: MemoryError"},
-		     {-EIO, "host fault: OSError"}};
+		enum cell_error_kind kind;
+	} cases[] = {{-EAGAIN, "upstream_unavailable", CELL_ERR_UNAVAILABLE},
+		     {-EBUSY, "too many calls", CELL_ERR_REFUSED},
+		     {-EFBIG, "too large", CELL_ERR_REFUSED},
+		     {-ENOMEM, "host fault: MemoryError", CELL_ERR_ERROR},
+		     {-EIO, "host fault: OSError", CELL_ERR_ERROR}};
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
@@ -673,6 +717,7 @@ static void test_run_send_failures(void **state)
 		call(r, 2, "a.sum", "{\"a\":1,\"b\":2}"); /* the slot was given back */
 		assert_int_equal(f.nrefused, 2);
 		assert_non_null(strstr(f.last_refusal, cases[i].says));
+		assert_int_equal(f.last_kind, cases[i].kind);
 		assert_null(strstr(f.last_refusal, "/"));
 		assert_int_equal(bridge_run_inflight(r), 0);
 		bridge_run_free(r);
@@ -807,8 +852,8 @@ static const char GATED[] =
 static struct bridge_run *gated_run(struct fake *f, struct policy **gp)
 {
 	json_t *sum = load(SUM_SCHEMA);
-	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true},
-				     {"a", "put", "Put.", sum, false}};
+	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL, false},
+				     {"a", "put", "Put.", sum, false, NULL, false}};
 	struct bridge_limits lim = {.max_calls = 50,
 				    .concurrency = 4,
 				    .call_timeout_ms = 30000,
@@ -878,7 +923,8 @@ static void test_approvals_gate_the_call(void **state)
 	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}");
 	assert_int_equal(f.nsent, 1);
 	assert_string_equal(f.sent[0].tool, "sum");
-	assert_non_null(strstr(f.last_refusal, "refused: a.put: no approval: nobody can be asked"));
+	assert_non_null(
+		strstr(f.last_refusal, "declined: a.put: no approval: nobody can be asked"));
 	bridge_run_free(r);
 	policy_free(gp);
 	/* A yes: the call goes once the program answered. */
@@ -1072,6 +1118,271 @@ static void test_question_is_escaped_and_bounded(void **state)
 	json_decref(args);
 }
 
+/* ---- the per-server slots, reads, output schemas ----------------------------------- */
+
+/* Server a: two slots, its resources readable by those with "a.*". b: the
+ * default, resources off. */
+static const char SLOTS[] =
+	"{\"policy_version\":1,\"serial\":1,\"expires\":\"2099-01-01T00:00:00Z\","
+	"\"image\":{\"layout\":\"/img\",\"digest\":\"sha256:"
+	"0000000000000000000000000000000000000000000000000000000000000000\"},"
+	"\"servers\":{\"a\":{\"command\":[\"/bin/true\"],\"concurrency\":2,\"resources\":true},"
+	"\"b\":{\"command\":[\"/bin/true\"]},\"down\":{\"command\":[\"/bin/true\"]}},"
+	"\"tools\":{\"a.*\":{\"access\":\"read\"},\"b.*\":{\"access\":\"read\"}},"
+	"\"roles\":{\"r\":{\"tools\":[\"a.*\",\"b.*\"]},\"only\":{\"tools\":[\"a.sum\"]}}}";
+
+static const char TYPED_OUT[] =
+	"{\"type\":\"object\",\"properties\":{\"n\":{\"type\":\"integer\"}},"
+	"\"required\":[\"n\"]}";
+
+static struct policy *slots_policy(void)
+{
+	struct appl_err err = {0};
+	struct policy *p;
+
+	if (policy_parse(SLOTS, strlen(SLOTS), "/", &p, &err) != 0)
+		fail_msg("policy: %s", err.msg);
+	return p;
+}
+
+static struct bridge_run *slots_run(struct policy *p, const char *role, struct fake *f,
+				    struct cell *cell, unsigned concurrency)
+{
+	json_t *sum = load(SUM_SCHEMA), *out = load(TYPED_OUT);
+	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL, false},
+				     {"a", "typed", "Typed.", sum, true, out, false},
+				     {"a", "get-sum", "Dashed.", sum, true, NULL, false},
+				     {"b", "sum", "Add.", sum, true, NULL, false}};
+	struct bridge_limits lim = {.max_calls = 50,
+				    .concurrency = concurrency,
+				    .call_timeout_ms = 30000,
+				    .max_args_bytes = 16384,
+				    .max_result_bytes = 65536};
+	struct bridge_catalog *c = NULL;
+	struct appl_err err = {0};
+	struct bridge_run *r;
+
+	assert_int_equal(bridge_catalog_new(p, role, t, 4, &c, &err), 0);
+	json_decref(sum);
+	json_decref(out);
+	memset(cell, 0, sizeof(*cell));
+	cell->f = f;
+	r = bridge_run_new(c, &lim, &the_set, cell, "run-1", &err);
+	assert_non_null(r);
+	bridge_catalog_unref(c);
+	return r;
+}
+
+/* One run of the SLOTS policy, its cell and its fake upstream. */
+struct fx {
+	struct policy *p;
+	struct cell c;
+	struct fake f;
+};
+
+static struct bridge_run *fx_begin(struct fx *x, const char *role, unsigned concurrency)
+{
+	x->p = slots_policy();
+	memset(&x->f, 0, sizeof(x->f));
+	the_set.c = &x->c; /* every send is recorded in x->f */
+	return slots_run(x->p, role, &x->f, &x->c, concurrency);
+}
+
+static void fx_end(struct fx *x)
+{
+	policy_free(x->p);
+	the_set.c = &the_cell;
+	json_decref(x->f.last_value);
+}
+
+static void call_a(struct bridge_run *r, struct cell *cell, json_int_t id, const char *tool,
+		   json_int_t a)
+{
+	json_t *args = json_pack("{s:I, s:i}", "a", a, "b", 0);
+
+	assert_ptr_equal(cell->caller_data, r);
+	cell->caller(cell->caller_data, id, tool, args, false);
+	json_decref(args);
+}
+
+/* Two runs share a's two slots: a run with many calls waiting gets a freed
+ * slot only in its turn, so the other's call goes next. */
+static void test_gate_shares_slots_in_turn(void **state)
+{
+	struct policy *p = slots_policy();
+	struct bridge_gate *g = bridge_gate_new(p);
+	struct cell c1, c2;
+	struct fake f;
+	struct bridge_run *r1, *r2;
+	(void)state;
+
+	memset(&f, 0, sizeof(f));
+	the_set.c = &c1; /* every send is recorded in f */
+	r1 = slots_run(p, "r", &f, &c1, 16);
+	r2 = slots_run(p, "r", &f, &c2, 16);
+	bridge_run_gate(r1, g);
+	bridge_run_gate(r2, g);
+	for (int i = 1; i <= 6; i++)
+		call_a(r1, &c1, i, "a.sum", 100 + i);
+	assert_int_equal(f.nsent, 2); /* a's two slots */
+	assert_int_equal(bridge_gate_inflight(g, "a"), 2);
+	call_a(r2, &c2, 1, "a.sum", 201);
+	call_a(r2, &c2, 2, "b.sum", 202); /* another server: not held up */
+	assert_int_equal(f.nsent, 3);
+	assert_int_equal(f.sent[2].a, 202);
+	/* the turns alternate: r1, r2, then r1 again */
+	finish(&f, 0, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	assert_int_equal(f.nsent, 4);
+	assert_int_equal(f.sent[3].a, 103);
+	finish(&f, 1, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	assert_int_equal(f.nsent, 5);
+	assert_int_equal(f.sent[4].a, 201);
+	finish(&f, 3, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	assert_int_equal(f.sent[5].a, 104);
+	assert_int_equal(bridge_gate_inflight(g, "a"), 2);
+	/* a run that ends gives its slots back to the others */
+	call_a(r2, &c2, 3, "a.sum", 203);
+	bridge_run_free(r1);
+	assert_int_equal(bridge_gate_inflight(g, "a"), 2);
+	assert_int_equal(f.sent[f.nsent - 1].a, 203);
+	bridge_run_free(r2);
+	assert_int_equal(bridge_gate_inflight(g, "a"), 0);
+	bridge_gate_free(g);
+	policy_free(p);
+	the_set.c = &the_cell;
+	json_decref(f.last_value);
+}
+
+/* A run's own cap still holds under the gate, and a refused send gives the
+ * slot back. */
+static void test_gate_and_own_cap(void **state)
+{
+	static struct fx x;
+	struct bridge_run *r = fx_begin(&x, "r", 1);
+	struct bridge_gate *g = bridge_gate_new(x.p);
+	(void)state;
+
+	bridge_run_gate(r, g);
+	call_a(r, &x.c, 1, "a.sum", 1);
+	call_a(r, &x.c, 2, "a.sum", 2);
+	assert_int_equal(x.f.nsent, 1);
+	assert_int_equal(bridge_gate_inflight(g, "a"), 1);
+	x.f.send_rc = -EAGAIN;
+	finish(&x.f, 0, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	assert_int_equal(x.f.nrefused, 1); /* the second could not be sent */
+	assert_int_equal(bridge_gate_inflight(g, "a"), 0);
+	bridge_run_free(r);
+	bridge_gate_free(g);
+	fx_end(&x);
+}
+
+static void read_uri(struct cell *cell, json_int_t id, const char *server, const char *uri)
+{
+	json_t *args = json_pack("{s:s}", "uri", uri);
+
+	cell->caller(cell->caller_data, id, server, args, true);
+	json_decref(args);
+}
+
+static void test_reads(void **state)
+{
+	static struct fx x;
+	struct bridge_run *r = fx_begin(&x, "r", 16);
+	(void)state;
+
+	read_uri(&x.c, 1, "a", "demo://x");
+	assert_int_equal(x.f.nsent, 1);
+	assert_string_equal(x.f.sent[0].server, "a");
+	assert_string_equal(x.f.sent[0].tool, "read demo://x");
+	finish(&x.f, 0, UPSTREAM_OK,
+	       "{\"contents\":[{\"uri\":\"demo://x\",\"text\":\"hi\"},"
+	       "{\"uri\":\"demo://y\",\"blob\":\"aGk=\",\"mimeType\":\"x/y\"}]}",
+	       NULL);
+	assert_int_equal(x.f.nanswered, 1);
+	assert_int_equal(json_array_size(x.f.last_value), 2);
+	assert_string_equal(
+		json_string_value(json_object_get(json_array_get(x.f.last_value, 0), "text")),
+		"hi");
+	assert_string_equal(
+		json_string_value(json_object_get(json_array_get(x.f.last_value, 1), "blob")),
+		"aGk=");
+	/* refused: resources off, a server down, a control character */
+	read_uri(&x.c, 2, "b", "demo://x");
+	assert_int_equal(x.f.last_kind, CELL_ERR_REFUSED);
+	assert_string_equal(x.f.last_refusal, "refused: b.read_resource: the policy does not let "
+					      "this role read the resources of this server");
+	read_uri(&x.c, 3, "down", "demo://x");
+	assert_int_equal(x.f.last_kind, CELL_ERR_UNAVAILABLE);
+	assert_non_null(strstr(x.f.last_refusal, "down.read_resource is not available"));
+	read_uri(&x.c, 4, "a", "demo://x\nForged: 1");
+	assert_int_equal(x.f.last_kind, CELL_ERR_REFUSED);
+	assert_non_null(strstr(x.f.last_refusal, "control character"));
+	assert_int_equal(x.f.nsent, 1);
+	/* what comes back is checked: not base64, nothing, not a resource */
+	read_uri(&x.c, 5, "a", "demo://x");
+	finish(&x.f, 1, UPSTREAM_OK, "{\"contents\":[{\"uri\":\"demo://x\",\"blob\":\"a=b\"}]}",
+	       NULL);
+	assert_int_equal(x.f.last_kind, CELL_ERR_ERROR);
+	assert_non_null(strstr(x.f.last_refusal, "neither text nor base64"));
+	read_uri(&x.c, 6, "a", "demo://x");
+	finish(&x.f, 2, UPSTREAM_OK, "{\"contents\":[]}", NULL);
+	assert_non_null(strstr(x.f.last_refusal, "no contents"));
+	read_uri(&x.c, 7, "a", "demo://x");
+	finish(&x.f, 3, UPSTREAM_OK, "{\"content\":[]}", NULL);
+	assert_non_null(strstr(x.f.last_refusal, "not a resource"));
+	assert_int_equal(x.f.nanswered, 1);
+	bridge_run_free(r);
+	/* a role without the whole server's pattern may not read */
+	r = slots_run(x.p, "only", &x.f, &x.c, 16);
+	read_uri(&x.c, 1, "a", "demo://x");
+	assert_int_equal(x.f.last_kind, CELL_ERR_REFUSED);
+	bridge_run_free(r);
+	fx_end(&x);
+}
+
+/* A tool that declares an output schema must send a structured result that
+ * matches it. */
+static void test_output_schema_is_checked(void **state)
+{
+	static struct fx x;
+	struct bridge_run *r = fx_begin(&x, "r", 16);
+	(void)state;
+
+	for (int i = 1; i <= 3; i++)
+		call_a(r, &x.c, i, "a.typed", i);
+	finish(&x.f, 0, UPSTREAM_OK, "{\"structuredContent\":{\"n\":7},\"content\":[]}", NULL);
+	assert_int_equal(x.f.nanswered, 1);
+	assert_int_equal(json_integer_value(json_object_get(x.f.last_value, "n")), 7);
+	finish(&x.f, 1, UPSTREAM_OK, "{\"structuredContent\":{\"n\":\"7\"}}", NULL);
+	assert_int_equal(x.f.last_kind, CELL_ERR_ERROR);
+	assert_non_null(strstr(x.f.last_refusal, "error: a.typed: the result does not match the "
+						 "tool's output schema"));
+	finish(&x.f, 2, UPSTREAM_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"7\"}]}", NULL);
+	assert_non_null(strstr(x.f.last_refusal, "no structured content"));
+	assert_int_equal(x.f.nanswered, 1);
+	bridge_run_free(r);
+	fx_end(&x);
+}
+
+/* Messages name the tool as the code called it. */
+static void test_refusals_use_the_python_name(void **state)
+{
+	static struct fx x;
+	struct bridge_run *r = fx_begin(&x, "r", 16);
+	json_t *bad = load("{\"a\":\"x\",\"b\":1}");
+	(void)state;
+
+	x.c.caller(x.c.caller_data, 1, "a.get-sum", bad, false);
+	assert_int_equal(x.f.last_kind, CELL_ERR_REFUSED);
+	assert_non_null(strstr(x.f.last_refusal, "refused: a.get_sum: invalid arguments"));
+	call_a(r, &x.c, 2, "a.get-sum", 1);
+	finish(&x.f, 0, UPSTREAM_TIMEOUT, NULL, "timeout");
+	assert_non_null(strstr(x.f.last_refusal, "timeout: a.get_sum did not answer"));
+	bridge_run_free(r);
+	json_decref(bad);
+	fx_end(&x);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1096,6 +1407,11 @@ int main(void)
 		cmocka_unit_test(test_approvals_gate_the_call),
 		cmocka_unit_test(test_approvals_through_the_client),
 		cmocka_unit_test(test_question_is_escaped_and_bounded),
+		cmocka_unit_test(test_gate_shares_slots_in_turn),
+		cmocka_unit_test(test_gate_and_own_cap),
+		cmocka_unit_test(test_reads),
+		cmocka_unit_test(test_output_schema_is_checked),
+		cmocka_unit_test(test_refusals_use_the_python_name),
 	};
 
 	return cmocka_run_group_tests(tests, setup, teardown);

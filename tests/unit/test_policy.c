@@ -624,6 +624,136 @@ static void test_server_confinement(void **state)
 	assert_non_null(strstr(err.msg, "servers.a.user"));
 }
 
+/* servers.NAME.resources and .concurrency, on both kinds of server. */
+static void test_server_resources_concurrency(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p =
+		parse_file(DATA "/valid/server-resources-concurrency.json", BASEDIR, &err);
+	const struct policy_server *s;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	s = policy_server_find(p, "toy");
+	assert_int_equal(s->kind, POLICY_SERVER_STDIO);
+	assert_true(s->resources);
+	assert_int_equal(s->concurrency, 1);
+	s = policy_server_find(p, "remote");
+	assert_int_equal(s->kind, POLICY_SERVER_HTTP);
+	assert_false(s->resources);
+	assert_int_equal(s->concurrency, APPL_SERVER_CONCURRENCY_CEIL);
+	policy_free(p);
+
+	/* Left out: no resources, the default concurrency, both kinds. */
+	p = parse_with(", \"servers\": {\"a\": {\"command\": [\"/bin/a\"]}, \"h\": {\"url\": "
+		       "\"https://h.example/mcp\"}}",
+		       &err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	for (size_t i = 0; i < policy_server_count(p); i++) {
+		s = policy_server_get(p, i);
+		assert_false(s->resources);
+		assert_int_equal(s->concurrency, APPL_SERVER_CONCURRENCY_DEF);
+	}
+	assert_int_equal(APPL_SERVER_CONCURRENCY_DEF, 16);
+	policy_free(p);
+
+	/* Both ends of the range are accepted, on an HTTP server too. */
+	p = parse_with(", \"servers\": {\"a\": {\"command\": [\"/bin/a\"], \"concurrency\": 1}, "
+		       "\"h\": {\"url\": \"https://h.example/mcp\", \"concurrency\": 32, "
+		       "\"resources\": true}}",
+		       &err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_int_equal(policy_server_find(p, "a")->concurrency, APPL_SERVER_CONCURRENCY_MIN);
+	assert_int_equal(policy_server_find(p, "h")->concurrency, APPL_SERVER_CONCURRENCY_CEIL);
+	assert_true(policy_server_find(p, "h")->resources);
+	policy_free(p);
+
+	/* Bad values are refused with the field's path, on both kinds. */
+	static const char *const bad[][2] = {
+		{"\"concurrency\": 0", "concurrency: must be an integer between 1 and 32"},
+		{"\"concurrency\": 33", "concurrency: must be an integer between 1 and 32"},
+		{"\"concurrency\": -1", "concurrency: must be an integer between 1 and 32"},
+		{"\"concurrency\": \"4\"", "concurrency: must be an integer between 1 and 32"},
+		{"\"concurrency\": 4.0", "concurrency: must be an integer between 1 and 32"},
+		{"\"concurrency\": true", "concurrency: must be an integer between 1 and 32"},
+		{"\"concurrency\": null", "concurrency: must be an integer between 1 and 32"},
+		{"\"resources\": \"yes\"", "resources: must be true or false"},
+		{"\"resources\": 1", "resources: must be true or false"},
+		{"\"resources\": null", "resources: must be true or false"},
+	};
+	static const char *const kinds[][2] = {
+		{"\"command\": [\"/bin/a\"]", "servers.a."},
+		{"\"url\": \"https://h.example/mcp\"", "servers.a."},
+	};
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++) {
+		for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			char doc[256], want[128];
+
+			snprintf(doc, sizeof(doc), ", \"servers\": {\"a\": {%s, %s}}", kinds[k][0],
+				 bad[i][0]);
+			snprintf(want, sizeof(want), "%s%s", kinds[k][1], bad[i][1]);
+			assert_null(parse_with(doc, &err));
+			if (strcmp(err.msg, want) != 0)
+				fail_msg("%s: got %s, want %s", doc, err.msg, want);
+			assert_int_equal(err.code, -EINVAL);
+		}
+	}
+}
+
+/* Who may read a server's resources: the server says resources, and the
+ * role names the whole server; `tools` and write play no part. */
+static void test_resources_allowed(void **state)
+{
+	static const struct {
+		const char *server, *role;
+		bool want;
+	} cases[] = {
+		{"srv", "whole", true},	     /* "srv.*" */
+		{"srv", "reader", true},     /* "srv.*" and no write: a read is a read */
+		{"srv", "exact", false},     /* only "srv.tool" */
+		{"srv", "both", true},	     /* "srv.tool" and "srv.*" */
+		{"srv", "other", false},     /* "srvx.*": another server */
+		{"srv", "none", false},	     /* no patterns */
+		{"srvx", "other", true},     /* an HTTP server with resources */
+		{"srvx", "whole", false},    /* "srv.*" is not "srvx.*" */
+		{"closed", "closed", false}, /* resources false, even with "closed.*" */
+		{"dflt", "dflt", false},     /* resources left out */
+		{"ghost", "whole", false},   /* no such server */
+		{"srv", "ghost", false},     /* no such role */
+		{"srv", NULL, false},	     /* no role */
+		{NULL, "whole", false},	     /* no server */
+		{"sr", "whole", false},	     /* a prefix of a server */
+		{"srv.*", "whole", false},   /* a pattern is not a server name */
+		{"", "whole", false},
+	};
+	struct appl_err err = {0};
+	struct policy *p = parse_with(
+		", \"servers\": {\"srv\": {\"command\": [\"/bin/srv\"], \"resources\": true}, "
+		"\"srvx\": {\"url\": \"https://x.example/mcp\", \"resources\": true}, \"closed\": "
+		"{\"command\": [\"/bin/c\"], \"resources\": false}, \"dflt\": {\"command\": "
+		"[\"/bin/d\"]}}, \"tools\": {\"srv.tool\": {\"access\": \"write\"}}, \"roles\": "
+		"{\"whole\": {\"tools\": [\"srv.*\"], \"write\": true}, \"reader\": {\"tools\": "
+		"[\"srv.*\"]}, \"exact\": {\"tools\": [\"srv.tool\"], \"write\": true}, \"both\": "
+		"{\"tools\": [\"srv.tool\", \"srv.*\"]}, \"other\": {\"tools\": [\"srvx.*\"]}, "
+		"\"none\": {\"tools\": []}, \"closed\": {\"tools\": [\"closed.*\"], \"write\": "
+		"true}, \"dflt\": {\"tools\": [\"dflt.*\"]}}",
+		&err);
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		if (policy_resources_allowed(p, cases[i].server, cases[i].role) != cases[i].want)
+			fail_msg("case %zu (%s, %s): want %d", i,
+				 cases[i].server ? cases[i].server : "NULL",
+				 cases[i].role ? cases[i].role : "NULL", cases[i].want);
+	assert_false(policy_resources_allowed(NULL, "srv", "whole"));
+	policy_free(p);
+}
+
 static void test_audit_seal_is_a_boolean(void **state)
 {
 	struct appl_err err = {0};
@@ -1008,6 +1138,13 @@ static void test_readme_example(void **state)
 						   "operator", NULL),
 				 rows[i].operator);
 	}
+	/* Resources: the whole of files for both roles, nothing of tickets. */
+	assert_true(policy_resources_allowed(p, "files", "analyst"));
+	assert_true(policy_resources_allowed(p, "files", "operator"));
+	assert_false(policy_resources_allowed(p, "tickets", "operator"));
+	assert_false(policy_resources_allowed(p, "tickets", "analyst"));
+	assert_int_equal(policy_server_find(p, "tickets")->concurrency, 4);
+	assert_int_equal(policy_server_find(p, "files")->concurrency, APPL_SERVER_CONCURRENCY_DEF);
 	policy_free(p);
 	free(md);
 }
@@ -1617,6 +1754,8 @@ int main(void)
 		cmocka_unit_test(test_limits_read),
 		cmocka_unit_test(test_limits_each_side),
 		cmocka_unit_test(test_server_confinement),
+		cmocka_unit_test(test_server_resources_concurrency),
+		cmocka_unit_test(test_resources_allowed),
 		cmocka_unit_test(test_audit_seal_is_a_boolean),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),

@@ -54,6 +54,17 @@ static void test_valid_messages(void **state)
 	assert_int_equal(json_integer_value(json_object_get(msg.u.call.args, "a")), 1);
 	cell_proto_msg_clear(&msg);
 
+	/* a resource read is a call with read set */
+	parse_ok("{\"t\":\"read\",\"id\":2,\"server\":\"files\",\"uri\":\"file:///a\"}", &msg);
+	assert_int_equal(msg.type, CELL_MSG_CALL);
+	assert_true(msg.u.call.read);
+	assert_int_equal(msg.u.call.id, 2);
+	assert_string_equal(json_string_value(msg.u.call.tool), "files");
+	assert_string_equal(json_string_value(json_object_get(msg.u.call.args, "uri")),
+			    "file:///a");
+	assert_int_equal(json_object_size(msg.u.call.args), 1);
+	cell_proto_msg_clear(&msg);
+
 	parse_ok("{\"t\":\"done\",\"error\":null,\"result\":[1,\"x\",null]}", &msg);
 	assert_int_equal(msg.type, CELL_MSG_DONE);
 	assert_null(msg.u.done.error);
@@ -230,6 +241,15 @@ static void test_wrong_types(void **state)
 	parse_fails("{\"t\":\"done\",\"error\":{},\"result\":null}", -EINVAL,
 		    "done.error is object");
 
+	parse_fails("{\"t\":\"read\",\"id\":1,\"server\":\"\",\"uri\":\"x\"}", -EINVAL,
+		    "read.server");
+	parse_fails("{\"t\":\"read\",\"id\":1,\"server\":\"s\",\"uri\":\"\"}", -EINVAL, "read.uri");
+	parse_fails("{\"t\":\"read\",\"id\":1,\"server\":\"s\",\"uri\":{}}", -EINVAL, "read.uri");
+	parse_fails("{\"t\":\"read\",\"id\":-3,\"server\":\"s\",\"uri\":\"x\"}", -EINVAL,
+		    "read.id");
+	parse_fails("{\"t\":\"read\",\"id\":1,\"server\":\"s\",\"uri\":\"x\",\"args\":{}}", -EINVAL,
+		    "args");
+
 	/* call.tool and done.error have their own caps */
 	line = malloc(APPL_RUNNER_ERROR_MAX + 100);
 	assert_non_null(line);
@@ -241,6 +261,13 @@ static void test_wrong_types(void **state)
 	memset(line + n, 'e', APPL_RUNNER_ERROR_MAX + 1);
 	memcpy(line + n + APPL_RUNNER_ERROR_MAX + 1, "\"}", 3);
 	parse_fails(line, -EINVAL, "done.error is 8193 bytes");
+	free(line);
+	line = malloc(APPL_RUNNER_URI_MAX + 100);
+	assert_non_null(line);
+	n = (size_t)snprintf(line, 100, "{\"t\":\"read\",\"id\":1,\"server\":\"s\",\"uri\":\"");
+	memset(line + n, 'u', APPL_RUNNER_URI_MAX + 1);
+	memcpy(line + n + APPL_RUNNER_URI_MAX + 1, "\"}", 3);
+	parse_fails(line, -EINVAL, "read.uri");
 	free(line);
 }
 
@@ -426,6 +453,13 @@ static void test_state_call_id_reuse(void **state)
 	st = running();
 	feed(st, CALL(5), 0, NULL);
 	feed(st, CALL(4), -EINVAL, "reused or out of order");
+	cell_proto_state_free(st);
+	/* reads and calls share one count of ids */
+	st = running();
+	feed(st, CALL(1), 0, NULL);
+	feed(st, "{\"t\":\"read\",\"id\":2,\"server\":\"s\",\"uri\":\"x\"}", 0, NULL);
+	feed(st, "{\"t\":\"read\",\"id\":2,\"server\":\"s\",\"uri\":\"x\"}", -EINVAL,
+	     "call id 2 reused");
 	cell_proto_state_free(st);
 }
 
@@ -726,11 +760,14 @@ static void test_error_encode(void **state)
 	size_t len, n;
 	(void)state;
 
-	assert_int_equal(cell_proto_error_encode(7, "not \"allowed\"\n", 14, &line, &len, &err), 0);
+	assert_int_equal(cell_proto_error_encode(7, CELL_ERR_REFUSED, "not \"allowed\"\n", 14,
+						 &line, &len, &err),
+			 0);
 	v = line_json(line, len);
 	assert_string_equal(json_string_value(json_object_get(v, "error")), "not \"allowed\"\n");
 	assert_int_equal(json_integer_value(json_object_get(v, "id")), 7);
-	assert_int_equal(json_object_size(v), 3);
+	assert_string_equal(json_string_value(json_object_get(v, "kind")), "refused");
+	assert_int_equal(json_object_size(v), 4);
 	json_decref(v);
 	free(line);
 
@@ -740,20 +777,26 @@ static void test_error_encode(void **state)
 	for (n = 1; n + 1 < sizeof(msg); n += 2)
 		memcpy(msg + n, "\xc3\xa9", 2);
 	msg[sizeof(msg) - 1] = 'z';
-	assert_int_equal(cell_proto_error_encode(8, msg, sizeof(msg), &line, &len, &err), 0);
+	assert_int_equal(
+		cell_proto_error_encode(8, CELL_ERR_REFUSED, msg, sizeof(msg), &line, &len, &err),
+		0);
 	v = line_json(line, len);
 	assert_int_equal(json_string_length(json_object_get(v, "error")), APPL_TOOL_ERROR_MAX - 1);
 	json_decref(v);
 	free(line);
 
-	assert_int_equal(cell_proto_error_encode(8, "a\0b", 3, &line, &len, &err), 0);
+	assert_int_equal(
+		cell_proto_error_encode(8, CELL_ERR_DECLINED, "a\0b", 3, &line, &len, &err), 0);
 	v = line_json(line, len);
 	assert_string_equal(json_string_value(json_object_get(v, "error")), "a?b");
+	assert_string_equal(json_string_value(json_object_get(v, "kind")), "declined");
 	json_decref(v);
 	free(line);
 
-	assert_int_equal(cell_proto_error_encode(8, "\xff", 1, &line, &len, &err), -EINVAL);
-	assert_int_equal(cell_proto_error_encode(-2, "x", 1, &line, &len, &err), -EINVAL);
+	assert_int_equal(cell_proto_error_encode(8, CELL_ERR_REFUSED, "\xff", 1, &line, &len, &err),
+			 -EINVAL);
+	assert_int_equal(cell_proto_error_encode(-2, CELL_ERR_REFUSED, "x", 1, &line, &len, &err),
+			 -EINVAL);
 }
 
 int main(void)

@@ -7,6 +7,11 @@
  * varied sample to FILE (one JSON object per line) for
  * tests/integration/test_stubs_python.py, which parses each with Python.
  */
+/* The tools here are listed positionally: the fields after input_schema
+ * (output schema, stand-in reason) are left out where a test does not need
+ * them. */
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -1134,10 +1139,14 @@ static void sample_write(const struct stubs *s, json_t **schemas, json_t **descs
 		       strcmp(stubs_mcp_name(s, i) + strlen(t[k].server) + 1, t[k].name) != 0)
 			k++;
 		assert_true(k < n);
-		rec = json_pack("{ss ss ss ss ss ss}", "mcp", stubs_mcp_name(s, i), "ns",
+		rec = json_pack("{ss ss ss ss ss ss ss ss?}", "mcp", stubs_mcp_name(s, i), "ns",
 				stubs_ns(s, i), "fn", stubs_fn(s, i), "text", stubs_text(s, i),
-				"summary", stubs_summary(s, i), "signature", stubs_signature(s, i));
+				"summary", stubs_summary(s, i), "signature", stubs_signature(s, i),
+				"returns", stubs_returns(s, i), "why_not", stubs_why_not(s, i));
 		assert_non_null(rec);
+		json_object_set_new(rec, "output",
+				    t[k].output_schema ? json_incref((json_t *)t[k].output_schema)
+						       : json_null());
 		json_object_set(rec, "schema", schemas[k] ? schemas[k] : json_null());
 		/* a description that is not UTF-8 is tested here, not in Python */
 		valid = descs[k] ? json_string(json_string_value(descs[k])) : NULL;
@@ -1156,6 +1165,7 @@ static void test_sample(void **state)
 	json_t **schemas = calloc(NSAMPLE, sizeof(*schemas));
 	json_t **descs = calloc(NSAMPLE, sizeof(*descs));
 	char(*names)[80] = calloc(NSAMPLE, sizeof(*names));
+	json_t **outputs = calloc(NSAMPLE, sizeof(*outputs));
 	const char *out = getenv("STUBS_SAMPLE_OUT");
 	struct appl_err err = {0};
 	struct stubs *s;
@@ -1170,6 +1180,12 @@ static void test_sample(void **state)
 					   : i % 3 == 1 ? "print"
 							: "t\xc3\xa9",
 					   names[i], json_string_value(descs[i]), schemas[i]};
+		/* some say what they return (a schema as random as the inputs'),
+		 * some are stand-ins with a hostile reason */
+		if (i % 4 == 1)
+			t[i].output_schema = outputs[i] = random_input_schema();
+		if (i % 11 == 5)
+			t[i].why_not = "not \"allowed\"\n\"\"\" + os.system('x') \u202e";
 	}
 	json_decref(schemas[0]);
 	t[0].input_schema = schemas[0] = heavy_schema(300);
@@ -1185,7 +1201,9 @@ static void test_sample(void **state)
 	for (size_t i = 0; i < NSAMPLE; i++) {
 		json_decref(schemas[i]);
 		json_decref(descs[i]);
+		json_decref(outputs[i]);
 	}
+	free(outputs);
 	free(names);
 	free(descs);
 	free(schemas);

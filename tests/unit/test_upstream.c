@@ -3,12 +3,16 @@
  * handshake and paging, calls, concurrency, timeouts and cancellation, late
  * answers, errors, refused answers, death and restart, failed handshakes,
  * list refresh, server-to-client requests, the environment, the stderr
- * relay and its escaping. Run from the top of the tree (make unit). */
+ * relay and its escaping, output schemas and tasks, resource reads (and
+ * their 2026-07-28 HTTP headers, against a libmicrohttpd server in a
+ * thread). Run from the top of the tree (make unit). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
 #include <limits.h>
+#include <microhttpd.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -17,11 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 #include <cmocka.h>
 
 #include "loop/loop.h"
 #include "mcp/upstream.h"
+#include "mcp/upstream_set.h"
 
 static char self_exe[PATH_MAX];
 static char toy_path[PATH_MAX];
@@ -67,12 +73,22 @@ static json_t *fake_env_tool(void)
 
 static void fake_initialize(const char *mode, json_t *id)
 {
-	if (strcmp(mode, "silent") == 0)
+	json_t *caps = json_pack("{s:{}}", "tools");
+
+	if (strcmp(mode, "silent") == 0) {
+		json_decref(caps);
 		return;
-	fake_result(id, json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
-				  strcmp(mode, "version") == 0 ? "1999-01-01" : "2025-06-18",
-				  "capabilities", "tools", "serverInfo", "name", "fake", "version",
-				  "1"));
+	}
+	/* "resources": the server declares resources; "resstring": a
+	 * capabilities.resources that is not an object */
+	if (strcmp(mode, "resources") == 0)
+		json_object_set_new(caps, "resources", json_object());
+	else if (strcmp(mode, "resstring") == 0)
+		json_object_set_new(caps, "resources", json_string("yes"));
+	fake_result(id,
+		    json_pack("{s:s, s:o, s:{s:s, s:s}}", "protocolVersion",
+			      strcmp(mode, "version") == 0 ? "1999-01-01" : "2025-06-18",
+			      "capabilities", caps, "serverInfo", "name", "fake", "version", "1"));
 }
 
 /* One tools/list page for mode; page counts from 0. */
@@ -87,6 +103,21 @@ static json_t *fake_page(const char *mode, int page)
 	} else if (strcmp(mode, "dup") == 0) {
 		json_array_append_new(tools, fake_tool("a", "one"));
 		json_array_append_new(tools, fake_tool("a", "two"));
+	} else if (strcmp(mode, "schemas") == 0) {
+		/* an output schema and a task-only tool; an output schema that is
+		 * not an object; a null one; a task that is only optional */
+		json_array_append_new(
+			tools, json_pack("{s:s, s:{s:s}, s:{s:s, s:{s:{s:s}}}, s:{s:s}}", "name",
+					 "typed", "inputSchema", "type", "object", "outputSchema",
+					 "type", "object", "properties", "n", "type", "integer",
+					 "execution", "taskSupport", "required"));
+		json_array_append_new(tools, json_pack("{s:s, s:{}, s:s, s:{s:s}}", "name", "loose",
+						       "inputSchema", "outputSchema", "object",
+						       "execution", "taskSupport", "optional"));
+		json_array_append_new(tools, json_pack("{s:s, s:{}, s:n, s:{s:b}}", "name",
+						       "nulled", "inputSchema", "outputSchema",
+						       "execution", "taskSupport", 1));
+		json_array_append_new(tools, fake_tool("plain", "a tool"));
 	} else if (strcmp(mode, "skip") == 0) {
 		json_array_append_new(tools, json_pack("{s:s}", "description", "no name"));
 		json_array_append_new(tools, json_pack("{s:s}", "name", "no_schema"));
@@ -179,6 +210,30 @@ static void fake_call(struct fake *f, json_t *id, json_t *params)
 	}
 }
 
+/* resources/read: the uri given back with a text; "test://hold" is left
+ * unanswered, "test://big" is over the default result cap. */
+static void fake_read(struct fake *f, json_t *id, json_t *params)
+{
+	const char *uri = json_string_value(json_object_get(params, "uri"));
+	char *big;
+
+	if (!uri) {
+		fake_error(id);
+	} else if (strcmp(uri, "test://hold") == 0) {
+		json_decref(f->held);
+		f->held = json_incref(id);
+	} else if (strcmp(uri, "test://big") == 0) {
+		big = malloc(200 * 1024 + 1);
+		memset(big, 'b', 200 * 1024);
+		big[200 * 1024] = '\0';
+		fake_result(id, json_pack("{s:[{s:s, s:s}]}", "contents", "uri", uri, "text", big));
+		free(big);
+	} else {
+		fake_result(id, json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri,
+					  "mimeType", "text/plain", "text", "the text"));
+	}
+}
+
 /* A cancelled call is answered anyway (late), and so are ids nobody asked. */
 static void fake_cancelled(struct fake *f)
 {
@@ -212,6 +267,8 @@ static void fake_line(struct fake *f, json_t *m)
 		fake_result(id, fake_page(f->mode, f->page++));
 	else if (strcmp(method, "tools/call") == 0)
 		fake_call(f, id, json_object_get(m, "params"));
+	else if (strcmp(method, "resources/read") == 0)
+		fake_read(f, id, json_object_get(m, "params"));
 	else if (strcmp(method, "notifications/cancelled") == 0)
 		fake_cancelled(f);
 }
@@ -1106,6 +1163,427 @@ static void test_overlong_answer_without_its_id(void **state)
 	stop(&e);
 }
 
+/* ---- tool metadata and resources ---------------------------------------------- */
+
+/* Read uri and wait for the answer. */
+static void read_wait(struct env_t *e, const char *uri, unsigned timeout_ms, struct cap *c)
+{
+	int rc = upstream_read(e->u, uri, timeout_ms, cap_cb, c, NULL);
+
+	if (rc < 0)
+		fail_msg("upstream_read %s: %d", uri, rc);
+	RUN_UNTIL(e->loop, c->done, 10000);
+	assert_int_equal(c->done, 1);
+}
+
+static const char *content0(const struct cap *c, const char *key)
+{
+	return json_string_value(
+		json_object_get(json_array_get(json_object_get(c->result, "contents"), 0), key));
+}
+
+/* outputSchema when it is an object (else NULL, the tool kept), and
+ * execution.taskSupport "required" exactly. */
+static void test_tool_output_schema_and_tasks(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	const struct upstream_tool *t;
+	(void)state;
+
+	start_ready(&e, fake(&b, "schemas"), NULL);
+	assert_int_equal(upstream_tool_count(e.u), 4);
+	t = upstream_tool_get(e.u, 0);
+	assert_string_equal(t->name, "typed");
+	assert_non_null(t->output_schema);
+	assert_string_equal(json_string_value(json_object_get(t->output_schema, "type")), "object");
+	assert_non_null(json_object_get(json_object_get(t->output_schema, "properties"), "n"));
+	assert_true(t->task_required);
+	t = upstream_tool_get(e.u, 1);
+	assert_string_equal(t->name, "loose");
+	assert_null(t->output_schema);
+	assert_false(t->task_required);
+	t = upstream_tool_get(e.u, 2);
+	assert_string_equal(t->name, "nulled");
+	assert_null(t->output_schema);
+	assert_false(t->task_required);
+	t = upstream_tool_get(e.u, 3);
+	assert_string_equal(t->name, "plain");
+	assert_null(t->output_schema);
+	assert_false(t->task_required);
+	stop(&e);
+}
+
+/* capabilities.resources: an object declares them; none, or something
+ * else, does not; nothing is known before the handshake. */
+static void test_has_resources(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct appl_err err = {0};
+	(void)state;
+
+	start(&e, fake(&b, "resources"), NULL);
+	assert_false(upstream_has_resources(e.u));
+	assert_int_equal(upstream_wait_ready(e.u, 5000, &err), 0);
+	assert_true(upstream_has_resources(e.u));
+	stop(&e);
+	start_ready(&e, fake(&b, "plain"), NULL);
+	assert_false(upstream_has_resources(e.u));
+	stop(&e);
+	start_ready(&e, fake(&b, "resstring"), NULL);
+	assert_false(upstream_has_resources(e.u));
+	stop(&e);
+}
+
+/* resources/read {"uri"}: the result object reaches the callback; a read
+ * made while the server starts waits for it; the result cap applies. */
+static void test_read_round_trip(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	(void)state;
+
+	start(&e, fake(&b, "resources"), NULL);
+	assert_int_equal(upstream_state(e.u), UPSTREAM_STARTING);
+	read_wait(&e, "test://notes/a b.txt", 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(content0(&c, "uri"), "test://notes/a b.txt");
+	assert_string_equal(content0(&c, "text"), "the text");
+	assert_string_equal(content0(&c, "mimeType"), "text/plain");
+	assert_int_equal(json_array_size(json_object_get(c.result, "contents")), 1);
+	cap_clear(&c);
+	read_wait(&e, "test://big", 10000, &c);
+	assert_int_equal(c.status, UPSTREAM_TOO_LARGE);
+	assert_string_equal(c.reason, UPSTREAM_REASON_TOO_LARGE);
+	cap_clear(&c);
+	/* calls and reads side by side */
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "still"), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(text0(&c), "still");
+	cap_clear(&c);
+	stop(&e);
+}
+
+/* A read times out as a call does (notifications/cancelled, its late
+ * answer dropped), and upstream_call_cancel forgets one. */
+static void test_read_timeout_and_cancel(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0}, d = {0};
+	uint64_t id, t0;
+	(void)state;
+
+	start_ready(&e, fake(&b, "resources"), NULL);
+	t0 = loop_now_ms();
+	read_wait(&e, "test://hold", 150, &c);
+	assert_int_equal(c.status, UPSTREAM_TIMEOUT);
+	assert_string_equal(c.reason, UPSTREAM_REASON_TIMEOUT);
+	assert_null(c.result);
+	assert_true(loop_now_ms() - t0 >= 150);
+	read_wait(&e, "test://after", 0, &d);
+	assert_int_equal(d.status, UPSTREAM_OK);
+	assert_string_equal(content0(&d, "uri"), "test://after");
+	cap_clear(&d);
+	assert_int_equal(upstream_read(e.u, "test://hold", 0, cap_cb, &d, &id), 0);
+	upstream_call_cancel(e.u, id);
+	RUN_UNTIL(e.loop, 0, 200);
+	assert_int_equal(c.done, 1);
+	assert_int_equal(d.done, 0);
+	assert_int_equal(e.h.down, 0);
+	cap_clear(&c);
+	stop(&e);
+}
+
+/* A uri must be 1 to UPSTREAM_URI_MAX bytes of UTF-8, with a callback. */
+static void test_read_bad_uri(void **state)
+{
+	static char uri[UPSTREAM_URI_MAX + 2];
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	(void)state;
+
+	start_ready(&e, fake(&b, "resources"), NULL);
+	memcpy(uri, "test://", 7);
+	memset(uri + 7, 'u', UPSTREAM_URI_MAX - 6);
+	uri[UPSTREAM_URI_MAX + 1] = '\0';
+	assert_int_equal(upstream_read(e.u, uri, 0, cap_cb, &c, NULL), -EINVAL);
+	assert_int_equal(upstream_read(e.u, "", 0, cap_cb, &c, NULL), -EINVAL);
+	assert_int_equal(upstream_read(e.u, NULL, 0, cap_cb, &c, NULL), -EINVAL);
+	assert_int_equal(upstream_read(e.u, "test://\xff", 0, cap_cb, &c, NULL), -EINVAL);
+	assert_int_equal(upstream_read(e.u, "test://a", 0, NULL, &c, NULL), -EINVAL);
+	assert_int_equal(c.done, 0);
+	/* exactly the cap: sent */
+	uri[UPSTREAM_URI_MAX] = '\0';
+	read_wait(&e, uri, 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_int_equal(strlen(content0(&c, "uri")), UPSTREAM_URI_MAX);
+	cap_clear(&c);
+	stop(&e);
+}
+
+/* upstream_set_read by server name (-EAGAIN for a name it does not have),
+ * and upstream_set_cancel of a read. */
+static void test_set_read(void **state)
+{
+	char text[PATH_MAX + 1024];
+	struct policy *p = NULL;
+	struct upstream_set *set;
+	struct appl_err err = {0};
+	struct loop *l = loop_new(&err);
+	struct cap c = {0}, d = {0};
+	uint64_t id;
+	(void)state;
+
+	snprintf(text, sizeof(text),
+		 "{\"policy_version\":1,\"serial\":1,\"expires\":\"2099-01-01T00:00:00Z\","
+		 "\"image\":{\"layout\":\"/img\",\"digest\":\"sha256:%064d\"},"
+		 "\"servers\":{\"fake\":{\"command\":[\"%s\",\"--fake-server\","
+		 "\"resources\"]}},\"tools\":{\"fake.*\":{\"access\":\"read\"}},"
+		 "\"roles\":{\"reader\":{\"tools\":[\"fake.*\"],\"write\":false}}}",
+		 0, self_exe);
+	if (policy_parse(text, strlen(text), "/", &p, &err) != 0)
+		fail_msg("policy: %s", err.msg);
+	set = upstream_set_open(l, p, NULL, NULL, NULL, &err);
+	if (!set)
+		fail_msg("upstream_set_open: %s", err.msg);
+	assert_true(upstream_has_resources(upstream_set_get(set, 0)));
+	assert_int_equal(upstream_set_read(set, "nope", "test://a", 0, cap_cb, &c, NULL, "r1"),
+			 -EAGAIN);
+	assert_int_equal(upstream_set_read(set, "fake", "", 0, cap_cb, &c, NULL, "r1"), -EINVAL);
+	assert_int_equal(upstream_set_read(set, "fake", "test://hold", 0, cap_cb, &d, &id, "r1"),
+			 0);
+	upstream_set_cancel(set, "fake", id);
+	assert_int_equal(upstream_set_read(set, "fake", "test://a", 0, cap_cb, &c, NULL, "r1"), 0);
+	RUN_UNTIL(l, c.done, 5000);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(content0(&c, "uri"), "test://a");
+	RUN_UNTIL(l, 0, 100);
+	assert_int_equal(d.done, 0);
+	cap_clear(&c);
+	upstream_set_free(set);
+	policy_free(p);
+	loop_free(l);
+}
+
+/* ---- a 2026-07-28 HTTP server (libmicrohttpd, in its own thread) ------------------ */
+
+/* The metadata headers of the last request of one method. */
+struct hseen {
+	int n;
+	char method[64], name[UPSTREAM_URI_MAX * 2], version[32];
+	int params; /* Mcp-Param-* headers */
+};
+
+struct hsrv {
+	struct MHD_Daemon *d;
+	unsigned port;
+	pthread_mutex_t mu;
+	struct hseen read, call;
+};
+
+struct hbody {
+	char *buf;
+	size_t len;
+};
+
+static enum MHD_Result h_count_param(void *cls, enum MHD_ValueKind kind, const char *key,
+				     const char *value)
+{
+	(void)kind;
+	(void)value;
+	if (strncasecmp(key, "Mcp-Param-", 10) == 0)
+		(*(int *)cls)++;
+	return MHD_YES;
+}
+
+static void h_record(struct MHD_Connection *conn, struct hseen *h)
+{
+	const char *m = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Mcp-Method");
+	const char *n = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Mcp-Name");
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "MCP-Protocol-Version");
+
+	h->n++;
+	snprintf(h->method, sizeof(h->method), "%s", m ? m : "");
+	snprintf(h->name, sizeof(h->name), "%s", n ? n : "");
+	snprintf(h->version, sizeof(h->version), "%s", v ? v : "");
+	h->params = 0;
+	MHD_get_connection_values(conn, MHD_HEADER_KIND, h_count_param, &h->params);
+}
+
+/* The answer to one JSON-RPC request of ours (a new reference), or NULL
+ * for a method the server does not have. */
+static json_t *h_answer(struct hsrv *hs, struct MHD_Connection *conn, const char *method,
+			const json_t *params)
+{
+	if (strcmp(method, "server/discover") == 0)
+		return json_pack("{s:[s], s:{s:{}, s:{}}, s:{s:s, s:s}}", "supportedVersions",
+				 "2026-07-28", "capabilities", "tools", "resources", "serverInfo",
+				 "name", "h", "version", "1");
+	if (strcmp(method, "tools/list") == 0)
+		return json_pack("{s:[{s:s, s:{s:s, s:{s:{s:s, s:s}}}}]}", "tools", "name", "t",
+				 "inputSchema", "type", "object", "properties", "region", "type",
+				 "string", "x-mcp-header", "Region");
+	pthread_mutex_lock(&hs->mu);
+	if (strcmp(method, "resources/read") == 0)
+		h_record(conn, &hs->read);
+	else if (strcmp(method, "tools/call") == 0)
+		h_record(conn, &hs->call);
+	pthread_mutex_unlock(&hs->mu);
+	if (strcmp(method, "resources/read") == 0)
+		return json_pack("{s:[{s:O, s:s}]}", "contents", "uri",
+				 json_object_get(params, "uri"), "text", "over http");
+	if (strcmp(method, "tools/call") == 0)
+		return json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text", "called");
+	return NULL;
+}
+
+static enum MHD_Result h_serve(void *cls, struct MHD_Connection *conn, const char *url,
+			       const char *method, const char *version, const char *data,
+			       size_t *size, void **state)
+{
+	struct hsrv *hs = cls;
+	struct hbody *b = *state;
+	struct MHD_Response *r;
+	json_t *m, *res, *out;
+	unsigned status = 200;
+	enum MHD_Result ok;
+	char *text;
+	(void)url;
+	(void)method;
+	(void)version;
+
+	if (!b) { /* the head: come back for the body */
+		*state = calloc(1, sizeof(*b));
+		return *state ? MHD_YES : MHD_NO;
+	}
+	if (*size) {
+		char *nb = realloc(b->buf, b->len + *size + 1);
+
+		if (!nb)
+			return MHD_NO;
+		memcpy(nb + b->len, data, *size);
+		b->buf = nb;
+		b->len += *size;
+		*size = 0;
+		return MHD_YES;
+	}
+	m = b->len ? json_loadb(b->buf, b->len, 0, NULL) : NULL;
+	res = m ? h_answer(hs, conn, json_string_value(json_object_get(m, "method")),
+			   json_object_get(m, "params"))
+		: NULL;
+	if (res) {
+		out = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", json_object_get(m, "id"),
+				"result", res);
+	} else {
+		status = 404;
+		out = json_pack("{s:s, s:O?, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
+				json_object_get(m, "id"), "error", "code", -32601, "message",
+				"Method not found");
+	}
+	text = json_dumps(out, JSON_COMPACT);
+	r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+	MHD_add_response_header(r, "Content-Type", "application/json");
+	ok = MHD_queue_response(conn, status, r);
+	MHD_destroy_response(r);
+	json_decref(out);
+	json_decref(m);
+	return ok;
+}
+
+static void h_completed(void *cls, struct MHD_Connection *conn, void **state,
+			enum MHD_RequestTerminationCode toe)
+{
+	struct hbody *b = *state;
+	(void)cls;
+	(void)conn;
+	(void)toe;
+
+	if (b)
+		free(b->buf);
+	free(b);
+	*state = NULL;
+}
+
+static void hsrv_start(struct hsrv *hs)
+{
+	memset(hs, 0, sizeof(*hs));
+	pthread_mutex_init(&hs->mu, NULL);
+	hs->d = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD, 0,
+				 NULL, NULL, h_serve, hs, MHD_OPTION_NOTIFY_COMPLETED, h_completed,
+				 NULL, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(256 * 1024),
+				 MHD_OPTION_END);
+	assert_non_null(hs->d);
+	hs->port = MHD_get_daemon_info(hs->d, MHD_DAEMON_INFO_BIND_PORT)->port;
+}
+
+static void hsrv_stop(struct hsrv *hs)
+{
+	MHD_stop_daemon(hs->d);
+	pthread_mutex_destroy(&hs->mu);
+}
+
+/* 2026-07-28 over HTTP: a read carries Mcp-Method resources/read and
+ * Mcp-Name its uri (base64 when it is not plain ASCII), and no
+ * Mcp-Param-* header, which only a tool's marks make. */
+static void test_http_read_headers(void **state)
+{
+	struct policy_server srv = {.name = "web", .kind = POLICY_SERVER_HTTP};
+	struct hsrv hs;
+	struct env_t e;
+	struct cap c = {0};
+	struct hseen seen;
+	char url[64];
+	(void)state;
+
+	hsrv_start(&hs);
+	snprintf(url, sizeof(url), "http://127.0.0.1:%u/mcp", hs.port);
+	srv.url = url;
+	start_ready(&e, &srv, NULL);
+	assert_string_equal(upstream_protocol_version(e.u), "2026-07-28");
+	assert_true(upstream_has_resources(e.u));
+	assert_int_equal(upstream_tool_count(e.u), 1);
+
+	read_wait(&e, "file:///projects/app/config.json", 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(content0(&c, "uri"), "file:///projects/app/config.json");
+	assert_string_equal(content0(&c, "text"), "over http");
+	cap_clear(&c);
+	pthread_mutex_lock(&hs.mu);
+	seen = hs.read;
+	pthread_mutex_unlock(&hs.mu);
+	assert_int_equal(seen.n, 1);
+	assert_string_equal(seen.method, "resources/read");
+	assert_string_equal(seen.name, "file:///projects/app/config.json");
+	assert_string_equal(seen.version, "2026-07-28");
+	assert_int_equal(seen.params, 0);
+
+	read_wait(&e, "file:///caf\xc3\xa9", 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	cap_clear(&c);
+	pthread_mutex_lock(&hs.mu);
+	seen = hs.read;
+	pthread_mutex_unlock(&hs.mu);
+	assert_int_equal(seen.n, 2);
+	assert_string_equal(seen.name, "=?base64?ZmlsZTovLy9jYWbDqQ==?=");
+
+	/* a call of the marked tool, for contrast: its name and its parameter */
+	call_wait(&e, "t", json_pack("{s:s}", "region", "eu-1"), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	cap_clear(&c);
+	pthread_mutex_lock(&hs.mu);
+	seen = hs.call;
+	pthread_mutex_unlock(&hs.mu);
+	assert_string_equal(seen.method, "tools/call");
+	assert_string_equal(seen.name, "t");
+	assert_int_equal(seen.params, 1);
+	stop(&e);
+	hsrv_stop(&hs);
+}
+
 static void test_stderr_relay(void **state)
 {
 	char cut[APPL_UPSTREAM_STDERR_LINE_MAX + 64];
@@ -1177,6 +1655,13 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_tools_skipped),
 		cmocka_unit_test(test_env_passed),
 		cmocka_unit_test(test_overlong_answer_without_its_id),
+		cmocka_unit_test(test_tool_output_schema_and_tasks),
+		cmocka_unit_test(test_has_resources),
+		cmocka_unit_test(test_read_round_trip),
+		cmocka_unit_test(test_read_timeout_and_cancel),
+		cmocka_unit_test(test_read_bad_uri),
+		cmocka_unit_test(test_set_read),
+		cmocka_unit_test(test_http_read_headers),
 		cmocka_unit_test(test_stderr_relay),
 	};
 

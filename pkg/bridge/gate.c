@@ -1,0 +1,153 @@
+/* gate.c: the per-server slots every run's calls share (see bridge.h).
+ *
+ * Each server of the policy has servers.NAME.concurrency slots. A run that
+ * finds its call's server full keeps the call waiting; when a slot frees,
+ * the runs are offered it in turn, starting after the one served last, and
+ * the first with a call waiting for that server (and room under its own
+ * concurrency) sends one. Nothing here calls an upstream: run.c does.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bridge/bridge.h"
+#include "bridge/internal.h"
+
+struct gate_server {
+	const char *name; /* borrowed from the policy */
+	unsigned cap, inflight;
+	size_t next; /* the run offered a free slot first */
+};
+
+struct bridge_gate {
+	struct gate_server *s;
+	size_t n;
+	struct bridge_run **runs; /* in the order they joined */
+	size_t nruns, capruns;
+	bool handing; /* inside gate_give's loop */
+	bool again;   /* a slot freed while handing: look once more */
+};
+
+struct bridge_gate *bridge_gate_new(const struct policy *p)
+{
+	struct bridge_gate *g = calloc(1, sizeof(*g));
+	size_t n = policy_server_count(p);
+
+	if (!g || !(g->s = calloc(n ? n : 1, sizeof(*g->s)))) {
+		free(g);
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct policy_server *srv = policy_server_get(p, i);
+
+		g->s[i].name = srv->name;
+		g->s[i].cap = srv->concurrency ? srv->concurrency : 1;
+	}
+	g->n = n;
+	return g;
+}
+
+void bridge_gate_free(struct bridge_gate *g)
+{
+	if (!g)
+		return;
+	free(g->s);
+	free(g->runs);
+	free(g);
+}
+
+static struct gate_server *server_find(const struct bridge_gate *g, const char *name)
+{
+	for (size_t i = 0; g && name && i < g->n; i++)
+		if (strcmp(g->s[i].name, name) == 0)
+			return &g->s[i];
+	return NULL;
+}
+
+unsigned bridge_gate_inflight(const struct bridge_gate *g, const char *server)
+{
+	const struct gate_server *s = server_find(g, server);
+
+	return s ? s->inflight : 0;
+}
+
+int gate_join(struct bridge_gate *g, struct bridge_run *r)
+{
+	if (g->nruns == g->capruns) {
+		size_t cap = g->capruns ? g->capruns * 2 : 8;
+		struct bridge_run **p = realloc(g->runs, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		g->runs = p;
+		g->capruns = cap;
+	}
+	g->runs[g->nruns++] = r;
+	return 0;
+}
+
+void gate_leave(struct bridge_gate *g, struct bridge_run *r)
+{
+	for (size_t i = 0; i < g->nruns; i++) {
+		if (g->runs[i] != r)
+			continue;
+		memmove(&g->runs[i], &g->runs[i + 1], (g->nruns - i - 1) * sizeof(*g->runs));
+		g->nruns--;
+		/* the turn stays with the run that was next */
+		for (size_t k = 0; k < g->n; k++)
+			if (g->s[k].next > i)
+				g->s[k].next--;
+		return;
+	}
+}
+
+bool gate_take(struct bridge_gate *g, const char *server)
+{
+	struct gate_server *s = server_find(g, server);
+
+	if (!s)
+		return true; /* not a server of the policy: the upstream set refuses it */
+	if (s->inflight >= s->cap)
+		return false;
+	s->inflight++;
+	return true;
+}
+
+/* Offer s's free slots to the runs in turn until none is free or a whole
+ * round sent nothing. */
+static void hand_out(struct bridge_gate *g, struct gate_server *s)
+{
+	size_t idle = 0;
+
+	while (s->inflight < s->cap && g->nruns && idle < g->nruns) {
+		size_t i = s->next % g->nruns;
+
+		s->next = i + 1;
+		/* run_send_for takes the slot (gate_take) when it sends */
+		if (run_send_for(g->runs[i], s->name))
+			idle = 0;
+		else
+			idle++;
+	}
+}
+
+void gate_give(struct bridge_gate *g, const char *server)
+{
+	struct gate_server *s = server_find(g, server);
+
+	if (!s)
+		return;
+	if (s->inflight)
+		s->inflight--;
+	if (g->handing) {
+		g->again = true;
+		return;
+	}
+	g->handing = true;
+	do {
+		g->again = false;
+		for (size_t i = 0; i < g->n; i++)
+			hand_out(g, &g->s[i]);
+	} while (g->again);
+	g->handing = false;
+}
