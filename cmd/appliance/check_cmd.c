@@ -1720,8 +1720,8 @@ static void probe_call_init(struct check *c, struct probe *p, const struct check
 	snprintf(p->label, sizeof(p->label), "%s %s", name,
 		 text ? shown(text, args, sizeof(args)) : "");
 	for (size_t i = 0; st && i < stubs_count(st) && !body; i++)
-		if (strcmp(stubs_mcp_name(st, i), name) == 0 && ident_ok(stubs_ns(st, i)) &&
-		    ident_ok(stubs_fn(st, i)) &&
+		if (strcmp(stubs_mcp_name(st, i), name) == 0 && !stubs_why_not(st, i) &&
+		    ident_ok(stubs_ns(st, i)) && ident_ok(stubs_fn(st, i)) &&
 		    asprintf(&body,
 			     "try:\n"
 			     "    v = await %s.%s(**P[\"args\"])\n"

@@ -39,7 +39,7 @@ async def attempt(label, coro):
     try:
         out[label] = {"ok": await coro}
     except ToolError as e:
-        out[label] = {"err": str(e), "type": type(e).__name__}
+        out[label] = {"err": str(e), "type": type(e).__name__, "kind": e.kind}
 """
 
 # The runner's protocol channel, taken from a tool function's closure: its
@@ -131,8 +131,8 @@ def the_sdk_client_calls_server_everything_tools():
     # write tools are not offered to a read-only role (only named, with the
     # reason), and names are mangled
     assert "toggle_simulated_logging(" not in desc and "get-sum" not in desc, desc
-    assert ("everything.toggle_simulated_logging  # not offered: a write tool, and this "
-            "client's role may only read\n") in desc, desc
+    assert ("everything.toggle_simulated_logging  # not offered: not allowed by the "
+            "policy\n") in desc, desc
     echo, structured, gathered = out["calls"][:3]
     assert sdk_stdout(echo) == "Echo: hi\n", echo
     kind, total, weather, image = sdk_stdout(structured).splitlines()
@@ -173,20 +173,23 @@ def a_read_only_role_reads_files_and_cannot_write():
         desc = s.description()
         assert "fs.read_text_file(" in desc and "fs.list_directory(" in desc, desc
         for w in ("write_file", "edit_file", "move_file", "create_directory"):
-            assert w not in desc, (w, desc)
+            # named only as not offered, with the reason: no signature
+            assert "fs.%s(" % w not in desc, (w, desc)
+            assert "fs.%s  # not offered: not allowed by the policy\n" % w in desc, (w, desc)
         got = s.cell_json(ATTEMPT + CHANNEL + """
 await attempt("list", fs.list_directory(path=%r))
 await attempt("read", fs.read_text_file(path=%r))
-out["has_write"] = hasattr(fs, "write_file") or hasattr(fs, "edit_file")
+await attempt("stand_in", fs.write_file(path=%r, content="pwned"))
 await attempt("write", channel(fs.read_text_file).call("fs.write_file", "fs.write_file",
                                                        {"path": %r, "content": "pwned"}))
 await attempt("after", fs.read_text_file(path=%r))
 print(json.dumps(out))
-""" % (root, os.path.join(root, "hello.txt"), target, os.path.join(root, "hello.txt")))
+""" % (root, os.path.join(root, "hello.txt"), target, target, os.path.join(root, "hello.txt")))
         # server-filesystem answers with structuredContent {"content": text}
         assert got["list"]["ok"] == {"content": "[FILE] hello.txt"}, got
         assert got["read"]["ok"] == {"content": "hello from the gateway test\n"}, got
-        assert got["has_write"] is False, got
+        # the stand-in and a forged call are refused alike, by the bridge
+        refused(got["stand_in"], "fs.write_file", "not allowed")
         refused(got["write"], "fs.write_file", "not allowed")
         assert got["after"]["ok"] == {"content": "hello from the gateway test\n"}, got
         assert not os.path.exists(target), "write_file reached the server"
@@ -201,11 +204,13 @@ print(json.dumps(out))
 def a_tool_outside_the_role_is_neither_offered_nor_callable():
     with Session(toy_policy(role_tools=["toy.add"])) as s:
         desc = s.description()
-        assert "toy.add(" in desc and "toy.echo" not in desc and "toy.sleep" not in desc, desc
+        assert "toy.add(" in desc and "toy.echo(" not in desc and "toy.sleep(" not in desc, desc
+        assert ("toy.echo  # not offered: not allowed for this client's role\n" in desc), desc
         got = s.cell_json(ATTEMPT + CHANNEL + """
 out["names"] = sorted(k for k in vars(toy) if not k.startswith("_"))
 out["has_echo"] = hasattr(toy, "echo")
 chan = channel(toy.add)
+await attempt("stand_in", toy.echo(text="a"))
 await attempt("forged", chan.call("toy.echo", "x", {"text": "a"}))
 await attempt("after_forged", toy.add(a=1, b=2))
 await attempt("nonexistent", chan.call("toy.no_such_tool", "x", {}))
@@ -215,7 +220,10 @@ await attempt("unsupported", chan.call("toy.unsupported", "x", {}))
 await attempt("after", toy.add(a=2, b=2))
 print(json.dumps(out))
 """)
-        assert got["names"] == ["add"] and got["has_echo"] is False, got
+        # the others are stand-ins: names whose calls the bridge refuses
+        assert "add" in got["names"] and "echo" in got["names"], got
+        msg = refused(got["stand_in"], "toy.echo: not allowed for this client's role")
+        assert got["stand_in"]["kind"] == "refused", got
         msg = refused(got["forged"], "toy.echo")
         assert "no such tool" in msg or "not allowed" in msg, msg
         assert got["after_forged"] == {"ok": {"sum": 3}}, got
@@ -233,7 +241,8 @@ def refusals_reach_the_code_as_tool_errors_and_the_session_goes_on():
     limits = {"call_timeout_s": 1, "max_result_bytes": 1000}
     with Session(toy_policy(write=False, limits=limits)) as s:
         desc = s.description()
-        assert "toy.echo(" in desc and "toy.write_note" not in desc, desc
+        assert "toy.echo(" in desc and "toy.write_note(" not in desc, desc
+        assert "toy.write_note  # not offered: " in desc, desc
         got = s.cell_json(ATTEMPT + CHANNEL + """
 n = [0]
 async def then_add():
@@ -279,7 +288,7 @@ print(json.dumps(out))
         msg = refused(got["args_at_cap"], "over the cap of 1000")
         assert "16384" not in msg and "argument" not in msg, msg
         refused(got["args_over_cap"], "toy.echo:", "16385 bytes", "16384")
-        assert got["has_write_note"] is False, got
+        assert got["has_write_note"] is True, got  # a stand-in, refused by the bridge
         refused(got["write"], "toy.write_note:", "write")
         refused(got["slow"], "toy.sleep", prefix="timeout: ")
         assert 0.8 <= got["slow"]["s"] < 2.5, got["slow"]
@@ -292,6 +301,11 @@ print(json.dumps(out))
         assert got["deep_ok"]["ok"] == {"d": {"d": {"v": 0}}}, got["deep_ok"]
         for k in ("bad_type", "slow", "tool_error", "too_deep"):
             assert got[k]["type"] == "ToolError", got[k]
+        kinds = {k: got[k]["kind"] for k in ("bad_type", "write", "slow", "tool_error",
+                                              "oversized_result", "too_deep")}
+        assert kinds == {"bad_type": "refused", "write": "refused", "slow": "timeout",
+                         "tool_error": "error", "oversized_result": "refused",
+                         "too_deep": "refused"}, kinds
         # the upstream kept working after the timed-out call, in a later cell too
         got = s.cell_json("import json\n"
                           "print(json.dumps([await toy.add(a=1, b=1),"
@@ -491,12 +505,15 @@ def appliance_stubs_prints_what_a_role_sees():
     # the description, as run_python shows it to the client's role
     assert out.startswith("# role: r\n"), out[:200]
     assert "Run Python code in a fresh sandbox" in out
-    assert "toy.add(a: int, b: int)" in out
-    # every offered tool's stub, and each tool not offered with why
-    assert "# toy.add\nasync def add(*, a: int, b: int):" in out, out
+    assert 'toy.add(a: int, b: int) -> {"sum": int}  # Add two integers.' in out
+    # every offered tool's stub (its output schema the return type), and
+    # each tool not offered with why, its stand-in's stub too
+    assert '# toy.add\nasync def add(*, a: int, b: int) -> {"sum": int}:' in out, out
     assert "# not offered: toy.write_note: a write tool, and this client's role may only read" in out
     assert "# not offered: toy.unsupported: its input schema cannot be checked (unsupported)" in out
-    assert "async def write_note" not in out
+    assert "async def write_note(*, " not in out
+    assert ("# toy.write_note\nasync def write_note(**kwargs: Any) -> NoReturn:\n"
+            '    """Not offered here: a write tool, and this client\'s role may only read.') in out
     # another role's view
     r = subprocess.run(stubs_argv(sig, "--role", "w"), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr

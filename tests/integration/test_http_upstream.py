@@ -505,7 +505,10 @@ def an_unreachable_server_at_start_leaves_the_others_serving():
     with gk.Session(sig) as s:
         assert "upstream dead is not available" in s.log(), s.log()
         assert s.cell("print((await toy.add(a=1, b=2))['sum'])") == "3\n"
-        assert "dead." not in s.description()
+        # no tool of it, only its name among those not available now
+        desc = s.description()
+        assert not [ln for ln in desc.splitlines() if ln.startswith("dead.")], desc
+        assert "Servers not available now (" in desc and "): dead.\n" in desc, desc
         # its namespace is there all the same: any name is a call, and a ToolError
         out = s.cell("import time\nt0 = time.monotonic()\n"
                      "try:\n    await dead.never_listed(x=1)\n"
