@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,99 @@
 /* A key file holds 64 hex digits and perhaps a newline; anything much
  * longer is not one. */
 #define KEY_FILE_MAX 256
+
+static const char audit_help_text[] =
+	"usage: appliance audit init [--state-dir DIR] PATH\n"
+	"       appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
+	"                              [--state-dir DIR] FILE...\n"
+	"       appliance audit show [--runs] FILE\n"
+	"\n"
+	"The audit log a policy's \"audit\": {\"path\": P} asks for (docs/audit.md):\n"
+	"init makes its sealing key, verify checks its chain, head and seals, show\n"
+	"prints it readably. appliance help audit SUBCOMMAND, or appliance audit\n"
+	"SUBCOMMAND --help, says more of each.\n"
+	"\n"
+	"options:\n"
+	"  --state-dir DIR   init, verify: where the log's key and head are kept\n"
+	"  --key HEX|@FILE   verify: a sealing key (64 hex digits, or @FILE)\n"
+	"  --head FILE       verify: the chain's head from FILE (/dev/null: none)\n"
+	"  --runs            show: one line per run instead of one per event\n"
+	"  --help, -h        print this text\n"
+	"\n"
+	"exit status: 0 on success; 1 on a failure, or a problem found in a log;\n"
+	"2 on a usage error.\n";
+
+static const char init_help_text[] =
+	"usage: appliance audit init [--state-dir DIR] PATH\n"
+	"\n"
+	"Make the first sealing key of the audit log at PATH (the policy's\n"
+	"audit.path exactly as written there: the state is keyed by it), write its\n"
+	"sealing state into the state directory (/var/lib/appliance as root), and\n"
+	"print its key id and the key, once: give the key to the auditor, who\n"
+	"keeps it off this host (audit verify --key needs it). A log that has a\n"
+	"sealing key already keeps it: it is never replaced.\n"
+	"\n"
+	"options:\n"
+	"  --state-dir DIR  an ordinary user's state directory (refused as root)\n"
+	"  --help, -h       print this text\n"
+	"\n"
+	"exit status: 0 when the key was made; 1 when it was not, say because the\n"
+	"log has one (one line on stderr saying why); 2 on a usage error.\n";
+
+static const char verify_help_text[] =
+	"usage: appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
+	"                              [--state-dir DIR] FILE...\n"
+	"\n"
+	"Check each audit log FILE by the rules of docs/audit.md: the chain of\n"
+	"hashes line by line and back through the rotated files it continues, its\n"
+	"head, and with keys its seals. Prints one line per FILE when all holds,\n"
+	"else the first bad line (FILE:LINE) and why. A key on the command line is\n"
+	"wiped from it once read.\n"
+	"\n"
+	"options:\n"
+	"  --key HEX|@FILE  a sealing key: 64 hex digits, or @FILE (repeatable)\n"
+	"  --head FILE      the head to check against, a copy of it (/dev/null: none)\n"
+	"  --state-dir DIR  where the log's head is kept (allowed as root too)\n"
+	"  --help, -h       print this text\n"
+	"\n"
+	"exit status: 0 when every FILE passed; 1 on a problem in any of them or a\n"
+	"log that could not be read; 2 on a usage error.\n";
+
+static const char show_help_text[] =
+	"usage: appliance audit show [--runs] FILE\n"
+	"\n"
+	"Print the audit log FILE (this file only, no rotated ones) readably: a\n"
+	"line per event (the appliance's starts and stops, runs, tool calls, the\n"
+	"ends of runs), or with --runs a line per run: who, when, which tools, how\n"
+	"it ended. Text from the log is escaped. It checks nothing: audit verify\n"
+	"does.\n"
+	"\n"
+	"options:\n"
+	"  --runs      one line per run instead of one per event\n"
+	"  --help, -h  print this text\n"
+	"\n"
+	"exit status: 0 when the log was printed; 1 when it could not be read; 2 on\n"
+	"a usage error.\n";
+
+void audit_help(void)
+{
+	fputs(audit_help_text, stdout);
+}
+
+void audit_init_help(void)
+{
+	fputs(init_help_text, stdout);
+}
+
+void audit_verify_help(void)
+{
+	fputs(verify_help_text, stdout);
+}
+
+void audit_show_help(void)
+{
+	fputs(show_help_text, stdout);
+}
 
 /* ---- init ----------------------------------------------------------------- */
 
@@ -49,6 +143,8 @@ static int audit_init(int argc, char **argv)
 	unsigned char *k0;
 	int c, rc;
 
+	if (cli_help_wanted(argc, argv, opts))
+		return cli_help_print(init_help_text);
 	if (cli_inexact_option(argc, argv, opts))
 		return cli_usage_cmd("audit init", "options must be spelled out in full");
 	optind = 1;
@@ -81,6 +177,7 @@ struct verify_args {
 	unsigned char (*keys)[AUDIT_KEY_BYTES]; /* sodium_allocarray'ed */
 	size_t nkeys;
 	char state[PATH_MAX];
+	bool help; /* --help: print verify_help_text, do nothing else */
 };
 
 /* 64 hex digits (either case), then at most white space. */
@@ -156,6 +253,10 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	struct appl_err err = {0};
 	int c;
 
+	if (cli_help_wanted(argc, argv, opts)) {
+		a->help = true;
+		return 0;
+	}
 	if (cli_inexact_option(argc, argv, opts))
 		return cli_usage_cmd("audit verify", "options must be spelled out in full");
 	optind = 1;
@@ -232,6 +333,10 @@ static int audit_verify_cmd(int argc, char **argv)
 		return cli_fail_cmd("audit verify", &err);
 	}
 	rc = verify_args_parse(argc, argv, &a);
+	if (rc == 0 && a.help) {
+		sodium_free(a.keys);
+		return cli_help_print(verify_help_text);
+	}
 	if (rc == 0 && verify_state(&a, &err) < 0)
 		rc = cli_fail_cmd("audit verify", &err);
 	if (rc == 0)
@@ -249,6 +354,8 @@ static int audit_show_cmd(int argc, char **argv)
 	bool runs = false;
 	int c, rc;
 
+	if (cli_help_wanted(argc, argv, opts))
+		return cli_help_print(show_help_text);
 	if (cli_inexact_option(argc, argv, opts))
 		return cli_usage_cmd("audit show", "options must be spelled out in full");
 	optind = 1;
@@ -277,6 +384,8 @@ int cmd_audit(int argc, char **argv)
 		{"show", audit_show_cmd},
 	};
 
+	if (argc == 2 && cli_help_wanted(argc, argv, NULL))
+		return cli_help_print(audit_help_text);
 	if (argc < 2)
 		return cli_usage_cmd("audit", "needs a subcommand: init, verify or show");
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++)

@@ -9,7 +9,14 @@
 
 /* audit init [--state-dir DIR] PATH
  * audit verify [--key HEX|@FILE]... [--head FILE] [--state-dir DIR] FILE...
- * audit show FILE */
+ * audit show [--runs] FILE */
 int cmd_audit(int argc, char **argv);
+
+/* What `appliance help audit [init|verify|show]` and `appliance audit
+ * [init|verify|show] --help` print. */
+void audit_help(void);
+void audit_init_help(void);
+void audit_verify_help(void);
+void audit_show_help(void);
 
 #endif

@@ -18,7 +18,45 @@ struct cell_args {
 	struct cell_oneshot o;
 	const char *policy, *trust_file, *trust_dir, *state_dir;
 	bool dev_flags; /* --image, --digest, --deadline, --rootless or --runsc given */
+	bool help;	/* --help: print help_text, do nothing else */
 };
+
+static const char help_text[] =
+	"usage: appliance cell --policy POLICY.sig [--trust PUBKEY | --trust-dir DIR]\n"
+	"                      [--state-dir DIR] [--cache DIR] [--runtime-dir DIR] FILE|-\n"
+	"       appliance cell --image DIR --digest sha256:HEX [--deadline SECONDS]\n"
+	"                      [--rootless] [--runsc PATH] [--cache DIR]\n"
+	"                      [--runtime-dir DIR] FILE|-\n"
+	"\n"
+	"Run the Python code in FILE (- for standard input) as one cell, with no\n"
+	"tools, in a fresh gVisor sandbox, and print its result object as one line\n"
+	"of JSON. With --policy the image, runtime and limits are the verified\n"
+	"policy's, and its serial is recorded as run records it (a policy with an\n"
+	"audit log is refused: cell writes none). With --image and --digest the\n"
+	"same without a policy, for development; these and --deadline, --rootless\n"
+	"and --runsc are refused with --policy, which no flag may widen.\n"
+	"\n"
+	"options:\n"
+	"  --policy POLICY.sig  take image, runtime and limits from this signed policy\n"
+	"  --trust PUBKEY       check with this one key (it never moves the floor)\n"
+	"  --trust-dir DIR      the trusted keys (default /etc/appliance/trusted.d)\n"
+	"  --state-dir DIR      an ordinary user's rollback state (refused as root)\n"
+	"  --image DIR          without a policy: the OCI image layout to run\n"
+	"  --digest sha256:HEX  without a policy: the image's manifest digest\n"
+	"  --deadline SECONDS   without a policy: deadline, 1 to 3600 (default 90)\n"
+	"  --rootless           without a policy: runsc's weaker rootless mode\n"
+	"  --runsc PATH         without a policy: the runsc (default /usr/bin/runsc)\n"
+	"  --cache DIR          where the image is unpacked (default as for image verify)\n"
+	"  --runtime-dir DIR    runsc's state directory (default /run/appliance as root)\n"
+	"  --help, -h           print this text\n"
+	"\n"
+	"exit status: 0 when the cell ran, even if its code raised; 1 when it could\n"
+	"not run (one line on stderr saying why); 2 on a usage error.\n";
+
+void cell_help(void)
+{
+	fputs(help_text, stdout);
+}
 
 static int usage(const char *msg)
 {
@@ -127,6 +165,10 @@ static int args_parse(int argc, char **argv, struct cell_args *a)
 	};
 	int c, rc;
 
+	if (cli_help_wanted(argc, argv, opts)) {
+		a->help = true;
+		return 0;
+	}
 	if (cli_inexact_option(argc, argv, opts))
 		return usage("options must be spelled out in full");
 	optind = 1;
@@ -195,6 +237,8 @@ int cmd_cell(int argc, char **argv)
 	cell_oneshot_init(&a.o);
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
+	if (a.help)
+		return cli_help_print(help_text);
 	if (a.policy) {
 		struct cli_policy_opts o = {.sig = a.policy,
 					    .trust_file = a.trust_file,

@@ -9,4 +9,7 @@
 
 int cmd_cell(int argc, char **argv);
 
+/* What `appliance help cell` and `appliance cell --help` print. */
+void cell_help(void);
+
 #endif

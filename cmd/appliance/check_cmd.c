@@ -84,7 +84,18 @@ static const char check_usage_text[] =
 	"host's network, raw sockets, host files and environment, writes outside\n"
 	"/tmp, exec from /tmp, more processes or memory than the limits, running\n"
 	"past a 3 s deadline). Prints one line per problem, naming the field, and\n"
-	"a table with a row per cell. Exit 1 on any problem or surprise.\n";
+	"a table with a row per cell. Exit 1 on any problem or surprise.\n"
+	"\n"
+	"options:\n"
+	"  --policy POLICY.sig      the signed policy to check (required)\n"
+	"  --trust-dir DIR          the trusted keys (default /etc/appliance/trusted.d)\n"
+	"  --cache DIR              where the image is unpacked (see image verify)\n"
+	"  --runtime-dir DIR        runsc's state directory (/run/appliance as root)\n"
+	"  --call SERVER.TOOL=JSON  call a tool from a cell with these arguments\n"
+	"  --help, -h               print this text\n"
+	"\n"
+	"exit status: 0 when nothing was wrong (warnings or not); 1 on any problem\n"
+	"or surprise; 2 on a usage error.\n";
 
 void check_help(void)
 {
@@ -612,6 +623,10 @@ static int args_parse(int argc, char **argv, struct check_args *a)
 	};
 	int opt, rc;
 
+	if (cli_help_wanted(argc, argv, opts)) {
+		a->help = true;
+		return 0;
+	}
 	if (cli_inexact_option(argc, argv, opts))
 		return usage("options must be spelled out in full");
 	optind = 1;

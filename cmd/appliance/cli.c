@@ -44,6 +44,31 @@ const char *cli_inexact_option(int argc, char **argv, const struct option *opts)
 	return NULL;
 }
 
+bool cli_help_wanted(int argc, char **argv, const struct option *opts)
+{
+	for (int i = 1; i < argc; i++) {
+		const struct option *o;
+
+		if (strcmp(argv[i], "--") == 0)
+			return false;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return true;
+		if (!opts || strncmp(argv[i], "--", 2) != 0)
+			continue;
+		o = option_find(argv[i] + 2, opts);
+		if (o && o->has_arg == required_argument && !strchr(argv[i], '='))
+			i++; /* its value: `--state-dir --help` names a directory */
+	}
+	return false;
+}
+
+int cli_help_print(const char *text)
+{
+	if (fputs(text, stdout) == EOF || fflush(stdout) == EOF)
+		return 1;
+	return 0;
+}
+
 int cli_fail(const struct appl_err *err)
 {
 	fprintf(stderr, "appliance: %s\n", err->msg[0] ? err->msg : "failed");

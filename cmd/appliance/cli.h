@@ -17,6 +17,17 @@
  * all are exact. Values of options that take one are skipped. */
 const char *cli_inexact_option(int argc, char **argv, const struct option *opts);
 
+/* Whether the command line asks for the command's own help text: an
+ * argument before "--" that is exactly "--help" or "-h", and not the value
+ * of an option of opts that takes one (opts may be NULL: a command without
+ * options). Asked before anything else, so that `run --help` is never an
+ * inexact option nor a missing --policy. */
+bool cli_help_wanted(int argc, char **argv, const struct option *opts);
+
+/* Print a help text on stdout; returns exit status 0 (1 when stdout could
+ * not be written, say a closed pipe). */
+int cli_help_print(const char *text);
+
 /* Print "appliance: MESSAGE" on stderr; returns exit status 1. */
 int cli_fail(const struct appl_err *err);
 

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "base/err.h"
-#include "base/version.h"
 #include "image/image.h"
 #include "log/log.h"
 #include "proc/proc.h"
@@ -21,6 +20,7 @@
 #include "run_cmd.h"
 #include "policy_cmds.h"
 #include "token_cmd.h"
+#include "version_cmd.h"
 
 static const char usage_text[] =
 	"usage: appliance COMMAND [ARGS]\n"
@@ -72,19 +72,74 @@ static const char usage_text[] =
 	"  token NAME ROLE\n"
 	"        make a bearer token for an HTTP client, print it once and the\n"
 	"        clients.tokens entry (its SHA-256) to sign into the policy\n"
+	"  version (or --version, -V)\n"
+	"        print the versions of the appliance, of runsc (and the platform\n"
+	"        it would use) and of the libraries it runs with\n"
+	"  help [COMMAND [SUBCOMMAND]] (or COMMAND [SUBCOMMAND] --help, -h)\n"
+	"        print this text, or a command's own: its options and exit status\n"
+	"\n"
+	"Options are spelled out in full: an abbreviation such as --trust for\n"
+	"--trust-dir is refused.\n"
 	"\n"
 	"The rollback floor (the highest serial accepted per deployment) is in\n"
 	"/var/lib/appliance as root, and --state-dir is refused there; an ordinary\n"
 	"user's is ~/.local/state/appliance unless --state-dir names another.\n"
 	"Only keys from the trust directory raise it: a policy checked with\n"
 	"--trust PUBKEY is held to it and never moves it.\n"
-	"  version   print the version\n"
-	"  help [check|token]  print this text, or a command's own\n";
+	"\n"
+	"exit status: 0 on success; 1 on a refusal or failure (said on stderr),\n"
+	"or a problem found by check or audit verify; 2 on a usage error.\n"
+	"See appliance(1).\n";
+
+static const char image_help_text[] =
+	"usage: appliance image verify --image DIR --digest sha256:HEX [--cache DIR]\n"
+	"\n"
+	"Check the OCI image layout in DIR against the manifest digest given (never\n"
+	"against its index.json): the manifest, the config and every layer, each\n"
+	"layer unpacked while it is hashed and hostile entries refused, into a\n"
+	"private cache. Prints the path of the unpacked root filesystem. verify is\n"
+	"the only subcommand. An ordinary user's default cache is\n"
+	"$XDG_CACHE_HOME/appliance/images, else ~/.cache/appliance/images.\n"
+	"\n"
+	"options:\n"
+	"  --image DIR          the OCI image layout to check\n"
+	"  --digest sha256:HEX  the manifest digest the image is pinned to\n"
+	"  --cache DIR          where to unpack it (/var/cache/appliance/images as root)\n"
+	"  --help, -h           print this text\n"
+	"\n"
+	"exit status: 0 when the image verified (its rootfs path on stdout), 1 when\n"
+	"it did not (one line on stderr saying why), 2 on a usage error.\n";
+
+static const char help_help_text[] =
+	"usage: appliance help [COMMAND [SUBCOMMAND]]\n"
+	"       appliance COMMAND [SUBCOMMAND] --help\n"
+	"       appliance --help\n"
+	"\n"
+	"Print the general usage, or COMMAND's own text: its synopsis, what each of\n"
+	"its options does and its exit status. The commands are image, run, stubs,\n"
+	"check, cell, keygen, sign, verify, audit, token, version and help; image\n"
+	"has the subcommand verify, audit the subcommands init, verify and show.\n"
+	"-h is the same as --help.\n"
+	"\n"
+	"options:\n"
+	"  --help, -h  print this text (appliance help help, appliance help --help)\n"
+	"\n"
+	"exit status: 0; 2 when there is no such command or subcommand.\n";
 
 static int usage_error(const char *msg)
 {
 	fprintf(stderr, "appliance: %s\n%s", msg, usage_text);
 	return 2;
+}
+
+static void image_help(void)
+{
+	fputs(image_help_text, stdout);
+}
+
+static void help_help(void)
+{
+	fputs(help_help_text, stdout);
 }
 
 static int cmd_image_verify(int argc, char **argv)
@@ -100,6 +155,8 @@ static int cmd_image_verify(int argc, char **argv)
 	struct appl_err err = {0};
 	int c;
 
+	if (cli_help_wanted(argc, argv, opts))
+		return cli_help_print(image_help_text);
 	if (cli_inexact_option(argc, argv, opts))
 		return usage_error("image verify: options must be spelled out in full");
 	optind = 1;
@@ -133,50 +190,91 @@ static int cmd_image_verify(int argc, char **argv)
 
 static int cmd_image(int argc, char **argv)
 {
+	if (argc == 2 && cli_help_wanted(argc, argv, NULL))
+		return cli_help_print(image_help_text);
 	if (argc < 2 || strcmp(argv[1], "verify") != 0)
 		return usage_error("image: the only subcommand is verify");
 	return cmd_image_verify(argc - 1, argv + 1);
 }
 
-static int cmd_version(int argc, char **argv)
-{
-	(void)argc;
-	(void)argv;
-	printf("appliance %s\n", APPL_VERSION);
-	return 0;
-}
-
-/* Commands with a help text of their own. */
-static const struct command_help {
-	const char *name;
-	void (*print)(void);
-} command_helps[] = {
-	{"check", check_help},
-	{"token", token_help},
-};
-
-static int cmd_help(int argc, char **argv)
-{
-	for (size_t i = 0; argc > 1 && i < sizeof(command_helps) / sizeof(command_helps[0]); i++)
-		if (strcmp(argv[1], command_helps[i].name) == 0) {
-			command_helps[i].print();
-			return 0;
-		}
-	fputs(usage_text, stdout);
-	return 0;
-}
+static int cmd_help(int argc, char **argv);
 
 static const struct command {
 	const char *name;
 	int (*run)(int argc, char **argv);
-	bool serves; /* runs sandboxes or servers from an event loop */
+	bool serves;	    /* runs sandboxes or servers from an event loop */
+	void (*help)(void); /* its own help text */
 } commands[] = {
-	{"image", cmd_image, false},	 {"cell", cmd_cell, true},    {"run", cmd_run, true},
-	{"version", cmd_version, false}, {"help", cmd_help, false},   {"--help", cmd_help, false},
-	{"keygen", cmd_keygen, false},	 {"sign", cmd_sign, false},   {"verify", cmd_verify, false},
-	{"stubs", cmd_stubs, true},	 {"audit", cmd_audit, false}, {"check", cmd_check, true},
-	{"token", cmd_token, false},
+	{"image", cmd_image, false, image_help},
+	{"cell", cmd_cell, true, cell_help},
+	{"run", cmd_run, true, run_help},
+	{"version", cmd_version, false, version_help},
+	{"--version", cmd_version, false, version_help},
+	{"-V", cmd_version, false, version_help},
+	{"help", cmd_help, false, help_help},
+	{"--help", cmd_help, false, help_help},
+	{"-h", cmd_help, false, help_help},
+	{"keygen", cmd_keygen, false, keygen_help},
+	{"sign", cmd_sign, false, sign_help},
+	{"verify", cmd_verify, false, verify_help},
+	{"stubs", cmd_stubs, true, stubs_help},
+	{"audit", cmd_audit, false, audit_help},
+	{"check", cmd_check, true, check_help},
+	{"token", cmd_token, false, token_help},
 };
+
+/* The subcommands with a help text of their own. */
+static const struct subcommand_help {
+	const char *command, *name;
+	void (*print)(void);
+} subcommand_helps[] = {
+	{"image", "verify", image_help},
+	{"audit", "init", audit_init_help},
+	{"audit", "verify", audit_verify_help},
+	{"audit", "show", audit_show_help},
+};
+
+static const struct command *command_find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(name, commands[i].name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+/* help, help COMMAND, help COMMAND SUBCOMMAND. A name not found is a usage
+ * error (2), so a script that asks for a command this build lacks can tell. */
+static int cmd_help(int argc, char **argv)
+{
+	struct appl_err err = {0};
+	const struct command *c;
+
+	if (argc < 2)
+		return cli_help_print(usage_text);
+	if (cli_help_wanted(argc, argv, NULL))
+		return cli_help_print(help_help_text);
+	if (!(c = command_find(argv[1]))) {
+		appl_err_set(&err, -EINVAL,
+			     "no command \"%.*s\" (the commands: image, run, stubs, check, cell, "
+			     "keygen, sign, verify, audit, token, version, help)",
+			     64, argv[1]);
+		return cli_usage_cmd("help", err.msg);
+	}
+	if (argc == 2) {
+		c->help();
+		return 0;
+	}
+	if (argc > 3)
+		return cli_usage_cmd("help", "takes a COMMAND and at most one SUBCOMMAND");
+	for (size_t i = 0; i < sizeof(subcommand_helps) / sizeof(subcommand_helps[0]); i++)
+		if (strcmp(subcommand_helps[i].command, argv[1]) == 0 &&
+		    strcmp(subcommand_helps[i].name, argv[2]) == 0) {
+			subcommand_helps[i].print();
+			return 0;
+		}
+	appl_err_set(&err, -EINVAL, "%s has no subcommand \"%.*s\"", argv[1], 64, argv[2]);
+	return cli_usage_cmd("help", err.msg);
+}
 
 /* Process-wide state, set once, here: library code only checks it. */
 static int process_setup(const struct command *c)
@@ -203,14 +301,13 @@ static int process_setup(const struct command *c)
 
 int main(int argc, char **argv)
 {
+	const struct command *c;
+
 	if (argc < 2)
 		return usage_error("no command given");
-	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
-		if (strcmp(argv[1], commands[i].name) != 0)
-			continue;
-		if (process_setup(&commands[i]) < 0)
-			return 1;
-		return commands[i].run(argc - 1, argv + 1);
-	}
-	return usage_error("unknown command");
+	if (!(c = command_find(argv[1])))
+		return usage_error("unknown command");
+	if (process_setup(c) < 0)
+		return 1;
+	return c->run(argc - 1, argv + 1);
 }

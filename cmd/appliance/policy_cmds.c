@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +24,74 @@ static void time_text(int64_t t, char out[POLICY_TIME_STR])
 		snprintf(out, POLICY_TIME_STR, "%" PRId64, t);
 }
 
+static const char keygen_help_text[] =
+	"usage: appliance keygen --public FILE --secret FILE\n"
+	"\n"
+	"Make an Ed25519 signing key pair in minisign's format and print its key\n"
+	"id. The public key (mode 0644) is the one to install in the trust\n"
+	"directory, /etc/appliance/trusted.d, owned by root; the secret key is\n"
+	"written unencrypted, mode 0600: keep it offline. Neither file may exist\n"
+	"already: an old key is never replaced.\n"
+	"\n"
+	"options:\n"
+	"  --public FILE  where to write the public key\n"
+	"  --secret FILE  where to write the secret key\n"
+	"  --help, -h     print this text\n"
+	"\n"
+	"exit status: 0 when both files were written; 1 when they were not (one\n"
+	"line on stderr saying why); 2 on a usage error.\n";
+
+static const char sign_help_text[] =
+	"usage: appliance sign --secret FILE POLICY\n"
+	"\n"
+	"Sign the policy document POLICY into POLICY.sig, a minisign signature\n"
+	"whose trusted comment holds the file's name, the policy's serial and the\n"
+	"time of signing (now). The policy must parse; one that has expired is\n"
+	"signed all the same, with a warning. Warns on stderr about what can be\n"
+	"seen offline: no default role and no token, a role that can call\n"
+	"nothing, a tools entry no role can use.\n"
+	"\n"
+	"options:\n"
+	"  --secret FILE  the secret key to sign with (not readable by group or others)\n"
+	"  --help, -h     print this text\n"
+	"\n"
+	"exit status: 0 when POLICY.sig was written (warnings or not); 1 when it\n"
+	"was not (one line on stderr saying why); 2 on a usage error.\n";
+
+static const char verify_help_text[] =
+	"usage: appliance verify [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR]\n"
+	"                        POLICY.sig\n"
+	"\n"
+	"Check a signed policy as run would, without changing anything: the\n"
+	"signature and its trusted comment, the policy itself, its expiry and the\n"
+	"rollback floor of its deployment. Prints the key id, serial, deployment,\n"
+	"signing and expiry times, and the highest serial accepted so far. The\n"
+	"policy is the file POLICY.sig was made from, beside it without .sig.\n"
+	"\n"
+	"options:\n"
+	"  --trust PUBKEY   check with this one public key instead of a trust directory\n"
+	"  --trust-dir DIR  check with the keys in DIR (default /etc/appliance/trusted.d)\n"
+	"  --state-dir DIR  an ordinary user's rollback state (refused as root)\n"
+	"  --help, -h       print this text\n"
+	"\n"
+	"exit status: 0 when the policy would be accepted; 1 when it would be\n"
+	"refused (one line on stderr saying why); 2 on a usage error.\n";
+
+void keygen_help(void)
+{
+	fputs(keygen_help_text, stdout);
+}
+
+void sign_help(void)
+{
+	fputs(sign_help_text, stdout);
+}
+
+void verify_help(void)
+{
+	fputs(verify_help_text, stdout);
+}
+
 /* ---- keygen --------------------------------------------------------------- */
 
 int cmd_keygen(int argc, char **argv)
@@ -38,6 +107,8 @@ int cmd_keygen(int argc, char **argv)
 	char hex[POLICY_KEYID_HEX];
 	int c;
 
+	if (cli_help_wanted(argc, argv, opts))
+		return cli_help_print(keygen_help_text);
 	if (cli_inexact_option(argc, argv, opts))
 		return cli_usage_cmd("keygen", "options must be spelled out in full");
 	optind = 1;
@@ -109,6 +180,8 @@ int cmd_sign(int argc, char **argv)
 	int64_t now = (int64_t)time(NULL);
 	int c, rc;
 
+	if (cli_help_wanted(argc, argv, opts))
+		return cli_help_print(sign_help_text);
 	if (cli_inexact_option(argc, argv, opts))
 		return cli_usage_cmd("sign", "options must be spelled out in full");
 	optind = 1;
@@ -135,6 +208,7 @@ int cmd_sign(int argc, char **argv)
 struct verify_args {
 	const char *trust_file, *trust_dir, *state_dir, *sig_path;
 	char state_buf[PATH_MAX];
+	bool help; /* --help: print verify_help_text, do nothing else */
 };
 
 static int verify_args_parse(int argc, char **argv, struct verify_args *a)
@@ -147,6 +221,10 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	};
 	int c;
 
+	if (cli_help_wanted(argc, argv, opts)) {
+		a->help = true;
+		return 0;
+	}
 	if (cli_inexact_option(argc, argv, opts))
 		return cli_usage_cmd("verify", "options must be spelled out in full");
 	optind = 1;
@@ -198,6 +276,8 @@ int cmd_verify(int argc, char **argv)
 
 	if ((rc = verify_args_parse(argc, argv, &a)) != 0)
 		return rc;
+	if (a.help)
+		return cli_help_print(verify_help_text);
 	if (cli_state_dir(a.state_dir, a.state_buf, sizeof(a.state_buf), &err) < 0)
 		return cli_fail_cmd("verify", &err);
 	a.state_dir = a.state_buf;

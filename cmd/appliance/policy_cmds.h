@@ -16,4 +16,10 @@ int cmd_sign(int argc, char **argv);
 /* verify [--trust PUBKEY | --trust-dir DIR] [--state-dir DIR] POLICY.sig */
 int cmd_verify(int argc, char **argv);
 
+/* What `appliance help keygen|sign|verify` and `appliance keygen|sign|verify
+ * --help` print. */
+void keygen_help(void);
+void sign_help(void);
+void verify_help(void);
+
 #endif

@@ -17,9 +17,67 @@
 struct run_args {
 	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
 	bool stubs; /* `appliance stubs`: --role instead of --cache/--runtime-dir */
+	bool help;  /* --help: print the help text, do nothing else */
 };
 
 static bool stubs_mode;
+
+static const char run_help_text[] =
+	"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
+	"                     [--cache DIR] [--runtime-dir DIR]\n"
+	"\n"
+	"Serve the MCP tool run_python, as the verified policy allows: over\n"
+	"newline-delimited JSON-RPC on stdin and stdout, or, when the policy has an\n"
+	"http section, over Streamable HTTP to the clients of clients.tokens until\n"
+	"SIGTERM. Each call runs its Python code in a fresh gVisor sandbox with the\n"
+	"policy's image, runtime and limits; the policy's servers are started and\n"
+	"their tools are functions of the code, every call checked by the bridge.\n"
+	"Keys come only from the trust directory (there is no --trust), and the\n"
+	"policy's serial is recorded once everything has started.\n"
+	"\n"
+	"options:\n"
+	"  --policy POLICY.sig  the signed policy to serve (required)\n"
+	"  --trust-dir DIR      the trusted keys (default /etc/appliance/trusted.d)\n"
+	"  --state-dir DIR      an ordinary user's rollback state (refused as root)\n"
+	"  --cache DIR          where the image is unpacked (default as for image verify)\n"
+	"  --runtime-dir DIR    runsc's state directory (default /run/appliance as root)\n"
+	"  --help, -h           print this text\n"
+	"\n"
+	"exit status: 0 after a clean end (the end of input, or a stop signal); 1\n"
+	"when it could not start (one line on stderr saying why); 2 on a usage\n"
+	"error.\n";
+
+static const char stubs_help_text[] =
+	"usage: appliance stubs --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
+	"                       [--role NAME]\n"
+	"\n"
+	"Start the policy's servers, confined as run confines them, and print\n"
+	"run_python's description and the stub of every tool as the role sees\n"
+	"them, stand-ins included, then each tool not offered and why (not\n"
+	"allowed, a write for a read-only role, a schema the validator cannot\n"
+	"check, a tool that needs MCP tasks). The policy is held to the rollback\n"
+	"floor and never moves it.\n"
+	"\n"
+	"options:\n"
+	"  --policy POLICY.sig  the signed policy (required)\n"
+	"  --trust-dir DIR      the trusted keys (default /etc/appliance/trusted.d)\n"
+	"  --state-dir DIR      an ordinary user's rollback state (refused as root)\n"
+	"  --role NAME          whose view to print (default: clients.default_role)\n"
+	"  --help, -h           print this text\n"
+	"\n"
+	"exit status: 0 when the stubs were printed; 1 when the policy was refused\n"
+	"or they could not be made, say for a role the policy does not have (one\n"
+	"line on stderr saying why); 2 on a usage error.\n";
+
+void run_help(void)
+{
+	fputs(run_help_text, stdout);
+}
+
+void stubs_help(void)
+{
+	fputs(stubs_help_text, stdout);
+}
 
 static int usage(const char *msg)
 {
@@ -59,6 +117,10 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 	const struct option *o = a->stubs ? stubs_opts : opts;
 	int c;
 
+	if (cli_help_wanted(argc, argv, o)) {
+		a->help = true;
+		return 0;
+	}
 	if (cli_inexact_option(argc, argv, o))
 		return usage("options must be spelled out in full");
 	optind = 1;
@@ -120,6 +182,8 @@ int cmd_run(int argc, char **argv)
 	memset(&a, 0, sizeof(a));
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
+	if (a.help)
+		return cli_help_print(run_help_text);
 	struct cli_policy_opts o = {.sig = a.policy,
 				    .trust_dir = a.trust_dir,
 				    .state_dir = a.state_dir,
@@ -170,6 +234,8 @@ int cmd_stubs(int argc, char **argv)
 	a.stubs = stubs_mode = true;
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
+	if (a.help)
+		return cli_help_print(stubs_help_text);
 	struct cli_policy_opts o = {.sig = a.policy,
 				    .trust_dir = a.trust_dir,
 				    .state_dir = a.state_dir,

@@ -11,4 +11,8 @@ int cmd_run(int argc, char **argv);
  * role (default: the stdio client's) sees them. */
 int cmd_stubs(int argc, char **argv);
 
+/* What `appliance help run|stubs` and `appliance run|stubs --help` print. */
+void run_help(void);
+void stubs_help(void);
+
 #endif

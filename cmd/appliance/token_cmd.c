@@ -37,7 +37,13 @@ static const char help_text[] =
 	"\"Authorization: Bearer TOKEN\"), put the entry in the policy and sign\n"
 	"it. NAME and ROLE are [a-z][a-z0-9_-]*, at most 32 characters; NAME is\n"
 	"what the audit log records, ROLE must be a role of the policy. Nothing\n"
-	"is written to disk.\n";
+	"is written to disk.\n"
+	"\n"
+	"options:\n"
+	"  --help, -h  print this text\n"
+	"\n"
+	"exit status: 0 when the token was printed; 1 when it could not be\n"
+	"written; 2 on a usage error (NAME or ROLE not a name a policy takes).\n";
 
 void token_help(void)
 {
@@ -90,10 +96,8 @@ int cmd_token(int argc, char **argv)
 	size_t len;
 	int rc;
 
-	if (argc == 2 && strcmp(argv[1], "--help") == 0) {
-		token_help();
-		return 0;
-	}
+	if (cli_help_wanted(argc, argv, NULL))
+		return cli_help_print(help_text);
 	if (argc != 3)
 		return cli_usage_cmd("token", "needs NAME and ROLE");
 	if ((rc = name_check("NAME", argv[1])) != 0 || (rc = name_check("ROLE", argv[2])) != 0)
