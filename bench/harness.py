@@ -34,8 +34,38 @@ side with time.perf_counter:
      Streamable HTTP server in pure Python, Nagle off: see WEB_SERVER) named
      by its URL in the policy, against the same calls POSTed to the same
      server on one keep-alive connection by bench/http_direct.py
+ 13  arrival-rate sweep: row 1's cells (pool 2, print(1) as run_python over
+     MCP stdio) sent open loop on one connection at a steady 0.5, 1 and 2
+     cells/s (BENCH_SWEEP_RATES, BENCH_SWEEP_N cells each: each sent on
+     schedule whether or not the one before has answered, so requests
+     overlap), then a burst of BENCH_BURST sent at once; limits.cells =
+     the burst, so none waits for admission. p50, p95, and each p95 over
+     row 1's p95 (row 1: cells 1.5 s apart, one at a time: "idle")
+ 14  sustained maximum: the highest steady open-loop rate whose p95 stays
+     within a bound (BENCH_P95_BOUND_MS; default max(2 x row 1's p95,
+     50 ms)), found by doubling or halving from 1 cell/s, then bisecting
+     (geometric midpoints), BENCH_PROBE_N cells per probe, within a time
+     budget (BENCH_SEARCH_S); beside row 8's cells/s (closed loop, 4 in
+     flight, latency unbounded)
+ 15  CPU-seconds (user+sys) per cell. Each appliance of this row runs under
+     a small reaper (CPU_WRAPPER: a child subreaper that reaps every
+     descendant to the last), whose RUSAGE_CHILDREN once the appliance has
+     exited is the exact CPU time of the appliance and of every process
+     below it (runsc run, gofer, sandbox, systrap stubs, runsc delete),
+     however they were reaped. Total per cell: a pool-2 appliance serving
+     BENCH_CPU_N print(1) cells spacing_s apart, minus one of the same pool
+     living as long with no cell, / cells (the cell, its sandbox's
+     teardown, the replacement's boot, the MCP path). Boot only: the
+     sandboxes' CPU from the instance's cpuacct cgroup (runsc makes
+     /appliance/i-PID-...; usage in ns, sampled every 0.1 s) at the moment
+     its rate falls to the idle rate, plus the processes outside it (the
+     appliance, runsc run; /proc, clock ticks), pool 2 minus pool 0, / 2,
+     over BENCH_CPU_BOOTS pairs of short zero-cell runs; their teardown at
+     exit from the same runs (rusage minus the last look). Also: an idle
+     pooled sandbox's CPU per second, and each cell's refill (its answer
+     until the cgroups are idle again: wall and CPU)
 
-Rows 1 to 8, 11 and 12 run on the system's runsc with the systrap platform (the
+Rows 1 to 8, 11 to 15 run on the system's runsc with the systrap platform (the
 appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
 run again as 1p, 2p, 6p (the same runsc on ptrace) and 1o, 2o, 6o (Debian
 12's own runsc, 20221219.0, on ptrace, under an appliance built to accept
@@ -126,7 +156,16 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"),
+    "sweep_n": env_int("BENCH_SWEEP_N", 30),          # row 13: cells per rate
+    "sweep_rates": [float(x) for x in os.environ.get("BENCH_SWEEP_RATES", "0.5,1,2")
+                    .replace(" ", "").split(",") if x],
+    "burst": env_int("BENCH_BURST", 20),              # row 13: cells sent at once
+    "p95_bound_ms": env_float("BENCH_P95_BOUND_MS", 0.0),  # row 14; 0: max(2x row 1, 50)
+    "probe_n": env_int("BENCH_PROBE_N", 20),          # row 14: cells per probe
+    "search_s": env_float("BENCH_SEARCH_S", 240.0),   # row 14: time budget of the search
+    "cpu_n": env_int("BENCH_CPU_N", 30),              # row 15: cells of the batch
+    "cpu_boots": env_int("BENCH_CPU_BOOTS", 3),       # row 15: pool 0 / pool 2 pairs, no cell
     "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
@@ -351,8 +390,13 @@ class Work:
 class Mcp:
     """An MCP stdio client of one `appliance run`."""
 
-    def __init__(self, work, sig, name):
-        self.conn = LineConn(work.run_argv(sig), os.path.join(work.dir, name + ".stderr"),
+    def __init__(self, work, sig, name, wrap=None):
+        # wrap: a path; the appliance runs under CPU_WRAPPER (row 15), which
+        # writes the CPU time of it and of all below it there once all exit
+        argv = work.run_argv(sig)
+        if wrap:
+            argv = [HOST_PY, "-I", "-S", "-c", CPU_WRAPPER, wrap] + argv
+        self.conn = LineConn(argv, os.path.join(work.dir, name + ".stderr"),
                              env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"})
         self.next_id = 0
         self.idlock = threading.Lock()
@@ -389,6 +433,17 @@ class Mcp:
             raise RowError("appliance run exited (status %s): %s"
                            % (self.conn.p.poll(), self.conn.stderr_tail()))
         return msg, t1 - t0
+
+    def send_cell(self, code, q):
+        """Send one run_python call without waiting: its answer goes to the
+        queue q as (time read, msg). Returns (id, time sent)."""
+        with self.idlock:
+            self.next_id += 1
+            rid = self.next_id
+        self.conn.waiters[rid] = q
+        t0 = self.conn.send({"jsonrpc": "2.0", "id": rid, "method": "tools/call",
+                             "params": {"name": "run_python", "arguments": {"code": code}}})
+        return rid, t0
 
     def cell(self, code, timeout=120):
         """run_python: (structuredContent, seconds); RowError unless it ran."""
@@ -1125,6 +1180,406 @@ def row_load(work):
             "pool": P["load_pool"], "mem_after": mem}
 
 
+# ---- rows 13 and 14: open-loop arrival rates ------------------------------------------------
+
+def open_loop(m, offsets, timeout=300):
+    """print(1) cells sent on one connection at t0 + each offset (seconds),
+    whether or not earlier ones have answered, then every answer awaited.
+    Returns (latencies in send order, the latest send behind its schedule
+    in seconds)."""
+    q = queue.Queue()
+    sent = {}
+    late = 0.0
+    t0 = time.perf_counter() + 0.01
+    for off in offsets:
+        d = t0 + off - time.perf_counter()
+        if d > 0:
+            time.sleep(d)
+        rid, ts = m.send_cell("print(1)", q)
+        sent[rid] = ts
+        late = max(late, ts - (t0 + off))
+    lat = {}
+    deadline = time.perf_counter() + timeout
+    while len(lat) < len(sent):
+        try:
+            t1, msg = q.get(timeout=max(0.1, deadline - time.perf_counter()))
+        except queue.Empty:
+            raise RowError("%d of %d cells unanswered after %.0f s"
+                           % (len(sent) - len(lat), len(sent), timeout)) from None
+        if msg is None:
+            raise RowError("appliance run exited (status %s): %s"
+                           % (m.conn.p.poll(), m.conn.stderr_tail()))
+        check_print1(ran(msg))
+        lat[msg["id"]] = t1 - sent[msg["id"]]
+    return [lat[r] for r in sorted(lat)], late
+
+
+def rate_policy(work):
+    """Row 1's policy (pool 2), with room for the burst in flight."""
+    return work.policy({"pool": 2, "cells": max(4, min(64, P["burst"])), "deadline_s": 60})
+
+
+def row_sweep(work):
+    n = P["sweep_n"]
+    m = Mcp(work, rate_policy(work), "sweep")
+    rates = []
+    try:
+        time.sleep(P["settle_s"])  # the pool boots
+        for _ in range(P["warmup"]):
+            check_print1(m.cell("print(1)")[0])
+            time.sleep(P["spacing_s"])
+        for rate in P["sweep_rates"]:
+            log("row 13: %d cells at %g cells/s" % (n, rate))
+            lat, late = open_loop(m, [i / rate for i in range(n)])
+            rates.append({"rate": rate, "times": lat, "late_ms": late * 1e3,
+                          "stats": stats(lat)})
+            time.sleep(P["settle_s"])  # the pool refills before the next rate
+        log("row 13: a burst of %d" % P["burst"])
+        lat, late = open_loop(m, [0.0] * P["burst"])
+        burst = {"n": P["burst"], "times": lat, "late_ms": late * 1e3, "stats": stats(lat)}
+    finally:
+        rc = m.close()
+    return {"rates": rates, "burst": burst, "exit": rc}
+
+
+def p95_bound(res):
+    """Row 14's bound in ms and how it was chosen."""
+    if P["p95_bound_ms"] > 0:
+        return P["p95_bound_ms"], "BENCH_P95_BOUND_MS"
+    st = (res.get(1) or {}).get("stats") or (stats(res[1]["times"]) if res.get(1) and
+                                             res[1].get("times") else None)
+    if not st:
+        return 50.0, "50 ms floor (row 1 not measured)"
+    return max(2 * st["p95_ms"], 50.0), "max(2 x row 1 p95 = %.1f ms, 50 ms)" % (2 * st["p95_ms"])
+
+
+def row_maxrate(work, bound_ms, how):
+    """Doubling (or halving) from 1 cell/s to bracket the bound, then
+    geometric bisection; each probe BENCH_PROBE_N cells, open loop, after
+    the pool has refilled; no probe started that would end past the budget."""
+    pn = P["probe_n"]
+    m = Mcp(work, rate_policy(work), "maxrate")
+    probes = []
+    t_end = time.perf_counter() + P["search_s"]
+
+    def fits(rate):
+        return time.perf_counter() + pn / rate + P["settle_s"] <= t_end
+
+    def probe(rate):
+        log("row 14: %d cells at %.3g cells/s" % (pn, rate))
+        lat, late = open_loop(m, [i / rate for i in range(pn)])
+        st = stats(lat)
+        ok = st["p95_ms"] <= bound_ms
+        probes.append({"rate": rate, "times": lat, "stats": st, "late_ms": late * 1e3,
+                       "ok": ok})
+        time.sleep(P["settle_s"])
+        return ok
+
+    lo = hi = None
+    try:
+        time.sleep(P["settle_s"])
+        for _ in range(P["warmup"]):
+            check_print1(m.cell("print(1)")[0])
+            time.sleep(P["spacing_s"])
+        r = 1.0
+        if probe(r):
+            lo = r
+            while r < 32 and fits(2 * r):
+                r *= 2
+                if probe(r):
+                    lo = r
+                else:
+                    hi = r
+                    break
+        else:
+            hi = r
+            while r > 0.25 and fits(r / 2):
+                r /= 2
+                if probe(r):
+                    lo = r
+                    break
+                hi = r
+        for _ in range(3):  # bisect: the bracket shrinks to 2^(1/8), 9%
+            if lo is None or hi is None:
+                break
+            mid = (lo * hi) ** 0.5
+            if not fits(mid):
+                break
+            if probe(mid):
+                lo = mid
+            else:
+                hi = mid
+    finally:
+        rc = m.close()
+    best = max((p for p in probes if p["ok"]), key=lambda p: p["rate"], default=None)
+    return {"bound_ms": bound_ms, "bound_how": how, "probes": probes, "rate": lo,
+            "fail_rate": hi, "times": best["times"] if best else [], "exit": rc}
+
+
+# ---- row 15: CPU per cell ---------------------------------------------------------------------
+
+# The reaper of row 15: a child subreaper (so that every descendant that
+# outlives its parent is reparented to it, not to init) that starts the
+# appliance, reaps every child until none is left, and writes the CPU time
+# of all of them (RUSAGE_CHILDREN: each reaped process's own time and that
+# of the processes it reaped) to the file argv[1]. Its own time is not in it.
+CPU_WRAPPER = r"""
+import ctypes, json, os, resource, sys
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
+    sys.exit("bench reaper: prctl: %s" % os.strerror(ctypes.get_errno()))
+out, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid == 0:
+    try:
+        os.execv(argv[0], argv)
+    finally:
+        os._exit(127)
+main, others = None, 0
+while True:
+    try:
+        p, st, ru = os.wait4(-1, 0)
+    except ChildProcessError:
+        break
+    except InterruptedError:
+        continue
+    if p == pid:
+        main = {"status": os.waitstatus_to_exitcode(st), "user_s": ru.ru_utime,
+                "sys_s": ru.ru_stime}
+    else:
+        others += 1
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(out + ".tmp", "w") as f:
+    json.dump({"appliance": main, "stragglers": others, "user_s": ru.ru_utime,
+               "sys_s": ru.ru_stime}, f)
+os.rename(out + ".tmp", out)
+sys.exit(main["status"] if main and main["status"] >= 0 else 1)
+"""
+CPUACCT = "/sys/fs/cgroup/cpuacct"
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid):
+    """utime+stime+cutime+cstime of a live process, in seconds (in clock
+    ticks: each field rounded down)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            s = f.read()
+    except OSError:
+        return 0.0
+    return sum(int(x) for x in s[s.rfind(")") + 2:].split()[11:15]) / CLK_TCK
+
+
+def in_appliance_cgroup(pid):
+    try:
+        with open("/proc/%d/cgroup" % pid) as f:
+            return ":/appliance/" in f.read()
+    except OSError:
+        return False
+
+
+class CpuRun:
+    """One appliance of row 15 under CPU_WRAPPER. Samples the cpuacct usage
+    of its instance cgroup (/appliance/i-PID-..., every sandbox's and
+    gofer's CPU in ns, kept in the parent when a sandbox's own cgroup is
+    removed) every 0.1 s; close() gives the exact rusage of everything."""
+
+    def __init__(self, work, pool, name):
+        self.out = os.path.join(work.dir, name + ".rusage.json")
+        self.stale = set(self._instances())  # left by others: never this one's
+        self.t0 = time.perf_counter()
+        self.m = Mcp(work, work.policy({"pool": pool, "deadline_s": 60}), name, wrap=self.out)
+        kids = [k for k, pp in all_ppids().items() if pp == self.m.pid]
+        if len(kids) != 1:
+            self.m.close()
+            raise RowError("the reaper has %d children, not 1" % len(kids))
+        self.apid = kids[0]
+        self.samples = []  # (seconds since start, cgroup usage s or None)
+        self.stop = threading.Event()
+        self.th = threading.Thread(target=self._sample, daemon=True)
+        self.th.start()
+
+    @staticmethod
+    def _instances():
+        try:
+            return [d for d in os.listdir(os.path.join(CPUACCT, "appliance"))
+                    if d.startswith("i-")]
+        except OSError:
+            return []
+
+    def cg(self):
+        names = [d for d in self._instances()
+                 if d.startswith("i-%d-" % self.apid) and d not in self.stale]
+        if not names:
+            return 0.0 if os.path.isdir(CPUACCT) else None
+        try:
+            with open(os.path.join(CPUACCT, "appliance", names[0], "cpuacct.usage")) as f:
+                return int(f.read()) / 1e9
+        except OSError:
+            return None
+
+    def _sample(self):
+        while not self.stop.is_set():
+            self.samples.append((time.perf_counter() - self.t0, self.cg()))
+            self.stop.wait(0.1)
+
+    def outside(self):
+        """CPU so far of the processes below the reaper outside the appliance's
+        cgroups: the appliance, runsc run, anything they reaped."""
+        pids = [self.apid] + descendants(self.apid)
+        return sum(proc_cpu(k) for k in pids if not in_appliance_cgroup(k))
+
+    def until(self, t):
+        d = self.t0 + t - time.perf_counter()
+        if d > 0:
+            time.sleep(d)
+
+    def close(self):
+        self.stop.set()
+        self.th.join()
+        self.end = {"t": time.perf_counter() - self.t0, "cg": self.cg(),
+                    "outside": self.outside()}
+        self.m.close()
+        self.wall = time.perf_counter() - self.t0
+        try:
+            with open(self.out) as f:
+                ru = json.load(f)
+        except (OSError, ValueError):
+            raise RowError("the reaper wrote no rusage (%s)" % self.m.conn.stderr_tail()) from None
+        ru["cpu_s"] = ru["user_s"] + ru["sys_s"]
+        self.ru = ru
+        return ru
+
+
+def idle_rate(samples, t_from):
+    """Least-squares slope (CPU s per s) of the cgroup samples after t_from."""
+    xs = [(t, u) for t, u in samples if t >= t_from and u is not None]
+    if len(xs) < 5:
+        return None
+    mt = statistics.fmean(t for t, _ in xs)
+    mu = statistics.fmean(u for _, u in xs)
+    den = sum((t - mt) ** 2 for t, _ in xs)
+    return sum((t - mt) * (u - mu) for t, u in xs) / den if den else None
+
+
+def quiet_from(samples, t_from, t_to, rate, win=0.5):
+    """The first cgroup sample (t, u) in [t_from, t_to] from which the next
+    win seconds use no more than twice the idle rate plus 5% of a core: the
+    moment a boot (the runner's warm-up after ready included) is over."""
+    xs = [(t, u) for t, u in samples if t_from <= t <= t_to and u is not None]
+    thr = 2 * rate + 0.05
+    for i, (t, u) in enumerate(xs):
+        later = next(((t2, u2) for t2, u2 in xs[i + 1:] if t2 >= t + win), None)
+        if later is None:
+            return None
+        if (later[1] - u) / (later[0] - t) <= thr:
+            return (t, u)
+    return None
+
+
+def row_cpu(work):
+    """Row 15 (see the docstring). The runs, each its own appliance under
+    CPU_WRAPPER: BENCH_CPU_BOOTS pairs of pool 0 and pool 2 serving no cell
+    for a short life (the boot at start, the teardown at exit); pool 2
+    serving no cell for the batch's length (the baseline); the batch."""
+    n, sp, settle = P["cpu_n"], P["spacing_s"], P["settle_s"]
+    short = settle + 3.0
+    dur = settle + n * sp + settle  # the batch: its last replacement has booted
+    pairs = []
+    for k in range(P["cpu_boots"]):
+        pair = {}
+        for pool in (0, 2):
+            log("row 15: pool %d, no cell, %.0f s (%d of %d)" % (pool, short, k + 1,
+                                                                P["cpu_boots"]))
+            r = CpuRun(work, pool, "cpu-p%d-short%d" % (pool, k))
+            r.until(short)
+            r.close()
+            pair[pool] = r
+        pairs.append(pair)
+    log("row 15: pool 2, no cell, %.0f s" % dur)
+    lg = CpuRun(work, 2, "cpu-p2-long")
+    lg.until(dur)
+    lg.close()
+    log("row 15: pool 2, %d cells %.1f s apart, %.0f s" % (n, sp, dur))
+    bt = CpuRun(work, 2, "cpu-p2-cells")
+    lat, answered = [], []
+    try:
+        for i in range(n):
+            bt.until(settle + i * sp)
+            sc, dt = bt.m.cell("print(1)")
+            check_print1(sc)
+            lat.append(dt)
+            answered.append(time.perf_counter() - bt.t0)
+        bt.until(dur)
+    finally:
+        bt.close()
+
+    runs = {"p2_long": lg, "p2_cells": bt}
+    for k, pair in enumerate(pairs):
+        runs["p0_short%d" % k], runs["p2_short%d" % k] = pair[0], pair[2]
+    for k, v in runs.items():
+        if v.ru["appliance"] is None or v.ru["appliance"]["status"] != 0:
+            raise RowError("%s: the appliance exited %s" % (k, v.ru["appliance"]))
+    out = {"cells": n, "spacing_s": sp, "times": lat, "batch_s": bt.wall,
+           "rusage": {k: v.ru for k, v in runs.items()},
+           "stragglers": sum(v.ru["stragglers"] for v in runs.values())}
+    mean = statistics.fmean
+    # total per cell, exact: the batch over the baseline of the same pool and length
+    out["total_ms"] = (bt.ru["cpu_s"] - lg.ru["cpu_s"]) / n * 1e3
+    out["total_user_ms"] = (bt.ru["user_s"] - lg.ru["user_s"]) / n * 1e3
+    out["total_sys_ms"] = (bt.ru["sys_s"] - lg.ru["sys_s"]) / n * 1e3
+    # an appliance with no sandbox, start to exit
+    out["startup_ms"] = mean(p[0].ru["cpu_s"] for p in pairs) * 1e3
+    # an idle pooled sandbox, per second: exact (pool 2 living two lengths),
+    # and the slope of the cgroup (its sandbox and gofer only)
+    out["idle_ms_per_s"] = mean((lg.ru["cpu_s"] - p[2].ru["cpu_s"]) / (lg.end["t"] - p[2].end["t"])
+                                for p in pairs) / 2 * 1e3
+    slope = idle_rate(lg.samples, 2 * settle)
+    out["idle_cg_ms_per_s"] = slope / 2 * 1e3 if slope is not None else None
+    if slope is None or not lg.end["cg"]:
+        out["no_cgroup"] = "no cpuacct cgroup %s/appliance/i-PID-...: boot and teardown not split" \
+            % CPUACCT
+        return out
+    out["total_cg_ms"] = (bt.end["cg"] - lg.end["cg"]) / n * 1e3
+    # boot only, at start: the cgroup when the two boots are over, plus what
+    # the processes outside it (the appliance, runsc run) used over pool 0's;
+    # teardown at exit: what the appliance and everything below it used after
+    # the last look (rusage - cgroup - outside), over pool 0's
+    boots, boot_cg, walls, tear = [], [], [], []
+    for p in pairs:
+        q = quiet_from(p[2].samples, 0.0, p[2].end["t"], slope)
+        if q is None:
+            continue
+        extra = p[2].end["outside"] - p[0].end["outside"]
+        boots.append((q[1] + extra) / 2)
+        boot_cg.append(q[1] / 2)
+        walls.append(q[0])
+        tear.append(((p[2].ru["cpu_s"] - p[2].end["cg"] - p[2].end["outside"])
+                     - (p[0].ru["cpu_s"] - p[0].end["outside"])) / 2)
+    if boots:
+        out["boot_runs"] = len(boots)
+        out["boot_ms"] = mean(boots) * 1e3
+        out["boot_ms_each"] = [b * 1e3 for b in boots]
+        out["boot_cg_ms"] = mean(boot_cg) * 1e3
+        out["boot_outside_ms"] = out["boot_ms"] - out["boot_cg_ms"]
+        out["boot_wall_s"] = mean(walls)  # from the reaper's start, both pooled sandboxes
+        out["teardown_ms"] = mean(tear) * 1e3
+        out["teardown_ms_each"] = [t * 1e3 for t in tear]
+    # each cell's refill, from its answer to the cgroups' return to idle: the
+    # used sandbox's end in its cgroup and the replacement's boot in its own
+    refills = []
+    for i, ta in enumerate(answered):
+        t_next = (settle + (i + 1) * sp) if i + 1 < n else dur
+        u_a = [u for t, u in bt.samples if t <= ta and u is not None]
+        q = quiet_from(bt.samples, ta, t_next, slope)
+        if u_a and q:
+            refills.append((q[0] - ta, q[1] - u_a[-1]))
+    out["refills_measured"] = len(refills)
+    if refills:
+        out["refill_wall_ms"] = statistics.median(w for w, _ in refills) * 1e3
+        out["refill_cg_ms"] = statistics.median(c for _, c in refills) * 1e3
+    return out
+
+
 # ---- machine, table, targets ---------------------------------------------------------------------
 
 def baselines(work, res):
@@ -1274,6 +1729,12 @@ def main():
                     log("row %d: ERROR %s" % (r, res[r]["error"]))
         attempt(12, "tool calls to an HTTP upstream (mcphttp.py)", lambda: row_web(work))
         attempt(8, "sustained load", lambda: row_load(work))
+        attempt(13, "arrival-rate sweep (open loop, pool 2)", lambda: row_sweep(work))
+        if 14 in ROWS:
+            bound, how = p95_bound(res)
+            log("row 14: p95 bound %.1f ms (%s)" % (bound, how))
+            attempt(14, "sustained maximum rate", lambda: row_maxrate(work, bound, how))
+        attempt(15, "CPU per cell", lambda: row_cpu(work))
         attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
         if P["baselines"]:
             baselines(work, res)
@@ -1358,6 +1819,44 @@ def report(info, res, total_s):
         note=("%.2f cells/s, pool %d" % (r8["cells_per_s"], r8["pool"]))
         if r8 and "error" not in r8 else "")
 
+    p95_1 = (res[1].get("stats") or {}).get("p95_ms") if res.get(1) and 1 in ROWS else None
+
+    def vs1(st):
+        return ("p95 %.1fx row 1's" % (st["p95_ms"] / p95_1)) if st and p95_1 else ""
+
+    r13 = res.get(13)
+    if r13 is not None:
+        if "error" in r13:
+            rows.append(("13", "sweep: open-loop rates, pool 2", None, "ERROR: " + r13["error"]))
+        else:
+            for i, rr in enumerate(r13["rates"]):
+                rows.append(("13" + "abcdefgh"[i], "sweep: %g cells/s open loop, pool 2" % rr["rate"],
+                             rr["stats"], "%s; sends <= %.1f ms late" % (vs1(rr["stats"]),
+                                                                         rr["late_ms"])))
+            b = r13["burst"]
+            rows.append(("13" + "abcdefgh"[len(r13["rates"])],
+                         "sweep: burst of %d sent at once, pool 2" % b["n"], b["stats"],
+                         "%s; cells %d" % (vs1(b["stats"]), max(4, min(64, P["burst"])))))
+    r14 = res.get(14)
+    if r14 is not None:
+        if "error" in r14:
+            rows.append(("14", "max steady rate within the p95 bound", None,
+                         "ERROR: " + r14["error"]))
+        else:
+            r14["stats"] = stats(r14["times"])
+            rows.append(("14", "max steady rate, p95 <= %.1f ms" % r14["bound_ms"], r14["stats"],
+                         "%s cells/s (%s fails)%s" % (
+                             "%.2f" % r14["rate"] if r14["rate"] else "none",
+                             "%.2f" % r14["fail_rate"] if r14["fail_rate"] else "no rate",
+                             "; row 8: %.2f cells/s" % r8["cells_per_s"]
+                             if r8 and "error" not in r8 else "")))
+    r15 = res.get(15)
+    if r15 is not None:
+        rows.append(("15", "CPU per warm cell, all processes", None,
+                     "ERROR: " + r15["error"] if "error" in r15 else
+                     "%.0f ms CPU per cell, boot %s ms: see row 15 below" % (
+                         r15["total_ms"], "%.0f" % r15["boot_ms"] if "boot_ms" in r15 else "?")))
+
     names = {cfg["key"]: cfg["name"] % (info["runsc_old"] if cfg["runsc"] == OLD_RUNSC
                                          else info["runsc"].replace("runsc version ", ""))
              for cfg in BASELINES}
@@ -1424,6 +1923,61 @@ def report(info, res, total_s):
                                      (res.get(2) or {}).get("error") or
                                      "rows 1, 2 and 9 not selected"))
 
+    # rows 13 to 15
+    if r13 and "error" not in r13 or r14 and "error" not in r14:
+        w("")
+        w("rows 13, 14: open-loop arrival rates (pool 2, cells %d, one MCP stdio connection)"
+          % max(4, min(64, P["burst"])))
+        if p95_1:
+            w("  row 1 (one at a time, %.1f s apart): median %s ms, p95 %s ms" % (
+                P["spacing_s"], fmt_ms(res[1]["stats"]["median_ms"]), fmt_ms(p95_1)))
+    if r14 and "error" not in r14:
+        w("  row 14 bound: p95 <= %.1f ms (%s); probes of %d cells:" % (
+            r14["bound_ms"], r14["bound_how"], P["probe_n"]))
+        for pr in r14["probes"]:
+            w("    %6.3f cells/s  median %7s  p95 %7s ms  %s" % (
+                pr["rate"], fmt_ms(pr["stats"]["median_ms"]), fmt_ms(pr["stats"]["p95_ms"]),
+                "pass" if pr["ok"] else "over"))
+        w("  search: %.0f s" % r14["seconds"])
+    if r15 is not None and "error" not in r15:
+        w("")
+        w("row 15: CPU (user+sys) of the appliance and everything below it, exact (rusage)")
+
+        def ms(k, fmt="%.0f ms"):
+            return fmt % r15[k] if r15.get(k) is not None else "n/a"
+        w("  per warm cell: %s (user %s, sys %s): %d print(1) cells %.1f s apart, minus a pool-2"
+          % (ms("total_ms"), ms("total_user_ms"), ms("total_sys_ms"), r15["cells"],
+             r15["spacing_s"]))
+        w("    appliance with no cell living as long (%.1f s); in the sandboxes' cgroups: %s"
+          % (r15["batch_s"], ms("total_cg_ms")))
+        st = stats(r15["times"])
+        w("    wall: median %s ms to the answer, p95 %s ms; one cell every %.1f s (%.0f%% of a"
+          " core)" % (fmt_ms(st["median_ms"]), fmt_ms(st["p95_ms"]), r15["spacing_s"],
+                      r15["total_ms"] / 10 / r15["spacing_s"]))
+        if r15.get("no_cgroup"):
+            w("  " + r15["no_cgroup"])
+        w("  boot only, one pooled sandbox to ready and through the runner's warm-up: %s"
+          % ms("boot_ms"))
+        if "boot_ms" in r15:
+            w("    (mean of %d starts of pool 2 over pool 0: %s; %s in its cgroup, %s in runsc"
+              " run and the appliance;" % (r15["boot_runs"], ", ".join(
+                  "%.0f" % b for b in r15["boot_ms_each"]), ms("boot_cg_ms"),
+                  ms("boot_outside_ms")))
+            w("    both pooled sandboxes booted %s s after the reaper started)"
+              % ms("boot_wall_s", "%.2f"))
+        w("  teardown of a pooled sandbox at exit: %s; per cell over boot + teardown: %s"
+          % (ms("teardown_ms"), "%+.0f ms" % (r15["total_ms"] - r15["boot_ms"] -
+                                              r15["teardown_ms"]) if "boot_ms" in r15 else "n/a"))
+        w("  refill after a cell, from its answer until the cgroups are idle again: %s wall,"
+          " %s CPU in them (median of %s)" % (ms("refill_wall_ms"), ms("refill_cg_ms"),
+                                             r15.get("refills_measured")))
+        w("  an idle pooled sandbox: %s per second (its cgroup alone: %s); appliance with"
+          " pool 0, start to exit: %s" % (ms("idle_ms_per_s", "%.1f ms"),
+                                          ms("idle_cg_ms_per_s", "%.1f ms"), ms("startup_ms")))
+        if r15["stragglers"]:
+            w("  (%d processes outlived the appliance and were reaped by the reaper)"
+              % r15["stragglers"])
+
     # ratios and targets
     def med(k):
         r = res.get(k)
@@ -1462,6 +2016,14 @@ def report(info, res, total_s):
     ratio("cold, new runsc ptrace (2p) / systrap (2)", med("2p"), r2)
     ratio("cold, old runsc ptrace (2o) / systrap (2)", med("2o"), r2)
     ratio("warm, old runsc ptrace (1o) / floor (5)", med("1o"), r5)
+    if r13 and "error" not in r13:
+        for rr in r13["rates"]:
+            ratio("p95 at %g cells/s (13) / row 1 p95" % rr["rate"], rr["stats"]["p95_ms"], p95_1)
+        ratio("p95 of a burst of %d (13) / row 1 p95" % r13["burst"]["n"],
+              r13["burst"]["stats"]["p95_ms"], p95_1)
+    if r14 and "error" not in r14:
+        ratio("max rate within bound (14) / row 8 cells/s", r14["rate"],
+              r8["cells_per_s"] if r8 and "error" not in r8 else None)
     ratios["victim beside flood / beside idle (10f / 10)"] = (res.get(10) or {}).get("ratio")
     w("  %-46s %s" % ("victim beside flood / beside idle (10f / 10)",
                       "%.2fx" % ratios["victim beside flood / beside idle (10f / 10)"]
