@@ -86,9 +86,6 @@ int bridge_catalog_info(const struct bridge_catalog *c, size_t i, struct bridge_
 const char *bridge_catalog_pyname(const struct bridge_catalog *c, const char *server,
 				  const char *name);
 
-/* Whether the role of c may read server's resources (policy_resources_allowed). */
-bool bridge_catalog_readable(const struct bridge_catalog *c, const char *server);
-
 /* ---- per-server slots, shared by every run -------------------------------- */
 
 /* At most servers.NAME.concurrency calls in flight to each server, whatever

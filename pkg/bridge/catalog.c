@@ -255,11 +255,6 @@ const char *bridge_catalog_reader(const struct bridge_catalog *c, const char *se
 	return NULL;
 }
 
-bool bridge_catalog_readable(const struct bridge_catalog *c, const char *server)
-{
-	return bridge_catalog_reader(c, server) != NULL;
-}
-
 const char *bridge_catalog_ns(const struct bridge_catalog *c, const char *server)
 {
 	size_t n = strlen(server);

@@ -716,7 +716,7 @@ void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, co
 
 	r->calls++;
 	snprintf(label, sizeof(label), "%.*s.%s", APPL_RUNNER_TOOL_NAME_MAX, ns ? ns : server,
-		 STUBS_READ_FN);
+		 CELL_PROTO_READ_FN);
 	appl_utf8_trim(label);
 	if (!args) {
 		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
@@ -724,8 +724,9 @@ void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, co
 		return;
 	}
 	if (bridge_catalog_absent(r->cat, server)) {
-		refuse(r, id, CELL_ERR_UNAVAILABLE, SAY_UNAVAILABLE, label, NULL);
-		audit_refusal(r, id, server, args, "the server is not available", true);
+		snprintf(msg, sizeof(msg), "%s%s%s", SAY_UNAVAILABLE.before, label,
+			 SAY_UNAVAILABLE.after);
+		call_refuse(r, id, server, args, true, CELL_ERR_UNAVAILABLE, msg);
 	} else if (!owned) {
 		snprintf(msg, sizeof(msg),
 			 "refused: %s: the policy does not let this role read the resources of "

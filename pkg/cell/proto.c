@@ -51,28 +51,44 @@ static int parse_out(json_t *root, struct cell_msg *msg, struct appl_err *err)
 	return 0;
 }
 
+/* A call's (or read's) id: an integer >= 0 (the order is checked later). */
+static int id_take(const json_t *id, const char *what, json_int_t *out, struct appl_err *err)
+{
+	if (!json_is_integer(id) || json_integer_value(id) < 0)
+		return appl_err_set(err, -EINVAL, "%s.id is not a non-negative integer", what);
+	*out = json_integer_value(id);
+	return 0;
+}
+
+/* A string of 1 to max bytes, named field in the message. */
+static int text_take(const json_t *v, const char *field, size_t max, struct appl_err *err)
+{
+	size_t n;
+
+	if (!json_is_string(v))
+		return appl_err_set(err, -EINVAL, "%s is %s, not a string", field,
+				    appl_json_type_name(v));
+	n = json_string_length(v);
+	if (n == 0 || n > max)
+		return appl_err_set(err, -EINVAL, "%s is %zu bytes, not 1 to %zu", field, n, max);
+	return 0;
+}
+
 static int parse_call(json_t *root, struct cell_msg *msg, struct appl_err *err)
 {
-	json_t *id = json_object_get(root, "id");
 	json_t *tool = json_object_get(root, "tool");
 	json_t *args = json_object_get(root, "args");
-	size_t tlen;
+	json_int_t id = 0;
 
-	if (!json_is_integer(id) || json_integer_value(id) < 0)
-		return appl_err_set(err, -EINVAL, "call.id is not a non-negative integer");
-	if (!json_is_string(tool))
-		return appl_err_set(err, -EINVAL, "call.tool is %s, not a string",
-				    appl_json_type_name(tool));
-	tlen = json_string_length(tool);
-	if (tlen == 0 || tlen > APPL_RUNNER_TOOL_NAME_MAX)
-		return appl_err_set(err, -EINVAL, "call.tool is %zu bytes, not 1 to %u", tlen,
-				    APPL_RUNNER_TOOL_NAME_MAX);
+	if (id_take(json_object_get(root, "id"), "call", &id, err) < 0 ||
+	    text_take(tool, "call.tool", APPL_RUNNER_TOOL_NAME_MAX, err) < 0)
+		return -EINVAL;
 	/* Arguments are an object by MCP's rules; anything else is refused here
 	 * rather than left for the bridge to guess at. */
 	if (!json_is_object(args))
 		return appl_err_set(err, -EINVAL, "call.args is %s, not an object",
 				    appl_json_type_name(args));
-	msg->u.call.id = json_integer_value(id);
+	msg->u.call.id = id;
 	msg->u.call.tool = json_incref(tool);
 	msg->u.call.args = json_incref(args);
 	return 0;
@@ -82,24 +98,18 @@ static int parse_call(json_t *root, struct cell_msg *msg, struct appl_err *err)
  * server name in tool, {"uri": uri} as its arguments, and read set. */
 static int parse_read(json_t *root, struct cell_msg *msg, struct appl_err *err)
 {
-	json_t *id = json_object_get(root, "id");
 	json_t *server = json_object_get(root, "server");
 	json_t *uri = json_object_get(root, "uri");
-	size_t n;
+	json_int_t id = 0;
 
-	if (!json_is_integer(id) || json_integer_value(id) < 0)
-		return appl_err_set(err, -EINVAL, "read.id is not a non-negative integer");
-	if (!json_is_string(server) || !(n = json_string_length(server)) ||
-	    n > APPL_RUNNER_TOOL_NAME_MAX)
-		return appl_err_set(err, -EINVAL, "read.server is not a string of 1 to %u bytes",
-				    APPL_RUNNER_TOOL_NAME_MAX);
-	if (!json_is_string(uri) || !(n = json_string_length(uri)) || n > APPL_RUNNER_URI_MAX)
-		return appl_err_set(err, -EINVAL, "read.uri is not a string of 1 to %u bytes",
-				    APPL_RUNNER_URI_MAX);
+	if (id_take(json_object_get(root, "id"), "read", &id, err) < 0 ||
+	    text_take(server, "read.server", APPL_RUNNER_TOOL_NAME_MAX, err) < 0 ||
+	    text_take(uri, "read.uri", APPL_RUNNER_URI_MAX, err) < 0)
+		return -EINVAL;
 	msg->u.call.args = json_pack("{s:O}", "uri", uri);
 	if (!msg->u.call.args)
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	msg->u.call.id = json_integer_value(id);
+	msg->u.call.id = id;
 	msg->u.call.tool = json_incref(server);
 	msg->u.call.read = true;
 	return 0;

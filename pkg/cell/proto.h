@@ -18,6 +18,10 @@
 
 #define CELL_PROTO_VERSION 1
 
+/* The resource reader every namespace has (`await ns.read_resource(uri)`):
+ * no tool entry's fn may take it. */
+#define CELL_PROTO_READ_FN "read_resource"
+
 enum cell_msg_type {
 	CELL_MSG_NONE = 0, /* a cleared message */
 	CELL_MSG_READY,	   /* {"t":"ready","v":1} */

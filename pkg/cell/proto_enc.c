@@ -62,9 +62,9 @@ static int tool_fields_check(const char *tool, size_t tool_len, const char *ns, 
 	if (appl_py_reserved(ns))
 		return appl_err_set(err, -EINVAL, "tool ns \"%s\": a name the cell already has",
 				    ns);
-	if (strcmp(fn, "read_resource") == 0)
-		return appl_err_set(err, -EINVAL,
-				    "tool fn \"read_resource\": every namespace's own");
+	if (strcmp(fn, CELL_PROTO_READ_FN) == 0)
+		return appl_err_set(err, -EINVAL, "tool fn \"%s\": every namespace's own",
+				    CELL_PROTO_READ_FN);
 	if (!memchr(tool, '.', tool_len))
 		return appl_err_set(err, -EINVAL, "tool name names no server (\"server.tool\")");
 	if (doc && doc_len > APPL_RUNNER_DOC_MAX)

@@ -227,13 +227,10 @@ int names_settle(const char *const *originals, char (*bases)[NAME_CAP + 1], size
 	struct claim *cl = calloc(n ? n : 1, sizeof(*cl));
 	struct nameset st;
 
-	if (!cl || set_init(&st, n + 1) < 0) {
+	if (!cl || set_init(&st, n) < 0) {
 		free(cl);
 		return -ENOMEM;
 	}
-	/* Every namespace has its resource reader: no tool takes its name. */
-	if (kind == NAME_FN)
-		set_add(&st, STUBS_READ_FN);
 	for (size_t i = 0; i < n; i++)
 		cl[i] = (struct claim){originals[i], bases[i], i,
 				       strcmp(originals[i], bases[i]) == 0};

@@ -53,10 +53,9 @@ struct stubs_limits {
 
 struct stubs;
 
-/* The resource reader every namespace has (`await ns.read_resource(uri)`):
- * a tool whose name would become this is called read_resource_, as a
- * Python keyword would be. */
-#define STUBS_READ_FN "read_resource"
+/* Every namespace has CELL_PROTO_READ_FN, the resource reader: the runner
+ * refuses it as a function name, so a tool whose name would become it is
+ * called read_resource_, as a Python keyword would be. */
 
 /* Check that t can become a cell tool: server and name are valid UTF-8
  * without control characters, non-empty, and "server.name" is at most

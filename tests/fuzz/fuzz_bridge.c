@@ -9,6 +9,7 @@
  * Whatever the outcome, a refusal must be short whole-character text, and an
  * accepted value must nest no deeper than the cap.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,45 +89,42 @@ static void check(const struct bridge_catalog *c, const char *tool, const uint8_
 	json_decref(a);
 }
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+/* An upstream's answer, as a tools/call result or (resource) a
+ * resources/read one, turned into the code's value. */
+static void result_case(const uint8_t *data, size_t size, bool resource)
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
-	const uint8_t *nl;
-	json_t *doc, *value = NULL;
+	json_t *doc = appl_json_load((const char *)data, size, 64 * 1024, APPL_JSON_DEPTH_MAX,
+				     "result", NULL);
+	json_t *value = NULL;
 	int rc;
+
+	if (!doc)
+		return;
+	msg[0] = '\0';
+	rc = resource ? bridge_resource_value(doc, 4096, &value, msg, sizeof(msg))
+		      : bridge_result_value(doc, 4096, &value, msg, sizeof(msg));
+	if (rc == 0 && (!value || !appl_json_depth_within(value, APPL_TOOL_RESULT_DEPTH_MAX) ||
+			(resource && (!json_is_array(value) || json_array_size(value) == 0))))
+		__builtin_trap();
+	if (rc != 0)
+		msg_check(msg);
+	json_decref(value);
+	json_decref(doc);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	const uint8_t *nl;
+	json_t *doc;
 
 	init();
 	if (size < 1)
 		return 0;
 	switch (data[0] % 4) {
-	case 3:
-		doc = appl_json_load((const char *)data + 1, size - 1, 64 * 1024,
-				     APPL_JSON_DEPTH_MAX, "result", NULL);
-		if (!doc)
-			return 0;
-		msg[0] = '\0';
-		rc = bridge_resource_value(doc, 4096, &value, msg, sizeof(msg));
-		if (rc == 0 && (!json_is_array(value) || json_array_size(value) == 0))
-			__builtin_trap();
-		if (rc != 0)
-			msg_check(msg);
-		json_decref(value);
-		json_decref(doc);
-		return 0;
 	case 0:
-		doc = appl_json_load((const char *)data + 1, size - 1, 64 * 1024,
-				     APPL_JSON_DEPTH_MAX, "result", NULL);
-		if (!doc)
-			return 0;
-		msg[0] = '\0';
-		rc = bridge_result_value(doc, 4096, &value, msg, sizeof(msg));
-		if (rc == 0 &&
-		    (!value || !appl_json_depth_within(value, APPL_TOOL_RESULT_DEPTH_MAX)))
-			__builtin_trap();
-		if (rc != 0)
-			msg_check(msg);
-		json_decref(value);
-		json_decref(doc);
+	case 3:
+		result_case(data + 1, size - 1, data[0] % 4 == 3);
 		return 0;
 	case 1:
 		nl = memchr(data + 1, '\n', size - 1);
