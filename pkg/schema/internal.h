@@ -121,7 +121,8 @@ struct vc {
 	pcre2_match_context *mctx;
 	size_t visits, compares, regex_calls;
 	unsigned depth;
-	unsigned quiet; /* > 0: failures are expected, no message */
+	unsigned quiet;	    /* > 0: failures are expected, no message */
+	const char *failed; /* the keyword of the message (static); NULL: none */
 	unsigned n_path;
 	struct seg {
 		const char *key;
@@ -141,7 +142,6 @@ static inline bool schema_dbl_integral(double d)
 
 /* schema.c */
 void *schema_arena_alloc(struct cc *cc, size_t size);
-const char *schema_arena_strdup(struct cc *cc, const char *str, size_t len);
 struct node *schema_node_compile(struct cc *cc, const json_t *v, const char *base, const char *key);
 size_t schema_where_push(struct cc *cc, const char *key);
 void schema_where_pop(struct cc *cc, size_t mark);

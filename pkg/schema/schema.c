@@ -111,7 +111,7 @@ void *schema_arena_alloc(struct cc *cc, size_t size)
 	return p;
 }
 
-const char *schema_arena_strdup(struct cc *cc, const char *str, size_t len)
+static const char *schema_arena_strdup(struct cc *cc, const char *str, size_t len)
 {
 	char *p = schema_arena_alloc(cc, len + 1);
 

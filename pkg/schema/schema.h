@@ -75,4 +75,11 @@ enum schema_draft schema_draft_get(const struct schema *s);
  *   -ENOMEM. */
 int schema_validate(const struct schema *s, const json_t *instance, struct appl_err *err);
 
+/* As schema_validate; on -EINVAL *keyword (may be NULL) is also set to the
+ * name of the keyword that failed, as a schema writes it ("required",
+ * "type", ...; "false" for a false schema; static), which holds nothing of
+ * the instance; NULL when valid, on a cap, or when none can be named. */
+int schema_validate_kw(const struct schema *s, const json_t *instance, struct appl_err *err,
+		       const char **keyword);
+
 #endif

@@ -175,6 +175,7 @@ int schema_fail(struct vc *vc, const char *kw, const char *fmt, ...)
 
 	if (vc->quiet || !vc->err)
 		return 0;
+	vc->failed = kw ? kw : "type"; /* shown without one: a type (or a false schema) */
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
@@ -263,8 +264,14 @@ int schema_node_validate(struct vc *vc, const struct node *n, const json_t *inst
 		return schema_cap(vc, "subschemas evaluated");
 	if (vc->depth >= APPL_SCHEMA_EVAL_DEPTH_MAX)
 		return schema_cap(vc, "nested subschemas");
-	if (n->boolean >= 0)
-		return n->boolean ? 1 : schema_fail(vc, NULL, "not allowed here (false schema)");
+	if (n->boolean >= 0) {
+		if (n->boolean)
+			return 1;
+		schema_fail(vc, NULL, "not allowed here (false schema)");
+		if (!vc->quiet)
+			vc->failed = "false";
+		return 0;
+	}
 	type = schema_type_of(inst);
 	vc->depth++;
 	for (size_t i = 0; i < n->n_kws && r > 0; i++) {
@@ -288,12 +295,15 @@ static int vc_regex_setup(struct vc *vc)
 	return 0;
 }
 
-int schema_validate(const struct schema *s, const json_t *instance, struct appl_err *err)
+int schema_validate_kw(const struct schema *s, const json_t *instance, struct appl_err *err,
+		       const char **keyword)
 {
 	struct appl_err local = {0};
 	struct vc vc = {.s = s, .err = err ? err : &local};
 	int r;
 
+	if (keyword)
+		*keyword = NULL;
 	appl_err_clear(vc.err);
 	if (!s || !instance)
 		return appl_err_set(err, -EINVAL, "no schema or no instance");
@@ -310,5 +320,12 @@ int schema_validate(const struct schema *s, const json_t *instance, struct appl_
 		return 0;
 	if (r == 0 && vc.err->code == 0)
 		appl_err_set(vc.err, -EINVAL, "(root): does not validate");
+	if (r == 0 && keyword)
+		*keyword = vc.failed;
 	return r == 0 ? -EINVAL : r;
+}
+
+int schema_validate(const struct schema *s, const json_t *instance, struct appl_err *err)
+{
+	return schema_validate_kw(s, instance, err, NULL);
 }

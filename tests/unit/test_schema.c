@@ -845,6 +845,41 @@ static void test_message_no_value_echo(void **state)
 	assert_string_equal(err.msg, "/k: maxLength: must be at most 3 characters");
 }
 
+/* The keyword that failed, for a record that must hold nothing of the
+ * instance (the bridge's audit line): the message's own keyword. */
+static void test_failed_keyword_is_named(void **state)
+{
+	static const struct {
+		const char *schema, *instance, *kw;
+	} cases[] = {
+		{"{\"properties\": {\"a\": {\"type\": \"number\"}}}", "{\"a\": \"x\"}", "type"},
+		{"{\"required\": [\"a\"]}", "{}", "required"},
+		{"{\"additionalProperties\": false}", "{\"SECRET\": 1}", "additionalProperties"},
+		{"{\"anyOf\": [{\"type\": \"string\"}, {\"type\": \"number\"}]}", "[]", "anyOf"},
+		{"{\"properties\": {\"a\": false}}", "{\"a\": 1}", "false"},
+		{"{\"items\": {\"maxLength\": 1}}", "[\"ab\"]", "maxLength"},
+		{"{\"properties\": {\"a\": {\"type\": \"number\"}}}", "{\"a\": 1}", NULL},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct appl_err err = {0};
+		struct schema *s = compile(cases[i].schema);
+		json_t *inst = parse(cases[i].instance);
+		const char *kw = "unset";
+		int rc = schema_validate_kw(s, inst, &err, &kw);
+
+		assert_int_equal(rc, cases[i].kw ? -EINVAL : 0);
+		if (cases[i].kw)
+			assert_string_equal(kw, cases[i].kw);
+		else
+			assert_null(kw);
+		assert_int_equal(schema_validate_kw(s, inst, NULL, NULL), rc);
+		json_decref(inst);
+		schema_free(s);
+	}
+}
+
 /* Compile once, validate many times; the schema document may be freed. */
 static void test_reuse(void **state)
 {
@@ -904,6 +939,7 @@ int main(void)
 		cmocka_unit_test(test_message_bounded),
 		cmocka_unit_test(test_compile_message_bounded),
 		cmocka_unit_test(test_message_no_value_echo),
+		cmocka_unit_test(test_failed_keyword_is_named),
 		cmocka_unit_test(test_reuse),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
