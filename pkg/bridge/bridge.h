@@ -201,10 +201,13 @@ void bridge_run_free(struct bridge_run *r);
 /* Steps 1 and 2 for tool and args: 0 when the call may go on, with *server
  * and *name (borrowed from c) set; else -EPERM (not allowed or unknown),
  * -EINVAL (arguments refused) or -ENOTSUP (schema unusable), with msg
- * (cap bytes, cap > 0) the refusal for the code. */
+ * (cap bytes, cap > 0) the refusal for the code, and log (log_cap bytes;
+ * NULL: none) the same refusal for the audit log, which holds no text of
+ * the arguments: where msg quotes a name or the schema's error, log says
+ * only that they do not match, and which keyword failed. */
 int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t *args,
 		 size_t max_args_bytes, const char **server, const char **name, char *msg,
-		 size_t cap);
+		 size_t cap, char *log, size_t log_cap);
 
 /* Turn a resources/read result into the code's value: its contents, each
  * as {"text": s} or {"blob": base64}, in order. 0 with *value new; -EFBIG

@@ -40,35 +40,69 @@ static const char *quote(const char *s, char *out, size_t cap)
 	return out;
 }
 
+/* The audit log's copy of a refusal whose text holds nothing of the
+ * arguments: msg as it is. */
+static int same(char *log, size_t log_cap, const char *msg, int rc)
+{
+	if (log && log_cap)
+		snprintf(log, log_cap, "%s", msg);
+	return rc;
+}
+
+/* msg is the code's refusal, which may quote the arguments (a name, the
+ * schema's error); log the audit log's, which never does. */
 static int args_check(const struct bridge_entry *e, const char *tool, const json_t *args,
-		      size_t max_args_bytes, char *msg, size_t cap)
+		      size_t max_args_bytes, char *msg, size_t cap, char *log, size_t log_cap)
 {
 	struct appl_err verr = {0};
 	char q[QUOTE_MAX + 4];
+	const char *kw;
 	size_t size;
 	const char *key;
 	json_t *v;
 	int rc;
 
 	if (!json_is_object(args))
-		return say(msg, cap, -EINVAL, "refused: %s: the arguments must be an object", tool);
+		return same(log, log_cap, msg,
+			    say(msg, cap, -EINVAL, "refused: %s: the arguments must be an object",
+				tool));
 	size = json_dumpb(args, NULL, 0, JSON_COMPACT);
 	if (size > max_args_bytes)
-		return say(msg, cap, -EINVAL,
-			   "refused: %s: the arguments are %zu bytes as JSON, over the cap of %zu",
-			   tool, size, max_args_bytes);
+		return same(log, log_cap, msg,
+			    say(msg, cap, -EINVAL,
+				"refused: %s: the arguments are %zu bytes as JSON, over the cap of "
+				"%zu",
+				tool, size, max_args_bytes));
 	if (e->strict) {
 		const json_t *props = json_object_get(e->input_schema, "properties");
 
 		json_object_foreach((json_t *)args, key, v)
-			if (!json_object_get(props, key))
+			if (!json_object_get(props, key)) {
+				if (log && log_cap)
+					say(log, log_cap, 0,
+					    "refused: %s: an argument's name is not a parameter of "
+					    "this tool",
+					    tool);
 				return say(msg, cap, -EINVAL,
 					   "refused: %s: '%s' is not a parameter of this tool",
 					   tool, quote(key, q, sizeof(q)));
+			}
 	}
-	rc = schema_validate(e->schema, args, &verr);
+	rc = schema_validate_kw(e->schema, args, &verr, &kw);
 	if (rc == -ENOMEM)
-		return say(msg, cap, -ENOMEM, "refused: %s: host fault: MemoryError", tool);
+		return same(log, log_cap, msg,
+			    say(msg, cap, -ENOMEM, "refused: %s: host fault: MemoryError", tool));
+	if (rc < 0 && log && log_cap) {
+		if (rc == -E2BIG)
+			say(log, log_cap, 0,
+			    "refused: %s: the arguments could not be checked against the tool's "
+			    "input schema within the gateway's caps",
+			    tool);
+		else
+			say(log, log_cap, 0,
+			    "refused: %s: the arguments do not match the tool's input schema%s%s%s",
+			    tool, kw ? " (" : "", kw ? kw : "", kw ? ")" : "");
+	}
 	if (rc < 0)
 		return say(msg, cap, -EINVAL, "refused: %s: invalid arguments: %s", tool, verr.msg);
 	return 0;
@@ -76,7 +110,7 @@ static int args_check(const struct bridge_entry *e, const char *tool, const json
 
 int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t *args,
 		 size_t max_args_bytes, const char **server, const char **name, char *msg,
-		 size_t cap)
+		 size_t cap, char *log, size_t log_cap)
 {
 	char srv[APPL_POLICY_SERVER_NAME_MAX + 1], q[QUOTE_MAX + 4];
 	const struct bridge_entry *e = NULL;
@@ -89,20 +123,25 @@ int bridge_check(const struct bridge_catalog *c, const char *tool, const json_t 
 		srv[dot - tool] = '\0';
 		e = bridge_catalog_find(c, srv, dot + 1);
 	}
+	/* These quote the tool's name only, which the log has anyway. */
 	if (!e && dot && (size_t)(dot - tool) < sizeof(srv) && bridge_catalog_absent(c, srv))
-		return say(msg, cap, -EAGAIN,
-			   "upstream_unavailable: the server of %s is not available",
-			   quote(tool, q, sizeof(q)));
+		return same(log, log_cap, msg,
+			    say(msg, cap, -EAGAIN,
+				"upstream_unavailable: the server of %s is not available",
+				quote(tool, q, sizeof(q))));
 	if (!e)
-		return say(msg, cap, -EPERM, "refused: %s: no such tool",
-			   quote(tool, q, sizeof(q)));
+		return same(log, log_cap, msg,
+			    say(msg, cap, -EPERM, "refused: %s: no such tool",
+				quote(tool, q, sizeof(q))));
 	/* the code's name for it from here on: what it called */
 	if (e->pyname)
 		tool = e->pyname;
 	why = bridge_entry_why_not(e);
 	if (why)
-		return say(msg, cap, e->schema ? -EPERM : -ENOTSUP, "refused: %s: %s", tool, why);
-	if (args_check(e, tool, args, max_args_bytes, msg, cap) < 0)
+		return same(
+			log, log_cap, msg,
+			say(msg, cap, e->schema ? -EPERM : -ENOTSUP, "refused: %s: %s", tool, why));
+	if (args_check(e, tool, args, max_args_bytes, msg, cap, log, log_cap) < 0)
 		return -EINVAL;
 	*server = e->server;
 	*name = e->name;

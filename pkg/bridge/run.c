@@ -607,15 +607,24 @@ void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *a
 	r->ap = *ap;
 }
 
-/* A refusal before the call is sent: the cell's answer and the log's line.
- * Past the budget only the first refusal gets a line: a cell that goes on
- * calling must not fill the log's disk (run.end counts every call). */
+/* A refusal before the call is sent: the cell's answer and the log's line,
+ * whose reason is logged (NULL: msg, which must then hold nothing of the
+ * arguments). Past the budget only the first refusal gets a line: a cell
+ * that goes on calling must not fill the log's disk (run.end counts every
+ * call). */
+static void call_refuse_as(struct bridge_run *r, json_int_t id, const char *tool,
+			   const json_t *args, bool read, enum cell_error_kind kind,
+			   const char *msg, const char *logged)
+{
+	if (r->calls <= (unsigned long)r->lim.max_calls + 1)
+		audit_refusal(r, id, tool, args, logged ? logged : msg, read);
+	say_no(r, id, kind, msg);
+}
+
 static void call_refuse(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args,
 			bool read, enum cell_error_kind kind, const char *msg)
 {
-	if (r->calls <= (unsigned long)r->lim.max_calls + 1)
-		audit_refusal(r, id, tool, args, msg, read);
-	say_no(r, id, kind, msg);
+	call_refuse_as(r, id, tool, args, read, kind, msg, NULL);
 }
 
 /* The checks every call and read pass after their own: the budget and the
@@ -659,7 +668,7 @@ static struct bridge_call *call_new(struct bridge_run *r, json_int_t id, const c
 
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args)
 {
-	char msg[APPL_TOOL_ERROR_MAX + 1];
+	char msg[APPL_TOOL_ERROR_MAX + 1], logged[APPL_TOOL_ERROR_MAX + 1];
 	const struct bridge_entry *entry;
 	const char *server, *name, *label;
 	struct bridge_call *c;
@@ -667,10 +676,11 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 
 	r->calls++;
 	rc = bridge_check(r->cat, tool, args, r->lim.max_args_bytes, &server, &name, msg,
-			  sizeof(msg));
+			  sizeof(msg), logged, sizeof(logged));
 	if (rc < 0) {
-		call_refuse(r, id, tool, args, false,
-			    rc == -EAGAIN ? CELL_ERR_UNAVAILABLE : CELL_ERR_REFUSED, msg);
+		call_refuse_as(r, id, tool, args, false,
+			       rc == -EAGAIN ? CELL_ERR_UNAVAILABLE : CELL_ERR_REFUSED, msg,
+			       logged);
 		return;
 	}
 	entry = bridge_catalog_find(r->cat, server, name);

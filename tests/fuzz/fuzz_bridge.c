@@ -74,17 +74,19 @@ static void init(void)
 
 static void check(const struct bridge_catalog *c, const char *tool, const uint8_t *args, size_t len)
 {
-	char msg[APPL_TOOL_ERROR_MAX + 1];
+	char msg[APPL_TOOL_ERROR_MAX + 1], logged[APPL_TOOL_ERROR_MAX + 1];
 	const char *server, *name;
 	json_t *a = appl_json_load((const char *)args, len, 64 * 1024, APPL_JSON_DEPTH_MAX, "args",
 				   NULL);
 
 	if (!a)
 		return;
-	msg[0] = '\0';
-	if (bridge_check(c, tool, a, 4096, &server, &name, msg, sizeof(msg)) < 0)
+	msg[0] = logged[0] = '\0';
+	if (bridge_check(c, tool, a, 4096, &server, &name, msg, sizeof(msg), logged,
+			 sizeof(logged)) < 0) {
 		msg_check(msg);
-	else if (!server || !name || !json_is_object(a))
+		msg_check(logged);
+	} else if (!server || !name || !json_is_object(a))
 		__builtin_trap();
 	json_decref(a);
 }

@@ -16,7 +16,12 @@
 - a run cut short by the appliance's stop still gets its run.end;
 - a log on a full tmpfs: write tools' calls refused (every one that went
   is on record as sent, every other as refused), no new cell, the client
-  told why; the log resumes once there is room;
+  told why; the log resumes once there is room; the same for a log on a
+  file system remounted read-only (root ignores file modes);
+- a refusal's reason in the log holds nothing of the arguments (names,
+  values, URIs), while the cell is told the detail;
+- call.end records a tool error, a JSON-RPC error and a timeout, with ms;
+- an idle sealing appliance seals its last lines within audit_seal_s;
 - a log removed or cut is refused at start, and so is a sealing policy
   without its key; rotation by size is followed by verify.
 
@@ -47,16 +52,20 @@ def tmpdir():
     return d
 
 
-def audit_policy(path, seal=False, limits=None, write=True):
-    """The toy as server `toy` (reads, and write_note as a write), role r,
-    and the audit log at path."""
+def audit_policy(path, seal=False, limits=None, write=True, resources=False, tools=None):
+    """The toy as server `toy` (reads, and write_note as a write; its
+    resources readable when resources, and tools added to the policy's),
+    role r, and the audit log at path."""
     audit = {"path": path}
     if seal:
         audit["seal"] = True
+    toy = gk.toy_server()
+    if resources:
+        toy["resources"] = True
     return gk._kit.policy(dict({"deadline_s": 60}, **(limits or {})),
-                          servers={"toy": gk.toy_server()},
-                          tools={"toy.*": {"access": "read"},
-                                 "toy.write_note": {"access": "write"}},
+                          servers={"toy": toy},
+                          tools=dict({"toy.*": {"access": "read"},
+                                      "toy.write_note": {"access": "write"}}, **(tools or {})),
                           roles={"r": {"tools": ["toy.*"], "write": write}},
                           clients={"default_role": "r"}, audit=audit)
 
@@ -158,7 +167,9 @@ def every_run_and_call_is_recorded_without_code_or_arguments():
     assert echo["args"] == hashlib.blake2b(args, digest_size=32, key=key).hexdigest()
     assert echo["args_bytes"] == len(args)
     assert (note["tool"], note["access"], note["outcome"]) == ("toy.write_note", "write", "sent")
-    assert bad["outcome"] == "refused" and "expected string" in bad["reason"], bad
+    assert bad["outcome"] == "refused", bad
+    assert bad["reason"] == ("refused: toy.echo: the arguments do not match the tool's "
+                             "input schema (type)"), bad
     end = evs[4]
     assert end["outcome"] == "ok" and end["result_bytes"] > 0 and end["id"] == echo["id"]
     re_ = evs[8]
@@ -519,6 +530,226 @@ def fill(path, append=False):
                 pass
         except OSError as e:
             assert e.errno == 28, e
+
+
+MARKED = r"""
+import json
+seen = []
+
+
+async def attempt(f, *a, **kw):
+    try:
+        await f(*a, **kw)
+        seen.append(["ok", ""])
+    except ToolError as e:
+        seen.append([e.kind, str(e)])
+
+await attempt(toy.echo, text="a", SECRETKEY_MARKER=1)             # an undeclared name
+await attempt(toy.echo, text={"SECRETKEY_MARKER": "SECRETVAL_MARKER"})  # the wrong type
+await attempt(toy.sleep, ms="SECRETVAL_MARKER")
+await attempt(toy.echo, text="SECRETVAL_MARKER" * 80)             # over max_args_bytes
+await attempt(toy.write_note, text="SECRETVAL_MARKER")            # a yes nobody can give
+await attempt(toy.read_resource, "toy://SECRETVAL_MARKER")        # sent: the toy has none
+await attempt(toy.read_resource, "toy://SECRETVAL_MARKER\x7f")    # a control character
+for i in range(5):                                                # past the budget of 10
+    await attempt(toy.echo, text="SECRETVAL_MARKER")
+print(json.dumps(seen))
+"""
+
+
+@test
+def refusals_in_the_log_hold_nothing_of_the_arguments():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    sig = audit_policy(log, resources=True, limits={"max_args_bytes": 1024, "max_calls": 10},
+                       tools={"toy.write_note": {"access": "write", "approval": True}})
+    with gk.Session(sig) as s:
+        seen = json.loads(s.cell(MARKED))
+    # the cell is told what was wrong, names and all
+    assert seen[0][0] == "refused" and 'property "SECRETKEY_MARKER" is not allowed' in \
+        seen[0][1], seen
+    assert seen[1][0] == "refused" and "/text: expected string" in seen[1][1], seen
+    assert seen[2][0] == "refused" and "/ms: expected integer" in seen[2][1], seen
+    assert seen[3][0] == "refused" and "over the cap of 1024" in seen[3][1], seen
+    assert seen[4][0] == "declined", seen
+    assert seen[5][0] == "error", seen
+    assert seen[6][0] == "refused", seen
+    assert [k for k, _ in seen[7:]] == ["ok", "ok", "ok", "refused", "refused"], seen
+    assert "budget exhausted" in seen[-1][1], seen
+    raw = open(log, "rb").read()
+    assert b"MARKER" not in raw, [x for x in lines_of(log) if b"MARKER" in x]
+    evs = chain(log)
+    reasons = [e["reason"] for e in evs if e["ev"] == "call" and e["outcome"] == "refused"]
+    schema = "the arguments do not match the tool's input schema"
+    assert reasons[:3] == ["refused: toy.echo: %s (additionalProperties)" % schema,
+                           "refused: toy.echo: %s (type)" % schema,
+                           "refused: toy.sleep: %s (type)" % schema], reasons
+    assert "over the cap of 1024" in reasons[3] and "no approval" in reasons[4], reasons
+    assert "control character" in reasons[5] and "budget exhausted" in reasons[6], reasons
+    assert len(reasons) == 7, reasons  # past the budget, only its first refusal
+    read = [e for e in evs if e.get("method") == "resources/read"]
+    assert len(read) == 2 and all(e["args_bytes"] > 0 for e in read), read
+    rc, out = verify(log)
+    assert rc == 0, out
+    shutil.rmtree(d)
+
+
+ENDS = """
+import json
+out = {}
+for name, call in [("fail", lambda: toy.fail()), ("slept", lambda: toy.sleep(ms=300)),
+                   ("late", lambda: toy.sleep(ms=8000)),
+                   ("read", lambda: toy.read_resource("toy://none"))]:
+    try:
+        await call()
+        out[name] = "ok"
+    except ToolError as e:
+        out[name] = e.kind
+print(json.dumps(out))
+"""
+
+
+@test
+def call_ends_record_errors_timeouts_and_how_long_each_took():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    sig = audit_policy(log, resources=True, limits={"call_timeout_s": 1})
+    with gk.Session(sig) as s:
+        seen = json.loads(s.cell(ENDS))
+    assert seen == {"fail": "error", "slept": "ok", "late": "timeout", "read": "error"}, seen
+    evs = chain(log)
+    sent = {e["id"]: e for e in evs if e["ev"] == "call"}
+    ends = [e for e in evs if e["ev"] == "call.end"]
+    assert [sent[e["id"]]["tool"] for e in ends] == ["toy.fail", "toy.sleep", "toy.sleep",
+                                                      "toy"], ends
+    fail, slept, late, read = ends
+    # the tool's own isError; a JSON-RPC error (the toy serves no resources)
+    assert fail["outcome"] == "tool_error" and fail["result_bytes"] > 0, fail
+    assert read["outcome"] == "error" and read["result_bytes"] == 0, read
+    assert sent[read["id"]]["method"] == "resources/read", sent[read["id"]]
+    assert slept["outcome"] == "ok" and slept["ms"] >= 300, slept
+    # the call's timeout (1 s) ends it before its 8 s are up
+    assert late["outcome"] == "timeout" and late["ms"] >= 1000 and late["result_bytes"] == 0, \
+        late
+    assert all(isinstance(e["ms"], int) and e["ms"] >= 0 for e in ends), ends
+    rc, out = verify(log)
+    assert rc == 0, out
+    shutil.rmtree(d)
+
+
+@test
+def an_idle_appliance_seals_its_last_lines_within_audit_seal_s():
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    key = init_seal(log)
+    # a seal by lines would take a million: only the timer (or the stop) seals
+    sig = audit_policy(log, seal=True, limits={"audit_seal_s": 2,
+                                                "audit_seal_lines": 1000000})
+
+    def seal_after(n):
+        return next((e for e in map(json.loads, lines_of(log))
+                     if e["ev"] == "seal" and e["n"] > n), None)
+
+    with gk.Session(sig) as s:
+        for epoch in range(2):
+            s.cell("print(1)")
+            # run.end is on disk before the answer leaves
+            end = [e for e in map(json.loads, lines_of(log)) if e["ev"] == "run.end"][-1]
+            wait_for(lambda: seal_after(end["n"]), "a seal after line %d" % end["n"])
+            seal = seal_after(end["n"])
+            assert seal["n"] == end["n"] + 1, (end, seal)  # nothing else while idle
+            rc, out = verify("--key", key, log)
+            assert rc == 0 and "sealed through line %d" % seal["n"] in out, out
+        assert s.proc.poll() is None  # sealed while running, not by the stop
+    evs = chain(log)
+    seals = [e for e in evs if e["ev"] == "seal"]
+    assert [e["epoch"] for e in seals] == list(range(len(seals))), seals
+    assert evs[-1]["ev"] == "seal" and evs[-2]["ev"] == "stop", evs[-2:]
+    rc, out = verify("--key", key, log)
+    assert rc == 0 and "sealed through line %d" % evs[-1]["n"] in out, out
+    shutil.rmtree(d)
+
+
+def remount(mnt, mode):
+    """Remount mnt ro or rw; a remount ro waits out a batch being written
+    (EBUSY while the log is open for writing)."""
+    deadline = time.time() + 30
+    while True:
+        r = subprocess.run(["mount", "-o", "remount," + mode, mnt], capture_output=True,
+                           text=True)
+        if r.returncode == 0:
+            return
+        assert time.time() < deadline, r.stderr
+        time.sleep(0.01)
+
+
+@test
+def a_read_only_log_stops_new_cells_and_calls_until_it_can_be_written():
+    d = tmpdir()
+    mnt = os.path.join(d, "mnt")
+    os.mkdir(mnt)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", mnt], check=True)
+    try:
+        log = os.path.join(mnt, "audit.jsonl")
+        sig = audit_policy(log, limits={"max_calls": 5000})
+        with gk.Session(sig) as s:
+            # Writes until one is refused, then reads until one goes again:
+            # the test makes the log read-only and then writable under it.
+            rid = s.start_cell("""
+import time
+print(await toy.echo(text="before"))
+writes = 0
+while writes < 2000:
+    try:
+        await toy.write_note(text="during")
+        writes += 1
+    except ToolError as e:
+        print("write refused:", e)
+        break
+    time.sleep(0.02)
+reads, why = 0, ""
+while reads < 2000:
+    try:
+        await toy.echo(text="after")
+        break
+    except ToolError as e:
+        reads += 1
+        why = str(e)
+    time.sleep(0.05)
+print("reads refused", reads, why)
+""")
+            wait_for(lambda: b'"tool":"toy.write_note"' in open(log, "rb").read(),
+                     "the first write's line")
+            remount(mnt, "ro")
+            needle = "refused: toy.echo: the audit log cannot be written"
+            wait_for(lambda: sum(needle in x.decode("utf-8", "replace")
+                                 for x in list(s.stderr) if x) >= 3, "reads refused")
+            r = s.request("tools/call", gk.code("print(1)"))
+            assert r["result"]["isError"] is True, r
+            text = r["result"]["content"][0]["text"]
+            assert "audit log cannot be written" in text and "Read-only" in text, text
+            remount(mnt, "rw")
+            out = s.result(rid)["stdout"]
+            assert "write refused: refused: toy.write_note: the audit log cannot be " \
+                "written" in out, out
+            reads = int(re.search(r"reads refused (\d+) ", out).group(1))
+            assert reads >= 3 and "the audit log cannot be written" in out, out
+            assert s.cell("print(2)") == "2\n"
+        evs = chain(log)
+        names = [e["ev"] for e in evs]
+        assert names.count("resumed") == 1, names
+        res = evs[names.index("resumed")]
+        assert "Read-only" in res["error"] and res["dropped"] == 0, res
+        # the refused cell and every refused call are on record
+        assert sum(e["ev"] == "run.refused" for e in evs) == 1, names
+        echoes = [e for e in evs if e["ev"] == "call" and e["tool"] == "toy.echo"]
+        assert sum(e["outcome"] == "refused" for e in echoes) == reads, echoes
+        assert evs[-1]["ev"] == "stop", evs[-1]
+        rc, out = verify(log)
+        assert rc == 0 and "chain intact" in out, out
+    finally:
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(d)
 
 
 @test

@@ -165,8 +165,9 @@ static void append(char *buf, size_t cap, const char *text)
 	memcpy(buf + n, text, t + 1);
 }
 
-/* Check tool(args) as role; returns the code and leaves the refusal in msg. */
-static char msg[APPL_TOOL_ERROR_MAX + 1];
+/* Check tool(args) as role; returns the code and leaves the refusal in msg,
+ * and the audit log's in logged. */
+static char msg[APPL_TOOL_ERROR_MAX + 1], logged[APPL_TOOL_ERROR_MAX + 1];
 
 static int check(const char *role, const char *tool, const char *args, size_t cap)
 {
@@ -175,8 +176,9 @@ static int check(const char *role, const char *tool, const char *args, size_t ca
 	const char *server, *name;
 	int rc;
 
-	msg[0] = '\0';
-	rc = bridge_check(c, tool, a, cap, &server, &name, msg, sizeof(msg));
+	msg[0] = logged[0] = '\0';
+	rc = bridge_check(c, tool, a, cap, &server, &name, msg, sizeof(msg), logged,
+			  sizeof(logged));
 	if (rc == 0) {
 		assert_non_null(server);
 		assert_non_null(name);
@@ -184,6 +186,7 @@ static int check(const char *role, const char *tool, const char *args, size_t ca
 		assert_null(server);
 		assert_true(strlen(msg) > 0 && strlen(msg) <= APPL_TOOL_ERROR_MAX);
 		assert_int_equal(appl_utf8_prefix(msg, strlen(msg)), strlen(msg));
+		assert_true(strlen(logged) > 0 && strlen(logged) <= APPL_TOOL_ERROR_MAX);
 	}
 	json_decref(a);
 	bridge_catalog_unref(c);
@@ -279,6 +282,38 @@ static void test_check_refuses_bad_arguments(void **state)
 	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2}", 12), -EINVAL);
 	assert_non_null(strstr(msg, "13 bytes"));
 	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2}", 13), 0);
+}
+
+/* The code is told which name or value failed; the audit log only that
+ * the arguments did not match, and by which keyword. */
+static void test_the_logged_refusal_holds_nothing_of_the_arguments(void **state)
+{
+	static const struct {
+		const char *tool, *args, *shown, *logged;
+	} cases[] = {
+		{"a.sum", "{\"a\":1,\"b\":2,\"MARKER\":3}", "'MARKER' is not a parameter",
+		 "refused: a.sum: an argument's name is not a parameter of this tool"},
+		{"a.sum", "{\"a\":\"MARKER\",\"b\":2}", "/a: expected number, got string",
+		 "refused: a.sum: the arguments do not match the tool's input schema (type)"},
+		{"a.sum", "{\"a\":1}", "missing property \"b\"",
+		 "refused: a.sum: the arguments do not match the tool's input schema (required)"},
+		{"a.open", "{\"MARKER\":1,\"x\":{\"MARKER\":\"MARKER\"}}", "/x: expected string",
+		 "refused: a.open: the arguments do not match the tool's input schema (type)"},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		assert_int_equal(check("reader", cases[i].tool, cases[i].args, 16384), -EINVAL);
+		assert_non_null(strstr(msg, cases[i].shown));
+		assert_string_equal(logged, cases[i].logged);
+	}
+	/* a refusal that quotes nothing of them is logged as the code sees it */
+	assert_int_equal(check("reader", "a.sum", "{\"a\":1,\"b\":2}", 12), -EINVAL);
+	assert_string_equal(logged, msg);
+	assert_int_equal(check("reader", "a.put", "{\"a\":1,\"b\":2}", 16384), -EPERM);
+	assert_string_equal(logged, msg);
+	assert_int_equal(check("reader", "a.nope", "{}", 16384), -EPERM);
+	assert_string_equal(logged, msg);
 }
 
 static void test_refusals_are_capped_and_whole_characters(void **state)
@@ -774,6 +809,8 @@ static void test_audit_lines_of_calls(void **state)
 	struct bridge_run *r;
 	struct audit *a;
 	json_t *lines;
+	char *data;
+	size_t len;
 	(void)state;
 
 	assert_non_null(mkdtemp(dir));
@@ -791,8 +828,9 @@ static void test_audit_lines_of_calls(void **state)
 	assert_int_equal(f.nsent, 2);
 	finish(&f, 0, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
 	call(r, 3, "a.nope", "{}");
-	call(r, 4, "a.sum", "{\"a\":\"x\",\"b\":2}"); /* refused by its schema */
-	for (int i = 5; i < 60; i++)		      /* over the budget: one line, not 55 */
+	call(r, 4, "a.sum", "{\"a\":\"MARKER\",\"b\":2}");		/* refused by its schema */
+	assert_non_null(strstr(f.last_refusal, "/a: expected number")); /* the code is told */
+	for (int i = 5; i < 60; i++) /* over the budget: one line, not 55 */
 		call(r, i, "a.sum", "{\"a\":1,\"b\":2}");
 	bridge_run_free(r);			    /* call 2 still upstream: abandoned */
 	assert_int_equal(audit_flush(a, false), 0); /* the loop's round, as in the gateway */
@@ -826,7 +864,9 @@ static void test_audit_lines_of_calls(void **state)
 	assert_string_equal(member(lines, 3, "outcome"), "ok");
 	assert_string_equal(member(lines, 4, "outcome"), "refused");
 	assert_true(json_is_null(json_object_get(json_array_get(lines, 4), "access")));
-	assert_non_null(strstr(member(lines, 5, "reason"), "invalid arguments"));
+	assert_string_equal(member(lines, 5, "reason"),
+			    "refused: a.sum: the arguments do not match the tool's input schema "
+			    "(type)");
 	assert_non_null(strstr(member(lines, 6, "reason"), "budget exhausted"));
 	assert_string_equal(member(lines, 7, "outcome"), "abandoned");
 	assert_string_equal(member(lines, 8, "ev"), "resumed");
@@ -835,6 +875,11 @@ static void test_audit_lines_of_calls(void **state)
 	assert_string_equal(member(lines, 10, "tool"), "a.sum");
 	assert_string_equal(member(lines, 10, "outcome"), "refused");
 	json_decref(lines);
+	/* and nothing of the arguments is in the file, but as a digest */
+	assert_int_equal(appl_file_read(path, 1u << 20, &data, &len, &err), 0);
+	assert_null(strstr(data, "MARKER"));
+	assert_null(strstr(data, "expected number"));
+	free(data);
 	appl_tree_remove(dir);
 }
 
@@ -1393,6 +1438,7 @@ int main(void)
 		cmocka_unit_test(test_check_refuses_by_policy),
 		cmocka_unit_test(test_check_refuses_unusable_schemas),
 		cmocka_unit_test(test_check_refuses_bad_arguments),
+		cmocka_unit_test(test_the_logged_refusal_holds_nothing_of_the_arguments),
 		cmocka_unit_test(test_refusals_are_capped_and_whole_characters),
 		cmocka_unit_test(test_result_values),
 		cmocka_unit_test(test_result_errors_and_refusals),
