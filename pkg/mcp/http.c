@@ -610,15 +610,6 @@ unsigned mcp_http_port(const struct mcp_http *h, size_t i)
 	return http_front_port(h->front, i);
 }
 
-size_t mcp_http_sessions(const struct mcp_http *h)
-{
-	size_t n = 0;
-
-	for (const struct hsess *hs = h->sessions; hs; hs = hs->next)
-		n += !hs->dead;
-	return n;
-}
-
 void mcp_http_close(struct mcp_http *h)
 {
 	if (!h)

@@ -59,7 +59,4 @@ void mcp_http_close(struct mcp_http *h);
 /* The port listener i is bound to (0 for a unix socket). */
 unsigned mcp_http_port(const struct mcp_http *h, size_t i);
 
-/* Sessions alive now (legacy ones and the principals' own). */
-size_t mcp_http_sessions(const struct mcp_http *h);
-
 #endif

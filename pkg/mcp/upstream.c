@@ -41,7 +41,9 @@ void ulog(const struct upstream *u, enum log_level lvl, const char *fmt, ...)
 
 /* ---- text ------------------------------------------------------------------ */
 
-void up_reason_clean(const char *in, char *out, size_t cap)
+/* A server's text for a caller: one line, controls and bytes that are not
+ * UTF-8 as '?', cut at a character to cap - 1. */
+static void up_reason_clean(const char *in, char *out, size_t cap)
 {
 	const unsigned char *s = (const unsigned char *)in;
 	size_t len = strlen(in), o = 0, i = 0;

@@ -1057,7 +1057,7 @@ static const char *ht_tool_check(const struct upstream *u, const json_t *t)
 	return u->modern ? upstream_param_headers_check(json_object_get(t, "inputSchema")) : NULL;
 }
 
-const struct up_transport up_http_transport = {
+static const struct up_transport up_http_transport = {
 	.tool_check = ht_tool_check,
 	.kind = "http",
 	.open = ht_open,

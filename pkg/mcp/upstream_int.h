@@ -78,7 +78,6 @@ struct up_transport {
 };
 
 extern const struct up_transport up_stdio_transport;
-extern const struct up_transport up_http_transport;
 
 /* Make the transport's state (u->t) for srv. */
 int up_stdio_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
@@ -176,9 +175,5 @@ const char *up_req_name(const struct req *r);
 
 /* The input schema of the listed tool called name, or NULL. */
 const json_t *up_tool_schema(const struct upstream *u, const char *name);
-
-/* A server's text for a caller: one line, controls and bytes that are not
- * UTF-8 as '?', cut at a character to cap - 1. */
-void up_reason_clean(const char *in, char *out, size_t cap);
 
 #endif

@@ -11,7 +11,10 @@
  *   - no run is handed off under an id another run in flight has;
  *   - every run handed off is answered or cancelled exactly once;
  *   - every question put to the client (mcp_run_ask) is answered or
- *     withdrawn exactly once.
+ *     withdrawn exactly once;
+ *   - every result to a 2026-07-28 request carries resultType "complete"
+ *     (or "input_required", with its requestState), and no result to a
+ *     legacy one carries a resultType.
  * A line's "@S@" is replaced by the last requestState the session gave
  * out, so retries reach past the MAC.
  */
@@ -32,13 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 struct state {
 	struct mcp_run *runs[RUNS_MAX];
-	json_t *ids[RUNS_MAX]; /* each run's request id */
+	json_t *ids[RUNS_MAX];	 /* each run's request id */
+	unsigned eras[RUNS_MAX]; /* each run's era */
 	size_t nruns;
 	unsigned long handed, ended;
 	struct mcp_ask *asks[ASKS_MAX]; /* open questions */
 	bool open[ASKS_MAX];
 	unsigned long asked, answered;
 	char state[128]; /* the last requestState */
+	unsigned era;	 /* of the request being answered now; 0: not known */
 };
 
 static struct state st;
@@ -79,9 +84,35 @@ static int t_send(void *t, char *line, size_t len)
 				}
 		}
 	}
+	{
+		const json_t *res = json_object_get(v, "result");
+		const char *rt = json_string_value(json_object_get(res, "resultType"));
+
+		if (res && st.era == MCP_ERA_MODERN &&
+		    (!rt || (strcmp(rt, "complete") != 0 &&
+			     (strcmp(rt, "input_required") != 0 ||
+			      !json_is_string(json_object_get(res, "requestState"))))))
+			__builtin_trap(); /* a modern result that does not say what it is */
+		if (res && st.era == MCP_ERA_LEGACY && json_object_get(res, "resultType"))
+			__builtin_trap();
+	}
 	json_decref(v);
 	free(line);
 	return 0;
+}
+
+/* The era of the request line[0..len), told apart as the session does (a
+ * _meta with the version key is modern), or 0 when it is no request. */
+static unsigned line_era(const char *line, size_t len)
+{
+	json_t *v = json_loadb(line, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+	const json_t *meta = json_object_get(json_object_get(v, "params"), "_meta");
+	unsigned era = 0;
+
+	if (json_is_object(v) && json_object_get(v, "method") && json_object_get(v, "id"))
+		era = json_object_get(meta, META_VERSION) ? MCP_ERA_MODERN : MCP_ERA_LEGACY;
+	json_decref(v);
+	return era;
 }
 
 static void on_answer(void *token, const char *outcome)
@@ -119,6 +150,7 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 		return;
 	}
 	st.ids[st.nruns] = json_deep_copy(req->id);
+	st.eras[st.nruns] = req->rev->era;
 	st.runs[st.nruns++] = run;
 }
 
@@ -127,6 +159,7 @@ static void drop(size_t i)
 	json_decref(st.ids[i]);
 	st.runs[i] = st.runs[st.nruns - 1];
 	st.ids[i] = st.ids[st.nruns - 1];
+	st.eras[i] = st.eras[st.nruns - 1];
 	st.nruns--;
 	st.ended++;
 }
@@ -165,6 +198,7 @@ static void act(uint8_t b)
 
 	if (!st.nruns)
 		return;
+	st.era = st.eras[b % 6 == 4 ? st.nruns - 1 : 0]; /* the run acted on */
 	switch (b % 6) {
 	case 0:
 		mcp_run_finish(st.runs[0], &o);
@@ -210,6 +244,7 @@ static void act(uint8_t b)
 	default:
 		break; /* left in flight */
 	}
+	st.era = 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -249,11 +284,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				memcpy(buf, line, head);
 				memcpy(buf + head, st.state, n);
 				memcpy(buf + head + n, mark + 3, len - head - 3);
+				st.era = line_era(buf, len - 3 + n);
 				mcp_session_input(s, buf, len - 3 + n);
 				free(buf);
 			}
-		} else
+		} else {
+			st.era = line_era(line, len);
 			mcp_session_input(s, line, len);
+		}
+		st.era = 0;
 		act(len ? (uint8_t)(data[at] + len) : 0); /* what follows the line */
 		if (len > 2 && data[at + 1] == 'X')
 			mcp_server_tools_changed(srv, "r");

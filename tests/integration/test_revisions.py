@@ -224,6 +224,34 @@ def discover_answers_before_initialize_and_legacy_requests_wait_for_it():
 
 
 @test
+def a_wrongly_typed_meta_is_refused_and_the_connection_goes_on():
+    proc = subprocess.Popen(run_argv(toy_policy()), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        def ask(msg):
+            proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            proc.stdin.flush()
+            return json.loads(proc.stdout.readline())
+        bad = [("2026-07-28", "_meta must be an object"),
+               ({REV: 20260728, CAPS: {}}, "protocolVersion (a string)"),
+               ({REV: "2026-07-28", CAPS: "{}"}, "clientCapabilities (an object)"),
+               (dict(META, **{"io.modelcontextprotocol/clientInfo": "me"}), "clientInfo")]
+        for rid, (meta, words) in enumerate(bad, 1):
+            e = ask({"jsonrpc": "2.0", "id": rid, "method": "tools/list",
+                     "params": {"_meta": meta}})
+            assert e["id"] == rid and e["error"]["code"] == -32602, e
+            assert words in e["error"]["message"], e
+        # refused one by one: the connection serves the next proper request
+        t = ask({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": META}})
+        assert t["result"]["resultType"] == "complete", t
+        assert t["result"]["tools"][0]["name"] == "run_python", t
+    finally:
+        proc.stdin.close()
+        rc = proc.wait(timeout=60)
+    assert rc == 0, rc
+
+
+@test
 def a_reused_id_in_flight_is_refused_and_the_first_answered_once():
     with gk.Session(toy_policy(limits={"deadline_s": 60})) as s:
         slow = code("import time\ntime.sleep(3)\nprint('first')")

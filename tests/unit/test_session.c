@@ -757,6 +757,7 @@ static void test_prompts_and_resources_are_empty(void **state)
 			i + 1, lists[i][0]);
 		in(&e->a, line);
 		r = result_of(out(&e->a));
+		assert_string_equal(str(r, "resultType"), "complete");
 		assert_int_equal(json_array_size(json_object_get(r, lists[i][1])), 0);
 		assert_non_null(json_object_get(r, lists[i][1]));
 		assert_string_equal(str(r, "cacheScope"), "public");
@@ -775,6 +776,7 @@ static void test_prompts_and_resources_are_empty(void **state)
 	in(&e->b, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}");
 	r = result_of(out(&e->b));
 	assert_null(json_object_get(r, "ttlMs"));
+	assert_null(json_object_get(r, "resultType"));
 	assert_int_equal(json_array_size(json_object_get(r, "prompts")), 0);
 }
 
