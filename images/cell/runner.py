@@ -9,9 +9,12 @@ Life of a runner:
      so nothing the code writes to a descriptor (os.write(1, ...), a child
      process) can look like a protocol line;
   2. import what every cell needs, say {"t":"ready","v":1}, block for one
-     `cell` line; a pooled runner (no cell within 20 ms of `ready`) imports
-     asyncio and warms up meanwhile, a cold one only when its code awaits
-     or names asyncio (the import costs about 0.24 s under gVisor);
+     `cell` line; a pooled runner (started as `/runner.py --pooled`) first
+     imports asyncio and warms up, so that `ready` means warm; a cold one
+     imports asyncio only when its code awaits or names asyncio (the import
+     costs about 0.24 s under gVisor). Before its cell, a runner answers
+     each `wake` line with reseeded generators and a new `ready`: the host
+     sends it to a sandbox restored from a checkpoint of a pooled one;
   3. run the code (top-level await allowed); tool functions send `call`
      lines and an asyncio reader matches `result` lines to them by id;
   4. say {"t":"done",...} with the traceback tail or the final expression's
@@ -35,7 +38,6 @@ import math
 import os
 import re
 import resource
-import select
 import sys
 import threading
 import time
@@ -61,7 +63,7 @@ INT_MAX = (1 << 63) - 1
 INT_STR_DIGITS = 4300            # Python's default int->str conversion limit
 
 CELL_FILE = "<cell>"
-POOLED_AFTER_S = 0.02  # no cell this long after `ready`: the sandbox is pooled
+POOLED_ARG = "--pooled"  # argv[1] of a pooled runner: warm up before `ready`
 RESULT_NAME = "__cell_value__"
 EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or broken
 RUNNER_FILE = os.path.abspath(__file__)
@@ -859,10 +861,35 @@ def _warm_up(loop):
     linecache.cache.pop(CELL_FILE, None)
 
 
+def _reseed():
+    """A restored sandbox starts from the memory of the one checkpointed:
+    every generator seeded in it would repeat the same numbers in each
+    copy. Seed them again from os.urandom (the restored kernel's, fresh per
+    sandbox). What stays shared is in SECURITY.md (the hash seed)."""
+    for name in ("random", "tempfile"):
+        mod = sys.modules.get(name)
+        if name == "random" and mod is not None:
+            mod.seed(os.urandom(32))
+        elif mod is not None:
+            mod._name_sequence = None
+    ssl = sys.modules.get("ssl")
+    if ssl is not None:
+        ssl.RAND_add(os.urandom(32), 32.0)
+
+
 def _read_cell(chan):
-    line = chan.read_line()
-    if line is None:
-        os._exit(EXIT_HOST_GONE)  # the pool was drained before a cell came
+    while True:
+        line = chan.read_line()
+        if line is None:
+            os._exit(EXIT_HOST_GONE)  # the pool was drained before a cell came
+        if line != b'{"t":"wake"}':
+            break
+        _reseed()
+        # The restored memory is all there, but this sandbox's address
+        # space maps none of it yet: walk the cell's path again, so that
+        # the cell does not pay those page faults.
+        _warm_up(_runner_loop())
+        chan.send({"t": "ready", "v": PROTOCOL_VERSION})
     try:
         msg = json.loads(line.decode("utf-8"))
     except ValueError as e:
@@ -882,11 +909,10 @@ def main():
     sys.stderr = _Out(chan, "<stderr>")
     sys.stdin = io.StringIO("")
     chan.out_flusher_start()
-    chan.send({"t": "ready", "v": PROTOCOL_VERSION})
-    if not chan.inbuf and not select.select([chan.rfd], [], [], POOLED_AFTER_S)[0]:
-        # No cell yet: a pooled sandbox. Spend the wait on what a cell
-        # would otherwise pay for.
+    if sys.argv[1:] == [POOLED_ARG]:
+        # A pooled sandbox: pay now for what its cell would otherwise pay.
         _warm_up(_runner_loop())
+    chan.send({"t": "ready", "v": PROTOCOL_VERSION})
     try:
         code, tools = _read_cell(chan)
     except _Fatal as e:

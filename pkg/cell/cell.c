@@ -423,6 +423,22 @@ struct cell *cell_boot(struct loop *loop, struct sandbox *sb, const struct cell_
 	return c;
 }
 
+void cell_wake(struct cell *c)
+{
+	char *line = strdup(CELL_PROTO_WAKE_LINE);
+
+	if (!line) {
+		finish(c, CELL_INTERNAL, "out of memory");
+		return;
+	}
+	send_line(c, line, strlen(line));
+}
+
+struct sandbox *cell_sandbox(const struct cell *c)
+{
+	return c->sb;
+}
+
 bool cell_idle(const struct cell *c)
 {
 	return c->phase == PHASE_IDLE;

@@ -117,6 +117,14 @@ struct cell *cell_start(struct loop *loop, struct sandbox *sb, const char *code,
 struct cell *cell_boot(struct loop *loop, struct sandbox *sb, const struct cell_limits *lim,
 		       const struct cell_hooks *hooks, struct appl_err *err);
 
+/* Tell the runner of a cell booted on a restored sandbox (sandbox_restore)
+ * to reseed and say ready again (the wake line): the ready it said before
+ * the checkpoint was to another host object. Call once, after cell_boot. */
+void cell_wake(struct cell *c);
+
+/* The sandbox of c (borrowed: it lives as long as c). */
+struct sandbox *cell_sandbox(const struct cell *c);
+
 /* Whether a booted cell is ready and waiting for its code. */
 bool cell_idle(const struct cell *c);
 

@@ -129,6 +129,10 @@ json_t *cell_proto_tool_new(const char *tool, const char *ns, const char *fn, co
 int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, char **line,
 			   size_t *len, struct appl_err *err);
 
+/* The line that asks a runner restored from a checkpoint to reseed its
+ * generators and say ready again (runner.py matches these exact bytes). */
+#define CELL_PROTO_WAKE_LINE "{\"t\":\"wake\"}\n"
+
 /* {"t":"result","id":id,"ok":value}; value (borrowed) nests at most
  * APPL_JSON_DEPTH_MAX - 1 levels, so the line fits the runner's parser too. */
 int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, size_t *len,

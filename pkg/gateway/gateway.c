@@ -401,15 +401,11 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	struct cell_hooks hooks = {
 		.on_done = on_cell_done, .on_progress = on_cell_progress, .data = r};
 	struct bridge_catalog *cat = r->role->cat;
-	struct sandbox *sb;
 
-	/* A warm sandbox when one is ready, else one booted for this run. */
+	/* A warm sandbox when one is ready, else one made for this run. */
 	r->cell = pool_take(gw->pool);
-	if (!r->cell) {
-		if (!(sb = sandbox_start(gw->rt, &gw->oci, err)) ||
-		    !(r->cell = cell_boot(gw->loop, sb, &gw->cell_lim, NULL, err)))
-			return err->code;
-	}
+	if (!r->cell && !(r->cell = pool_cold(gw->pool, err)))
+		return err->code;
 	/* The bridge takes the cell's calls itself, before any code runs. */
 	if ((r->br = bridge_run_new(cat, &gw->blim, gw->ups, r->cell, r->id, err))) {
 		struct bridge_approvals ap = {.loop = gw->loop,
@@ -1053,7 +1049,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (upstreams_open(gw, err) < 0 || !role_get(gw, gw->stdio_client.role, err))
 		return err->code;
-	if (!(gw->pool = pool_new(gw->loop, gw->rt, &gw->oci, &gw->cell_lim, gw->lim.pool, err)))
+	if (!(gw->pool = pool_new(gw->loop, gw->rt, &gw->oci, &gw->cell_lim, gw->lim.pool,
+				  policy_runtime_restore(cfg->policy), err)))
 		return err->code;
 	pool_fill(gw->pool);
 	if (!(gw->srv = mcp_server_new(gw->loop, &hooks, err)))

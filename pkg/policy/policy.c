@@ -71,6 +71,8 @@ struct policy {
 	const char *runsc;
 	const char *platform;
 	bool rootless;
+	bool restore;	   /* runtime.restore (default true; root only) */
+	bool restore_said; /* ... given as true in the policy itself */
 	struct policy_limits limits;
 	struct policy_server *servers;
 	size_t nservers;
@@ -747,11 +749,18 @@ static const struct field runtime_fields[] = {
 	 .maxlen = 16,
 	 .check = platform_check},
 	{.name = "rootless", .type = F_BOOL, .off = offsetof(struct policy, rootless), .def = 0},
+	{.name = "restore", .type = F_BOOL, .off = offsetof(struct policy, restore), .def = 1},
 };
 
 static int runtime_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
-	return fields_parse(c, v, runtime_fields, NELEM(runtime_fields), base, path);
+	struct policy *p = base;
+	int rc = fields_parse(c, v, runtime_fields, NELEM(runtime_fields), base, path);
+
+	/* Said outright, restore must be honoured: rootless_check refuses it. */
+	if (rc == 0 && json_is_object(v))
+		p->restore_said = json_is_true(json_object_get(v, "restore"));
+	return rc;
 }
 
 #define LIMIT(field, NAME)                                                                         \
@@ -1977,6 +1986,9 @@ static int rootless_check(const struct policy *p, struct appl_err *err)
 {
 	if (!p->rootless)
 		return 0;
+	if (p->restore_said)
+		return appl_err_set(err, -EINVAL,
+				    "runtime.restore: true needs root (the policy is rootless)");
 	for (size_t i = 0; i < p->nservers; i++) {
 		const struct policy_server *s = &p->servers[i];
 
@@ -2093,6 +2105,11 @@ const char *policy_runtime_platform(const struct policy *p)
 bool policy_runtime_rootless(const struct policy *p)
 {
 	return p->rootless;
+}
+
+bool policy_runtime_restore(const struct policy *p)
+{
+	return p->restore && !p->rootless;
 }
 
 void policy_limits_default(struct policy_limits *l)

@@ -75,6 +75,11 @@ const char *policy_runtime_platform(const struct policy *p);
 /* runtime.rootless: false unless the policy opts in. */
 bool policy_runtime_rootless(const struct policy *p);
 
+/* runtime.restore (default true): sandboxes are restored from a checkpoint
+ * of one warm sandbox instead of booted. Never when rootless (a rootless
+ * policy that says restore: true is refused at parse). */
+bool policy_runtime_restore(const struct policy *p);
+
 /* ---- limits ------------------------------------------------------------- */
 
 /* Every per-cell limit, each within APPL_<NAME>_MIN..APPL_<NAME>_CEIL of

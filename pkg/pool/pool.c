@@ -2,24 +2,37 @@
 #include "pool/pool.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "log/log.h"
 
 struct slot {
 	struct slot *next;
 	struct pool *pool;
 	struct cell *cell;
-	bool ready, dead;
+	bool ready, dead, frozen;
+	bool restored; /* from the template */
+};
+
+/* The template of restored sandboxes (root only; see pool.h). */
+enum template_state {
+	TPL_OFF,     /* not wanted (rootless, or the policy says no) */
+	TPL_WANTED,  /* wanted, not booted yet */
+	TPL_BOOTING, /* booting; slots wait for it */
+	TPL_READY,   /* the checkpoint is in image: slots are restored from it */
+	TPL_FAILED,  /* it could not be made: slots boot */
 };
 
 struct pool {
 	struct loop *loop;
 	struct sandbox_rt *rt;
 	const struct sandbox_oci_params *oci;
+	struct sandbox_oci_params pooled; /* oci, with the runner told it is pooled */
 	struct cell_limits lim;
 	unsigned size;
 	struct slot *slots;
@@ -27,15 +40,29 @@ struct pool {
 	uint64_t retry_at;
 	struct loop_timer *timer; /* the end of a backoff */
 	struct loop_task tend;	  /* a slot died: replace it after the round */
+	enum template_state tpl;
+	struct cell *tpl_cell;
+	struct loop_task ttpl; /* the template is ready: checkpoint it after the round */
+	uint64_t tpl_start;
+	char image[PATH_MAX];
 };
+
+static void template_failed(struct pool *p, const char *why)
+{
+	p->tpl = TPL_FAILED;
+	log_line(LOG_WARN, NULL, "pool: no checkpoint to restore sandboxes from (%s); they boot",
+		 why);
+}
 
 static void on_slot_ready(struct cell *c, void *data)
 {
 	struct slot *s = data;
-	(void)c;
+	struct appl_err err = {0};
 
 	s->ready = true;
 	s->pool->failures = 0;
+	/* Warm and waiting: frozen, it costs no CPU until it is taken. */
+	s->frozen = sandbox_freeze(cell_sandbox(c), true, &err) == 0;
 }
 
 static void on_slot_done(struct cell *c, void *data)
@@ -52,35 +79,6 @@ static void on_slot_done(struct cell *c, void *data)
 static void on_timer(void *data)
 {
 	pool_fill(data);
-}
-
-static void on_tend(void *data)
-{
-	pool_fill(data);
-}
-
-struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
-		      const struct sandbox_oci_params *oci, const struct cell_limits *lim,
-		      unsigned size, struct appl_err *err)
-{
-	struct pool *p = calloc(1, sizeof(*p));
-
-	if (!p) {
-		appl_err_set(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
-	p->loop = loop;
-	p->rt = rt;
-	p->oci = oci;
-	p->lim = *lim;
-	p->size = size;
-	loop_task_init(&p->tend, on_tend, p);
-	p->timer = loop_timer_new(loop, on_timer, p, err);
-	if (!p->timer) {
-		free(p);
-		return NULL;
-	}
-	return p;
 }
 
 /* A boot failed: wait longer before the next, up to the cap. */
@@ -107,6 +105,109 @@ static const char *death_reason(struct cell *c)
 	return o && o->error ? o->error : "it ended";
 }
 
+static void on_tpl_ready(struct cell *c, void *data)
+{
+	struct pool *p = data;
+	(void)c;
+
+	loop_defer(p->loop, &p->ttpl);
+}
+
+static void on_tpl_done(struct cell *c, void *data)
+{
+	struct pool *p = data;
+
+	/* Only a template that died before its checkpoint gets here (the
+	 * checkpoint task frees it). */
+	if (p->tpl == TPL_BOOTING) {
+		const char *why = death_reason(c);
+
+		/* A failed boot like any other: the slots wait for the backoff. */
+		template_failed(p, why);
+		backoff(p, why);
+		loop_defer(p->loop, &p->tend); /* freed, and slots booted, after the round */
+	}
+}
+
+/* The template said ready (it has warmed up): save it, then restore the
+ * slots from that. */
+static void on_ttpl(void *data)
+{
+	struct pool *p = data;
+	struct appl_err err = {0};
+
+	if (p->tpl != TPL_BOOTING || !p->tpl_cell)
+		return;
+	if (sandbox_checkpoint(cell_sandbox(p->tpl_cell), p->image, &err) < 0) {
+		template_failed(p, err.msg);
+	} else {
+		p->tpl = TPL_READY;
+		log_line(LOG_INFO, NULL,
+			 "pool: a warm sandbox checkpointed in %llu ms; "
+			 "sandboxes are restored from it",
+			 (unsigned long long)(loop_now_ms() - p->tpl_start));
+	}
+	cell_free(p->tpl_cell);
+	p->tpl_cell = NULL;
+	pool_fill(p);
+}
+
+/* Boot the template: a pooled sandbox like any other, which is saved once
+ * it is ready instead of being taken. */
+static void template_boot(struct pool *p)
+{
+	struct cell_hooks hooks = {.on_ready = on_tpl_ready, .on_done = on_tpl_done, .data = p};
+	struct appl_err err = {0};
+	struct sandbox *sb;
+
+	p->tpl = TPL_BOOTING;
+	p->tpl_start = loop_now_ms();
+	sb = sandbox_start(p->rt, &p->pooled, &err);
+	if (!sb || !(p->tpl_cell = cell_boot(p->loop, sb, &p->lim, &hooks, &err)))
+		template_failed(p, err.msg);
+}
+
+static void on_tend(void *data)
+{
+	struct pool *p = data;
+
+	if (p->tpl == TPL_FAILED && p->tpl_cell) {
+		cell_free(p->tpl_cell);
+		p->tpl_cell = NULL;
+	}
+	pool_fill(p);
+}
+
+struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
+		      const struct sandbox_oci_params *oci, const struct cell_limits *lim,
+		      unsigned size, bool restore, struct appl_err *err)
+{
+	struct pool *p = calloc(1, sizeof(*p));
+
+	if (!p) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	p->loop = loop;
+	p->rt = rt;
+	p->oci = oci;
+	p->pooled = *oci;
+	p->pooled.pooled = true;
+	p->lim = *lim;
+	p->size = size;
+	if (restore && !oci->rootless &&
+	    appl_path_join(p->image, sizeof(p->image), sandbox_rt_dir(rt), "/checkpoint", "") == 0)
+		p->tpl = TPL_WANTED;
+	loop_task_init(&p->tend, on_tend, p);
+	loop_task_init(&p->ttpl, on_ttpl, p);
+	p->timer = loop_timer_new(loop, on_timer, p, err);
+	if (!p->timer) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
 /* Free the slots whose sandbox died; a death before ready is a failed boot. */
 static void reap(struct pool *p)
 {
@@ -119,7 +220,10 @@ static void reap(struct pool *p)
 			pp = &s->next;
 			continue;
 		}
-		if (!s->ready)
+		if (!s->ready && s->restored && p->tpl == TPL_READY) {
+			/* Restoring does not work here: boot from now on. */
+			template_failed(p, death_reason(s->cell));
+		} else if (!s->ready)
 			backoff(p, death_reason(s->cell));
 		else
 			log_line(LOG_WARN, NULL, "pool: an idle sandbox ended (%s); replacing it",
@@ -139,20 +243,35 @@ static unsigned held(const struct pool *p)
 	return n;
 }
 
+/* A new cell without code: restored from the template when there is one
+ * (the runner is told to reseed and say ready), else booted. */
+static struct cell *cell_new(struct pool *p, bool pooled, const struct cell_hooks *hooks,
+			     struct appl_err *err)
+{
+	bool restore = p->tpl == TPL_READY;
+	/* A restored sandbox's bundle says what the template's said. */
+	const struct sandbox_oci_params *oci = pooled || restore ? &p->pooled : p->oci;
+	struct sandbox *sb = restore ? sandbox_restore(p->rt, oci, p->image, err)
+				     : sandbox_start(p->rt, oci, err);
+	struct cell *c = sb ? cell_boot(p->loop, sb, &p->lim, hooks, err) : NULL;
+
+	if (c && restore)
+		cell_wake(c);
+	return c;
+}
+
 static int boot_one(struct pool *p)
 {
 	struct cell_hooks hooks = {.on_ready = on_slot_ready, .on_done = on_slot_done};
 	struct appl_err err = {0};
 	struct slot *s = calloc(1, sizeof(*s));
-	struct sandbox *sb;
 
 	if (!s)
 		return -ENOMEM;
 	s->pool = p;
 	hooks.data = s;
-	sb = sandbox_start(p->rt, p->oci, &err);
-	if (sb)
-		s->cell = cell_boot(p->loop, sb, &p->lim, &hooks, &err);
+	s->restored = p->tpl == TPL_READY;
+	s->cell = cell_new(p, true, &hooks, &err);
 	if (!s->cell) {
 		free(s);
 		backoff(p, err.msg);
@@ -172,6 +291,10 @@ void pool_fill(struct pool *p)
 	if (p->retry_at && loop_now_ms() < p->retry_at)
 		return;
 	p->retry_at = 0;
+	if (p->tpl == TPL_WANTED)
+		template_boot(p);
+	if (p->tpl == TPL_BOOTING)
+		return; /* the slots are restored from it once it is saved */
 	while (held(p) < p->size)
 		if (boot_one(p) < 0)
 			break;
@@ -185,16 +308,33 @@ struct cell *pool_take(struct pool *p)
 		return NULL;
 	for (pp = &p->slots; *pp; pp = &(*pp)->next) {
 		struct slot *s = *pp;
+		struct appl_err err = {0};
 		struct cell *c;
 
 		if (!s->ready || s->dead || !cell_idle(s->cell))
 			continue;
 		*pp = s->next;
 		c = s->cell;
+		if (s->frozen && (sandbox_doomed(cell_sandbox(c)) ||
+				  sandbox_freeze(cell_sandbox(c), false, &err) < 0)) {
+			/* Killed while it was frozen (it dies once thawed), or it
+			 * stays frozen: either would fail its cell. */
+			log_line(LOG_WARN, NULL, "pool: an idle sandbox ended (%s); replacing it",
+				 err.msg[0] ? err.msg : "it was killed while frozen");
+			free(s);
+			cell_free(c);
+			loop_defer(p->loop, &p->tend);
+			return pool_take(p);
+		}
 		free(s);
 		return c;
 	}
 	return NULL;
+}
+
+struct cell *pool_cold(struct pool *p, struct appl_err *err)
+{
+	return cell_new(p, false, NULL, err);
 }
 
 void pool_free(struct pool *p)
@@ -211,7 +351,9 @@ void pool_free(struct pool *p)
 		cell_free(s->cell);
 		free(s);
 	}
+	cell_free(p->tpl_cell);
 	loop_timer_free(p->timer);
 	loop_task_cancel(p->loop, &p->tend);
+	loop_task_cancel(p->loop, &p->ttpl);
 	free(p);
 }

@@ -1,9 +1,11 @@
 /* pool.h: warm sandboxes, booted ahead of need (docs/pool.md).
  *
  * A pooled sandbox is a cell booted without code (cell_boot): runsc has
- * started, the runner has imported what it needs and said `ready`, and it
- * waits for its one cell line. It has run no code. A run takes one, uses it
- * once, and frees it (its sandbox destroyed); the pool never gets it back.
+ * started, the runner has imported what it needs, warmed up and then said
+ * `ready` (it was started pooled), and it waits for its one cell line. It
+ * has run no code. While it waits it is frozen (its cgroup's freezer, where
+ * there is one), so it uses no CPU. A run takes one, uses it once, and
+ * frees it (its sandbox destroyed); the pool never gets it back.
  *
  * The pool keeps `size` sandboxes ready or booting. It boots replacements
  * when its owner calls pool_fill (after a run ended: the cores are then
@@ -25,14 +27,24 @@ struct pool;
 
 /* A pool of size (0: none; every take misses) sandboxes made by rt with oci
  * and booted with lim's boot timeout (all borrowed: they must outlive the
- * pool). Nothing boots until pool_fill. NULL with err on -ENOMEM. */
+ * pool). With restore (root only; ignored rootless), the first pool_fill
+ * boots a template instead, checkpoints it once it is warm, and every
+ * sandbox after that (pooled or cold) is restored from the checkpoint; if
+ * the template or a restored sandbox fails, the pool logs it and boots
+ * from then on. Nothing boots until pool_fill. NULL with err on -ENOMEM. */
 struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
 		      const struct sandbox_oci_params *oci, const struct cell_limits *lim,
-		      unsigned size, struct appl_err *err);
+		      unsigned size, bool restore, struct appl_err *err);
 
-/* A ready cell (the caller owns it: cell_run, then cell_free), or NULL when
- * none is ready. */
+/* A ready cell (the caller owns it: cell_run, then cell_free), thawed, or
+ * NULL when none is ready. */
 struct cell *pool_take(struct pool *p);
+
+/* A cell for a run that found no ready one: restored from the template
+ * when there is one, else booted (without warm-up: its code is sent as
+ * soon as the runner is ready). The caller owns it (cell_run, cell_free).
+ * NULL with err filled. */
+struct cell *pool_cold(struct pool *p, struct appl_err *err);
 
 /* Free what died, then boot until size are ready or booting, unless a
  * backoff is running (its timer calls this when it ends). From the loop,

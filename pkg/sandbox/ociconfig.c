@@ -94,12 +94,19 @@ static json_t *process_new(const struct sandbox_oci_params *p)
 	/* -I: ignore PYTHON* variables and the user site, no script directory on
 	 * sys.path; -S: no site module (nothing imported from site-packages);
 	 * -B: no .pyc writes (the root is read-only anyway). The environment is
-	 * exactly PATH: nothing of the host's reaches the code. */
-	return json_pack("{s:b, s:{s:i, s:i, s:[]}, s:[s, s, s, s, s], s:[s], s:s, s:o, s:o, s:b}",
-			 "terminal", 0, "user", "uid", SANDBOX_UID, "gid", SANDBOX_GID,
-			 "additionalGids", "args", SANDBOX_PYTHON, "-I", "-S", "-B", SANDBOX_RUNNER,
-			 "env", "PATH=/usr/bin", "cwd", "/", "capabilities", capabilities_new(),
-			 "rlimits", rlimits_new(p), "noNewPrivileges", 1);
+ * exactly PATH: nothing of the host's reaches the code. A pooled runner
+	 * is told so (SANDBOX_POOLED_ARG): it warms up before it says ready. */
+	json_t *args =
+		json_pack("[s, s, s, s, s]", SANDBOX_PYTHON, "-I", "-S", "-B", SANDBOX_RUNNER);
+
+	if (args && p->pooled && json_array_append_new(args, json_string(SANDBOX_POOLED_ARG)) < 0) {
+		json_decref(args);
+		args = NULL;
+	}
+	return json_pack("{s:b, s:{s:i, s:i, s:[]}, s:o, s:[s], s:s, s:o, s:o, s:b}", "terminal", 0,
+			 "user", "uid", SANDBOX_UID, "gid", SANDBOX_GID, "additionalGids", "args",
+			 args, "env", "PATH=/usr/bin", "cwd", "/", "capabilities",
+			 capabilities_new(), "rlimits", rlimits_new(p), "noNewPrivileges", 1);
 }
 
 static json_t *mount_new(const char *dest, const char *type, json_t *options)

@@ -18,11 +18,12 @@
 
 #include "base/err.h"
 
-#define SANDBOX_UID	 65534 /* nobody, inside the sandbox's own view */
-#define SANDBOX_GID	 65534
-#define SANDBOX_HOSTNAME "cell"
-#define SANDBOX_PYTHON	 "/usr/bin/python3.11"
-#define SANDBOX_RUNNER	 "/runner.py"
+#define SANDBOX_UID	   65534 /* nobody, inside the sandbox's own view */
+#define SANDBOX_GID	   65534
+#define SANDBOX_HOSTNAME   "cell"
+#define SANDBOX_PYTHON	   "/usr/bin/python3.11"
+#define SANDBOX_RUNNER	   "/runner.py"
+#define SANDBOX_POOLED_ARG "--pooled" /* runner.py's POOLED_ARG */
 
 struct sandbox_oci_params {
 	const char *rootfs;	  /* absolute path of the verified rootfs; borrowed */
@@ -32,6 +33,7 @@ struct sandbox_oci_params {
 	unsigned nofile;	  /* RLIMIT_NOFILE */
 	unsigned tmpfs_mb;	  /* size of /tmp; also RLIMIT_FSIZE */
 	bool rootless;		  /* runsc --rootless: no cgroups at all */
+	bool pooled;		  /* the runner warms up before it says ready */
 	const char *cgroups_path; /* linux.cgroupsPath when root, or NULL; borrowed */
 };
 

@@ -27,6 +27,7 @@
 #define RUNSC_EXIT_TIMEOUT_MS	2000
 #define RUNSC_POLL_MS		20
 #define MEMCG_V1		"/sys/fs/cgroup/memory"
+#define FREEZER_V1		"/sys/fs/cgroup/freezer"
 
 /* runsc gets this environment and nothing else: the appliance's own may
  * hold credentials for the upstream servers. */
@@ -75,6 +76,7 @@ struct sandbox {
 	char bundle[PATH_MAX];
 	char cgroup[128]; /* "/appliance/INSTANCE/ID", "" when rootless */
 	int memcg;	  /* 1 when we made its memory cgroup */
+	bool frozen;	  /* sandbox_freeze froze it */
 	pid_t pid;
 	int pidfd, fd_in, fd_out;
 	int reaped;
@@ -228,17 +230,45 @@ static void cgroups_remove(const char *rel)
 			cgroup_rmdir_tree(path, 0);
 }
 
+/* Thaw every freezer cgroup at or below path: a frozen task cannot die, so
+ * a crashed instance's frozen sandboxes are thawed before they are killed. */
+static void freezer_thaw_tree(const char *path, int depth)
+{
+	char sub[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	if (depth > 8 || appl_path_join(sub, sizeof(sub), path, "/freezer.state", "") < 0)
+		return;
+	fd = open(sub, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		(void)appl_fd_write_all(fd, "THAWED", 6); /* best effort: the kill follows */
+		close(fd);
+	}
+	if (!(d = opendir(path)))
+		return;
+	while ((de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    appl_path_join(sub, sizeof(sub), path, "/", de->d_name) == 0)
+			freezer_thaw_tree(sub, depth + 1);
+	closedir(d);
+}
+
 /* Remove what a crashed instance left: its sandboxes' runsc state, its
  * cgroups, its directory. The caller holds its lock. */
 static void instance_reclaim(const char *runsc, const char *dir, const char *name, bool rootless)
 {
-	char bundles[PATH_MAX], root[PATH_MAX], cg[128];
+	char bundles[PATH_MAX], root[PATH_MAX], cg[PATH_MAX];
 	DIR *d;
 	struct dirent *de;
 
 	if (appl_path_join(bundles, sizeof(bundles), dir, "/bundles", "") < 0 ||
 	    appl_path_join(root, sizeof(root), dir, "/runsc", "") < 0)
 		return;
+	if (!rootless &&
+	    appl_path_join(cg, sizeof(cg), FREEZER_V1 "/" CGROUP_BASE "/", name, "") == 0)
+		freezer_thaw_tree(cg, 0);
 	d = opendir(bundles);
 	while (d && (de = readdir(d)))
 		if (de->d_name[0] != '.')
@@ -363,6 +393,11 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 	return rt;
 }
 
+const char *sandbox_rt_dir(const struct sandbox_rt *rt)
+{
+	return rt->dir;
+}
+
 const char *sandbox_rt_version(const struct sandbox_rt *rt)
 {
 	return rt->version;
@@ -461,17 +496,20 @@ static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct
 /* Start `runsc run`: the runner's stdin and stdout are our pipes, stderr and
  * runsc's own log (--log; by default runsc would log to stdout, which is the
  * protocol stream) go to a file in the bundle. */
-static int runsc_run(struct sandbox *sb, int child_in, int child_out, struct appl_err *err)
+static int runsc_run(struct sandbox *sb, int child_in, int child_out, const char *image,
+		     struct appl_err *err)
 {
 	struct sandbox_rt *rt = sb->rt;
 	char root[PATH_MAX + 16], log[PATH_MAX + 16], platform[32], logpath[PATH_MAX + 16];
+	char imgarg[PATH_MAX + 16];
 	char *argv[16];
 	int n = 0, logfd, rc;
 	struct proc_spec spec = {.path = rt->runsc, .envp = runsc_env, .no_new_privs = true};
 
 	if (appl_path_join(root, sizeof(root), "--root=", rt->dir, "/runsc") < 0 ||
 	    appl_path_join(logpath, sizeof(logpath), sb->bundle, "/runsc.log", "") < 0 ||
-	    appl_path_join(log, sizeof(log), "--log=", logpath, "") < 0)
+	    appl_path_join(log, sizeof(log), "--log=", logpath, "") < 0 ||
+	    (image && appl_path_join(imgarg, sizeof(imgarg), "--image-path=", image, "") < 0))
 		return appl_err_set(err, -ENAMETOOLONG, "bundle path too long");
 	snprintf(platform, sizeof(platform), "--platform=%s", rt->platform);
 	argv[n++] = rt->runsc;
@@ -482,7 +520,12 @@ static int runsc_run(struct sandbox *sb, int child_in, int child_out, struct app
 	argv[n++] = "--log-format=text";
 	if (rt->rootless)
 		argv[n++] = "--rootless";
-	argv[n++] = "run";
+	if (image) {
+		argv[n++] = "restore";
+		argv[n++] = imgarg;
+	} else {
+		argv[n++] = "run";
+	}
 	argv[n++] = "--bundle";
 	argv[n++] = sb->bundle;
 	argv[n++] = sb->id;
@@ -521,8 +564,8 @@ static int pipes_open(struct sandbox *sb, int child[2], struct appl_err *err)
 	return 0;
 }
 
-struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_params *params,
-			      struct appl_err *err)
+static struct sandbox *sandbox_boot(struct sandbox_rt *rt, const struct sandbox_oci_params *params,
+				    const char *image, struct appl_err *err)
 {
 	struct sandbox_oci_params p = *params;
 	struct sandbox *sb = calloc(1, sizeof(*sb));
@@ -557,7 +600,7 @@ struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_pa
 	if (rc == 0)
 		rc = pipes_open(sb, child, err);
 	if (rc == 0)
-		rc = runsc_run(sb, child[0], child[1], err);
+		rc = runsc_run(sb, child[0], child[1], image, err);
 	if (child[0] >= 0)
 		close(child[0]);
 	if (child[1] >= 0)
@@ -567,6 +610,160 @@ struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_pa
 		return NULL;
 	}
 	return sb;
+}
+
+struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_params *p,
+			      struct appl_err *err)
+{
+	return sandbox_boot(rt, p, NULL, err);
+}
+
+struct sandbox *sandbox_restore(struct sandbox_rt *rt, const struct sandbox_oci_params *p,
+				const char *image, struct appl_err *err)
+{
+	if (rt->rootless || !image || image[0] != '/') {
+		appl_err_set(err, -ENOTSUP, "restoring a sandbox needs root and an image path");
+		return NULL;
+	}
+	return sandbox_boot(rt, p, image, err);
+}
+
+int sandbox_checkpoint(struct sandbox *sb, const char *image, struct appl_err *err)
+{
+	struct sandbox_rt *rt = sb->rt;
+	char root[PATH_MAX + 16], imgarg[PATH_MAX + 16], logpath[PATH_MAX + 16], log[PATH_MAX + 16];
+	char *argv[10];
+	int n = 0, pidfd, status, rc;
+	pid_t pid;
+	struct proc_spec spec = {
+		.path = rt->runsc, .envp = runsc_env, .fds = {-1, -1, -1}, .no_new_privs = true};
+
+	if (rt->rootless)
+		return appl_err_set(err, -ENOTSUP, "a rootless sandbox cannot be checkpointed");
+	if (appl_path_join(root, sizeof(root), "--root=", rt->dir, "/runsc") < 0 ||
+	    appl_path_join(imgarg, sizeof(imgarg), "--image-path=", image, "") < 0 ||
+	    appl_path_join(logpath, sizeof(logpath), sb->bundle, "/checkpoint.log", "") < 0 ||
+	    appl_path_join(log, sizeof(log), "--log=", logpath, "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "checkpoint path too long");
+	if (mkdir(image, 0700) < 0)
+		return appl_err_errno(err, -errno, errno, "creating %s", image);
+	argv[n++] = rt->runsc;
+	argv[n++] = root;
+	argv[n++] = log;
+	argv[n++] = "--log-format=text";
+	argv[n++] = "checkpoint";
+	argv[n++] = "--compression=none";
+	argv[n++] = "--exclude-committed-zero-pages";
+	argv[n++] = imgarg;
+	argv[n++] = sb->id;
+	argv[n] = NULL;
+	spec.argv = argv;
+	if ((rc = proc_spawn(&spec, &pid, &pidfd, err)) < 0)
+		return rc;
+	if (!wait_reaping(pidfd)) {
+		proc_kill_group(pid);
+		rc = appl_err_set(err, -ETIMEDOUT, "runsc checkpoint did not finish in %d ms",
+				  RUNSC_DELETE_TIMEOUT_MS);
+	}
+	status = proc_wait(pid);
+	close(pidfd);
+	if (rc == 0 && status != 0)
+		rc = appl_err_set(err, -EIO, "runsc checkpoint failed (status %d; see %s)", status,
+				  logpath);
+	return rc;
+}
+
+/* The freezer of runsc's cgroup of sb (v1 freezer.state, else v2
+ * cgroup.freeze), or -ENOTSUP when there is neither. */
+static int freezer_path(const struct sandbox *sb, char *out, size_t len, bool *v2)
+{
+	if (!sb->cgroup[0])
+		return -ENOTSUP;
+	*v2 = false;
+	if (appl_path_join(out, len, FREEZER_V1, sb->cgroup, "/sandbox/freezer.state") < 0)
+		return -ENAMETOOLONG;
+	if (access(out, W_OK) == 0)
+		return 0;
+	*v2 = true;
+	if (appl_path_join(out, len, "/sys/fs/cgroup", sb->cgroup, "/sandbox/cgroup.freeze") < 0)
+		return -ENAMETOOLONG;
+	return access(out, W_OK) == 0 ? 0 : -ENOTSUP;
+}
+
+int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err)
+{
+	char path[PATH_MAX];
+	const char *val;
+	bool v2;
+	int fd, rc = freezer_path(sb, path, sizeof(path), &v2);
+
+	if (rc < 0)
+		return appl_err_set(err, rc, "no freezer for sandbox %s", sb->id);
+	val = v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return appl_err_errno(err, -errno, errno, "%s", path);
+	rc = appl_fd_write_all(fd, val, strlen(val));
+	close(fd);
+	if (rc < 0)
+		return appl_err_errno(err, rc, -rc, "writing %s to %s", val, path);
+	sb->frozen = frozen;
+	return 0;
+}
+
+/* Whether the status text of a process (/proc/PID/status) shows SIGKILL
+ * pending, for the thread (SigPnd) or the process (ShdPnd). */
+static bool kill_pending(const char *status)
+{
+	static const char *const keys[] = {"\nSigPnd:", "\nShdPnd:"};
+
+	for (size_t i = 0; i < 2; i++) {
+		const char *at = strstr(status, keys[i]);
+		unsigned long long mask;
+
+		if (at && sscanf(at + strlen(keys[i]), "%llx", &mask) == 1 &&
+		    (mask & (1ull << (SIGKILL - 1))))
+			return true;
+	}
+	return false;
+}
+
+bool sandbox_doomed(const struct sandbox *sb)
+{
+	char path[PATH_MAX], text[2048];
+	bool v2, doomed = false;
+	FILE *procs;
+	int pid;
+
+	if (!sb->frozen || freezer_path(sb, path, sizeof(path), &v2) < 0)
+		return false;
+	*strrchr(path, '/') = '\0';
+	if (appl_path_join(path, sizeof(path), path, "/cgroup.procs", "") < 0 ||
+	    !(procs = fopen(path, "re")))
+		return false;
+	while (!doomed && fscanf(procs, "%d", &pid) == 1) {
+		char st[64];
+		FILE *f;
+		size_t n;
+
+		snprintf(st, sizeof(st), "/proc/%d/status", pid);
+		if (!(f = fopen(st, "re")))
+			continue;
+		n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		doomed = kill_pending(text);
+	}
+	fclose(procs);
+	return doomed;
+}
+
+/* A frozen sandbox is thawed before it is killed (best effort: the kill
+ * follows either way). */
+static void thaw(struct sandbox *sb)
+{
+	if (sb->frozen)
+		(void)sandbox_freeze(sb, false, NULL);
 }
 
 int sandbox_fd_in(const struct sandbox *sb)
@@ -611,8 +808,10 @@ int sandbox_oom_killed(const struct sandbox *sb)
 
 void sandbox_kill(struct sandbox *sb)
 {
-	if (sb && sb->pid > 0)
+	if (sb && sb->pid > 0) {
+		thaw(sb);
 		proc_kill_group(sb->pid);
+	}
 }
 
 /* The last of a teardown: nothing of the sandbox runs any more. */
@@ -660,6 +859,7 @@ void sandbox_destroy(struct sandbox *sb)
 	if (!sb)
 		return;
 	rt = sb->rt;
+	thaw(sb);
 	teardown_unwatch(sb);
 	if (sb->del_pid > 0) {
 		/* a loop teardown was waiting for runsc delete: finish it */
@@ -763,6 +963,7 @@ void sandbox_destroy_async(struct sandbox *sb, struct loop *loop)
 			sandbox_destroy(sb);
 		return;
 	}
+	thaw(sb);
 	/* Nothing more is read from or written to it. */
 	if (sb->fd_in >= 0) {
 		close(sb->fd_in);

@@ -62,6 +62,10 @@ int sandbox_runsc_version_check(const struct sandbox_runsc_version *v, const cha
  * directory. New object, or NULL with err filled. */
 struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct appl_err *err);
 
+/* The instance's private directory (root's, 0700, removed at close);
+ * borrowed. */
+const char *sandbox_rt_dir(const struct sandbox_rt *rt);
+
 /* The runsc release in use ("0.0~20240729.0"); borrowed. */
 const char *sandbox_rt_version(const struct sandbox_rt *rt);
 
@@ -74,6 +78,30 @@ void sandbox_rt_close(struct sandbox_rt *rt);
  * log file. New object, or NULL with err filled. */
 struct sandbox *sandbox_start(struct sandbox_rt *rt, const struct sandbox_oci_params *p,
 			      struct appl_err *err);
+
+/* Boot one sandbox as sandbox_start does, but from the checkpoint in the
+ * directory image (`runsc restore`; root only, else -ENOTSUP): its runner
+ * continues where the checkpointed one stopped, its stdin and stdout are
+ * the new sandbox's pipes. p must describe the same rootfs and mounts as
+ * the checkpointed sandbox's. New object, or NULL with err filled. */
+struct sandbox *sandbox_restore(struct sandbox_rt *rt, const struct sandbox_oci_params *p,
+				const char *image, struct appl_err *err);
+
+/* Save sb's whole state to the new directory image (created 0700; it must
+ * not exist) with `runsc checkpoint` and wait for it (blocking, at most
+ * 5 s). The sandbox ends: runsc run exits, and sb is still the caller's to
+ * destroy. 0, or -errno with err filled (-ENOTSUP rootless). */
+int sandbox_checkpoint(struct sandbox *sb, const char *image, struct appl_err *err);
+
+/* Freeze (or thaw) every process of sb with its cgroup's freezer: a frozen
+ * sandbox uses no CPU at all, and its processes are not told. 0, or -errno
+ * with err filled: -ENOTSUP without a freezer (rootless, no hierarchy). */
+int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err);
+
+/* Whether a frozen sandbox was killed while frozen: a frozen process cannot
+ * die, so the kill waits, pending, until it is thawed. Read from each of its
+ * processes' status. false for a sandbox that is not frozen. */
+bool sandbox_doomed(const struct sandbox *sb);
 
 /* Descriptors of a running sandbox (borrowed, non-blocking, close-on-exec):
  * to the runner's stdin, from the runner's stdout, and a pidfd that becomes

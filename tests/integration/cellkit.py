@@ -155,7 +155,8 @@ def alive(pid):
 
 
 def runsc_pids_of(pid):
-    """The `runsc run` processes pid started (one per live sandbox)."""
+    """The `runsc run` and `runsc restore` processes pid started (one per
+    live sandbox)."""
     found = []
     for k in descendants(pid):
         try:
@@ -163,7 +164,7 @@ def runsc_pids_of(pid):
                 argv = f.read().split(b"\0")
         except OSError:
             continue
-        if argv and argv[0].endswith(b"runsc") and b"run" in argv:
+        if argv and argv[0].endswith(b"runsc") and (b"run" in argv or b"restore" in argv):
             found.append(k)
     return found
 

@@ -66,8 +66,9 @@ def strict_loads(line):
 class Runner:
     """One runner process and the host side of its pipes."""
 
-    def __init__(self):
-        self.p = subprocess.Popen([PYTHON, "-I", "-S", "-B", RUNNER], stdin=subprocess.PIPE,
+    def __init__(self, *args):
+        self.p = subprocess.Popen([PYTHON, "-I", "-S", "-B", RUNNER] + list(args),
+                                  stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   env={"PATH": "/usr/bin"}, cwd="/")
         self.buf = b""
@@ -197,6 +198,47 @@ def ready_is_the_first_line():
     r = Runner()
     try:
         assert r.line() == b'{"t":"ready","v":1}'
+    finally:
+        r.close()
+
+
+# What a cell sees of its runner's warm-up: asyncio imported before its
+# code ran, without the code naming it (the name is built, so the runner's
+# scan for "asyncio" in the code does not import it).
+WARMED = "import sys\nprint('async' + 'io' in sys.modules)\n"
+
+
+@test
+def a_pooled_runner_warms_up_before_it_says_ready():
+    # cold: ready at once, nothing imported for code that does not need it
+    r = Runner()
+    try:
+        r.start(WARMED)
+        assert r.until_done()[0] == "False\n"
+    finally:
+        r.close()
+    # pooled: the warm-up is over when ready comes, so a cell never lands on
+    # a runner still warming up
+    r = Runner("--pooled")
+    try:
+        r.start(WARMED)
+        assert r.until_done()[0] == "True\n"
+    finally:
+        r.close()
+
+
+@test
+def wake_before_the_cell_reseeds_and_says_ready_again():
+    r = Runner("--pooled")
+    try:
+        assert r.msg() == {"t": "ready", "v": 1}
+        for _ in range(2):
+            r.p.stdin.write(b'{"t":"wake"}\n')
+            r.p.stdin.flush()
+            assert r.msg() == {"t": "ready", "v": 1}
+        r.send({"t": "cell", "code": "print(6 * 7)", "tools": []})
+        out, _, done = r.until_done()
+        assert out == "42\n" and done["error"] is None, (out, done)
     finally:
         r.close()
 

@@ -65,6 +65,29 @@ static void test_process_identity(void **state)
 	json_decref(cfg);
 }
 
+/* A pooled runner is told so in its argv, and nothing else changes. */
+static void test_pooled_runner_argument(void **state)
+{
+	struct sandbox_oci_params p;
+	struct appl_err err = {0};
+	json_t *plain = config(0), *pooled, *args;
+	(void)state;
+
+	sandbox_oci_params_init(&p);
+	p.rootfs = "/var/lib/appliance/rootfs/abc";
+	p.pooled = true;
+	pooled = sandbox_ociconfig_new(&p, &err);
+	assert_non_null(pooled);
+	args = at(pooled, "process.args");
+	assert_int_equal(json_array_size(args), 6);
+	assert_string_equal(json_string_value(json_array_get(args, 4)), "/runner.py");
+	assert_string_equal(json_string_value(json_array_get(args, 5)), "--pooled");
+	json_array_remove(args, 5);
+	assert_true(json_equal(plain, pooled));
+	json_decref(plain);
+	json_decref(pooled);
+}
+
 static void test_env_is_exactly_path(void **state)
 {
 	json_t *cfg = config(0);
@@ -315,6 +338,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_process_identity),
+		cmocka_unit_test(test_pooled_runner_argument),
 		cmocka_unit_test(test_env_is_exactly_path),
 		cmocka_unit_test(test_capabilities_empty),
 		cmocka_unit_test(test_rlimits),

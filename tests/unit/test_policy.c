@@ -233,6 +233,7 @@ static void test_defaults(void **state)
 	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
 	assert_string_equal(policy_runtime_platform(p), "systrap");
 	assert_false(policy_runtime_rootless(p));
+	assert_true(policy_runtime_restore(p));
 	policy_limits_get(p, &l);
 	assert_int_equal(l.deadline_s, APPL_DEADLINE_S_DEF);
 	assert_int_equal(l.max_calls, APPL_MAX_CALLS_DEF);
@@ -839,8 +840,22 @@ static void test_runtime_read(void **state)
 	assert_non_null(p);
 	assert_string_equal(policy_runtime_platform(p), "kvm");
 	assert_true(policy_runtime_rootless(p));
+	assert_false(policy_runtime_restore(p)); /* rootless never restores */
 	assert_string_equal(policy_runtime_runsc(p), "/usr/bin/runsc");
 	policy_free(p);
+	p = parse_with(", \"runtime\": {\"restore\": false}", &err);
+	assert_non_null(p);
+	assert_false(policy_runtime_restore(p));
+	policy_free(p);
+	p = parse_with(", \"runtime\": {\"rootless\": true, \"restore\": false}", &err);
+	assert_non_null(p);
+	assert_false(policy_runtime_restore(p));
+	policy_free(p);
+	/* restore: true said outright cannot be honoured rootless: refused */
+	assert_null(parse_with(", \"runtime\": {\"rootless\": true, \"restore\": true}", &err));
+	assert_non_null(strstr(err.msg, "runtime.restore"));
+	assert_null(parse_with(", \"runtime\": {\"restore\": 1}", &err));
+	assert_non_null(strstr(err.msg, "runtime.restore"));
 	p = parse_with(", \"runtime\": {\"platform\": \"ptrace\"}", &err);
 	assert_non_null(p);
 	assert_string_equal(policy_runtime_platform(p), "ptrace");
