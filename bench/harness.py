@@ -125,6 +125,10 @@ BASELINES = [
     {"key": "o", "name": "runsc %s, ptrace", "appliance": OLD_APPLIANCE, "runsc": OLD_RUNSC,
      "platform": "ptrace"},
 ]
+# Rows 8b and 15b (BENCH_BOOTED=1): rows 8 and 15 with runtime.restore
+# false, every sandbox booted as before restoring existed (idle pooled ones
+# are still frozen), beside the restoring rows in the same run.
+BOOTED = {"runtime": {"runsc": RUNSC, "platform": PLATFORM, "restore": False}}
 PROTOCOL = "2025-11-25"
 MIB = 1024 * 1024
 
@@ -165,7 +169,8 @@ P = {
     "probe_n": env_int("BENCH_PROBE_N", 20),          # row 14: cells per probe
     "search_s": env_float("BENCH_SEARCH_S", 240.0),   # row 14: time budget of the search
     "cpu_n": env_int("BENCH_CPU_N", 30),              # row 15: cells of the batch
-    "cpu_boots": env_int("BENCH_CPU_BOOTS", 3),       # row 15: pool 0 / pool 2 pairs, no cell
+    "cpu_boots": env_int("BENCH_CPU_BOOTS", 3),
+    "booted": env_int("BENCH_BOOTED", 1),            # rows 8b, 15b: restore off       # row 15: pool 0 / pool 2 pairs, no cell
     "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
@@ -1138,10 +1143,10 @@ def row_fair(work):
 
 # ---- row 8: sustained load ----------------------------------------------------------------------
 
-def row_load(work):
+def row_load(work, extra=None):
     n, clients = P["load_n"], P["load_clients"]
-    m = Mcp(work, work.policy({"pool": P["load_pool"], "cells": clients, "deadline_s": 120}),
-            "load")
+    m = Mcp(work, work.policy({"pool": P["load_pool"], "cells": clients, "deadline_s": 120},
+                              extra), "load")
     lat, errors = [], []
     lock = threading.Lock()
     left = [n]
@@ -1383,11 +1388,12 @@ class CpuRun:
     gofer's CPU in ns, kept in the parent when a sandbox's own cgroup is
     removed) every 0.1 s; close() gives the exact rusage of everything."""
 
-    def __init__(self, work, pool, name):
+    def __init__(self, work, pool, name, extra=None):
         self.out = os.path.join(work.dir, name + ".rusage.json")
         self.stale = set(self._instances())  # left by others: never this one's
         self.t0 = time.perf_counter()
-        self.m = Mcp(work, work.policy({"pool": pool, "deadline_s": 60}), name, wrap=self.out)
+        self.m = Mcp(work, work.policy({"pool": pool, "deadline_s": 60}, extra), name,
+                     wrap=self.out)
         kids = [k for k, pp in all_ppids().items() if pp == self.m.pid]
         if len(kids) != 1:
             self.m.close()
@@ -1476,7 +1482,7 @@ def quiet_from(samples, t_from, t_to, rate, win=0.5):
     return None
 
 
-def row_cpu(work):
+def row_cpu(work, extra=None):
     """Row 15 (see the docstring). The runs, each its own appliance under
     CPU_WRAPPER: BENCH_CPU_BOOTS pairs of pool 0 and pool 2 serving no cell
     for a short life (the boot at start, the teardown at exit); pool 2
@@ -1490,17 +1496,17 @@ def row_cpu(work):
         for pool in (0, 2):
             log("row 15: pool %d, no cell, %.0f s (%d of %d)" % (pool, short, k + 1,
                                                                 P["cpu_boots"]))
-            r = CpuRun(work, pool, "cpu-p%d-short%d" % (pool, k))
+            r = CpuRun(work, pool, "cpu-p%d-short%d" % (pool, k), extra)
             r.until(short)
             r.close()
             pair[pool] = r
         pairs.append(pair)
     log("row 15: pool 2, no cell, %.0f s" % dur)
-    lg = CpuRun(work, 2, "cpu-p2-long")
+    lg = CpuRun(work, 2, "cpu-p2-long", extra)
     lg.until(dur)
     lg.close()
     log("row 15: pool 2, %d cells %.1f s apart, %.0f s" % (n, sp, dur))
-    bt = CpuRun(work, 2, "cpu-p2-cells")
+    bt = CpuRun(work, 2, "cpu-p2-cells", extra)
     lat, answered = [], []
     try:
         for i in range(n):
@@ -1549,12 +1555,15 @@ def row_cpu(work):
         q = quiet_from(p[2].samples, 0.0, p[2].end["t"], slope)
         if q is None:
             continue
+        # pool 0's cgroup holds what both runs share: the template that a
+        # restoring appliance boots and checkpoints at start, whatever its pool
         extra = p[2].end["outside"] - p[0].end["outside"]
-        boots.append((q[1] + extra) / 2)
-        boot_cg.append(q[1] / 2)
+        base = p[0].end["cg"] or 0.0
+        boots.append((q[1] - base + extra) / 2)
+        boot_cg.append((q[1] - base) / 2)
         walls.append(q[0])
         tear.append(((p[2].ru["cpu_s"] - p[2].end["cg"] - p[2].end["outside"])
-                     - (p[0].ru["cpu_s"] - p[0].end["outside"])) / 2)
+                     - (p[0].ru["cpu_s"] - base - p[0].end["outside"])) / 2)
     if boots:
         out["boot_runs"] = len(boots)
         out["boot_ms"] = mean(boots) * 1e3
@@ -1674,21 +1683,27 @@ def main():
     res = {}
     work = Work()
 
-    def attempt(row, what, fn, force=False):
+    def attempt(row, what, fn, force=False, key=None):
         if row not in ROWS and not force:
             return
-        log("row %d: %s" % (row, what))
+        key = row if key is None else key
+        log("row %s: %s" % (key, what))
         t = time.perf_counter()
         try:
-            res[row] = fn()
+            res[key] = fn()
         except RowError as e:
-            res[row] = {"error": str(e)}
+            res[key] = {"error": str(e)}
         except Exception as e:  # a harness fault in one row: show it, go on
-            res[row] = {"error": "harness: %s: %s" % (type(e).__name__, e)}
+            res[key] = {"error": "harness: %s: %s" % (type(e).__name__, e)}
             traceback.print_exc()
-        res[row]["seconds"] = time.perf_counter() - t
-        if "error" in res[row]:
-            log("row %d: ERROR %s" % (row, res[row]["error"]))
+        res[key]["seconds"] = time.perf_counter() - t
+        if "error" in res[key]:
+            log("row %s: ERROR %s" % (key, res[key]["error"]))
+
+    def booted(row, what, fn):
+        if P["booted"]:
+            attempt(row, what + ", every sandbox booted (runtime.restore false)", fn,
+                    key="%db" % row)
 
     try:
         # Rows 1 and 2 also give row 9's idle figures; with only 9 selected
@@ -1729,12 +1744,14 @@ def main():
                     log("row %d: ERROR %s" % (r, res[r]["error"]))
         attempt(12, "tool calls to an HTTP upstream (mcphttp.py)", lambda: row_web(work))
         attempt(8, "sustained load", lambda: row_load(work))
+        booted(8, "sustained load", lambda: row_load(work, BOOTED))
         attempt(13, "arrival-rate sweep (open loop, pool 2)", lambda: row_sweep(work))
         if 14 in ROWS:
             bound, how = p95_bound(res)
             log("row 14: p95 bound %.1f ms (%s)" % (bound, how))
             attempt(14, "sustained maximum rate", lambda: row_maxrate(work, bound, how))
         attempt(15, "CPU per cell", lambda: row_cpu(work))
+        booted(15, "CPU per cell", lambda: row_cpu(work, BOOTED))
         attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
         if P["baselines"]:
             baselines(work, res)
@@ -1819,6 +1836,11 @@ def report(info, res, total_s):
         note=("%.2f cells/s, pool %d" % (r8["cells_per_s"], r8["pool"]))
         if r8 and "error" not in r8 else "")
 
+    r8b = res.get("8b")
+    add("8b", "load, as row 8, every sandbox booted", r8b,
+        note=("%.2f cells/s, runtime.restore false" % r8b["cells_per_s"])
+        if r8b and "error" not in r8b else "")
+
     p95_1 = (res[1].get("stats") or {}).get("p95_ms") if res.get(1) and 1 in ROWS else None
 
     def vs1(st):
@@ -1856,6 +1878,14 @@ def report(info, res, total_s):
                      "ERROR: " + r15["error"] if "error" in r15 else
                      "%.0f ms CPU per cell, boot %s ms: see row 15 below" % (
                          r15["total_ms"], "%.0f" % r15["boot_ms"] if "boot_ms" in r15 else "?")))
+    r15b = res.get("15b")
+    if r15b is not None:
+        rows.append(("15b", "CPU per warm cell, every sandbox booted", None,
+                     "ERROR: " + r15b["error"] if "error" in r15b else
+                     "%.0f ms CPU per cell, boot %s ms, refill %s ms in cgroups" % (
+                         r15b["total_ms"], "%.0f" % r15b["boot_ms"] if "boot_ms" in r15b
+                         else "?", "%.0f" % r15b["refill_cg_ms"] if "refill_cg_ms" in r15b
+                         else "?")))
 
     names = {cfg["key"]: cfg["name"] % (info["runsc_old"] if cfg["runsc"] == OLD_RUNSC
                                          else info["runsc"].replace("runsc version ", ""))
@@ -1994,6 +2024,13 @@ def report(info, res, total_s):
         w("  %-46s %s" % (name, fmt % v if v is not None else "n/a"))
         return v
 
+    def field(k, f):
+        r = res.get(k)
+        return r.get(f) if r and "error" not in r else None
+    ratio("load cells/s, restored (8) / booted (8b)", field(8, "cells_per_s"),
+          field("8b", "cells_per_s"))
+    ratio("CPU per warm cell, restored (15) / booted (15b)", field(15, "total_ms"),
+          field("15b", "total_ms"))
     ratio("warm over HTTP (11) / over stdio (1)", med(11), r1)
 
     def per_call(k, side):

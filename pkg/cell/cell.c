@@ -236,10 +236,13 @@ static void on_drained(void *data)
 
 	if (c->phase != PHASE_DRAIN)
 		return;
-	if (lines_buffered(c->io))
+	if (lines_buffered(c->io)) {
 		violation(c, "an unfinished line after done");
-	else
+	} else {
+		/* The runner exits right after done: runsc may end by itself. */
+		sandbox_ending(c->sb);
 		finish(c, CELL_RAN, NULL);
+	}
 }
 
 static void line_handle(struct cell *c, const char *buf, size_t len)

@@ -26,8 +26,11 @@
 #define RUNSC_DELETE_TIMEOUT_MS 5000
 #define RUNSC_EXIT_TIMEOUT_MS	2000
 #define RUNSC_POLL_MS		20
-#define MEMCG_V1		"/sys/fs/cgroup/memory"
-#define FREEZER_V1		"/sys/fs/cgroup/freezer"
+/* After its runner ended by itself, runsc run (or restore) cleans up and
+ * exits on its own: this long at most, then it is killed like any other. */
+#define RUNSC_CLEAN_EXIT_MS 500
+#define MEMCG_V1	    "/sys/fs/cgroup/memory"
+#define FREEZER_V1	    "/sys/fs/cgroup/freezer"
 
 /* runsc gets this environment and nothing else: the appliance's own may
  * hold credentials for the upstream servers. */
@@ -77,6 +80,7 @@ struct sandbox {
 	char cgroup[128]; /* "/appliance/INSTANCE/ID", "" when rootless */
 	int memcg;	  /* 1 when we made its memory cgroup */
 	bool frozen;	  /* sandbox_freeze froze it */
+	bool ending;	  /* its runner ended by itself (sandbox_ending) */
 	pid_t pid;
 	int pidfd, fd_in, fd_out;
 	int reaped;
@@ -897,7 +901,26 @@ static void on_delete_exit(struct loop *loop, int fd, uint32_t events, void *dat
 	teardown_finish(sb);
 }
 
-/* runsc run has exited: reap it and start runsc delete. */
+/* Whether runsc still keeps state of sb in its root (a runsc run that
+ * ended by itself has deleted its container, state and all). */
+static bool runsc_state_left(const struct sandbox *sb)
+{
+	char root[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	bool left = false;
+
+	if (appl_path_join(root, sizeof(root), sb->rt->dir, "/runsc", "") < 0 ||
+	    !(d = opendir(root)))
+		return true;
+	while (!left && (de = readdir(d)))
+		left = strstr(de->d_name, sb->id) != NULL;
+	closedir(d);
+	return left;
+}
+
+/* runsc run has exited: reap it and start runsc delete, unless it ended
+ * by itself and left nothing to delete. */
 static void teardown_delete(struct sandbox *sb)
 {
 	struct sandbox_rt *rt = sb->rt;
@@ -907,6 +930,11 @@ static void teardown_delete(struct sandbox *sb)
 	loop_del(loop, sb->pidfd);
 	proc_wait(sb->pid);
 	sb->pid = 0;
+	if (sb->ending && !runsc_state_left(sb)) {
+		teardown_unwatch(sb);
+		teardown_finish(sb);
+		return;
+	}
 	if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") < 0 ||
 	    runsc_spawn(rt->runsc, root, rt->rootless, "delete", sb->id, &sb->del_pid,
 			&sb->del_pidfd) < 0 ||
@@ -932,6 +960,13 @@ static void on_teardown_timer(void *data)
 {
 	struct sandbox *sb = data;
 
+	if (sb->del_pid <= 0 && sb->ending) {
+		/* its runner ended, but runsc did not within RUNSC_CLEAN_EXIT_MS */
+		sb->ending = false;
+		proc_kill_group(sb->pid);
+		loop_timer_set(sb->td_timer, RUNSC_EXIT_TIMEOUT_MS);
+		return;
+	}
 	if (sb->del_pid <= 0) {
 		/* runsc run did not go within RUNSC_EXIT_TIMEOUT_MS */
 		kill(sb->pid, SIGKILL);
@@ -973,7 +1008,10 @@ void sandbox_destroy_async(struct sandbox *sb, struct loop *loop)
 		close(sb->fd_out);
 		sb->fd_out = -1;
 	}
-	proc_kill_group(sb->pid);
+	/* A runner that ended by itself lets runsc clean up: one runsc process
+	 * (runsc delete) fewer per cell. Any other is killed now. */
+	if (!sb->ending)
+		proc_kill_group(sb->pid);
 	sb->td_timer = loop_timer_new(loop, on_teardown_timer, sb, NULL);
 	if (!sb->td_timer) {
 		sandbox_destroy(sb);
@@ -984,5 +1022,10 @@ void sandbox_destroy_async(struct sandbox *sb, struct loop *loop)
 		sandbox_destroy(sb);
 		return;
 	}
-	loop_timer_set(sb->td_timer, RUNSC_EXIT_TIMEOUT_MS);
+	loop_timer_set(sb->td_timer, sb->ending ? RUNSC_CLEAN_EXIT_MS : RUNSC_EXIT_TIMEOUT_MS);
+}
+
+void sandbox_ending(struct sandbox *sb)
+{
+	sb->ending = true;
 }

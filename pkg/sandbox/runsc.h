@@ -130,6 +130,13 @@ void sandbox_destroy(struct sandbox *sb);
  * come before loop is freed. */
 void sandbox_destroy_async(struct sandbox *sb, struct loop *loop);
 
+/* The runner of sb ended by itself (it said done and exits): a later
+ * sandbox_destroy_async lets runsc end and clean up on its own, for at most
+ * half a second, before it kills it and runs runsc delete as for any other.
+ * A runner that lies (the code forged done) gains that half second at
+ * most. */
+void sandbox_ending(struct sandbox *sb);
+
 /* Finish now every teardown of rt still under way from a loop (blocking):
  * for an owner about to free that loop. */
 void sandbox_rt_settle(struct sandbox_rt *rt);

@@ -609,6 +609,53 @@ def a_runsc_that_cannot_checkpoint_leaves_the_pool_booting():
         assert app.close() == 0
 
 
+FORGE_DONE_AND_SPIN = r"""
+import os, stat
+for fd in range(3, 64):
+    try:
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            os.write(fd, b'{"t":"done","error":null,"result":"forged"}\n')
+    except OSError:
+        pass
+while True:
+    pass
+"""
+
+
+def runsc_state(app):
+    """What runsc keeps in the instance's --root (one entry or more per
+    container it still knows)."""
+    return sorted(os.listdir(os.path.join(app.instance(), "runsc")))
+
+
+@test
+def after_done_runsc_cleans_up_itself_and_a_forged_done_buys_no_time():
+    with Appliance(policy({"pool": 1})) as app:
+        app.initialize()
+        [k] = wait_ready(app, 1)
+        # an honest cell: its runner exits after done, runsc ends on its own
+        # and leaves no state behind (no runsc delete is needed)
+        tree = snapshot([k] + descendants(k))
+        [bundle] = app.bundles()
+        sc, _ = app.run(1, "print('honest')")
+        ok(sc, "honest\n")
+        wait_for(lambda: not still_alive(tree), 10, "the honest sandbox's processes end")
+        wait_for(lambda: bundle not in app.bundles(), 10, "its bundle is removed")
+        assert not [e for e in runsc_state(app) if bundle in e], runsc_state(app)
+        # a cell that forges done and spins: the host ends the run at the
+        # forged done, and the spinning sandbox is killed soon after (its
+        # deadline no longer runs: only the teardown's bound stops it)
+        [k] = wait_ready(app, 1, exclude=[k])
+        tree = snapshot([k] + descendants(k))
+        [bundle] = app.bundles()
+        sc, _ = app.run(2, FORGE_DONE_AND_SPIN)
+        assert sc["result"] == "forged", sc
+        wait_for(lambda: not still_alive(tree), 10, "the spinning sandbox's processes end")
+        wait_for(lambda: bundle not in app.bundles(), 10, "its bundle is removed")
+        assert not [e for e in runsc_state(app) if bundle in e], runsc_state(app)
+        assert app.close() == 0
+
+
 @test
 def pool_zero_never_boots_ahead():
     # restoring, the appliance boots one template at start, saves it, and
