@@ -1224,6 +1224,22 @@ def rate_policy(work):
     return work.policy({"pool": 2, "cells": max(4, min(64, P["burst"])), "deadline_s": 60})
 
 
+def pool_log(work, name):
+    """What the appliance of a row said about its pool: whether its sandboxes
+    were restored, and whether idle ones could not be frozen."""
+    try:
+        with open(os.path.join(work.dir, name + ".stderr"), errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return "no log"
+    said = ["restored" if "sandboxes are restored from it" in text else "booted"]
+    if "idle sandboxes are not frozen" in text:
+        said.append("NOT frozen")
+    if "no checkpoint to restore sandboxes from" in text:
+        said.append("checkpoint failed")
+    return ", ".join(said)
+
+
 def row_sweep(work):
     n = P["sweep_n"]
     m = Mcp(work, rate_policy(work), "sweep")
@@ -1244,7 +1260,7 @@ def row_sweep(work):
         burst = {"n": P["burst"], "times": lat, "late_ms": late * 1e3, "stats": stats(lat)}
     finally:
         rc = m.close()
-    return {"rates": rates, "burst": burst, "exit": rc}
+    return {"rates": rates, "burst": burst, "exit": rc, "pool_log": pool_log(work, "sweep")}
 
 
 def p95_bound(res):
@@ -1858,7 +1874,8 @@ def report(info, res, total_s):
             b = r13["burst"]
             rows.append(("13" + "abcdefgh"[len(r13["rates"])],
                          "sweep: burst of %d sent at once, pool 2" % b["n"], b["stats"],
-                         "%s; cells %d" % (vs1(b["stats"]), max(4, min(64, P["burst"])))))
+                         "%s; cells %d; pool: %s" % (vs1(b["stats"]), max(4, min(64, P["burst"])),
+                                                     r13.get("pool_log", "?"))))
     r14 = res.get(14)
     if r14 is not None:
         if "error" in r14:

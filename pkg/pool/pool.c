@@ -45,6 +45,7 @@ struct pool {
 	struct loop_task ttpl; /* the template is ready: checkpoint it after the round */
 	uint64_t tpl_start;
 	char image[PATH_MAX];
+	bool unfrozen_said; /* a failed freeze was logged (once) */
 };
 
 static void template_failed(struct pool *p, const char *why)
@@ -63,6 +64,10 @@ static void on_slot_ready(struct cell *c, void *data)
 	s->pool->failures = 0;
 	/* Warm and waiting: frozen, it costs no CPU until it is taken. */
 	s->frozen = sandbox_freeze(cell_sandbox(c), true, &err) == 0;
+	if (!s->frozen && !s->pool->unfrozen_said && err.code != -ENOTSUP) {
+		s->pool->unfrozen_said = true;
+		log_line(LOG_WARN, NULL, "pool: idle sandboxes are not frozen (%s)", err.msg);
+	}
 }
 
 static void on_slot_done(struct cell *c, void *data)
