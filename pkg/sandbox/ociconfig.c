@@ -94,7 +94,7 @@ static json_t *process_new(const struct sandbox_oci_params *p)
 	/* -I: ignore PYTHON* variables and the user site, no script directory on
 	 * sys.path; -S: no site module (nothing imported from site-packages);
 	 * -B: no .pyc writes (the root is read-only anyway). The environment is
- * exactly PATH: nothing of the host's reaches the code. A pooled runner
+	 * exactly PATH: nothing of the host's reaches the code. A pooled runner
 	 * is told so (SANDBOX_POOLED_ARG): it warms up before it says ready. */
 	json_t *args =
 		json_pack("[s, s, s, s, s]", SANDBOX_PYTHON, "-I", "-S", "-B", SANDBOX_RUNNER);

@@ -189,6 +189,23 @@ static bool wait_reaping(int pidfd)
 	return proc_wait_exit(pidfd, 0) == 1;
 }
 
+/* Wait for the runsc command (pid, pidfd) as wait_reaping does; kill its
+ * group if it did not end in time. Reaps it and closes pidfd. Its status
+ * (proc_wait's), and *ended whether it ended within the bound. */
+static int runsc_finish(pid_t pid, int pidfd, bool *ended)
+{
+	bool in_time = wait_reaping(pidfd);
+	int status;
+
+	if (!in_time)
+		proc_kill_group(pid);
+	status = proc_wait(pid);
+	close(pidfd);
+	if (ended)
+		*ended = in_time;
+	return status;
+}
+
 /* Run `runsc --root=ROOT [--rootless] A1 -force A2` and wait for it, bounded. */
 static int runsc_call(const char *runsc, const char *root, bool rootless, const char *a1,
 		      const char *a2)
@@ -198,10 +215,7 @@ static int runsc_call(const char *runsc, const char *root, bool rootless, const 
 
 	if (runsc_spawn(runsc, root, rootless, a1, a2, &pid, &pidfd) < 0)
 		return -1;
-	if (!wait_reaping(pidfd))
-		proc_kill_group(pid);
-	proc_wait(pid);
-	close(pidfd);
+	runsc_finish(pid, pidfd, NULL);
 	return 0;
 }
 
@@ -638,6 +652,7 @@ int sandbox_checkpoint(struct sandbox *sb, const char *image, struct appl_err *e
 	char root[PATH_MAX + 16], imgarg[PATH_MAX + 16], logpath[PATH_MAX + 16], log[PATH_MAX + 16];
 	char *argv[10];
 	int n = 0, pidfd, status, rc;
+	bool ended;
 	pid_t pid;
 	struct proc_spec spec = {
 		.path = rt->runsc, .envp = runsc_env, .fds = {-1, -1, -1}, .no_new_privs = true};
@@ -664,42 +679,42 @@ int sandbox_checkpoint(struct sandbox *sb, const char *image, struct appl_err *e
 	spec.argv = argv;
 	if ((rc = proc_spawn(&spec, &pid, &pidfd, err)) < 0)
 		return rc;
-	if (!wait_reaping(pidfd)) {
-		proc_kill_group(pid);
-		rc = appl_err_set(err, -ETIMEDOUT, "runsc checkpoint did not finish in %d ms",
-				  RUNSC_DELETE_TIMEOUT_MS);
-	}
-	status = proc_wait(pid);
-	close(pidfd);
-	if (rc == 0 && status != 0)
-		rc = appl_err_set(err, -EIO, "runsc checkpoint failed (status %d; see %s)", status,
-				  logpath);
-	return rc;
+	status = runsc_finish(pid, pidfd, &ended);
+	if (!ended)
+		return appl_err_set(err, -ETIMEDOUT, "runsc checkpoint did not finish in %d ms",
+				    RUNSC_DELETE_TIMEOUT_MS);
+	if (status != 0)
+		return appl_err_set(err, -EIO, "runsc checkpoint failed (status %d; see %s)",
+				    status, logpath);
+	return 0;
 }
 
-/* The freezer of runsc's cgroup of sb (v1 freezer.state, else v2
- * cgroup.freeze), or -ENOTSUP when there is neither. */
-static int freezer_path(const struct sandbox *sb, char *out, size_t len, bool *v2)
+/* runsc's cgroup of sb with a freezer (v1 first, else v2), in dir, and
+ * its control file in ctl (freezer.state or cgroup.freeze); -ENOTSUP when
+ * there is neither. */
+static int freezer_find(const struct sandbox *sb, char dir[PATH_MAX], char ctl[PATH_MAX], bool *v2)
 {
-	if (!sb->cgroup[0])
-		return -ENOTSUP;
-	*v2 = false;
-	if (appl_path_join(out, len, FREEZER_V1, sb->cgroup, "/sandbox/freezer.state") < 0)
-		return -ENAMETOOLONG;
-	if (access(out, W_OK) == 0)
-		return 0;
-	*v2 = true;
-	if (appl_path_join(out, len, "/sys/fs/cgroup", sb->cgroup, "/sandbox/cgroup.freeze") < 0)
-		return -ENAMETOOLONG;
-	return access(out, W_OK) == 0 ? 0 : -ENOTSUP;
+	static const char *const roots[] = {FREEZER_V1, "/sys/fs/cgroup"};
+	static const char *const files[] = {"/freezer.state", "/cgroup.freeze"};
+
+	for (size_t i = 0; sb->cgroup[0] && i < 2; i++) {
+		if (appl_path_join(dir, PATH_MAX, roots[i], sb->cgroup, "/sandbox") < 0 ||
+		    appl_path_join(ctl, PATH_MAX, dir, files[i], "") < 0)
+			return -ENAMETOOLONG;
+		if (access(ctl, W_OK) == 0) {
+			*v2 = i == 1;
+			return 0;
+		}
+	}
+	return -ENOTSUP;
 }
 
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err)
 {
-	char path[PATH_MAX];
+	char dir[PATH_MAX], path[PATH_MAX];
 	const char *val;
 	bool v2;
-	int fd, rc = freezer_path(sb, path, sizeof(path), &v2);
+	int fd, rc = freezer_find(sb, dir, path, &v2);
 
 	if (rc < 0)
 		return appl_err_set(err, rc, "no freezer for sandbox %s", sb->id);
@@ -734,15 +749,13 @@ static bool kill_pending(const char *status)
 
 bool sandbox_doomed(const struct sandbox *sb)
 {
-	char path[PATH_MAX], text[2048];
+	char dir[PATH_MAX], path[PATH_MAX], text[2048];
 	bool v2, doomed = false;
 	FILE *procs;
 	int pid;
 
-	if (!sb->frozen || freezer_path(sb, path, sizeof(path), &v2) < 0)
-		return false;
-	*strrchr(path, '/') = '\0';
-	if (appl_path_join(path, sizeof(path), path, "/cgroup.procs", "") < 0 ||
+	if (!sb->frozen || freezer_find(sb, dir, path, &v2) < 0 ||
+	    appl_path_join(path, sizeof(path), dir, "/cgroup.procs", "") < 0 ||
 	    !(procs = fopen(path, "re")))
 		return false;
 	while (!doomed && fscanf(procs, "%d", &pid) == 1) {
@@ -867,10 +880,7 @@ void sandbox_destroy(struct sandbox *sb)
 	teardown_unwatch(sb);
 	if (sb->del_pid > 0) {
 		/* a loop teardown was waiting for runsc delete: finish it */
-		if (!wait_reaping(sb->del_pidfd))
-			proc_kill_group(sb->del_pid);
-		proc_wait(sb->del_pid);
-		close(sb->del_pidfd);
+		runsc_finish(sb->del_pid, sb->del_pidfd, NULL);
 		sb->del_pid = 0;
 	} else if (sb->pid > 0) {
 		/* runsc run and its gofer share its process group; the sandbox
