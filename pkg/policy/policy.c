@@ -71,8 +71,7 @@ struct policy {
 	const char *runsc;
 	const char *platform;
 	bool rootless;
-	bool restore;	   /* runtime.restore (default true; root only) */
-	bool restore_said; /* ... given as true in the policy itself */
+	bool restore; /* runtime.restore (default true; root only) */
 	struct policy_limits limits;
 	struct policy_server *servers;
 	size_t nservers;
@@ -754,12 +753,14 @@ static const struct field runtime_fields[] = {
 
 static int runtime_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
-	struct policy *p = base;
+	const struct policy *p = base;
 	int rc = fields_parse(c, v, runtime_fields, NELEM(runtime_fields), base, path);
 
-	/* Said outright, restore must be honoured: rootless_check refuses it. */
-	if (rc == 0 && json_is_object(v))
-		p->restore_said = json_is_true(json_object_get(v, "restore"));
+	/* Rootless cannot restore: said outright, restore is refused, not
+	 * ignored (its default is simply not applied). */
+	if (rc == 0 && p->rootless && json_is_true(json_object_get(v, "restore")))
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.restore: true needs root (the policy is rootless)", path);
 	return rc;
 }
 
@@ -1986,9 +1987,6 @@ static int rootless_check(const struct policy *p, struct appl_err *err)
 {
 	if (!p->rootless)
 		return 0;
-	if (p->restore_said)
-		return appl_err_set(err, -EINVAL,
-				    "runtime.restore: true needs root (the policy is rootless)");
 	for (size_t i = 0; i < p->nservers; i++) {
 		const struct policy_server *s = &p->servers[i];
 
