@@ -866,12 +866,12 @@ def _reseed():
     every generator seeded in it would repeat the same numbers in each
     copy. Seed them again from os.urandom (the restored kernel's, fresh per
     sandbox). What stays shared is in SECURITY.md (the hash seed)."""
-    for name in ("random", "tempfile"):
-        mod = sys.modules.get(name)
-        if name == "random" and mod is not None:
-            mod.seed(os.urandom(32))
-        elif mod is not None:
-            mod._name_sequence = None
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        rnd.seed(os.urandom(32))
+    tmp = sys.modules.get("tempfile")
+    if tmp is not None:
+        tmp._name_sequence = None  # its names' generator, made again on next use
     ssl = sys.modules.get("ssl")
     if ssl is not None:
         ssl.RAND_add(os.urandom(32), 32.0)
