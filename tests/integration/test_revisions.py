@@ -6,6 +6,7 @@ cancellation in both eras, and raw lines for the per-request rules (mixed
 eras, _meta, versions, ids in flight, discover, subscriptions).
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -200,15 +201,30 @@ def both_eras_and_their_rules_on_one_connection():
         assert req(s, "ping")["error"]["code"] == -32601
 
 
-@test
-def discover_answers_before_initialize_and_legacy_requests_wait_for_it():
+@contextlib.contextmanager
+def raw_stdio():
+    """A toy-policy appliance spoken to one line at a time, with nothing
+    sent first: yields ask(msg), which sends msg and reads one answer. At
+    the end its input closes; the exit status is in the list it yields
+    second, once the block is left."""
     proc = subprocess.Popen(run_argv(toy_policy()), stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    status = []
+
+    def ask(msg):
+        proc.stdin.write(json.dumps(msg).encode() + b"\n")
+        proc.stdin.flush()
+        return json.loads(proc.stdout.readline())
     try:
-        def ask(msg):
-            proc.stdin.write(json.dumps(msg).encode() + b"\n")
-            proc.stdin.flush()
-            return json.loads(proc.stdout.readline())
+        yield ask, status
+    finally:
+        proc.stdin.close()
+        status.append(proc.wait(timeout=60))
+
+
+@test
+def discover_answers_before_initialize_and_legacy_requests_wait_for_it():
+    with raw_stdio() as (ask, _):
         d = ask({"jsonrpc": "2.0", "id": "server-discover-probe-1", "method": "server/discover",
                  "params": {"_meta": META}})
         assert d["result"]["resultType"] == "complete", d
@@ -218,20 +234,11 @@ def discover_answers_before_initialize_and_legacy_requests_wait_for_it():
         assert t["error"]["code"] == -32602, t
         t = ask({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": META}})
         assert t["result"]["tools"][0]["name"] == "run_python", t
-    finally:
-        proc.stdin.close()
-        proc.wait(timeout=60)
 
 
 @test
 def a_wrongly_typed_meta_is_refused_and_the_connection_goes_on():
-    proc = subprocess.Popen(run_argv(toy_policy()), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    try:
-        def ask(msg):
-            proc.stdin.write(json.dumps(msg).encode() + b"\n")
-            proc.stdin.flush()
-            return json.loads(proc.stdout.readline())
+    with raw_stdio() as (ask, status):
         bad = [("2026-07-28", "_meta must be an object"),
                ({REV: 20260728, CAPS: {}}, "protocolVersion (a string)"),
                ({REV: "2026-07-28", CAPS: "{}"}, "clientCapabilities (an object)"),
@@ -245,10 +252,7 @@ def a_wrongly_typed_meta_is_refused_and_the_connection_goes_on():
         t = ask({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": {"_meta": META}})
         assert t["result"]["resultType"] == "complete", t
         assert t["result"]["tools"][0]["name"] == "run_python", t
-    finally:
-        proc.stdin.close()
-        rc = proc.wait(timeout=60)
-    assert rc == 0, rc
+    assert status == [0], status
 
 
 @test
