@@ -182,13 +182,11 @@
 #define APPL_RUNSC_TESTED_DATE	20240729u
 #define APPL_RUNSC_TESTED_PATCH 0u
 #endif
-#define APPL_RUNSC_VERSION_OUT_MAX	   4096u /* what `runsc --version` may print */
-#define APPL_RUNSC_VERSION_TIMEOUT_MS	   10000
-#define APPL_SANDBOX_DEV_TMPFS_KB	   64u	   /* the /dev tmpfs: device nodes only */
-#define APPL_SANDBOX_CPU_PERIOD_US	   100000u /* cgroup CPU period; quota = 1 CPU */
-#define APPL_SANDBOX_CPU_SHARES		   1024u   /* cgroup v1 cpu.shares of a running cell */
-#define APPL_SANDBOX_CPU_SHARES_BACKGROUND 2u	   /* of a pooled one warming up: the least */
-#define APPL_SANDBOX_PATH_MAX		   4096u   /* rootfs and cgroups paths */
+#define APPL_RUNSC_VERSION_OUT_MAX    4096u /* what `runsc --version` may print */
+#define APPL_RUNSC_VERSION_TIMEOUT_MS 10000
+#define APPL_SANDBOX_DEV_TMPFS_KB     64u     /* the /dev tmpfs: device nodes only */
+#define APPL_SANDBOX_CPU_PERIOD_US    100000u /* cgroup CPU period; quota = 1 CPU */
+#define APPL_SANDBOX_PATH_MAX	      4096u   /* rootfs and cgroups paths */
 
 /* ---- cell run ------------------------------------------------------------ */
 #define APPL_RUNNER_READ_BLOCK (64u * 1024) /* one read from the runner */

@@ -16,8 +16,7 @@ struct slot {
 	struct pool *pool;
 	struct cell *cell;
 	bool ready, dead, frozen;
-	bool restored;	 /* from the template */
-	bool background; /* it warms up at the lowest CPU weight */
+	bool restored; /* from the template */
 };
 
 /* The template of restored sandboxes (root only; see pool.h). */
@@ -46,8 +45,7 @@ struct pool {
 	struct loop_task ttpl; /* the template is ready: checkpoint it after the round */
 	uint64_t tpl_start;
 	char image[PATH_MAX];
-	bool unfrozen_said;  /* a failed freeze was logged (once) */
-	bool unlowered_said; /* a failed sandbox_background was logged (once) */
+	bool unfrozen_said; /* a failed freeze was logged (once) */
 };
 
 static void template_failed(struct pool *p, const char *why)
@@ -284,15 +282,6 @@ static int boot_one(struct pool *p)
 		backoff(p, err.msg);
 		return err.code ? err.code : -EIO;
 	}
-	/* Running cells come first: a slot warms up with what CPU they leave
-	 * (all of it when none runs), and gets its full weight when taken. */
-	err = (struct appl_err){0};
-	s->background = sandbox_background(cell_sandbox(s->cell), true, &err) == 0;
-	if (!s->background && !p->unlowered_said && err.code != -ENOTSUP) {
-		p->unlowered_said = true;
-		log_line(LOG_WARN, NULL, "pool: warming sandboxes keep the full CPU weight (%s)",
-			 err.msg);
-	}
 	s->next = p->slots;
 	p->slots = s;
 	return 0;
@@ -331,12 +320,10 @@ struct cell *pool_take(struct pool *p)
 			continue;
 		*pp = s->next;
 		c = s->cell;
-		if ((s->background && sandbox_background(cell_sandbox(c), false, &err) < 0) ||
-		    (s->frozen && (sandbox_doomed(cell_sandbox(c)) ||
-				   sandbox_freeze(cell_sandbox(c), false, &err) < 0))) {
+		if (s->frozen && (sandbox_doomed(cell_sandbox(c)) ||
+				  sandbox_freeze(cell_sandbox(c), false, &err) < 0)) {
 			/* Killed while it was frozen (it dies once thawed), or it
-			 * stays frozen or at the lowest weight: each would fail or
-			 * starve its cell. */
+			 * stays frozen: either would fail its cell. */
 			log_line(LOG_WARN, NULL, "pool: an idle sandbox ended (%s); replacing it",
 				 err.msg[0] ? err.msg : "it was killed while frozen");
 			free(s);

@@ -31,7 +31,6 @@
 #define RUNSC_CLEAN_EXIT_MS 500
 #define MEMCG_V1	    "/sys/fs/cgroup/memory"
 #define FREEZER_V1	    "/sys/fs/cgroup/freezer"
-#define CPU_V1		    "/sys/fs/cgroup/cpu"
 
 /* runsc gets this environment and nothing else: the appliance's own may
  * hold credentials for the upstream servers. */
@@ -437,56 +436,36 @@ void sandbox_rt_close(struct sandbox_rt *rt)
 	free(rt);
 }
 
-/* Write val to the cgroup control file path. 0, or -errno with err filled. */
-static int control_write(const char *path, const char *val, struct appl_err *err)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW), rc;
-
-	if (fd < 0)
-		return appl_err_errno(err, -errno, errno, "%s", path);
-	rc = appl_fd_write_all(fd, val, strlen(val));
-	close(fd);
-	if (rc < 0)
-		return appl_err_errno(err, rc, -rc, "writing %s to %s", val, path);
-	return 0;
-}
-
-/* Make the cgroup directory root + sb->cgroup (and its parents), if it is
- * not there yet, and write val to its control file. 0, or -errno with err
- * filled. */
-static int cgroup_set(const struct sandbox *sb, const char *root, const char *file, const char *val,
-		      struct appl_err *err)
-{
-	char dir[PATH_MAX], path[PATH_MAX];
-	int rc;
-
-	if (appl_path_join(dir, sizeof(dir), root, sb->cgroup, "") < 0 ||
-	    appl_path_join(path, sizeof(path), dir, "/", file) < 0)
-		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
-	rc = appl_mkdir_parents(dir, 0755);
-	if (rc < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
-		return appl_err_errno(err, rc < 0 ? rc : -errno, rc < 0 ? -rc : errno,
-				      "creating cgroup %s", dir);
-	return control_write(path, val, err);
-}
-
 /* As root, each sandbox gets a memory cgroup of ours, with the limit, and
  * runsc makes its own below it. runsc removes its cgroup when the sandbox
  * ends; ours stays until sandbox_destroy, so what happened (the limit was
  * hit) can still be read after an OOM kill took the sandbox down. */
 static int memcg_make(struct sandbox *sb, unsigned memory_mb, struct appl_err *err)
 {
-	char val[32];
+	char dir[PATH_MAX], file[PATH_MAX], val[32];
 	unsigned long long limit = ((unsigned long long)memory_mb + APPL_GVISOR_ALLOWANCE_MB) << 20;
-	int rc;
+	int fd, n, rc;
 
 	if (access(MEMCG_V1 "/memory.limit_in_bytes", F_OK) < 0)
 		return 0; /* no v1 memory hierarchy: runsc's own cgroup still limits */
-	snprintf(val, sizeof(val), "%llu", limit);
-	rc = cgroup_set(sb, MEMCG_V1, "memory.limit_in_bytes", val, err);
-	if (rc == 0)
-		sb->memcg = 1;
-	return rc;
+	if (appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
+	    appl_path_join(file, sizeof(file), dir, "/memory.limit_in_bytes", "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	rc = appl_mkdir_parents(dir, 0755);
+	if (rc < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
+		return appl_err_errno(err, rc < 0 ? rc : -errno, rc < 0 ? -rc : errno,
+				      "creating cgroup %s", dir);
+	n = snprintf(val, sizeof(val), "%llu", limit);
+	fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)n) != n) {
+		rc = appl_err_errno(err, -errno, errno, "setting %s", file);
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	close(fd);
+	sb->memcg = 1;
+	return 0;
 }
 
 static int bundle_write(struct sandbox *sb, struct sandbox_oci_params *p, struct appl_err *err)
@@ -735,31 +714,20 @@ int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err)
 	char dir[PATH_MAX], path[PATH_MAX];
 	const char *val;
 	bool v2;
-	int rc = freezer_find(sb, dir, path, &v2);
+	int fd, rc = freezer_find(sb, dir, path, &v2);
 
 	if (rc < 0)
 		return appl_err_set(err, rc, "no freezer for sandbox %s", sb->id);
 	val = v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
-	if ((rc = control_write(path, val, err)) < 0)
-		return rc;
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return appl_err_errno(err, -errno, errno, "%s", path);
+	rc = appl_fd_write_all(fd, val, strlen(val));
+	close(fd);
+	if (rc < 0)
+		return appl_err_errno(err, rc, -rc, "writing %s to %s", val, path);
 	sb->frozen = frozen;
 	return 0;
-}
-
-int sandbox_background(struct sandbox *sb, bool low, struct appl_err *err)
-{
-	char val[16];
-
-	if (!sb->cgroup[0] || access(CPU_V1 "/cpu.shares", F_OK) < 0)
-		return appl_err_set(err, -ENOTSUP, "no cgroup v1 cpu controller for sandbox %s",
-				    sb->id);
-	/* cpu.idle (Linux 5.15 on) makes the group SCHED_IDLE: besides its
-	 * least weight, any other task that wakes up preempts it at once. */
-	if (access(CPU_V1 "/cpu.idle", F_OK) == 0)
-		return cgroup_set(sb, CPU_V1, "cpu.idle", low ? "1" : "0", err);
-	snprintf(val, sizeof(val), "%u",
-		 low ? APPL_SANDBOX_CPU_SHARES_BACKGROUND : APPL_SANDBOX_CPU_SHARES);
-	return cgroup_set(sb, CPU_V1, "cpu.shares", val, err);
 }
 
 /* Whether the status text of a process (/proc/PID/status) shows SIGKILL

@@ -98,13 +98,6 @@ int sandbox_checkpoint(struct sandbox *sb, const char *image, struct appl_err *e
  * with err filled: -ENOTSUP without a freezer (rootless, no hierarchy). */
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err);
 
-/* Run every process of sb at the lowest CPU weight the kernel has (low), or
- * at the normal weight again: a cgroup of ours above runsc's own, in the v1
- * cpu controller, with cpu.shares. May be called as soon as the sandbox is
- * started (runsc's cgroup and its processes land below it either way). 0,
- * or -errno with err filled: -ENOTSUP rootless or without that controller. */
-int sandbox_background(struct sandbox *sb, bool low, struct appl_err *err);
-
 /* Whether a frozen sandbox was killed while frozen: a frozen process cannot
  * die, so the kill waits, pending, until it is thawed. Read from each of its
  * processes' status. false for a sandbox that is not frozen. */

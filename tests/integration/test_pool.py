@@ -335,53 +335,13 @@ def a_pooled_sandbox_killed_from_outside_is_replaced():
         assert app.close() == 0
 
 
-def sandbox_of(runsc):
-    """The runsc-sandbox process below `runsc run` (or restore) pid, or None."""
-    for k in descendants(runsc):
-        if (cmdline(k) or b"").startswith(b"runsc-sandbox"):
-            return k
-    return None
-
-
-def cpu_idle(sandbox):
-    """cpu.idle of the appliance's cgroup above runsc's own (the cell's): "1"
-    or "0"; on a kernel without cpu.idle, read from cpu.shares (2 or 1024)."""
-    d = os.path.dirname(cgroup_dir(sandbox, "cpu"))
-    if os.path.exists(os.path.join(d, "cpu.idle")):
-        with open(os.path.join(d, "cpu.idle")) as f:
-            return f.read().strip()
-    with open(os.path.join(d, "cpu.shares")) as f:
-        return {"2": "1", "1024": "0"}.get(f.read().strip(), "?")
-
-
-class Hogs:
-    """One busy process per core in a cgroup beside the sandboxes' own (below
-    the same instance), at the normal weight: every core is taken."""
-
-    def __init__(self, instance_cgroup):
-        self.dir = os.path.join(instance_cgroup, "test-hogs")
-        os.mkdir(self.dir)
-        self.procs = [subprocess.Popen(["/usr/bin/python3", "-c", "while True: pass"])
-                      for _ in range(os.cpu_count() or 2)]
-        for p in self.procs:
-            with open(os.path.join(self.dir, "cgroup.procs"), "w") as f:
-                f.write(str(p.pid))
-
-    def stop(self):
-        for p in self.procs:
-            p.kill()
-            p.wait()
-        wait_for(lambda: not open(os.path.join(self.dir, "cgroup.procs")).read(), 10,
-                 "the hogs' cgroup empty")
-        os.rmdir(self.dir)
-
-
 @test
 def an_idle_pooled_sandbox_is_frozen_and_thawed_when_taken():
     with Appliance(policy({"pool": 1})) as app:
         app.initialize()
         [runsc] = wait_ready(app, 1)
-        sandbox = sandbox_of(runsc)
+        [sandbox] = [k for k in descendants(runsc)
+                     if (cmdline(k) or b"").startswith(b"runsc-sandbox")]
         assert freezer_state(sandbox) == "FROZEN", freezer_state(sandbox)
         # frozen, its processes use no CPU at all: the cgroup's counter stands
         used = cpuacct_usage(sandbox)
@@ -390,44 +350,6 @@ def an_idle_pooled_sandbox_is_frozen_and_thawed_when_taken():
         sc, t = app.run(1, "import os\nprint(os.getpid() > 0)")
         ok(sc, "True\n")
         print("# a cell on a thawed sandbox answered in %.1f ms" % (t * 1e3))
-        assert app.close() == 0
-
-
-@test
-def a_warming_sandbox_yields_the_cpu_and_a_taken_one_does_not():
-    with Appliance(policy({"pool": 1})) as app:
-        app.initialize()
-        [first] = wait_ready(app, 1)
-        sandbox = sandbox_of(first)
-        assert cpu_idle(sandbox) == "1", "a pooled sandbox must wait at idle priority"
-        instance = os.path.dirname(os.path.dirname(cgroup_dir(sandbox, "cpu")))
-        hogs = Hogs(instance)
-        try:
-            # Taken, it runs at the normal weight beside the hogs; the cell
-            # reads its own group's setting from outside while it runs.
-            app.send(call(1, "import time\ntime.sleep(2)\nprint('done')"))
-            wait_for(lambda: freezer_state(sandbox) == "THAWED", 20, "the taken sandbox thawed")
-            assert cpu_idle(sandbox) == "0", "a taken sandbox must get the normal weight"
-            ok(app.answer(1)["result"]["structuredContent"], "done\n")
-            # Its replacement warms up at idle priority: with every core
-            # busy it gets (almost) no CPU and is still not ready (frozen)
-            # after several times what restoring or booting takes alone.
-            repl = wait_for(lambda: [k for k in runsc_pids_of(app.pid) if k != first and
-                                     sandbox_of(k)], 20, "a replacement sandbox")[0]
-            rsb = sandbox_of(repl)
-            assert cpu_idle(rsb) == "1"
-            time.sleep(6)
-            assert freezer_state(rsb) != "FROZEN", \
-                "a warming sandbox finished beside busy cores: it did not yield"
-            # A cell that finds no ready sandbox gets one of its own at the
-            # normal weight, not the starved one.
-            sc, _ = app.run(2, "print(2)")
-            ok(sc, "2\n")
-            assert freezer_state(rsb) != "FROZEN"
-        finally:
-            hogs.stop()
-        # With the cores free again it finishes warming, and waits frozen.
-        wait_for(lambda: freezer_state(rsb) == "FROZEN", 30, "the replacement ready once cores are free")
         assert app.close() == 0
 
 
