@@ -594,7 +594,7 @@ static void runs_reap(void *data)
 	}
 	queue_advance(gw);
 	/* Replacements boot once a run has ended and its answer is out, not
-	 * while a taken sandbox runs its code. */
+	 * while that run's own sandbox still runs its code (other runs may). */
 	if (ended)
 		pool_fill(gw->pool);
 }
