@@ -661,6 +661,7 @@ struct check {
 	size_t ntools;
 	struct bridge_catalog *client; /* what the stdio client's role may call */
 	char rootfs[PATH_MAX];
+	char rootfs_image[PATH_MAX]; /* "" while none (runsc too old, or no image) */
 	bool image_ok;
 	struct sandbox_oci_params oci;
 	struct cell_limits cell_lim;
@@ -813,6 +814,20 @@ static void part_runtime(struct check *c)
 	say(c, MARK_OK, "runtime: %s %s, platform %s%s", policy_runtime_runsc(p),
 	    sandbox_rt_version(c->rt), policy_runtime_platform(p),
 	    policy_runtime_rootless(p) ? ", rootless" : "");
+	if (!c->image_ok)
+		return;
+	if (sandbox_rootfs_image(c->rt, c->rootfs, c->rootfs_image, sizeof(c->rootfs_image), &err) <
+	    0) {
+		say(c, MARK_PROBLEM, "runtime: the rootfs as one image: %s", err.msg);
+		c->image_ok = false;
+	} else if (c->rootfs_image[0]) {
+		say(c, MARK_OK, "rootfs: mounted by the Sentry from %s (no gofer process)",
+		    c->rootfs_image);
+	} else {
+		say(c, MARK_OK,
+		    "rootfs: served as a directory through a gofer (this runsc "
+		    "mounts no EROFS image)");
+	}
 }
 
 /* What run needs as root: a memory cgroup of its own per sandbox, made
@@ -2064,6 +2079,7 @@ static void part_cells(struct check *c)
 	gateway_limits_split(&c->lim, &c->oci, &c->cell_lim);
 	bridge_limits_from_policy(&c->lim, &c->blim);
 	c->oci.rootfs = c->rootfs;
+	c->oci.rootfs_image = c->rootfs_image[0] ? c->rootfs_image : NULL;
 	if ((rc = markers_make(c)) < 0 || (rc = probes_make(c)) < 0) {
 		say(c, MARK_PROBLEM, "cells: could not prepare them: %s", strerror(-rc));
 		return;

@@ -182,7 +182,12 @@
 #define APPL_RUNSC_TESTED_DATE	20240729u
 #define APPL_RUNSC_TESTED_PATCH 0u
 #endif
-#define APPL_RUNSC_VERSION_OUT_MAX    4096u /* what `runsc --version` may print */
+/* The first release whose Sentry is known here to mount an EROFS image as
+ * the root (runsc's rootfs hint) and restore it: older ones get the rootfs
+ * directory through a gofer. */
+#define APPL_RUNSC_EROFS_DATE	      20240729u
+#define APPL_MKFS_EROFS_TIMEOUT_MS    120000 /* building the image once per digest */
+#define APPL_RUNSC_VERSION_OUT_MAX    4096u  /* what `runsc --version` may print */
 #define APPL_RUNSC_VERSION_TIMEOUT_MS 10000
 #define APPL_SANDBOX_DEV_TMPFS_KB     64u     /* the /dev tmpfs: device nodes only */
 #define APPL_SANDBOX_CPU_PERIOD_US    100000u /* cgroup CPU period; quota = 1 CPU */

@@ -70,8 +70,9 @@ static int rootfs_prepare(const struct cell_oneshot *o, char *rootfs, size_t len
 	return image_layout_verify(o->image, o->digest, dir, rootfs, len, err);
 }
 
-static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_oneshot *o,
-		  uint64_t arrival, json_t **result, struct appl_err *err)
+static int run_in(struct sandbox_rt *rt, const char *rootfs, const char *image,
+		  const struct cell_oneshot *o, uint64_t arrival, json_t **result,
+		  struct appl_err *err)
 {
 	struct oneshot_state st = {0};
 	struct sandbox_oci_params p;
@@ -86,6 +87,7 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const struct cell_o
 	rc = signals_watch(loop, &st, err);
 	p = o->oci;
 	p.rootfs = rootfs;
+	p.rootfs_image = image[0] ? image : NULL;
 	lim = o->lim;
 	sb = rc == 0 ? sandbox_start(rt, &p, err) : NULL;
 	if (sb)
@@ -121,7 +123,7 @@ int cell_oneshot_run(const struct cell_oneshot *o, json_t **result, struct appl_
 					.platform = o->platform,
 					.rootless = o->rootless};
 	uint64_t arrival = loop_now_ms();
-	char rootfs[PATH_MAX];
+	char rootfs[PATH_MAX], image[PATH_MAX];
 	struct sandbox_rt *rt;
 	int rc;
 
@@ -137,10 +139,12 @@ int cell_oneshot_run(const struct cell_oneshot *o, json_t **result, struct appl_
 	if (!rt)
 		return err->code;
 	rc = rootfs_prepare(o, rootfs, sizeof(rootfs), err);
+	if (rc == 0)
+		rc = sandbox_rootfs_image(rt, rootfs, image, sizeof(image), err);
 	if (rc == 0 && o->on_started)
 		rc = o->on_started(o->data, err);
 	if (rc == 0)
-		rc = run_in(rt, rootfs, o, arrival, result, err);
+		rc = run_in(rt, rootfs, image, o, arrival, result, err);
 	sandbox_rt_close(rt);
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;

@@ -82,6 +82,7 @@ struct gateway {
 	struct sandbox_rt *rt;
 	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
+	char rootfs_image[PATH_MAX]; /* "" when the rootfs is served as a directory */
 	struct upstream_set *ups;
 	struct bridge_gate *gate; /* each server's slots, shared by every run */
 	struct gw_role *roles;	  /* one per role a client has */
@@ -99,10 +100,11 @@ struct gateway {
 void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
 			  struct cell_limits *cell)
 {
-	const char *rootfs = oci->rootfs;
+	const char *rootfs = oci->rootfs, *image = oci->rootfs_image;
 
 	sandbox_oci_params_init(oci);
 	oci->rootfs = rootfs;
+	oci->rootfs_image = image;
 	oci->memory_mb = l->memory_mb;
 	oci->pids = l->pids;
 	oci->nofile = l->nofile;
@@ -1045,8 +1047,11 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (!(gw->loop = loop_new(err)) || audit_start(gw, cfg, err) < 0 ||
 	    !(gw->rt = sandbox_rt_open(&rc, err)) ||
+	    sandbox_rootfs_image(gw->rt, gw->rootfs, gw->rootfs_image, sizeof(gw->rootfs_image),
+				 err) < 0 ||
 	    gateway_confine_prepare(&gw->confine, cfg->policy, cfg->hide, cfg->run_dir, err) < 0)
 		return err->code;
+	gw->oci.rootfs_image = gw->rootfs_image[0] ? gw->rootfs_image : NULL;
 	if (upstreams_open(gw, err) < 0 || !role_get(gw, gw->stdio_client.role, err))
 		return err->code;
 	if (!(gw->pool = pool_new(gw->loop, gw->rt, &gw->oci, &gw->cell_lim, gw->lim.pool,

@@ -27,6 +27,10 @@
 
 struct sandbox_oci_params {
 	const char *rootfs;	  /* absolute path of the verified rootfs; borrowed */
+	const char *rootfs_image; /* the same tree as one EROFS image file that
+				   * the Sentry mounts as / itself (no gofer), or
+				   * NULL to serve the directory through a gofer;
+				   * borrowed */
 	unsigned memory_mb;	  /* RLIMIT_AS; as root also the memory cgroup, plus
 				   * APPL_GVISOR_ALLOWANCE_MB for gVisor itself */
 	unsigned pids;		  /* RLIMIT_NPROC (processes and threads) */
@@ -37,13 +41,14 @@ struct sandbox_oci_params {
 	const char *cgroups_path; /* linux.cgroupsPath when root, or NULL; borrowed */
 };
 
-/* Fill p with the defaults of limits.h (rootfs and cgroups_path NULL). */
+/* Fill p with the defaults of limits.h (rootfs, rootfs_image and
+ * cgroups_path NULL). */
 void sandbox_oci_params_init(struct sandbox_oci_params *p);
 
 /* The config for p (borrowed). Every limit must lie within limits.h's range
  * (memory APPL_MEMORY_MB_MIN..CEIL, pids and nofile 1..CEIL with nofile at
  * least 16 for the interpreter and the runner's private descriptors, tmpfs
- * 1..CEIL); rootfs and cgroups_path are absolute, at most
+ * 1..CEIL); rootfs, rootfs_image and cgroups_path are absolute, at most
  * APPL_SANDBOX_PATH_MAX bytes of printable ASCII, without "." or ".."
  * components. Returns a new reference, or NULL with err filled (-EINVAL,
  * -ENOMEM). */

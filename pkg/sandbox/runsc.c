@@ -64,6 +64,7 @@ struct sandbox_rt {
 	char runsc[PATH_MAX];
 	char platform[16];
 	char version[64]; /* as `runsc --version` names it */
+	unsigned release; /* its date, YYYYMMDD */
 	bool rootless;
 	char dir[PATH_MAX];  /* this instance */
 	char name[64];	     /* its directory name */
@@ -399,6 +400,7 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 	snprintf(rt->runsc, sizeof(rt->runsc), "%s", runsc);
 	snprintf(rt->platform, sizeof(rt->platform), "%s", platform);
 	snprintf(rt->version, sizeof(rt->version), "%s", v.text);
+	rt->release = v.date;
 	rt->rootless = cfg->rootless;
 	rt->lock = -1;
 	instances_reclaim(rt->runsc, state, rt->rootless);
@@ -419,6 +421,11 @@ const char *sandbox_rt_dir(const struct sandbox_rt *rt)
 const char *sandbox_rt_version(const struct sandbox_rt *rt)
 {
 	return rt->version;
+}
+
+bool sandbox_rt_erofs(const struct sandbox_rt *rt)
+{
+	return rt->release >= APPL_RUNSC_EROFS_DATE;
 }
 
 void sandbox_rt_close(struct sandbox_rt *rt)

@@ -69,6 +69,24 @@ const char *sandbox_rt_dir(const struct sandbox_rt *rt);
 /* The runsc release in use ("0.0~20240729.0"); borrowed. */
 const char *sandbox_rt_version(const struct sandbox_rt *rt);
 
+/* Whether this runsc mounts an EROFS image as a sandbox's root (releases
+ * from APPL_RUNSC_EROFS_DATE on, limits.h). */
+bool sandbox_rt_erofs(const struct sandbox_rt *rt);
+
+/* The rootfs directory as one EROFS image file beside it (ROOTFS.erofs),
+ * for sandbox_oci_params.rootfs_image, when rt's runsc can mount one
+ * (sandbox_rt_erofs); else image is "". Built once by SANDBOX_MKFS_EROFS
+ * into an unnamed file, linked in under its name when complete, then kept
+ * like the directory (the same private cache; never rewritten). Every file
+ * keeps its mode and mtime (the image's .pyc files check their sources'
+ * mtimes) and is owned by root, as in the layers. 0, or -errno with err
+ * filled (mkfs.erofs missing, failed or slower than
+ * APPL_MKFS_EROFS_TIMEOUT_MS). */
+int sandbox_rootfs_image(const struct sandbox_rt *rt, const char *rootfs, char *image, size_t len,
+			 struct appl_err *err);
+
+#define SANDBOX_MKFS_EROFS "/usr/bin/mkfs.erofs"
+
 /* Destroy every sandbox still running, remove the instance directory. */
 void sandbox_rt_close(struct sandbox_rt *rt);
 

@@ -136,6 +136,8 @@ def a_good_toy_policy_passes_with_every_row_as_expected():
     ok = "\n".join(lines_of(r, "ok"))
     for part in ("signature:", "(the serial is not recorded)", "image: " + digest(),
                  "runtime: /usr/bin/runsc", "platform systrap", "cgroups:",
+                 "rootfs: mounted by the Sentry from " + os.path.join(
+                     "/var/cache/appliance/images", digest().replace(":", "-") + ".erofs"),
                  "servers.toy: started", "roles.r: can call"):
         assert part in ok, (part, r.stdout)
     # The toy's one tool whose schema cannot be checked came in by a wildcard.

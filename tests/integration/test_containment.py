@@ -10,14 +10,16 @@ import glob
 import json
 import os
 import secrets
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import time
 
 from harness import main, test
-from cellkit import (ROOT, descendants, digest, ensure_user, finish_cell, image_with_runner,
+from cellkit import (ROOT, cell_argv, descendants, digest, ensure_user, finish_cell, image_with_runner,
                      in_both_modes, ok_stdout, rootless_files, run_cell, start_cell)
 
 
@@ -270,6 +272,89 @@ print(json.dumps(res))
     assert out.pop("rdonly") is True, out
     for p, v in out.items():
         assert v in (errno.EROFS, errno.EACCES), (p, v)
+
+
+def argv_of(pid):
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
+
+
+def rootfs_image(mode):
+    return os.path.join(cache_dir(mode), digest().replace(":", "-") + ".erofs")
+
+
+@in_both_modes
+def the_root_is_one_image_and_no_gofer_runs(mode):
+    """The Sentry mounts the rootfs image itself: while a cell runs, below
+    the appliance there are runsc and its sandbox, and no gofer (the host
+    process that opens host files for a sandbox). The image is a regular
+    file of the user's, beside the unpacked tree in the private cache, and
+    a later start uses it as it is."""
+    code = "import time\ntime.sleep(3)\nprint(open('/proc/self/mounts').read())"
+    p = start_cell(code, mode, deadline=20)
+    try:
+        deadline, seen = time.time() + 15, []
+        while time.time() < deadline and not any(a.startswith(b"runsc-sandbox") for a in seen):
+            seen = [argv_of(k) for k in descendants(p.pid)]
+            time.sleep(0.05)
+        assert any(a.startswith(b"runsc-sandbox") for a in seen), seen
+        assert not any(b"gofer" in a.split(b"\0")[0] for a in seen), seen
+        assert not any(b"\0gofer\0" in a for a in seen), seen
+    finally:
+        mounts = ok_stdout(finish_cell(p))
+    root = [l.split() for l in mounts.splitlines() if l.split()[1:2] == ["/"]]
+    assert len(root) == 1 and root[0][2] == "erofs", mounts
+    assert "ro" in root[0][3].split(","), root
+    st = os.lstat(rootfs_image(mode))
+    assert stat.S_ISREG(st.st_mode) and st.st_mode & 0o077 == 0, oct(st.st_mode)
+    want = 0 if mode == "root" else ensure_user().pw_uid
+    assert st.st_uid == want, (st.st_uid, want)
+    assert ok_stdout(run_cell("print(1)", mode)) == "1\n"
+    again = os.lstat(rootfs_image(mode))
+    assert (again.st_ino, again.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+
+
+@test
+def a_missing_mkfs_erofs_is_named_at_start():
+    """With no mkfs.erofs to build the image from a fresh cache, the start
+    fails and says what to install; nothing is left half-built. (The tool
+    is hidden by an empty, non-executable file bound over it in a mount
+    namespace of the test's own.)"""
+    cache = tempfile.mkdtemp(prefix="appliance-cache.")
+    blank = tempfile.NamedTemporaryFile(prefix="appliance-blank.")
+    try:
+        script = 'mount --bind "$1" /usr/bin/mkfs.erofs && shift && exec "$@"'
+        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                blank.name] + cell_argv("root", 5, ("--cache", cache))
+        r = subprocess.run(argv, input=b"print(1)", capture_output=True, timeout=120)
+        assert r.returncode != 0, r
+        assert b"mkfs.erofs" in r.stderr and b"erofs-utils" in r.stderr, r.stderr
+        assert r.stdout == b"", r.stdout
+        left = sorted(os.listdir(cache))
+        assert left == [digest().replace(":", "-")], left
+    finally:
+        blank.close()
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+@test
+def a_rootfs_image_that_is_not_a_file_is_refused():
+    """Whatever sits at the image's name in the cache must be a regular
+    file: a symlink there (to a file of the host) stops the start instead of
+    being mounted as the cells' root."""
+    cache = tempfile.mkdtemp(prefix="appliance-cache.")
+    try:
+        os.chmod(cache, 0o700)
+        os.symlink("/etc/passwd", os.path.join(cache, digest().replace(":", "-") + ".erofs"))
+        r = subprocess.run(cell_argv("root", 5, ("--cache", cache)), input=b"print(1)",
+                           capture_output=True, timeout=120)
+        assert r.returncode != 0 and r.stdout == b"", r
+        assert b"not a regular file" in r.stderr, r.stderr
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
 
 
 @in_both_modes

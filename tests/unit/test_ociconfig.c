@@ -263,6 +263,35 @@ static void test_cgroups_path(void **state)
 	json_decref(cfg);
 }
 
+/* With an image, runsc's rootfs hint names it and nothing else: the
+ * Sentry mounts it read-only as /, with no overlay to write into. The
+ * directory stays the spec's root.path. Without one, no annotations. */
+static void test_rootfs_image(void **state)
+{
+	static const char *const hint[] = {"dev.gvisor.spec.rootfs.source",
+					   "dev.gvisor.spec.rootfs.type", NULL};
+	struct sandbox_oci_params p;
+	json_t *cfg, *ann;
+	(void)state;
+
+	sandbox_oci_params_init(&p);
+	p.rootfs = "/c/sha256-ab";
+	p.rootfs_image = "/c/sha256-ab.erofs";
+	cfg = sandbox_ociconfig_new(&p, NULL);
+	ann = json_object_get(cfg, "annotations");
+	assert_int_equal(appl_json_keys_check(ann, hint, "", NULL), 0);
+	assert_int_equal(json_object_size(ann), 2);
+	assert_string_equal(json_string_value(json_object_get(ann, hint[0])), "/c/sha256-ab.erofs");
+	assert_string_equal(json_string_value(json_object_get(ann, hint[1])), "erofs");
+	assert_string_equal(json_string_value(at(cfg, "root.path")), "/c/sha256-ab");
+	assert_true(json_is_true(at(cfg, "root.readonly")));
+	json_decref(cfg);
+	p.rootfs_image = NULL;
+	cfg = sandbox_ociconfig_new(&p, NULL);
+	assert_null(json_object_get(cfg, "annotations"));
+	json_decref(cfg);
+}
+
 static void test_top_level_keys(void **state)
 {
 	static const char *const allowed[] = {"ociVersion", "process", "root", "hostname",
@@ -309,6 +338,10 @@ static void test_refusals(void **state)
 	refused(&p, "control or non-ASCII");
 	p.rootfs = "/var/\xff";
 	refused(&p, "control or non-ASCII");
+	p.rootfs_image = "image.erofs";
+	refused(&p, "rootfs_image: not an absolute path");
+	p.rootfs_image = "/c/../etc/x.erofs";
+	refused(&p, "\"..\" in path");
 	p.cgroups_path = "cell";
 	refused(&p, "cgroups_path: not an absolute path");
 	p.memory_mb = APPL_MEMORY_MB_MIN - 1;
@@ -346,6 +379,7 @@ int main(void)
 		cmocka_unit_test(test_namespaces),
 		cmocka_unit_test(test_resources_only_as_root),
 		cmocka_unit_test(test_cgroups_path),
+		cmocka_unit_test(test_rootfs_image),
 		cmocka_unit_test(test_top_level_keys),
 		cmocka_unit_test(test_refusals),
 	};
