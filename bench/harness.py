@@ -129,6 +129,15 @@ BASELINES = [
 # false, every sandbox booted as before restoring existed (idle pooled ones
 # are still frozen), beside the restoring rows in the same run.
 BOOTED = {"runtime": {"runsc": RUNSC, "platform": PLATFORM, "restore": False}}
+# Rows 8c and 15c (BENCH_BEFORE, a commit; 0: skip): rows 8 and 15 by the
+# code as it was before the warm-path work, with its own image, which
+# scripts/bench builds from this clone's history into build/bench-before/.
+BEFORE_DIR = os.path.join(ROOT, "build", "bench-before")
+BEFORE_SRC = os.path.join(BEFORE_DIR, "src")
+BEFORE = {"key": "c", "name": "the code before (%s)", "appliance":
+          os.path.join(BEFORE_SRC, "build", "appliance"), "runsc": RUNSC, "platform": PLATFORM,
+          "layout": os.path.join(BEFORE_SRC, "build", "image"),
+          "digest_file": os.path.join(BEFORE_SRC, "build", "image.digest")}
 PROTOCOL = "2025-11-25"
 MIB = 1024 * 1024
 
@@ -170,7 +179,8 @@ P = {
     "search_s": env_float("BENCH_SEARCH_S", 240.0),   # row 14: time budget of the search
     "cpu_n": env_int("BENCH_CPU_N", 30),              # row 15: cells of the batch
     "cpu_boots": env_int("BENCH_CPU_BOOTS", 3),
-    "booted": env_int("BENCH_BOOTED", 1),            # rows 8b, 15b: restore off       # row 15: pool 0 / pool 2 pairs, no cell
+    "booted": env_int("BENCH_BOOTED", 1),            # rows 8b, 15b: restore off
+    "before": os.environ.get("BENCH_BEFORE", "7fc0a11"),  # rows 8c, 15c: that commit's code
     "fair_calls": env_int("BENCH_FAIR_CALLS", 1000),  # row 10
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
@@ -199,8 +209,8 @@ def stats(xs):
             "min_ms": s[0] * 1e3, "max_ms": s[-1] * 1e3}
 
 
-def read_digest():
-    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+def read_digest(path=os.path.join(ROOT, "build", "image.digest")):
+    with open(path) as f:
         return f.read().strip()
 
 
@@ -373,13 +383,16 @@ class Work:
         path = os.path.join(self.dir, "p%d.json" % self.serial)
         doc = {"policy_version": 1, "serial": self.serial, "expires": "2099-01-01T00:00:00Z",
                "deployment": self.deployment,
-               "image": {"layout": LAYOUT, "digest": self.digest},
+               "image": {"layout": cfg.get("layout", LAYOUT),
+                         "digest": read_digest(cfg["digest_file"]) if "digest_file" in cfg
+                         else self.digest},
                "runtime": {"runsc": cfg["runsc"], "platform": cfg["platform"]},
                "limits": limits}
         doc.update(extra or {})
         with open(path, "w") as f:
             json.dump(doc, f, indent=1)
-        r = subprocess.run([APPLIANCE, "sign", "--secret", self.key, path], capture_output=True)
+        r = subprocess.run([cfg["appliance"], "sign", "--secret", self.key, path],
+                           capture_output=True)
         if r.returncode != 0:
             raise RowError("sign: %s" % r.stderr.decode().strip())
         self.cfg_of[path + ".sig"] = cfg
@@ -1143,10 +1156,10 @@ def row_fair(work):
 
 # ---- row 8: sustained load ----------------------------------------------------------------------
 
-def row_load(work, extra=None):
+def row_load(work, extra=None, cfg=MAIN):
     n, clients = P["load_n"], P["load_clients"]
     m = Mcp(work, work.policy({"pool": P["load_pool"], "cells": clients, "deadline_s": 120},
-                              extra), "load")
+                              extra, cfg), "load")
     lat, errors = [], []
     lock = threading.Lock()
     left = [n]
@@ -1404,11 +1417,11 @@ class CpuRun:
     gofer's CPU in ns, kept in the parent when a sandbox's own cgroup is
     removed) every 0.1 s; close() gives the exact rusage of everything."""
 
-    def __init__(self, work, pool, name, extra=None):
+    def __init__(self, work, pool, name, extra=None, cfg=MAIN):
         self.out = os.path.join(work.dir, name + ".rusage.json")
         self.stale = set(self._instances())  # left by others: never this one's
         self.t0 = time.perf_counter()
-        self.m = Mcp(work, work.policy({"pool": pool, "deadline_s": 60}, extra), name,
+        self.m = Mcp(work, work.policy({"pool": pool, "deadline_s": 60}, extra, cfg), name,
                      wrap=self.out)
         kids = [k for k, pp in all_ppids().items() if pp == self.m.pid]
         if len(kids) != 1:
@@ -1498,7 +1511,7 @@ def quiet_from(samples, t_from, t_to, rate, win=0.5):
     return None
 
 
-def row_cpu(work, extra=None):
+def row_cpu(work, extra=None, cfg=MAIN):
     """Row 15 (see the docstring). The runs, each its own appliance under
     CPU_WRAPPER: BENCH_CPU_BOOTS pairs of pool 0 and pool 2 serving no cell
     for a short life (the boot at start, the teardown at exit); pool 2
@@ -1512,17 +1525,17 @@ def row_cpu(work, extra=None):
         for pool in (0, 2):
             log("row 15: pool %d, no cell, %.0f s (%d of %d)" % (pool, short, k + 1,
                                                                 P["cpu_boots"]))
-            r = CpuRun(work, pool, "cpu-p%d-short%d" % (pool, k), extra)
+            r = CpuRun(work, pool, "cpu-p%d-short%d" % (pool, k), extra, cfg)
             r.until(short)
             r.close()
             pair[pool] = r
         pairs.append(pair)
     log("row 15: pool 2, no cell, %.0f s" % dur)
-    lg = CpuRun(work, 2, "cpu-p2-long", extra)
+    lg = CpuRun(work, 2, "cpu-p2-long", extra, cfg)
     lg.until(dur)
     lg.close()
     log("row 15: pool 2, %d cells %.1f s apart, %.0f s" % (n, sp, dur))
-    bt = CpuRun(work, 2, "cpu-p2-cells", extra)
+    bt = CpuRun(work, 2, "cpu-p2-cells", extra, cfg)
     lat, answered = [], []
     try:
         for i in range(n):
@@ -1721,6 +1734,22 @@ def main():
             attempt(row, what + ", every sandbox booted (runtime.restore false)", fn,
                     key="%db" % row)
 
+    def before(row, what, fn):
+        if row not in ROWS or P["before"] == "0":
+            return
+        key = "%dc" % row
+        made = os.path.join(BEFORE_DIR, "commit")
+        try:
+            with open(made) as f:
+                commit = f.read().strip()
+        except OSError:
+            res[key] = {"error": "%s missing: scripts/bench builds commit %s there"
+                        % (made, P["before"])}
+            log("row %s: ERROR %s" % (key, res[key]["error"]))
+            return
+        attempt(row, "%s, by the code before (commit %s)" % (what, commit[:12]), fn, key=key)
+        res[key]["commit"] = commit
+
     try:
         # Rows 1 and 2 also give row 9's idle figures; with only 9 selected
         # the two appliances start, idle, and run no cell.
@@ -1768,6 +1797,8 @@ def main():
             attempt(14, "sustained maximum rate", lambda: row_maxrate(work, bound, how))
         attempt(15, "CPU per cell", lambda: row_cpu(work))
         booted(15, "CPU per cell", lambda: row_cpu(work, BOOTED))
+        before(8, "sustained load", lambda: row_load(work, None, BEFORE))
+        before(15, "CPU per cell", lambda: row_cpu(work, None, BEFORE))
         attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
         if P["baselines"]:
             baselines(work, res)
@@ -1857,6 +1888,11 @@ def report(info, res, total_s):
         note=("%.2f cells/s, runtime.restore false" % r8b["cells_per_s"])
         if r8b and "error" not in r8b else "")
 
+    r8c = res.get("8c")
+    add("8c", "load, as row 8, by the code before", r8c,
+        note=("%.2f cells/s, commit %s" % (r8c["cells_per_s"], r8c["commit"][:12]))
+        if r8c and "error" not in r8c else "")
+
     p95_1 = (res[1].get("stats") or {}).get("p95_ms") if res.get(1) and 1 in ROWS else None
 
     def vs1(st):
@@ -1903,6 +1939,14 @@ def report(info, res, total_s):
                          r15b["total_ms"], "%.0f" % r15b["boot_ms"] if "boot_ms" in r15b
                          else "?", "%.0f" % r15b["refill_cg_ms"] if "refill_cg_ms" in r15b
                          else "?")))
+
+    r15c = res.get("15c")
+    if r15c is not None:
+        rows.append(("15c", "CPU per warm cell, by the code before", None,
+                     "ERROR: " + r15c["error"] if "error" in r15c else
+                     "%.0f ms CPU per cell, boot %s ms, commit %s" % (
+                         r15c["total_ms"], "%.0f" % r15c["boot_ms"] if "boot_ms" in r15c
+                         else "?", r15c["commit"][:12])))
 
     names = {cfg["key"]: cfg["name"] % (info["runsc_old"] if cfg["runsc"] == OLD_RUNSC
                                          else info["runsc"].replace("runsc version ", ""))
@@ -2048,6 +2092,10 @@ def report(info, res, total_s):
           field("8b", "cells_per_s"))
     ratio("CPU per warm cell, restored (15) / booted (15b)", field(15, "total_ms"),
           field("15b", "total_ms"))
+    ratio("load cells/s, now (8) / the code before (8c)", field(8, "cells_per_s"),
+          field("8c", "cells_per_s"))
+    ratio("CPU per warm cell, now (15) / the code before (15c)", field(15, "total_ms"),
+          field("15c", "total_ms"))
     ratio("warm over HTTP (11) / over stdio (1)", med(11), r1)
 
     def per_call(k, side):
