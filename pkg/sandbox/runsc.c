@@ -26,11 +26,18 @@
 #define RUNSC_DELETE_TIMEOUT_MS 5000
 #define RUNSC_EXIT_TIMEOUT_MS	2000
 #define RUNSC_POLL_MS		20
-/* After its runner ended by itself, runsc run (or restore) cleans up and
- * exits on its own: this long at most, then it is killed like any other. */
+/* After its runner ended by itself, runsc run (or restore) exits on its
+ * own: this long at most, then it is killed like any other. */
 #define RUNSC_CLEAN_EXIT_MS 500
-#define MEMCG_V1	    "/sys/fs/cgroup/memory"
-#define FREEZER_V1	    "/sys/fs/cgroup/freezer"
+/* A restored sandbox whose runsc ended by itself leaves runsc state behind
+ * (runsc restore, unlike runsc run, does not delete its container). Such
+ * dead sandboxes are deleted together, by one runsc delete for up to this
+ * many, started when that many wait or this long after the first: one Go
+ * process start per batch instead of per cell. */
+#define RUNSC_DELETE_BATCH    16
+#define RUNSC_DELETE_BATCH_MS 2000
+#define MEMCG_V1	      "/sys/fs/cgroup/memory"
+#define FREEZER_V1	      "/sys/fs/cgroup/freezer"
 
 /* runsc gets this environment and nothing else: the appliance's own may
  * hold credentials for the upstream servers. */
@@ -71,6 +78,11 @@ struct sandbox_rt {
 	int lock;	     /* flock held for our whole life */
 	unsigned long next;  /* sandbox counter */
 	struct sandbox *all; /* running sandboxes */
+	/* dead sandboxes waiting for one runsc delete together (batch_defer) */
+	struct sandbox *deferred;
+	unsigned ndeferred;
+	struct loop *def_loop;	      /* the loop their teardowns run from */
+	struct loop_timer *def_timer; /* starts the delete of a batch not full */
 };
 
 struct sandbox {
@@ -90,7 +102,13 @@ struct sandbox {
 	struct loop_timer *td_timer; /* bounds each step */
 	pid_t del_pid;		     /* runsc delete, once started */
 	int del_pidfd;
+	/* a batched delete: deferred, the next in rt->deferred; once started,
+	 * the next in the batch whose runsc delete its leader runs */
+	bool deferred;
+	struct sandbox *batch, *leader;
 };
+
+static void deferred_flush_sync(struct sandbox_rt *rt);
 
 static int runsc_check(const char *path, struct appl_err *err)
 {
@@ -172,6 +190,32 @@ static int runsc_spawn(const char *runsc, const char *root, bool rootless, const
 	argv[n++] = (char *)a1;
 	argv[n++] = "-force";
 	argv[n++] = (char *)a2;
+	argv[n] = NULL;
+	spec.argv = argv;
+	return proc_spawn(&spec, pid, pidfd, NULL);
+}
+
+/* Start `runsc --root=ROOT [--rootless] delete -force ID...` for the ids
+ * of the sandboxes chained from first through ->batch. */
+static int runsc_spawn_delete(const struct sandbox_rt *rt, struct sandbox *first, pid_t *pid,
+			      int *pidfd)
+{
+	char root[PATH_MAX + 8], rootarg[PATH_MAX + 16];
+	char *argv[RUNSC_DELETE_BATCH + 6];
+	int n = 0;
+	struct proc_spec spec = {.path = rt->runsc, .envp = runsc_env, .fds = {-1, -1, -1}};
+
+	if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") < 0 ||
+	    appl_path_join(rootarg, sizeof(rootarg), "--root=", root, "") < 0)
+		return -ENAMETOOLONG;
+	argv[n++] = (char *)rt->runsc;
+	argv[n++] = rootarg;
+	if (rt->rootless)
+		argv[n++] = "--rootless";
+	argv[n++] = "delete";
+	argv[n++] = "-force";
+	for (struct sandbox *sb = first; sb && n < RUNSC_DELETE_BATCH + 5; sb = sb->batch)
+		argv[n++] = sb->id;
 	argv[n] = NULL;
 	spec.argv = argv;
 	return proc_spawn(&spec, pid, pidfd, NULL);
@@ -434,6 +478,8 @@ void sandbox_rt_close(struct sandbox_rt *rt)
 
 	if (!rt)
 		return;
+	deferred_flush_sync(rt);
+	loop_timer_free(rt->def_timer);
 	while (rt->all)
 		sandbox_destroy(rt->all); /* also finishes those torn down from a loop */
 	if (!rt->rootless && appl_path_join(cg, sizeof(cg), CGROUP_BASE "/", rt->name, "") == 0)
@@ -875,6 +921,74 @@ static void teardown_unwatch(struct sandbox *sb)
 	sb->td_loop = NULL;
 }
 
+/* Take sb out of rt->deferred. */
+static void deferred_unlink(struct sandbox *sb)
+{
+	struct sandbox_rt *rt = sb->rt;
+
+	for (struct sandbox **at = &rt->deferred; *at; at = &(*at)->batch)
+		if (*at == sb) {
+			*at = sb->batch;
+			break;
+		}
+	sb->batch = NULL;
+	sb->deferred = false;
+	if (--rt->ndeferred == 0 && rt->def_timer)
+		loop_timer_set(rt->def_timer, 0);
+}
+
+/* Take sb, a member of a batch whose delete runs, out of its leader's chain. */
+static void batch_unlink(struct sandbox *sb)
+{
+	for (struct sandbox **at = &sb->leader->batch; *at; at = &(*at)->batch)
+		if (*at == sb) {
+			*at = sb->batch;
+			break;
+		}
+	sb->batch = NULL;
+	sb->leader = NULL;
+}
+
+/* The delete of leader's batch is over: finish every member, then it. */
+static void batch_finish(struct sandbox *leader)
+{
+	struct sandbox *m = leader->batch, *next;
+
+	leader->batch = NULL;
+	for (; m; m = next) {
+		next = m->batch;
+		m->batch = NULL;
+		m->leader = NULL;
+		teardown_unwatch(m);
+		teardown_finish(m);
+	}
+	teardown_finish(leader);
+}
+
+/* Delete every deferred sandbox now, with one runsc delete, and wait. */
+static void deferred_flush_sync(struct sandbox_rt *rt)
+{
+	struct sandbox *first = rt->deferred, *m, *next;
+	pid_t pid;
+	int pidfd;
+
+	if (!first)
+		return;
+	rt->deferred = NULL;
+	rt->ndeferred = 0;
+	if (rt->def_timer)
+		loop_timer_set(rt->def_timer, 0);
+	if (runsc_spawn_delete(rt, first, &pid, &pidfd) == 0)
+		runsc_finish(pid, pidfd, NULL);
+	for (m = first; m; m = next) {
+		next = m->batch;
+		m->batch = NULL;
+		m->deferred = false;
+		teardown_unwatch(m);
+		teardown_finish(m);
+	}
+}
+
 void sandbox_destroy(struct sandbox *sb)
 {
 	struct sandbox_rt *rt;
@@ -885,10 +999,22 @@ void sandbox_destroy(struct sandbox *sb)
 	rt = sb->rt;
 	thaw(sb);
 	teardown_unwatch(sb);
-	if (sb->del_pid > 0) {
-		/* a loop teardown was waiting for runsc delete: finish it */
+	if (sb->deferred) {
+		/* dead, waiting for a batch: its own delete, now */
+		deferred_unlink(sb);
+		if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") == 0)
+			runsc_call(rt->runsc, root, rt->rootless, "delete", sb->id);
+	} else if (sb->leader) {
+		/* its delete runs in the leader's batch, which finishes without it */
+		batch_unlink(sb);
+	} else if (sb->del_pid > 0) {
+		/* a loop teardown was waiting for runsc delete: finish it, and
+		 * the rest of its batch with it */
 		runsc_finish(sb->del_pid, sb->del_pidfd, NULL);
 		sb->del_pid = 0;
+		sb->del_pidfd = -1;
+		batch_finish(sb);
+		return;
 	} else if (sb->pid > 0) {
 		/* runsc run and its gofer share its process group; the sandbox
 		 * process (its own session) dies with runsc run, which started
@@ -915,7 +1041,7 @@ static void on_delete_exit(struct loop *loop, int fd, uint32_t events, void *dat
 	close(sb->del_pidfd);
 	sb->del_pid = 0;
 	sb->del_pidfd = -1;
-	teardown_finish(sb);
+	batch_finish(sb);
 }
 
 /* Whether runsc still keeps state of sb in its root (a runsc run that
@@ -936,8 +1062,109 @@ static bool runsc_state_left(const struct sandbox *sb)
 	return left;
 }
 
+/* Whether the cgroup dir or one below it (runsc's own, depth 1) holds a
+ * process; true when it cannot be read. */
+static bool cgroup_busy(const char *dir, int depth)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	bool busy;
+	FILE *fp;
+	DIR *d;
+	int pid;
+
+	if (appl_path_join(path, sizeof(path), dir, "/cgroup.procs", "") < 0 ||
+	    !(fp = fopen(path, "re")))
+		return true;
+	busy = fscanf(fp, "%d", &pid) == 1;
+	fclose(fp);
+	if (busy || depth > 0)
+		return busy;
+	if (!(d = opendir(dir)))
+		return true;
+	while (!busy && (de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.')
+			busy = appl_path_join(path, sizeof(path), dir, "/", de->d_name) < 0 ||
+			       cgroup_busy(path, depth + 1);
+	closedir(d);
+	return busy;
+}
+
+/* A batch is due: one runsc delete for every deferred sandbox, watched
+ * from the loop through the first of them (the leader); the others are
+ * finished with it. When it cannot start, each is deleted here and now. */
+static void deferred_flush(struct sandbox_rt *rt)
+{
+	struct sandbox *leader = rt->deferred, *m;
+
+	if (!leader)
+		return;
+	if (runsc_spawn_delete(rt, leader, &leader->del_pid, &leader->del_pidfd) < 0 ||
+	    loop_add(rt->def_loop, leader->del_pidfd, EPOLLIN, on_delete_exit, leader, NULL) < 0) {
+		if (leader->del_pid > 0) {
+			runsc_finish(leader->del_pid, leader->del_pidfd, NULL);
+			leader->del_pid = 0;
+			leader->del_pidfd = -1;
+		}
+		deferred_flush_sync(rt);
+		return;
+	}
+	rt->deferred = NULL;
+	rt->ndeferred = 0;
+	loop_timer_set(rt->def_timer, 0);
+	for (m = leader; m; m = m->batch) {
+		m->deferred = false;
+		if (m != leader)
+			m->leader = leader;
+	}
+	loop_timer_set(leader->td_timer, RUNSC_DELETE_TIMEOUT_MS);
+}
+
+static void on_deferred_timer(void *data)
+{
+	deferred_flush(data);
+}
+
+/* Defer the delete of sb, dead (its runsc ended by itself and no process
+ * is left in its cgroups) but with runsc state left, to a batch. false
+ * when it cannot wait: rootless or without a memory cgroup of ours (we
+ * could not tell it is dead), or its loop is not the batch's. */
+static bool batch_defer(struct sandbox *sb)
+{
+	struct sandbox_rt *rt = sb->rt;
+	char dir[PATH_MAX];
+
+	if (!sb->memcg || appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
+	    cgroup_busy(dir, 0))
+		return false;
+	if (rt->def_loop != sb->td_loop) {
+		if (rt->deferred)
+			return false;
+		loop_timer_free(rt->def_timer);
+		rt->def_timer = loop_timer_new(sb->td_loop, on_deferred_timer, rt, NULL);
+		rt->def_loop = rt->def_timer ? sb->td_loop : NULL;
+		if (!rt->def_timer)
+			return false;
+	}
+	loop_timer_set(sb->td_timer, 0); /* the leader's timer bounds the batch */
+	sb->deferred = true;
+	sb->batch = NULL;
+	{
+		struct sandbox **at = &rt->deferred;
+
+		while (*at) /* in order: the first is the oldest */
+			at = &(*at)->batch;
+		*at = sb;
+	}
+	if (++rt->ndeferred >= RUNSC_DELETE_BATCH)
+		deferred_flush(rt);
+	else if (rt->ndeferred == 1)
+		loop_timer_set(rt->def_timer, RUNSC_DELETE_BATCH_MS);
+	return true;
+}
+
 /* runsc run has exited: reap it and start runsc delete, unless it ended
- * by itself and left nothing to delete. */
+ * by itself and left nothing to delete, or it can wait for a batch. */
 static void teardown_delete(struct sandbox *sb)
 {
 	struct sandbox_rt *rt = sb->rt;
@@ -952,6 +1179,8 @@ static void teardown_delete(struct sandbox *sb)
 		teardown_finish(sb);
 		return;
 	}
+	if (sb->ending && batch_defer(sb))
+		return;
 	if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") < 0 ||
 	    runsc_spawn(rt->runsc, root, rt->rootless, "delete", sb->id, &sb->del_pid,
 			&sb->del_pidfd) < 0 ||
@@ -997,12 +1226,22 @@ static void on_teardown_timer(void *data)
 
 void sandbox_rt_settle(struct sandbox_rt *rt)
 {
-	struct sandbox *sb = rt ? rt->all : NULL, *next;
+	struct sandbox *sb;
 
-	for (; sb; sb = next) {
-		next = sb->next;
-		if (sb->td_loop)
+	if (!rt)
+		return;
+	deferred_flush_sync(rt);
+	loop_timer_free(rt->def_timer); /* its loop is about to go */
+	rt->def_timer = NULL;
+	rt->def_loop = NULL;
+	/* from the start again after each: a batch's leader takes its members */
+	for (sb = rt->all; sb;) {
+		if (sb->td_loop) {
 			sandbox_destroy(sb);
+			sb = rt->all;
+		} else {
+			sb = sb->next;
+		}
 	}
 }
 

@@ -149,10 +149,13 @@ void sandbox_destroy(struct sandbox *sb);
 void sandbox_destroy_async(struct sandbox *sb, struct loop *loop);
 
 /* The runner of sb ended by itself (it said done and exits): a later
- * sandbox_destroy_async lets runsc end and clean up on its own, for at most
- * half a second, before it kills it and runs runsc delete as for any other.
- * A runner that lies (the code forged done) gains that half second at
- * most. */
+ * sandbox_destroy_async lets runsc end on its own, for at most half a
+ * second, before it kills it and runs runsc delete as for any other. A
+ * runsc run that ended so has removed its state; what a runsc restore
+ * leaves is deleted in a batch with other dead sandboxes (no process left
+ * in their memory cgroups; root only), one runsc delete for up to 16,
+ * within 2 s. A runner that lies (the code forged done) gains that half
+ * second at most. */
 void sandbox_ending(struct sandbox *sb);
 
 /* Finish now every teardown of rt still under way from a loop (blocking):

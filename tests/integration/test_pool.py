@@ -288,7 +288,8 @@ def the_pool_refills_after_use_and_a_warm_cell_is_fast():
         after = wait_ready(app, 2, timeout=20, exclude=gone)
         kept = set(before) & set(after)
         assert len(kept) == 1, (before, after)
-        assert len(app.bundles()) == 2, app.bundles()
+        # the used one's bundle goes with its (batched) runsc delete
+        wait_for(lambda: len(app.bundles()) == 2, 10, "two bundles, the pooled sandboxes'")
         sc, warm = app.run(2, "print('warm again')")
         ok(sc, "warm again\n")
         assert app.close() == 0
@@ -633,8 +634,8 @@ def after_done_runsc_cleans_up_itself_and_a_forged_done_buys_no_time():
     with Appliance(policy({"pool": 1})) as app:
         app.initialize()
         [k] = wait_ready(app, 1)
-        # an honest cell: its runner exits after done, runsc ends on its own
-        # and leaves no state behind (no runsc delete is needed)
+        # an honest cell: its runner exits after done and runsc ends on its
+        # own (what runsc restore leaves behind, a batched delete removes)
         tree = snapshot([k] + descendants(k))
         [bundle] = app.bundles()
         sc, _ = app.run(1, "print('honest')")
@@ -654,6 +655,56 @@ def after_done_runsc_cleans_up_itself_and_a_forged_done_buys_no_time():
         wait_for(lambda: bundle not in app.bundles(), 10, "its bundle is removed")
         assert not [e for e in runsc_state(app) if bundle in e], runsc_state(app)
         assert app.close() == 0
+
+
+@test
+def dead_restored_sandboxes_are_deleted_together_and_soon():
+    """runsc restore, unlike runsc run, leaves its container's state when it
+    ends by itself. Dead sandboxes wait for one runsc delete together (at
+    most 2 s after the first): fewer deletes than cells, every cell's state
+    deleted while the appliance runs on, and the last ones at its exit."""
+    log = os.path.join(work(), "runsc-deletes.log")
+    wrapper = os.path.join(work(), "runsc-logging-deletes")
+    with open(wrapper, "w") as f:
+        f.write('#!/bin/sh\nfor a in "$@"; do\n  if [ "$a" = delete ]; then\n'
+                '    echo "$*" >> %s; break\n  fi\ndone\nexec /usr/bin/runsc "$@"\n' % log)
+    os.chmod(wrapper, 0o755)
+
+    def deletes():
+        try:
+            with open(log) as f:
+                return [line.split() for line in f]
+        except FileNotFoundError:
+            return []
+
+    def deleted():
+        return {w for argv in deletes() for w in argv}
+
+    with Appliance(policy({"pool": 1}, runtime={"runsc": wrapper})) as app:
+        app.initialize()
+        wait_ready(app, 1)
+        seen = set(re.findall(r"sandbox (cell-[0-9]+-[0-9a-f]+)", app.stderr()))
+        for i in range(6):
+            sc, _ = app.run(i + 1, "print(%d)" % i)
+            ok(sc, "%d\n" % i)
+        ids = set(re.findall(r"sandbox (cell-[0-9]+-[0-9a-f]+)", app.stderr())) - seen
+        assert len(ids) == 6, (ids, app.stderr())
+        wait_for(lambda: ids <= deleted(), 15, "each cell's sandbox is deleted")
+        batches = [argv for argv in deletes() if ids & set(argv)]
+        assert len(batches) < len(ids) and max(len(ids & set(b)) for b in batches) >= 2, batches
+        wait_for(lambda: not [e for e in runsc_state(app) for i in ids if i in e], 10,
+                 "their runsc state is gone")
+        wait_for(lambda: not ids & set(app.bundles()), 10, "their bundles are removed")
+        for i in ids:
+            assert not glob.glob("/sys/fs/cgroup/*/appliance/*/%s" % i), i
+        sc, _ = app.run(7, "print(7)")
+        ok(sc, "7\n")
+        [last] = set(re.findall(r"sandbox (cell-[0-9]+-[0-9a-f]+)", app.stderr())) - seen - ids
+        inst = os.path.basename(app.instance())
+        assert app.close() == 0
+    # the last one, still waiting for its batch, was deleted before the exit
+    assert last in deleted(), (last, deletes())
+    assert not glob.glob("/sys/fs/cgroup/*/appliance/%s" % inst), inst
 
 
 @test
