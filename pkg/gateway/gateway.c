@@ -286,6 +286,9 @@ int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
 			"rootless: upstream servers run as this user, in its cgroup, mount "
 			"namespace and network; only the system call filter, no_new_privs, rlimits "
 			"and a private HOME confine them");
+	else if (proc_jail_reclaim() > 0)
+		log_line(LOG_INFO, NULL,
+			 "removed the upstream servers' cgroups of appliances no longer running");
 	for (size_t i = 0; def[i]; i++)
 		hide_add(c, def[i]);
 	for (size_t i = 0; extra && extra[i]; i++)

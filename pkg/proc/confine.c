@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "proc/confine.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -428,6 +429,57 @@ const char *proc_jail_home(const struct proc_jail *j)
 const char *proc_jail_who(const struct proc_jail *j)
 {
 	return j->who;
+}
+
+/* The appliance pid in a jail's cgroup name, "upstream-NAME-PID-SEQ" (NAME
+ * may hold '-'), or 0 when the name is not one. */
+static long jail_cgroup_pid(const char *name)
+{
+	const char *seq, *pid;
+	char *end;
+	long v;
+
+	if (strncmp(name, "upstream-", 9) != 0 || !(seq = strrchr(name, '-')) || seq <= name + 9)
+		return 0;
+	for (pid = seq - 1; pid > name + 9 && pid[-1] != '-'; pid--)
+		;
+	if (pid <= name + 9 || pid == seq)
+		return 0;
+	errno = 0;
+	v = strtol(pid, &end, 10);
+	if (errno || end != seq || v <= 0)
+		return 0;
+	return v;
+}
+
+static int reclaim_in(const char *base)
+{
+	char path[PATH_MAX];
+	struct dirent *de;
+	int n = 0;
+	DIR *d = opendir(base);
+
+	while (d && (de = readdir(d))) {
+		long pid = jail_cgroup_pid(de->d_name);
+
+		if (de->d_type != DT_DIR || pid <= 0 || pid == (long)getpid() ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		if (appl_path_join(path, sizeof(path), base, "/", de->d_name) == 0 &&
+		    rmdir(path) == 0)
+			n++;
+	}
+	if (d)
+		closedir(d);
+	return n;
+}
+
+int proc_jail_reclaim(void)
+{
+	if (geteuid() != 0)
+		return 0;
+	return reclaim_in(CG_ROOT "/" CG_V2) + reclaim_in(CG_V1_MEM "/" CG_BASE) +
+	       reclaim_in(CG_V1_PID "/" CG_BASE);
 }
 
 void proc_jail_free(struct proc_jail *j)

@@ -86,6 +86,12 @@ int proc_jail_kill(struct proc_jail *j);
  * NULL. */
 void proc_jail_free(struct proc_jail *j);
 
+/* Remove the cgroups that jails of appliances no longer running left (a
+ * SIGKILLed appliance cannot remove its servers' cgroups): those named
+ * for a process id that is gone. Only empty ones go (rmdir); those of a
+ * live appliance are never touched. Root only; returns how many went. */
+int proc_jail_reclaim(void);
+
 /* The paths every jail hides besides the ones the appliance adds (its
  * configuration, runtime and the host daemons' sockets), NULL-ended. */
 const char *const *proc_jail_default_masks(void);

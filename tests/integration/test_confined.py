@@ -131,6 +131,46 @@ def a_server_that_detaches_dies_with_the_appliance():
         time.sleep(0.05)
 
 
+def jail_cgroups(pid):
+    """The cgroup directories of the upstream servers of appliance pid."""
+    found = []
+    for base in ("/sys/fs/cgroup/memory/appliance", "/sys/fs/cgroup/pids/appliance",
+                 "/sys/fs/cgroup/appliance.upstreams"):
+        if os.path.isdir(base):
+            found += [os.path.join(base, d) for d in os.listdir(base)
+                      if d.startswith("upstream-toy-%d-" % pid)]
+    return found
+
+
+@test
+def a_killed_appliances_server_cgroups_are_removed_by_the_next_start():
+    sig = probe_policy()
+    s = gk.Session(sig)
+    try:
+        left = jail_cgroups(s.proc.pid)
+        assert left, "no cgroup of the toy server of %d" % s.proc.pid
+        servers = set()
+        for d in left:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                servers |= {int(x) for x in f.read().split()}
+        assert servers, left
+    finally:
+        s.proc.kill()
+        s.proc.wait()
+    deadline = time.time() + 30
+    while [k for k in servers if alive(k)]:
+        assert time.time() < deadline, "the toy server outlived its appliance"
+        time.sleep(0.05)
+    # nothing of the killed appliance removes them
+    assert all(os.path.isdir(d) for d in left), left
+    with gk.Session(sig) as s2:
+        assert not [d for d in left if os.path.exists(d)], left
+        assert "of appliances no longer running" in s2.log(), s2.log()
+        mine = jail_cgroups(s2.proc.pid)
+        assert mine, "the new appliance's server has no cgroup"
+    assert not [d for d in mine if os.path.exists(d)], mine
+
+
 @test
 def root_only_when_the_policy_says_so_and_even_then_without_capabilities():
     with gk.Session(probe_policy({"user": "root"})) as s:
