@@ -1926,27 +1926,21 @@ def report(info, res, total_s):
                              "; row 8: %.2f cells/s" % r8["cells_per_s"]
                              if r8 and "error" not in r8 else "")))
     r15 = res.get(15)
-    if r15 is not None:
-        rows.append(("15", "CPU per warm cell, all processes", None,
-                     "ERROR: " + r15["error"] if "error" in r15 else
-                     "%.0f ms CPU per cell, boot %s ms: see row 15 below" % (
-                         r15["total_ms"], "%.0f" % r15["boot_ms"] if "boot_ms" in r15 else "?")))
-    r15b = res.get("15b")
-    if r15b is not None:
-        rows.append(("15b", "CPU per warm cell, every sandbox booted", None,
-                     "ERROR: " + r15b["error"] if "error" in r15b else
-                     "%.0f ms CPU per cell, boot %s ms, refill %s ms in cgroups" % (
-                         r15b["total_ms"], "%.0f" % r15b["boot_ms"] if "boot_ms" in r15b
-                         else "?", "%.0f" % r15b["refill_cg_ms"] if "refill_cg_ms" in r15b
-                         else "?")))
 
-    r15c = res.get("15c")
-    if r15c is not None:
-        rows.append(("15c", "CPU per warm cell, by the code before", None,
-                     "ERROR: " + r15c["error"] if "error" in r15c else
-                     "%.0f ms CPU per cell, boot %s ms, commit %s" % (
-                         r15c["total_ms"], "%.0f" % r15c["boot_ms"] if "boot_ms" in r15c
-                         else "?", r15c["commit"][:12])))
+    def ms_or_q(r, k):
+        return "%.0f" % r[k] if k in r else "?"
+
+    def cpu_row(key, what, tail):
+        r = res.get(key)
+        if r is not None:
+            rows.append((str(key), "CPU per warm cell, " + what, None,
+                         "ERROR: " + r["error"] if "error" in r else
+                         "%.0f ms CPU per cell, boot %s ms%s" % (r["total_ms"], ms_or_q(r, "boot_ms"),
+                                                                 tail(r))))
+    cpu_row(15, "all processes", lambda r: ": see row 15 below")
+    cpu_row("15b", "every sandbox booted",
+            lambda r: ", refill %s ms in cgroups" % ms_or_q(r, "refill_cg_ms"))
+    cpu_row("15c", "by the code before", lambda r: ", commit %s" % r["commit"][:12])
 
     names = {cfg["key"]: cfg["name"] % (info["runsc_old"] if cfg["runsc"] == OLD_RUNSC
                                          else info["runsc"].replace("runsc version ", ""))

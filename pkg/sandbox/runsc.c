@@ -80,7 +80,6 @@ struct sandbox_rt {
 	struct sandbox *all; /* running sandboxes */
 	/* dead sandboxes waiting for one runsc delete together (batch_defer) */
 	struct sandbox *deferred;
-	unsigned ndeferred;
 	struct loop *def_loop;	      /* the loop their teardowns run from */
 	struct loop_timer *def_timer; /* starts the delete of a batch not full */
 };
@@ -172,53 +171,56 @@ static int state_dir_default(char *out, size_t len, struct appl_err *err)
 	return 0;
 }
 
-/* Start `runsc --root=ROOT [--rootless] A1 -force A2`. */
-static int runsc_spawn(const char *runsc, const char *root, bool rootless, const char *a1,
-		       const char *a2, pid_t *pid, int *pidfd)
+/* Start `runsc --root=ROOT [--rootless] A1 -force ID...`, n ids (at most
+ * RUNSC_DELETE_BATCH). */
+static int runsc_spawn_ids(const char *runsc, const char *root, bool rootless, const char *a1,
+			   char *const *ids, size_t n, pid_t *pid, int *pidfd)
 {
-	char rootarg[PATH_MAX + 8];
-	char *argv[8];
-	int n = 0;
+	char rootarg[PATH_MAX + 16];
+	char *argv[RUNSC_DELETE_BATCH + 6];
+	size_t k = 0;
 	struct proc_spec spec = {.path = runsc, .envp = runsc_env, .fds = {-1, -1, -1}};
 
+	if (n > RUNSC_DELETE_BATCH)
+		return -E2BIG;
 	if (appl_path_join(rootarg, sizeof(rootarg), "--root=", root, "") < 0)
 		return -ENAMETOOLONG;
-	argv[n++] = (char *)runsc;
-	argv[n++] = rootarg;
+	argv[k++] = (char *)runsc;
+	argv[k++] = rootarg;
 	if (rootless)
-		argv[n++] = "--rootless";
-	argv[n++] = (char *)a1;
-	argv[n++] = "-force";
-	argv[n++] = (char *)a2;
-	argv[n] = NULL;
+		argv[k++] = "--rootless";
+	argv[k++] = (char *)a1;
+	argv[k++] = "-force";
+	for (size_t i = 0; i < n; i++)
+		argv[k++] = ids[i];
+	argv[k] = NULL;
 	spec.argv = argv;
 	return proc_spawn(&spec, pid, pidfd, NULL);
 }
 
-/* Start `runsc --root=ROOT [--rootless] delete -force ID...` for the ids
- * of the sandboxes chained from first through ->batch. */
+/* Start `runsc --root=ROOT [--rootless] A1 -force A2`. */
+static int runsc_spawn(const char *runsc, const char *root, bool rootless, const char *a1,
+		       const char *a2, pid_t *pid, int *pidfd)
+{
+	char *ids[] = {(char *)a2};
+
+	return runsc_spawn_ids(runsc, root, rootless, a1, ids, 1, pid, pidfd);
+}
+
+/* Start one runsc delete for the sandboxes chained from first through
+ * ->batch (a batch holds at most RUNSC_DELETE_BATCH). */
 static int runsc_spawn_delete(const struct sandbox_rt *rt, struct sandbox *first, pid_t *pid,
 			      int *pidfd)
 {
-	char root[PATH_MAX + 8], rootarg[PATH_MAX + 16];
-	char *argv[RUNSC_DELETE_BATCH + 6];
-	int n = 0;
-	struct proc_spec spec = {.path = rt->runsc, .envp = runsc_env, .fds = {-1, -1, -1}};
+	char root[PATH_MAX + 8];
+	char *ids[RUNSC_DELETE_BATCH];
+	size_t n = 0;
 
-	if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") < 0 ||
-	    appl_path_join(rootarg, sizeof(rootarg), "--root=", root, "") < 0)
+	if (appl_path_join(root, sizeof(root), rt->dir, "/runsc", "") < 0)
 		return -ENAMETOOLONG;
-	argv[n++] = (char *)rt->runsc;
-	argv[n++] = rootarg;
-	if (rt->rootless)
-		argv[n++] = "--rootless";
-	argv[n++] = "delete";
-	argv[n++] = "-force";
-	for (struct sandbox *sb = first; sb && n < RUNSC_DELETE_BATCH + 5; sb = sb->batch)
-		argv[n++] = sb->id;
-	argv[n] = NULL;
-	spec.argv = argv;
-	return proc_spawn(&spec, pid, pidfd, NULL);
+	for (struct sandbox *sb = first; sb && n < RUNSC_DELETE_BATCH; sb = sb->batch)
+		ids[n++] = sb->id;
+	return runsc_spawn_ids(rt->runsc, root, rt->rootless, "delete", ids, n, pid, pidfd);
 }
 
 /* Wait up to RUNSC_DELETE_TIMEOUT_MS for the runsc command behind pidfd.
@@ -933,7 +935,7 @@ static void deferred_unlink(struct sandbox *sb)
 		}
 	sb->batch = NULL;
 	sb->deferred = false;
-	if (--rt->ndeferred == 0 && rt->def_timer)
+	if (!rt->deferred && rt->def_timer)
 		loop_timer_set(rt->def_timer, 0);
 }
 
@@ -968,25 +970,19 @@ static void batch_finish(struct sandbox *leader)
 /* Delete every deferred sandbox now, with one runsc delete, and wait. */
 static void deferred_flush_sync(struct sandbox_rt *rt)
 {
-	struct sandbox *first = rt->deferred, *m, *next;
+	struct sandbox *first = rt->deferred;
 	pid_t pid;
 	int pidfd;
 
 	if (!first)
 		return;
 	rt->deferred = NULL;
-	rt->ndeferred = 0;
 	if (rt->def_timer)
 		loop_timer_set(rt->def_timer, 0);
 	if (runsc_spawn_delete(rt, first, &pid, &pidfd) == 0)
 		runsc_finish(pid, pidfd, NULL);
-	for (m = first; m; m = next) {
-		next = m->batch;
-		m->batch = NULL;
-		m->deferred = false;
-		teardown_unwatch(m);
-		teardown_finish(m);
-	}
+	teardown_unwatch(first);
+	batch_finish(first); /* first leads the rest, as in a batch from the loop */
 }
 
 void sandbox_destroy(struct sandbox *sb)
@@ -1110,7 +1106,6 @@ static void deferred_flush(struct sandbox_rt *rt)
 		return;
 	}
 	rt->deferred = NULL;
-	rt->ndeferred = 0;
 	loop_timer_set(rt->def_timer, 0);
 	for (m = leader; m; m = m->batch) {
 		m->deferred = false;
@@ -1132,6 +1127,8 @@ static void on_deferred_timer(void *data)
 static bool batch_defer(struct sandbox *sb)
 {
 	struct sandbox_rt *rt = sb->rt;
+	struct sandbox **at = &rt->deferred;
+	unsigned waiting = 1;
 	char dir[PATH_MAX];
 
 	if (!sb->memcg || appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
@@ -1149,16 +1146,12 @@ static bool batch_defer(struct sandbox *sb)
 	loop_timer_set(sb->td_timer, 0); /* the leader's timer bounds the batch */
 	sb->deferred = true;
 	sb->batch = NULL;
-	{
-		struct sandbox **at = &rt->deferred;
-
-		while (*at) /* in order: the first is the oldest */
-			at = &(*at)->batch;
-		*at = sb;
-	}
-	if (++rt->ndeferred >= RUNSC_DELETE_BATCH)
+	for (; *at; at = &(*at)->batch) /* in order: the first is the oldest */
+		waiting++;
+	*at = sb;
+	if (waiting >= RUNSC_DELETE_BATCH)
 		deferred_flush(rt);
-	else if (rt->ndeferred == 1)
+	else if (waiting == 1)
 		loop_timer_set(rt->def_timer, RUNSC_DELETE_BATCH_MS);
 	return true;
 }
