@@ -185,7 +185,12 @@
 /* The first release whose Sentry is known here to mount an EROFS image as
  * the root (runsc's rootfs hint) and restore it: older ones get the rootfs
  * directory through a gofer. */
-#define APPL_RUNSC_EROFS_DATE	      20240729u
+#define APPL_RUNSC_EROFS_DATE 20240729u
+/* The first release known here to take --directfs=false: its Sentry then
+ * opens no host file itself (every file through a gofer or its own EROFS
+ * image) and its seccomp filter drops the host file-system calls. Older
+ * releases have no directfs to turn off. */
+#define APPL_RUNSC_NO_DIRECTFS_DATE   20240729u
 #define APPL_MKFS_EROFS_TIMEOUT_MS    120000 /* building the image once per digest */
 #define APPL_RUNSC_VERSION_OUT_MAX    4096u  /* what `runsc --version` may print */
 #define APPL_RUNSC_VERSION_TIMEOUT_MS 10000

@@ -588,6 +588,8 @@ static int runsc_run(struct sandbox *sb, int child_in, int child_out, const char
 	argv[n++] = rt->runsc;
 	argv[n++] = root;
 	argv[n++] = "--network=none";
+	if (rt->release >= APPL_RUNSC_NO_DIRECTFS_DATE)
+		argv[n++] = "--directfs=false";
 	argv[n++] = platform;
 	argv[n++] = log;
 	argv[n++] = "--log-format=text";

@@ -19,6 +19,7 @@ import tempfile
 import time
 
 from harness import main, test
+import sentry_filter
 from cellkit import (ROOT, cell_argv, descendants, digest, ensure_user, finish_cell, image_with_runner,
                      in_both_modes, ok_stdout, rootless_files, run_cell, start_cell)
 
@@ -315,6 +316,73 @@ def the_root_is_one_image_and_no_gofer_runs(mode):
     assert ok_stdout(run_cell("print(1)", mode)) == "1\n"
     again = os.lstat(rootfs_image(mode))
     assert (again.st_ino, again.st_mtime_ns) == (st.st_ino, st.st_mtime_ns)
+
+
+# System calls on host paths that gVisor's filter lets a Sentry make when it
+# opens host files itself (directfs), x86_64 numbers.
+HOST_FILE_CALLS = {"openat": 257, "mkdirat": 258, "mknodat": 259, "newfstatat": 262,
+                   "unlinkat": 263, "renameat": 264, "linkat": 265, "symlinkat": 266,
+                   "readlinkat": 267, "fchmodat": 268, "getdents64": 217, "fstatfs": 138,
+                   "fgetxattr": 193}
+# Arguments to try each with: a host descriptor or AT_FDCWD, the usual open
+# flags (O_NOFOLLOW, O_CLOEXEC, O_PATH, O_DIRECTORY, O_CREAT), modes.
+FDS, FLAGS = (3, 0xFFFFFF9C), (0, 0o2400000, 0o12400000, 0o2200000, 0o2000101, 0x100, 0x1000)
+
+
+def sentry_file_calls(mode, extra=()):
+    """Boot a cell, read its Sentry's seccomp filters while it runs, and
+    return its argv and the host file calls some arguments get through."""
+    p = start_cell("import time\ntime.sleep(4)\nprint(1)", mode, deadline=20, extra=extra)
+    try:
+        deadline, sandbox = time.time() + 15, []
+        while time.time() < deadline and not sandbox:
+            sandbox = [k for k in descendants(p.pid) if argv_of(k).startswith(b"runsc-sandbox")]
+            time.sleep(0.05)
+        assert sandbox, "no runsc-sandbox below the cell"
+        # the Sentry installs its one filter program while it starts: poll
+        # until it is there (a stack read early would only allow more)
+        progs = []
+        while time.time() < deadline and not progs:
+            progs = sentry_filter.filters(sandbox[0])
+            time.sleep(0.05)
+        assert progs, "the Sentry never installed a filter"
+        argv = argv_of(sandbox[0])
+        assert sentry_filter.allowed(progs, 0, (5, 0, 1)), "read must be allowed: emulation broken"
+        through = sorted(name for name, nr in HOST_FILE_CALLS.items()
+                         if any(sentry_filter.allowed(progs, nr, (fd, a1, fl, a3))
+                                for fd in FDS for fl in FLAGS for a1 in (0, 0x1000)
+                                for a3 in (0, 0o644, 0x100, 0x1000)))
+    finally:
+        ok_stdout(finish_cell(p))
+    return argv, through
+
+
+@in_both_modes
+def the_sentry_may_not_open_host_files(mode):
+    """Every Sentry runs with runsc's --directfs=false, so its own seccomp
+    filter refuses the calls that open, create, list or rename host files
+    (its root is its EROFS image, no host path is mounted): the filters of a
+    running cell's Sentry, read with ptrace and run here on each such call
+    with a spread of arguments, let none through. As root, the same reading
+    of a Sentry whose runsc was started without the flag (a wrapper that
+    drops it) finds them let through, so the reading can tell."""
+    argv, through = sentry_file_calls(mode)
+    assert b"\0--directfs=false\0" in argv, argv
+    assert through == [], through
+    if mode != "root":
+        return
+    d = tempfile.mkdtemp(prefix="appliance-runsc.")
+    try:
+        wrapper = os.path.join(d, "runsc")
+        with open(wrapper, "w") as f:
+            f.write('#!/bin/bash\na=()\nfor x in "$@"; do [ "$x" = --directfs=false ] || '
+                    'a+=("$x"); done\nexec /usr/bin/runsc "${a[@]}"\n')
+        os.chmod(wrapper, 0o755)
+        argv, through = sentry_file_calls(mode, ("--runsc", wrapper))
+        assert b"--directfs" not in argv, argv
+        assert {"openat", "mkdirat", "unlinkat", "renameat"} <= set(through), through
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 @test

@@ -344,6 +344,9 @@ def an_idle_pooled_sandbox_is_frozen_and_thawed_when_taken():
         [sandbox] = [k for k in descendants(runsc)
                      if (cmdline(k) or b"").startswith(b"runsc-sandbox")]
         assert freezer_state(sandbox) == "FROZEN", freezer_state(sandbox)
+        # restored or booted, a pooled Sentry opens no host file itself
+        # (test_containment: the_sentry_may_not_open_host_files)
+        assert b"\0--directfs=false\0" in cmdline(sandbox), cmdline(sandbox)
         # frozen, its processes use no CPU at all: the cgroup's counter stands
         used = cpuacct_usage(sandbox)
         wait_for(lambda: cpuacct_reads(sandbox, 5) == [used] * 5, 10,
