@@ -2,7 +2,6 @@
 #include "version_cmd.h"
 
 #include <archive.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <jansson.h>
 #include <microhttpd.h>
@@ -17,6 +16,7 @@
 #include "base/err.h"
 #include "base/version.h"
 #include "cli.h"
+#include "http/client.h"
 #include "policy/policy.h"
 #include "sandbox/runsc.h"
 
@@ -74,7 +74,8 @@ static void runsc_print(void)
 
 static void libraries_print(void)
 {
-	const curl_version_info_data *curl = curl_version_info(CURLVERSION_NOW);
+	char curl[128];
+	struct appl_err cerr = {0};
 	const struct scmp_version *scmp = seccomp_version();
 	const char *archive = archive_version_string();
 	const char *archive_prefix = "libarchive ";
@@ -83,9 +84,11 @@ static void libraries_print(void)
 
 	printf("jansson %s\n", jansson_version_str());
 	printf("libsodium %s\n", sodium_version_string());
-	if (curl)
-		printf("libcurl %s (%s)\n", curl->version,
-		       curl->ssl_version ? curl->ssl_version : "no TLS");
+	/* Loaded here only to be described: run loads it for an HTTP server. */
+	if (http_client_describe(curl, sizeof(curl), &cerr) == 0)
+		printf("libcurl %s\n", curl);
+	else
+		printf("libcurl: %s\n", cerr.msg);
 	printf("libmicrohttpd %s\n", MHD_get_version());
 	if (scmp)
 		printf("libseccomp %u.%u.%u\n", scmp->major, scmp->minor, scmp->micro);

@@ -2,6 +2,7 @@
 #include "http/client.h"
 
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +39,88 @@ struct http_client {
 	struct http_call *calls;
 };
 
-static int curl_global(void)
-{
-	static int rc = -1;
+/* libcurl is loaded by the first client or request, not at exec: an
+ * appliance with no HTTP upstream never maps it and what it pulls in
+ * (about 3 MiB of resident pages at start). The table holds every libcurl
+ * function this file calls; they are reached only through it. */
+#define CURL_SONAME "libcurl.so.4"
+/* clang-format off */
+#define CURL_FNS(X) \
+	X(global_init) \
+	X(version_info) \
+	X(easy_init) \
+	X(easy_setopt) \
+	X(easy_getinfo) \
+	X(easy_perform) \
+	X(easy_cleanup) \
+	X(multi_init) \
+	X(multi_setopt) \
+	X(multi_add_handle) \
+	X(multi_remove_handle) \
+	X(multi_assign) \
+	X(multi_info_read) \
+	X(multi_socket_action) \
+	X(multi_cleanup) \
+	X(slist_append) \
+	X(slist_free_all)
+/* clang-format on */
 
+static struct {
+#define X(name) __typeof__(curl_##name) *name;
+	CURL_FNS(X)
+#undef X
+} cu;
+
+/* Load and start libcurl once (the loop's thread only); later calls give
+ * the first one's answer. */
+static int curl_global(struct appl_err *err)
+{
+	static int rc = 1; /* 1: not tried yet */
+	static char why[APPL_ERR_MSG_MAX];
+	void *lib;
+
+	if (rc > 0) {
+		rc = -EIO;
+		if (!(lib = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL))) {
+			const char *e = dlerror();
+			snprintf(why, sizeof(why), "%s could not be loaded: %s", CURL_SONAME,
+				 e ? e : "unknown error");
+			goto out;
+		}
+#define X(name)                                                                                    \
+	if (!(*(void **)&cu.name = dlsym(lib, "curl_" #name))) {                                   \
+		snprintf(why, sizeof(why), "%s has no curl_%s", CURL_SONAME, #name);               \
+		goto out;                                                                          \
+	}
+		CURL_FNS(X)
+#undef X
+		if (cu.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+			snprintf(why, sizeof(why), "libcurl would not start");
+			goto out;
+		}
+		rc = 0;
+	}
+out:
 	if (rc < 0)
-		rc = curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+		appl_err_set(err, rc, "%s", why);
 	return rc;
+}
+
+int http_client_load(struct appl_err *err)
+{
+	return curl_global(err);
+}
+
+int http_client_describe(char *buf, size_t n, struct appl_err *err)
+{
+	const curl_version_info_data *v;
+
+	if (curl_global(err) < 0)
+		return err ? err->code : -EIO;
+	if (!(v = cu.version_info(CURLVERSION_NOW)))
+		return appl_err_set(err, -EIO, "libcurl gave no version");
+	snprintf(buf, n, "%s (%s)", v->version, v->ssl_version ? v->ssl_version : "no TLS");
+	return 0;
 }
 
 const char *http_head_get(const struct http_head *h, const char *name)
@@ -63,7 +139,7 @@ static void slist_wipe_free(struct curl_slist *l)
 {
 	for (struct curl_slist *i = l; i; i = i->next)
 		explicit_bzero(i->data, strlen(i->data));
-	curl_slist_free_all(l);
+	cu.slist_free_all(l);
 }
 
 static void call_release(struct http_call *call)
@@ -71,10 +147,10 @@ static void call_release(struct http_call *call)
 	struct http_client *c = call->c;
 
 	if (c)
-		curl_multi_remove_handle(c->multi, call->easy);
-	curl_easy_cleanup(call->easy);
+		cu.multi_remove_handle(c->multi, call->easy);
+	cu.easy_cleanup(call->easy);
 	slist_wipe_free(call->headers);
-	curl_slist_free_all(call->resolve);
+	cu.slist_free_all(call->resolve);
 	free(call->body);
 	if (!c) {
 		free(call);
@@ -137,14 +213,14 @@ static void check_done(struct http_client *c)
 	CURLMsg *m;
 	int left;
 
-	while ((m = curl_multi_info_read(c->multi, &left))) {
+	while ((m = cu.multi_info_read(c->multi, &left))) {
 		struct http_call *call = NULL;
 		const char *why;
 		int rc;
 
 		if (m->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&call);
+		cu.easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&call);
 		if (!call || call->dead)
 			continue;
 		rc = result_errno(m->data.result, &why);
@@ -177,7 +253,7 @@ static void act(struct http_client *c, curl_socket_t fd, int flags)
 {
 	int running; /* what libcurl reports; the list of calls is ours */
 
-	curl_multi_socket_action(c->multi, fd, flags, &running);
+	cu.multi_socket_action(c->multi, fd, flags, &running);
 	check_done(c);
 }
 
@@ -211,14 +287,14 @@ static int sock_cb(CURL *easy, curl_socket_t s, int what, void *userp, void *soc
 	if (what == CURL_POLL_REMOVE) {
 		if (socketp)
 			loop_del(c->loop, s);
-		curl_multi_assign(c->multi, s, NULL);
+		cu.multi_assign(c->multi, s, NULL);
 		return 0;
 	}
 	if (socketp)
 		return loop_mod(c->loop, s, ev) < 0 ? -1 : 0;
 	if (loop_add(c->loop, s, ev, on_socket, c, NULL) < 0)
 		return -1;
-	curl_multi_assign(c->multi, s, c);
+	cu.multi_assign(c->multi, s, c);
 	return 0;
 }
 
@@ -259,7 +335,7 @@ static size_t head_cb(char *buf, size_t size, size_t n, void *data)
 	while (k && (buf[k - 1] == '\n' || buf[k - 1] == '\r'))
 		k--;
 	if (k == 0) { /* the end of a head */
-		curl_easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
+		cu.easy_getinfo(call->easy, CURLINFO_RESPONSE_CODE, &status);
 		if (status >= 200 && !call->head_told) {
 			call->head.status = status;
 			call->head_told = true;
@@ -320,7 +396,7 @@ static int easy_setup(struct http_call *call, const struct http_request *req)
 #define SET(opt, val)                                                                              \
 	do {                                                                                       \
 		if (rc == CURLE_OK)                                                                \
-			rc = curl_easy_setopt(e, opt, val);                                        \
+			rc = cu.easy_setopt(e, opt, val);                                          \
 	} while (0)
 	SET(CURLOPT_URL, req->url);
 	SET(CURLOPT_PRIVATE, (char *)call);
@@ -366,7 +442,7 @@ static struct curl_slist *slist_of(const char *const *lines, int *bad)
 	struct curl_slist *l = NULL, *n;
 
 	for (size_t i = 0; lines && lines[i]; i++) {
-		if (!(n = curl_slist_append(l, lines[i]))) {
+		if (!(n = cu.slist_append(l, lines[i]))) {
 			*bad = 1;
 			break;
 		}
@@ -386,7 +462,7 @@ int http_call_start(struct http_client *c, const struct http_request *req,
 		appl_err_set(err, -EINVAL, "an HTTP request needs a method and a URL");
 		return -EINVAL;
 	}
-	if (!(call = calloc(1, sizeof(*call))) || !(call->easy = curl_easy_init())) {
+	if (!(call = calloc(1, sizeof(*call))) || !(call->easy = cu.easy_init())) {
 		free(call);
 		appl_err_set(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
@@ -404,7 +480,7 @@ int http_call_start(struct http_client *c, const struct http_request *req,
 		c->calls->prev = call;
 	c->calls = call;
 	if (bad || (req->body_len && !call->body) || easy_setup(call, req) < 0 ||
-	    curl_multi_add_handle(c->multi, call->easy) != CURLM_OK) {
+	    cu.multi_add_handle(c->multi, call->easy) != CURLM_OK) {
 		call_release(call);
 		appl_err_set(err, -ENOMEM, "could not set up the HTTP request");
 		return -ENOMEM;
@@ -430,11 +506,11 @@ int http_request_once(const struct http_request *req, long *status, struct appl_
 	CURLcode res;
 
 	*status = 0;
-	if (curl_global() < 0)
-		return appl_err_set(err, -EIO, "libcurl would not start");
+	if (curl_global(err) < 0)
+		return err ? err->code : -EIO;
 	if (!req->url || !req->method || req->body_len)
 		return appl_err_set(err, -EINVAL, "a request with a method, a URL and no body");
-	if (!(call = calloc(1, sizeof(*call))) || !(call->easy = curl_easy_init())) {
+	if (!(call = calloc(1, sizeof(*call))) || !(call->easy = cu.easy_init())) {
 		free(call);
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	}
@@ -445,7 +521,7 @@ int http_request_once(const struct http_request *req, long *status, struct appl_
 		call_release(call);
 		return appl_err_set(err, -ENOMEM, "could not set up the HTTP request");
 	}
-	res = curl_easy_perform(call->easy);
+	res = cu.easy_perform(call->easy);
 	rc = result_errno(res, &why);
 	*status = call->head.status;
 	call_release(call);
@@ -465,10 +541,8 @@ int http_client_new(struct loop *loop, struct http_client **out, struct appl_err
 {
 	struct http_client *c;
 
-	if (curl_global() < 0) {
-		appl_err_set(err, -EIO, "libcurl would not start");
-		return -EIO;
-	}
+	if (curl_global(err) < 0)
+		return err ? err->code : -EIO;
 	if (!(c = calloc(1, sizeof(*c)))) {
 		appl_err_set(err, -ENOMEM, "out of memory");
 		return -ENOMEM;
@@ -476,12 +550,11 @@ int http_client_new(struct loop *loop, struct http_client **out, struct appl_err
 	c->loop = loop;
 	loop_task_init(&c->kick, on_kick, c);
 	loop_task_init(&c->reap, on_reap, c);
-	if (!(c->timer = loop_timer_new(loop, on_timer, c, err)) ||
-	    !(c->multi = curl_multi_init()) ||
-	    curl_multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, sock_cb) != CURLM_OK ||
-	    curl_multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c) != CURLM_OK ||
-	    curl_multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, timer_cb) != CURLM_OK ||
-	    curl_multi_setopt(c->multi, CURLMOPT_TIMERDATA, c) != CURLM_OK) {
+	if (!(c->timer = loop_timer_new(loop, on_timer, c, err)) || !(c->multi = cu.multi_init()) ||
+	    cu.multi_setopt(c->multi, CURLMOPT_SOCKETFUNCTION, sock_cb) != CURLM_OK ||
+	    cu.multi_setopt(c->multi, CURLMOPT_SOCKETDATA, c) != CURLM_OK ||
+	    cu.multi_setopt(c->multi, CURLMOPT_TIMERFUNCTION, timer_cb) != CURLM_OK ||
+	    cu.multi_setopt(c->multi, CURLMOPT_TIMERDATA, c) != CURLM_OK) {
 		if (!err || !err->code)
 			appl_err_set(err, -ENOMEM, "could not set up libcurl");
 		http_client_free(c);
@@ -498,7 +571,7 @@ void http_client_free(struct http_client *c)
 	while (c->calls)
 		call_release(c->calls);
 	if (c->multi)
-		curl_multi_cleanup(c->multi);
+		cu.multi_cleanup(c->multi);
 	loop_task_cancel(c->loop, &c->kick);
 	loop_task_cancel(c->loop, &c->reap);
 	loop_timer_free(c->timer);

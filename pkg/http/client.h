@@ -83,6 +83,15 @@ struct http_call_hooks {
 	void (*done)(void *ctx, int rc, const char *why);
 };
 
+/* Load libcurl now (it is loaded by the first client or request
+ * otherwise): 0, or -EIO with err naming what failed. The first answer
+ * holds for the process's life. */
+int http_client_load(struct appl_err *err);
+
+/* libcurl's version and TLS library, as "8.14.1 (OpenSSL/3.0.17)", into
+ * buf (loading it): 0, or -errno with err. */
+int http_client_describe(char *buf, size_t n, struct appl_err *err);
+
 /* A client on loop (borrowed, must outlive it). 0 with *out, or -errno. */
 int http_client_new(struct loop *loop, struct http_client **out, struct appl_err *err);
 

@@ -1100,6 +1100,7 @@ int up_http_new(struct upstream *u, const struct policy_server *srv, const struc
 		struct appl_err *err)
 {
 	struct up_http *h = calloc(1, sizeof(*h));
+	struct appl_err le = {0};
 
 	(void)o;
 	if (!h)
@@ -1128,5 +1129,9 @@ int up_http_new(struct upstream *u, const struct policy_server *srv, const struc
 				      h->ca_file);
 	if (localhost_pin(h) < 0)
 		return appl_err_set(err, -EINVAL, "servers.%s.url: a bad port", srv->name);
+	/* libcurl is loaded at start, not at the first request, so a machine
+	 * without it is told at once. */
+	if (http_client_load(&le) < 0)
+		return appl_err_set(err, le.code, "servers.%s: %s", srv->name, le.msg);
 	return 0;
 }

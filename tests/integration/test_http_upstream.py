@@ -11,6 +11,7 @@ and waits on what it can observe: an answer, a log line of a server, a
 notification.
 """
 
+import glob
 import json
 import os
 import socket
@@ -478,6 +479,40 @@ def a_ca_file_or_a_filled_header_that_cannot_be_used_refuses_the_start():
     assert b"servers.web.headers.Authorization: the filled value is too long or holds a " \
         b"line break" in r.stderr, r.stderr
     assert b"X-Injected" not in r.stderr, r.stderr
+
+
+def maps_libcurl(pid):
+    with open("/proc/%d/maps" % pid) as f:
+        return "libcurl" in f.read()
+
+
+@test
+def libcurl_is_loaded_only_for_an_http_server():
+    """libcurl is not linked: the first HTTP server loads it at start. An
+    appliance with only a stdio server never maps it; one with an HTTP
+    server maps it and serves through it; with libcurl unloadable (an empty
+    file bound over it in a mount namespace of the test's own) the start is
+    refused, naming the server and the library."""
+    sig = http_policy({"toy": gk.toy_server()}, {"toy.*": {"access": "read"}})
+    with gk.Session(sig) as s:
+        assert s.cell("print(await toy.echo(text='stdio'))") == "stdio\n"
+        assert not maps_libcurl(s.proc.pid)
+    srv = McpHttp().start()
+    blank = tempfile.NamedTemporaryFile(prefix="appliance-blank.")
+    try:
+        with gk.Session(legacy_policy(srv)) as s:
+            assert s.cell("print(await lg.echo(text='http'))") == "http\n"
+            assert maps_libcurl(s.proc.pid)
+        [lib] = {os.path.realpath(p) for p in glob.glob("/usr/lib/*/libcurl.so.4")}
+        script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                blank.name, lib] + gk.run_argv(legacy_policy(srv))
+        r = subprocess.run(argv, input=b"", capture_output=True, timeout=60)
+        assert r.returncode == 1, r
+        assert b"servers.lg: libcurl.so.4 could not be loaded" in r.stderr, r.stderr
+    finally:
+        blank.close()
+        srv.stop()
 
 
 @test
