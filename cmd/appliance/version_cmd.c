@@ -4,7 +4,6 @@
 #include <archive.h>
 #include <errno.h>
 #include <jansson.h>
-#include <microhttpd.h>
 #include <seccomp.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include "base/version.h"
 #include "cli.h"
 #include "http/client.h"
+#include "http/front.h"
 #include "policy/policy.h"
 #include "sandbox/runsc.h"
 
@@ -74,8 +74,8 @@ static void runsc_print(void)
 
 static void libraries_print(void)
 {
-	char curl[128];
-	struct appl_err cerr = {0};
+	char curl[128], mhd[64];
+	struct appl_err cerr = {0}, merr = {0};
 	const struct scmp_version *scmp = seccomp_version();
 	const char *archive = archive_version_string();
 	const char *archive_prefix = "libarchive ";
@@ -84,12 +84,16 @@ static void libraries_print(void)
 
 	printf("jansson %s\n", jansson_version_str());
 	printf("libsodium %s\n", sodium_version_string());
-	/* Loaded here only to be described: run loads it for an HTTP server. */
+	/* Loaded here only to be described: run loads libcurl for an HTTP
+	 * server and libmicrohttpd for its HTTP front. */
 	if (http_client_describe(curl, sizeof(curl), &cerr) == 0)
 		printf("libcurl %s\n", curl);
 	else
 		printf("libcurl: %s\n", cerr.msg);
-	printf("libmicrohttpd %s\n", MHD_get_version());
+	if (http_front_describe(mhd, sizeof(mhd), &merr) == 0)
+		printf("libmicrohttpd %s\n", mhd);
+	else
+		printf("libmicrohttpd: %s\n", merr.msg);
 	if (scmp)
 		printf("libseccomp %u.%u.%u\n", scmp->major, scmp->minor, scmp->micro);
 	/* archive_version_string() says "libarchive 3.6.2". */

@@ -2,12 +2,13 @@
 #include "http/client.h"
 
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/epoll.h>
+
+#include "base/dl.h"
 
 #define CONNECT_TIMEOUT_MS_DEF 10000u
 #define BODY_MAX_DEF	       (4u * 1024 * 1024)
@@ -71,38 +72,26 @@ static struct {
 #undef X
 } cu;
 
-/* Load and start libcurl once (the loop's thread only); later calls give
- * the first one's answer. */
+static const struct appl_dl_sym cu_syms[] = {
+#define X(name) {"curl_" #name, (void **)&cu.name},
+	CURL_FNS(X)
+#undef X
+};
+
+static struct appl_dl_lib cu_lib = {
+	.soname = CURL_SONAME, .syms = cu_syms, .nsyms = sizeof(cu_syms) / sizeof(cu_syms[0])};
+
+/* Load and start libcurl once; later calls give the first one's answer. */
 static int curl_global(struct appl_err *err)
 {
-	static int rc = 1; /* 1: not tried yet */
-	static char why[APPL_ERR_MSG_MAX];
-	void *lib;
+	static int rc = 1; /* 1: not started yet */
 
-	if (rc > 0) {
-		rc = -EIO;
-		if (!(lib = dlopen(CURL_SONAME, RTLD_NOW | RTLD_LOCAL))) {
-			const char *e = dlerror();
-			snprintf(why, sizeof(why), "%s could not be loaded: %s", CURL_SONAME,
-				 e ? e : "unknown error");
-			goto out;
-		}
-#define X(name)                                                                                    \
-	if (!(*(void **)&cu.name = dlsym(lib, "curl_" #name))) {                                   \
-		snprintf(why, sizeof(why), "%s has no curl_%s", CURL_SONAME, #name);               \
-		goto out;                                                                          \
-	}
-		CURL_FNS(X)
-#undef X
-		if (cu.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-			snprintf(why, sizeof(why), "libcurl would not start");
-			goto out;
-		}
-		rc = 0;
-	}
-out:
+	if (appl_dl_load(&cu_lib, err) < 0)
+		return -EIO;
+	if (rc > 0)
+		rc = cu.global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
 	if (rc < 0)
-		appl_err_set(err, rc, "%s", why);
+		appl_err_set(err, rc, "libcurl would not start");
 	return rc;
 }
 

@@ -25,8 +25,62 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base/dl.h"
 #include "http/header.h"
 #include "log/log.h"
+
+/* libmicrohttpd is loaded by the first front, not at exec: an appliance
+ * serving stdio never maps it and GnuTLS behind it (about 2.5 MiB of
+ * resident pages at start, and GnuTLS's start-up code). Every function
+ * this file calls is reached through this table. */
+#define MHD_SONAME "libmicrohttpd.so.12"
+/* clang-format off */
+#define MHD_FNS(X) \
+	X(add_response_header) \
+	X(create_response_from_buffer) \
+	X(create_response_from_callback) \
+	X(destroy_response) \
+	X(get_connection_info) \
+	X(get_connection_values) \
+	X(get_daemon_info) \
+	X(get_timeout) \
+	X(lookup_connection_value) \
+	X(queue_response) \
+	X(resume_connection) \
+	X(run) \
+	X(start_daemon) \
+	X(stop_daemon) \
+	X(suspend_connection) \
+	X(get_version)
+/* clang-format on */
+
+static struct {
+#define X(name) __typeof__(MHD_##name) *name;
+	MHD_FNS(X)
+#undef X
+} mhd;
+
+static const struct appl_dl_sym mhd_syms[] = {
+#define X(name) {"MHD_" #name, (void **)&mhd.name},
+	MHD_FNS(X)
+#undef X
+};
+
+static struct appl_dl_lib mhd_lib = {
+	.soname = MHD_SONAME, .syms = mhd_syms, .nsyms = sizeof(mhd_syms) / sizeof(mhd_syms[0])};
+
+int http_front_load(struct appl_err *err)
+{
+	return appl_dl_load(&mhd_lib, err);
+}
+
+int http_front_describe(char *buf, size_t n, struct appl_err *err)
+{
+	if (appl_dl_load(&mhd_lib, err) < 0)
+		return err ? err->code : -EIO;
+	snprintf(buf, n, "%s", mhd.get_version());
+	return 0;
+}
 
 #define TLS_PRIORITIES "NORMAL:-VERS-SSL3.0:-VERS-TLS1.0:-VERS-TLS1.1"
 #define STREAM_BLOCK   (16u * 1024)
@@ -119,12 +173,12 @@ static void pump(struct http_front *f)
 
 	f->in_mhd++;
 	for (size_t i = 0; i < f->nls; i++)
-		MHD_run(f->ls[i].d);
+		mhd.run(f->ls[i].d);
 	f->in_mhd--;
 	for (size_t i = 0; i < f->nls; i++) {
 		MHD_UNSIGNED_LONG_LONG t;
 
-		if (MHD_get_timeout(f->ls[i].d, &t) != MHD_YES)
+		if (mhd.get_timeout(f->ls[i].d, &t) != MHD_YES)
 			continue;
 		if (!any || t < soonest)
 			soonest = t;
@@ -242,7 +296,7 @@ static void req_resume(struct http_req *r)
 		return;
 	req_unwatch(r);
 	r->suspended = false;
-	MHD_resume_connection(r->mc);
+	mhd.resume_connection(r->mc);
 	if (f->in_mhd || f->closing)
 		loop_next(f->loop, &f->kick);
 	else
@@ -263,7 +317,7 @@ static void on_hangup(struct loop *loop, int fd, uint32_t events, void *data)
 
 static void req_suspend(struct http_req *r)
 {
-	MHD_suspend_connection(r->mc);
+	mhd.suspend_connection(r->mc);
 	r->suspended = true;
 	if (loop_add(r->f->loop, r->c->fd, EPOLLRDHUP, on_hangup, r, NULL) == 0)
 		r->watching = true;
@@ -287,7 +341,7 @@ static int add_headers(struct MHD_Response *resp, const char *const *headers)
 		colon++;
 		while (*colon == ' ' || *colon == '\t')
 			colon++;
-		if (MHD_add_response_header(resp, name, colon) != MHD_YES)
+		if (mhd.add_response_header(resp, name, colon) != MHD_YES)
 			return -EINVAL;
 	}
 	return 0;
@@ -319,19 +373,19 @@ static void refusal_queue(struct http_req *r)
 	static const char *const bearer[] = {"WWW-Authenticate: Bearer", NULL};
 	const char *text = refusal_text(r->status);
 	struct MHD_Response *resp =
-		MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+		mhd.create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
 
 	r->queued = true;
 	conn_unlist(r->c);
 	if (!resp)
 		return;
-	MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+	mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
 	if (r->status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		add_headers(resp, allow);
 	if (r->status == MHD_HTTP_UNAUTHORIZED)
 		add_headers(resp, bearer);
-	MHD_queue_response(r->mc, r->status, resp);
-	MHD_destroy_response(resp);
+	mhd.queue_response(r->mc, r->status, resp);
+	mhd.destroy_response(resp);
 }
 
 /* Refuse r. The answer waits for the end of the body (read and dropped,
@@ -358,10 +412,10 @@ static enum MHD_Result deliver(struct http_req *r)
 		return MHD_YES;
 	}
 	if (!r->queued) {
-		enum MHD_Result ok = MHD_queue_response(r->mc, r->status, r->resp);
+		enum MHD_Result ok = mhd.queue_response(r->mc, r->status, r->resp);
 
 		r->queued = true;
-		MHD_destroy_response(r->resp);
+		mhd.destroy_response(r->resp);
 		r->resp = NULL;
 		return ok;
 	}
@@ -383,13 +437,13 @@ int http_req_reply(struct http_req *r, unsigned status, const char *content_type
 
 	if (rc)
 		return rc;
-	resp = MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+	resp = mhd.create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
 	if (!resp)
 		return -ENOMEM;
-	if ((content_type && MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+	if ((content_type && mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 						     content_type) != MHD_YES) ||
 	    add_headers(resp, headers)) {
-		MHD_destroy_response(resp);
+		mhd.destroy_response(resp);
 		return -EINVAL;
 	}
 	r->resp = resp;
@@ -432,15 +486,15 @@ int http_req_stream(struct http_req *r, unsigned status, const char *const *head
 
 	if (rc)
 		return rc;
-	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, r,
+	resp = mhd.create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, stream_read, r,
 						 NULL);
 	if (!resp)
 		return -ENOMEM;
-	if (MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") !=
+	if (mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream") !=
 		    MHD_YES ||
-	    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES ||
+	    mhd.add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store") != MHD_YES ||
 	    add_headers(resp, headers)) {
-		MHD_destroy_response(resp);
+		mhd.destroy_response(resp);
 		return -EINVAL;
 	}
 	r->resp = resp;
@@ -519,9 +573,9 @@ static const char *header_one(struct MHD_Connection *mc, const char *name, bool 
 {
 	struct count c = {.name = name};
 
-	MHD_get_connection_values(mc, MHD_HEADER_KIND, count_one, &c);
+	mhd.get_connection_values(mc, MHD_HEADER_KIND, count_one, &c);
 	*many = c.n > 1;
-	return MHD_lookup_connection_value(mc, MHD_HEADER_KIND, name);
+	return mhd.lookup_connection_value(mc, MHD_HEADER_KIND, name);
 }
 
 static bool peer_local(const struct sockaddr *sa)
@@ -610,18 +664,18 @@ static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, con
 		return *why = "origin", MHD_HTTP_FORBIDDEN;
 	if (!auth_ok(r, sa))
 		return *why = "token", MHD_HTTP_UNAUTHORIZED;
-	acc = MHD_lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+	acc = mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	accept = acc ? http_header_accept(acc, strlen(acc)) : 0;
 	if (strcmp(r->method, "GET") == 0 && !(accept & HTTP_ACCEPT_SSE))
 		return *why = "accept", MHD_HTTP_NOT_ACCEPTABLE;
 	if (!post)
 		return 0;
-	ct = MHD_lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+	ct = mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
 	if (!ct || !http_header_content_json(ct, strlen(ct)))
 		return *why = "content type", MHD_HTTP_UNSUPPORTED_MEDIA_TYPE;
 	if ((accept & (HTTP_ACCEPT_JSON | HTTP_ACCEPT_SSE)) != (HTTP_ACCEPT_JSON | HTTP_ACCEPT_SSE))
 		return *why = "accept", MHD_HTTP_NOT_ACCEPTABLE;
-	cl = MHD_lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+	cl = mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	if (cl) {
 		char *end;
 		unsigned long long n;
@@ -640,13 +694,13 @@ static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, con
 static void admit(struct http_req *r, const char *url)
 {
 	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(r->mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		mhd.get_connection_info(r->mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
 	const struct sockaddr *sa = ci ? ci->client_addr : NULL;
 	const char *why = NULL;
 	unsigned status;
 
 	const char *cl =
-		MHD_lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+		mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
 	/* A body too long to drop is not waited for. */
 	bool now = cl && (strlen(cl) > 9 || strtoul(cl, NULL, 10) > HTTP_FRONT_DRAIN_MAX);
 
@@ -713,7 +767,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 
 	if (!r) {
 		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+			mhd.get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
 
 		if (l->f->closing || !ci || !ci->socket_context || !(r = calloc(1, sizeof(*r))))
 			return MHD_NO;
@@ -765,7 +819,7 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 	if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && r->c && !l->f->closing)
 		conn_list(r->c);
 	if (r->resp)
-		MHD_destroy_response(r->resp);
+		mhd.destroy_response(r->resp);
 	if (r->lprev)
 		r->lprev->lnext = r->lnext;
 	else
@@ -785,7 +839,7 @@ static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_co
 
 	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
 		const union MHD_ConnectionInfo *ci =
-			MHD_get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
+			mhd.get_connection_info(mc, MHD_CONNECTION_INFO_CONNECTION_FD);
 
 		/* Without its record the connection has no deadline; the
 		 * access handler refuses it (socket_context NULL). */
@@ -964,7 +1018,7 @@ static int listener_start(struct http_front *f, struct listener *l, const char *
 		tls[2] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0,
 						 (void *)TLS_PRIORITIES};
 	}
-	l->d = MHD_start_daemon(
+	l->d = mhd.start_daemon(
 		flags, 0, NULL, NULL, on_access, l, MHD_OPTION_LISTEN_SOCKET, l->lfd,
 		MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->header_bytes,
@@ -977,7 +1031,7 @@ static int listener_start(struct http_front *f, struct listener *l, const char *
 		 * leaking it beats closing a number someone reused. */
 		return appl_err_set(err, -EINVAL, "cannot serve %s (bad TLS key or certificate?)",
 				    addr);
-	di = MHD_get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD);
+	di = mhd.get_daemon_info(l->d, MHD_DAEMON_INFO_EPOLL_FD);
 	if (!di)
 		return appl_err_set(err, -EINVAL, "libmicrohttpd has no epoll descriptor");
 	l->efd = di->epoll_fd;
@@ -1008,10 +1062,13 @@ int http_front_open(struct loop *loop, const struct http_front_config *cfg, stru
 		    struct appl_err *err)
 {
 	struct http_front *f;
+	struct appl_err le = {0};
 	int rc = config_check(cfg, err);
 
 	if (rc)
 		return rc;
+	if (http_front_load(&le) < 0)
+		return appl_err_set(err, le.code, "http: %s", le.msg);
 	if (!(f = calloc(1, sizeof(*f))))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	f->loop = loop;
@@ -1048,7 +1105,7 @@ void http_front_close(struct http_front *f)
 	f->in_mhd++;
 	for (size_t i = 0; i < f->nls; i++)
 		if (f->ls[i].d)
-			MHD_run(f->ls[i].d);
+			mhd.run(f->ls[i].d);
 	f->in_mhd--;
 	for (size_t i = 0; i < f->nls; i++) {
 		struct listener *l = &f->ls[i];
@@ -1058,7 +1115,7 @@ void http_front_close(struct http_front *f)
 		/* Stopping ends every connection (on_gone for those the owner
 		 * holds) and closes the listening socket. */
 		if (l->d)
-			MHD_stop_daemon(l->d);
+			mhd.stop_daemon(l->d);
 		else if (l->lfd >= 0 && !l->failed)
 			close(l->lfd);
 		if (l->unix_path) {
@@ -1084,7 +1141,7 @@ const char *http_req_method(const struct http_req *r)
 
 const char *http_req_header(const struct http_req *r, const char *name)
 {
-	return MHD_lookup_connection_value(r->mc, MHD_HEADER_KIND, name);
+	return mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, name);
 }
 
 const char *http_req_body(const struct http_req *r, size_t *len)

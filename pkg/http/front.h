@@ -74,6 +74,13 @@ struct http_front_config {
 	void *data;
 };
 
+/* Load libmicrohttpd now (the first http_front_open does otherwise): 0,
+ * or -EIO with err naming what failed; the first answer holds. */
+int http_front_load(struct appl_err *err);
+
+/* libmicrohttpd's version into buf (loading it): 0, or -errno with err. */
+int http_front_describe(char *buf, size_t n, struct appl_err *err);
+
 /* Open every listener and serve in loop. New object in *out, or a
  * negative code with err filled (nothing left open). */
 int http_front_open(struct loop *loop, const struct http_front_config *cfg, struct http_front **out,

@@ -9,6 +9,7 @@ client that hangs up mid-cell has its cell cancelled, and SIGTERM ends everythin
 Runs as root; needs build/appliance, build/toy-server, build/image and the npm packages.
 """
 
+import glob
 import hashlib
 import http.client
 import json
@@ -293,6 +294,36 @@ def a_legacy_session_runs_cells_and_belongs_to_its_token():
         assert st == 404, st
     finally:
         s.stop()
+
+
+@test
+def libmicrohttpd_is_loaded_only_for_the_http_front():
+    """libmicrohttpd is not linked: the HTTP front loads it at start (an
+    appliance on stdio never maps it: test_http_upstream). Serving HTTP, it
+    is mapped and answers; with it unloadable (an empty file bound over it
+    in a mount namespace of the test's own) the start is refused, naming
+    the library."""
+    s = Served()
+    try:
+        with open("/proc/%d/maps" % s.proc.pid) as f:
+            assert "/libmicrohttpd.so" in f.read()
+        st, _, text = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                              "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                         "clientInfo": {"name": "raw", "version": "0"}}})
+        assert st == 200 and json.loads(text)["result"]["protocolVersion"] == "2025-11-25", text
+    finally:
+        s.stop()
+    [lib] = {os.path.realpath(p) for p in glob.glob("/usr/lib/*/libmicrohttpd.so.12")}
+    blank = tempfile.NamedTemporaryFile(prefix="appliance-blank.")
+    try:
+        script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
+        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
+                blank.name, lib] + gk.run_argv(http_policy(free_port()))
+        r = subprocess.run(argv, input=b"", capture_output=True, timeout=60)
+        assert r.returncode == 1, r
+        assert b"http: libmicrohttpd.so.12 could not be loaded" in r.stderr, r.stderr
+    finally:
+        blank.close()
 
 
 @test

@@ -481,28 +481,30 @@ def a_ca_file_or_a_filled_header_that_cannot_be_used_refuses_the_start():
     assert b"X-Injected" not in r.stderr, r.stderr
 
 
-def maps_libcurl(pid):
+def maps_lib(pid, name):
     with open("/proc/%d/maps" % pid) as f:
-        return "libcurl" in f.read()
+        return "/%s.so" % name in f.read()
 
 
 @test
 def libcurl_is_loaded_only_for_an_http_server():
     """libcurl is not linked: the first HTTP server loads it at start. An
-    appliance with only a stdio server never maps it; one with an HTTP
+    appliance with only a stdio server never maps it (nor libmicrohttpd,
+    which only the HTTP front loads: test_http); one with an HTTP
     server maps it and serves through it; with libcurl unloadable (an empty
     file bound over it in a mount namespace of the test's own) the start is
     refused, naming the server and the library."""
     sig = http_policy({"toy": gk.toy_server()}, {"toy.*": {"access": "read"}})
     with gk.Session(sig) as s:
         assert s.cell("print(await toy.echo(text='stdio'))") == "stdio\n"
-        assert not maps_libcurl(s.proc.pid)
+        assert not maps_lib(s.proc.pid, "libcurl"), "libcurl mapped with no HTTP server"
+        assert not maps_lib(s.proc.pid, "libmicrohttpd"), "libmicrohttpd mapped over stdio"
     srv = McpHttp().start()
     blank = tempfile.NamedTemporaryFile(prefix="appliance-blank.")
     try:
         with gk.Session(legacy_policy(srv)) as s:
             assert s.cell("print(await lg.echo(text='http'))") == "http\n"
-            assert maps_libcurl(s.proc.pid)
+            assert maps_lib(s.proc.pid, "libcurl")
         [lib] = {os.path.realpath(p) for p in glob.glob("/usr/lib/*/libcurl.so.4")}
         script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
         argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
