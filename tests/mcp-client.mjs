@@ -4,14 +4,15 @@
 // integration tests (test_npm_peers.py against build/toy-server now,
 // `appliance run` later).
 //
-//   node tests/mcp-client.mjs [--call JSON]... [--timeout MS] -- COMMAND [ARG...]
-//   node tests/mcp-client.mjs [--call JSON]... [--timeout MS] --url URL [--token TOKEN]
+//   node tests/mcp-client.mjs [--call JSON]... [--timeout MS] [--pause MS] -- COMMAND [ARG...]
+//   node tests/mcp-client.mjs [--call JSON]... [--timeout MS] [--pause MS] --url URL [--token TOKEN]
 //
 // --url speaks Streamable HTTP to URL (with `Authorization: Bearer TOKEN`)
 // instead of starting a command.
 // It connects (initialize, notifications/initialized), lists every tool
 // (following nextCursor), makes each --call in order (JSON: {"name": ...,
-// "arguments": {...}}), and prints one JSON document on stdout:
+// "arguments": {...}}; --pause: that long between two calls), and prints
+// one JSON document on stdout:
 //   {"server": serverInfo, "tools": [{"name", "readOnlyHint", "description"}...],
 //    "calls": [{"result": CallToolResult} or {"error": {"code", "message"}}...]}
 // Exit status 0 when it got that far (a tool error is a result, a JSON-RPC
@@ -25,12 +26,13 @@ const PAGES_MAX = 64;
 
 function usage(msg) {
   process.stderr.write(`mcp-client: ${msg}\n` +
-    "usage: node mcp-client.mjs [--call JSON]... [--timeout MS] -- COMMAND [ARG...]\n");
+    "usage: node mcp-client.mjs [--call JSON]... [--timeout MS] [--pause MS] -- COMMAND [ARG...]\n");
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opts = { calls: [], timeout: 30000, command: null, args: [], url: null, token: null };
+  const opts = { calls: [], timeout: 30000, pause: 0, command: null, args: [], url: null,
+                 token: null };
   let i = 0;
   for (; i < argv.length && argv[i] !== "--"; i++) {
     if (argv[i] === "--call" && i + 1 < argv.length) {
@@ -50,6 +52,9 @@ function parseArgs(argv) {
     } else if (argv[i] === "--timeout" && i + 1 < argv.length) {
       opts.timeout = Number(argv[++i]);
       if (!Number.isInteger(opts.timeout) || opts.timeout <= 0) usage("--timeout: a positive integer");
+    } else if (argv[i] === "--pause" && i + 1 < argv.length) {
+      opts.pause = Number(argv[++i]);
+      if (!Number.isInteger(opts.pause) || opts.pause < 0) usage("--pause: a whole number of ms");
     } else {
       usage(`unknown option ${argv[i]}`);
     }
@@ -100,7 +105,10 @@ async function main() {
     out.tools = tools.map((t) => ({ name: t.name,
                                     readOnlyHint: t.annotations?.readOnlyHint ?? null,
                                     description: t.description ?? null }));
-    for (const call of opts.calls) out.calls.push(await callOne(client, call, opts.timeout));
+    for (const [k, call] of opts.calls.entries()) {
+      if (k > 0 && opts.pause > 0) await new Promise((done) => setTimeout(done, opts.pause));
+      out.calls.push(await callOne(client, call, opts.timeout));
+    }
   } catch (e) {
     process.stdout.write(JSON.stringify({ fatal: String(e.message ?? e), ...out }) + "\n");
     await client.close().catch(() => {});
