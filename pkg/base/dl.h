@@ -23,6 +23,12 @@ struct appl_dl_lib {
 	char why[APPL_ERR_MSG_MAX];
 };
 
+/* The appl_dl_lib of soname whose functions are the array syms. */
+#define APPL_DL_LIB(so, symbols)                                                                   \
+	{                                                                                          \
+		.soname = (so), .syms = (symbols), .nsyms = sizeof(symbols) / sizeof((symbols)[0]) \
+	}
+
 /* Load lib and fill every slot, once (one thread only; the appliance loads
  * from its loop): 0, or -EIO with err saying what was missing, on this and
  * every later call. */

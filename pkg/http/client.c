@@ -78,8 +78,7 @@ static const struct appl_dl_sym cu_syms[] = {
 #undef X
 };
 
-static struct appl_dl_lib cu_lib = {
-	.soname = CURL_SONAME, .syms = cu_syms, .nsyms = sizeof(cu_syms) / sizeof(cu_syms[0])};
+static struct appl_dl_lib cu_lib = APPL_DL_LIB(CURL_SONAME, cu_syms);
 
 /* Load and start libcurl once; later calls give the first one's answer. */
 static int curl_global(struct appl_err *err)

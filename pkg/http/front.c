@@ -66,8 +66,7 @@ static const struct appl_dl_sym mhd_syms[] = {
 #undef X
 };
 
-static struct appl_dl_lib mhd_lib = {
-	.soname = MHD_SONAME, .syms = mhd_syms, .nsyms = sizeof(mhd_syms) / sizeof(mhd_syms[0])};
+static struct appl_dl_lib mhd_lib = APPL_DL_LIB(MHD_SONAME, mhd_syms);
 
 int http_front_load(struct appl_err *err)
 {
@@ -76,7 +75,7 @@ int http_front_load(struct appl_err *err)
 
 int http_front_describe(char *buf, size_t n, struct appl_err *err)
 {
-	if (appl_dl_load(&mhd_lib, err) < 0)
+	if (http_front_load(err) < 0)
 		return err ? err->code : -EIO;
 	snprintf(buf, n, "%s", mhd.get_version());
 	return 0;

@@ -6,6 +6,7 @@ Every cell goes through build/appliance, real runsc and the real image
 """
 
 import atexit
+import glob
 import json
 import os
 import pwd
@@ -207,3 +208,23 @@ def image_with_runner(runner_source, out_dir):
     manifest["config"].update(digest="sha256:" + ch, size=len(config))
     manifest["layers"][0].update(digest="sha256:" + lh, size=len(layer))
     return "sha256:" + put(json.dumps(manifest).encode())
+
+
+def hidden(path, blank, argv):
+    """argv run in a mount namespace of its own in which the file path is
+    the empty file blank (bound over it): to see what a program does
+    without a tool or library the machine has."""
+    return ["unshare", "-m", "--propagation", "private", "sh", "-c",
+            'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", blank, path] + list(argv)
+
+
+def system_lib(soname):
+    """The file behind a system library's soname (its link resolved)."""
+    [path] = {os.path.realpath(p) for p in glob.glob("/usr/lib/*/" + soname)}
+    return path
+
+
+def maps_lib(pid, name):
+    """Whether process pid has the library name (e.g. "libcurl") mapped."""
+    with open("/proc/%d/maps" % pid) as f:
+        return "/%s.so" % name in f.read()

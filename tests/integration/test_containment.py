@@ -21,7 +21,7 @@ import time
 from harness import main, test
 import sentry_filter
 from cellkit import (ROOT, cell_argv, descendants, digest, ensure_user, finish_cell, image_with_runner,
-                     in_both_modes, ok_stdout, rootless_files, run_cell, start_cell)
+                     hidden, in_both_modes, ok_stdout, rootless_files, run_cell, start_cell)
 
 
 def probe(code, mode, deadline=5, env=None):
@@ -283,6 +283,18 @@ def argv_of(pid):
         return b""
 
 
+def tree_with_sentry(pid, timeout=15):
+    """The argv of every process below pid, once a runsc-sandbox (the
+    Sentry) is among them."""
+    deadline, tree = time.time() + timeout, {}
+    while time.time() < deadline:
+        tree = {k: argv_of(k) for k in descendants(pid)}
+        if any(a.startswith(b"runsc-sandbox") for a in tree.values()):
+            return tree
+        time.sleep(0.05)
+    raise AssertionError("no runsc-sandbox below %d: %r" % (pid, tree))
+
+
 def rootfs_image(mode):
     return os.path.join(cache_dir(mode), digest().replace(":", "-") + ".erofs")
 
@@ -297,11 +309,7 @@ def the_root_is_one_image_and_no_gofer_runs(mode):
     code = "import time\ntime.sleep(3)\nprint(open('/proc/self/mounts').read())"
     p = start_cell(code, mode, deadline=20)
     try:
-        deadline, seen = time.time() + 15, []
-        while time.time() < deadline and not any(a.startswith(b"runsc-sandbox") for a in seen):
-            seen = [argv_of(k) for k in descendants(p.pid)]
-            time.sleep(0.05)
-        assert any(a.startswith(b"runsc-sandbox") for a in seen), seen
+        seen = list(tree_with_sentry(p.pid).values())
         assert not any(b"gofer" in a.split(b"\0")[0] for a in seen), seen
         assert not any(b"\0gofer\0" in a for a in seen), seen
     finally:
@@ -334,19 +342,17 @@ def sentry_file_calls(mode, extra=()):
     return its argv and the host file calls some arguments get through."""
     p = start_cell("import time\ntime.sleep(4)\nprint(1)", mode, deadline=20, extra=extra)
     try:
-        deadline, sandbox = time.time() + 15, []
-        while time.time() < deadline and not sandbox:
-            sandbox = [k for k in descendants(p.pid) if argv_of(k).startswith(b"runsc-sandbox")]
-            time.sleep(0.05)
-        assert sandbox, "no runsc-sandbox below the cell"
+        deadline = time.time() + 15
+        [sentry] = [k for k, a in tree_with_sentry(p.pid).items()
+                    if a.startswith(b"runsc-sandbox")]
         # the Sentry installs its one filter program while it starts: poll
         # until it is there (a stack read early would only allow more)
         progs = []
         while time.time() < deadline and not progs:
-            progs = sentry_filter.filters(sandbox[0])
+            progs = sentry_filter.filters(sentry)
             time.sleep(0.05)
         assert progs, "the Sentry never installed a filter"
-        argv = argv_of(sandbox[0])
+        argv = argv_of(sentry)
         assert sentry_filter.allowed(progs, 0, (5, 0, 1)), "read must be allowed: emulation broken"
         through = sorted(name for name, nr in HOST_FILE_CALLS.items()
                          if any(sentry_filter.allowed(progs, nr, (fd, a1, fl, a3))
@@ -394,9 +400,7 @@ def a_missing_mkfs_erofs_is_named_at_start():
     cache = tempfile.mkdtemp(prefix="appliance-cache.")
     blank = tempfile.NamedTemporaryFile(prefix="appliance-blank.")
     try:
-        script = 'mount --bind "$1" /usr/bin/mkfs.erofs && shift && exec "$@"'
-        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-                blank.name] + cell_argv("root", 5, ("--cache", cache))
+        argv = hidden("/usr/bin/mkfs.erofs", blank.name, cell_argv("root", 5, ("--cache", cache)))
         r = subprocess.run(argv, input=b"print(1)", capture_output=True, timeout=120)
         assert r.returncode != 0, r
         assert b"mkfs.erofs" in r.stderr and b"erofs-utils" in r.stderr, r.stderr

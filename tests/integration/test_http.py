@@ -9,7 +9,6 @@ client that hangs up mid-cell has its cell cancelled, and SIGTERM ends everythin
 Runs as root; needs build/appliance, build/toy-server, build/image and the npm packages.
 """
 
-import glob
 import hashlib
 import http.client
 import json
@@ -23,7 +22,7 @@ import threading
 import time
 
 from harness import main, test
-from cellkit import alive, descendants
+from cellkit import alive, descendants, hidden, maps_lib, system_lib
 import gatewaykit as gk
 
 CLIENT2 = os.path.join(gk.ROOT, "tests", "mcp-client2.mjs")
@@ -305,20 +304,17 @@ def libmicrohttpd_is_loaded_only_for_the_http_front():
     the library."""
     s = Served()
     try:
-        with open("/proc/%d/maps" % s.proc.pid) as f:
-            assert "/libmicrohttpd.so" in f.read()
+        assert maps_lib(s.proc.pid, "libmicrohttpd")
         st, _, text = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
                               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                                          "clientInfo": {"name": "raw", "version": "0"}}})
         assert st == 200 and json.loads(text)["result"]["protocolVersion"] == "2025-11-25", text
     finally:
         s.stop()
-    [lib] = {os.path.realpath(p) for p in glob.glob("/usr/lib/*/libmicrohttpd.so.12")}
     blank = tempfile.NamedTemporaryFile(prefix="appliance-blank.")
     try:
-        script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
-        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-                blank.name, lib] + gk.run_argv(http_policy(free_port()))
+        argv = hidden(system_lib("libmicrohttpd.so.12"), blank.name,
+                      gk.run_argv(http_policy(free_port())))
         r = subprocess.run(argv, input=b"", capture_output=True, timeout=60)
         assert r.returncode == 1, r
         assert b"http: libmicrohttpd.so.12 could not be loaded" in r.stderr, r.stderr

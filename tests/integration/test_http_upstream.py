@@ -11,7 +11,6 @@ and waits on what it can observe: an answer, a log line of a server, a
 notification.
 """
 
-import glob
 import json
 import os
 import socket
@@ -21,7 +20,7 @@ import threading
 import time
 
 import gatewaykit as gk
-from cellkit import ROOT
+from cellkit import ROOT, hidden, maps_lib, system_lib
 from harness import main, test
 from mcphttp import McpHttp
 import tlskit
@@ -481,11 +480,6 @@ def a_ca_file_or_a_filled_header_that_cannot_be_used_refuses_the_start():
     assert b"X-Injected" not in r.stderr, r.stderr
 
 
-def maps_lib(pid, name):
-    with open("/proc/%d/maps" % pid) as f:
-        return "/%s.so" % name in f.read()
-
-
 @test
 def libcurl_is_loaded_only_for_an_http_server():
     """libcurl is not linked: the first HTTP server loads it at start. An
@@ -505,10 +499,7 @@ def libcurl_is_loaded_only_for_an_http_server():
         with gk.Session(legacy_policy(srv)) as s:
             assert s.cell("print(await lg.echo(text='http'))") == "http\n"
             assert maps_lib(s.proc.pid, "libcurl")
-        [lib] = {os.path.realpath(p) for p in glob.glob("/usr/lib/*/libcurl.so.4")}
-        script = 'mount --bind "$1" "$2" && shift 2 && exec "$@"'
-        argv = ["unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh",
-                blank.name, lib] + gk.run_argv(legacy_policy(srv))
+        argv = hidden(system_lib("libcurl.so.4"), blank.name, gk.run_argv(legacy_policy(srv)))
         r = subprocess.run(argv, input=b"", capture_output=True, timeout=60)
         assert r.returncode == 1, r
         assert b"servers.lg: libcurl.so.4 could not be loaded" in r.stderr, r.stderr
