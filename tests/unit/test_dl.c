@@ -41,8 +41,7 @@ static void test_a_missing_library_is_named_every_time(void **state)
 	(void)state;
 	assert_int_equal(appl_dl_load(&lib, &err), -EIO);
 	assert_int_equal(err.code, -EIO);
-	assert_non_null(
-		strstr(err.msg, "libappliance-no-such-library.so.1 could not be loaded: "));
+	assert_non_null(strstr(err.msg, "libappliance-no-such-library.so.1 could not be loaded: "));
 	assert_int_equal(appl_dl_load(&lib, &again), -EIO);
 	assert_string_equal(again.msg, err.msg);
 	assert_int_equal(appl_dl_load(&lib, NULL), -EIO);
