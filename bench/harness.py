@@ -76,6 +76,7 @@ environment variables (scripts/bench lists them). The figures go to stdout
 as a table, and to build/bench.json (BENCH_JSON).
 """
 
+import fcntl
 import hashlib
 import http.client
 import io
@@ -169,7 +170,7 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"),
     "sweep_n": env_int("BENCH_SWEEP_N", 30),          # row 13: cells per rate
     "sweep_rates": [float(x) for x in os.environ.get("BENCH_SWEEP_RATES", "0.5,1,2")
                     .replace(" ", "").split(",") if x],
@@ -1154,6 +1155,135 @@ def row_fair(work):
     return out
 
 
+# ---- row 16: upstream answers, kept and dropped --------------------------------------------------
+
+BYTES_SEQ_CELL = """import time
+try:
+    await toy.bytes(n=%d)  # the server builds this size's answer once; not counted
+except ToolError:
+    pass
+t0 = time.perf_counter()
+kept = 0
+for _ in range(%d):
+    try:
+        kept += len(await toy.bytes(n=%d)) > 0
+    except ToolError as e:
+        assert "over the cap" in str(e), e
+dt = time.perf_counter() - t0
+{"wall_s": dt, "kept": kept}
+"""
+
+BYTES_GATHER_CELL = """import time
+try:
+    await toy.bytes(n=%d)
+except ToolError:
+    pass
+t0 = time.perf_counter()
+r = await asyncio.gather(*(toy.bytes(n=%d) for _ in range(%d)), return_exceptions=True)
+dt = time.perf_counter() - t0
+{"wall_s": dt, "refused": sum(isinstance(x, ToolError) and "over the cap" in str(x) for x in r)}
+"""
+
+ADD_CELL = """import time
+t0 = time.perf_counter()
+ok = 0
+for i in range(%d):
+    ok += (await toy.add(a=i, b=1)) == {"sum": i + 1}
+{"wall_s": time.perf_counter() - t0, "ok": ok}
+"""
+
+
+def toy_answers(n, size):
+    """The requests for n `bytes` answers of size to the toy, and the time
+    the toy takes to answer them all to `cat > /dev/null` (its answers kept
+    in a file too, for the cat baseline)."""
+    lines = [{"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"protocolVersion": PROTOCOL, "capabilities": {},
+                         "clientInfo": {"name": "bench", "version": "1"}}},
+             {"jsonrpc": "2.0", "method": "notifications/initialized"}]
+    lines += [{"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+               "params": {"name": "bytes", "arguments": {"n": size}}} for i in range(n)]
+    return "".join(json.dumps(x) + "\n" for x in lines).encode()
+
+
+def piped_mb_s(argv, stdin_bytes, nbytes):
+    """MB/s of argv's output (nbytes) read by cat into /dev/null, through a
+    pipe of the size the appliance asks for its servers' output."""
+    rfd, wfd = os.pipe()
+    try:
+        fcntl.fcntl(rfd, fcntl.F_SETPIPE_SZ, MIB)
+    except OSError:
+        pass
+    t0 = time.perf_counter()
+    with open(os.devnull, "wb") as null:
+        src = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=wfd,
+                               stderr=subprocess.DEVNULL)
+        cat = subprocess.Popen(["cat"], stdin=rfd, stdout=null)
+        os.close(wfd)
+        os.close(rfd)
+        src.stdin.write(stdin_bytes)
+        src.stdin.close()
+        cat.wait()
+        src.wait()
+    return nbytes / (time.perf_counter() - t0) / 1e6
+
+
+def row_upstream(work):
+    """How fast answers from a stdio server are read: dropped ones (over the
+    result cap, read and thrown away as they come) and kept ones, against
+    `cat` of the same bytes through a pipe and the toy's own pace; then a
+    cell's small calls alone and beside a cell gathering huge answers from
+    the same server."""
+    # 16 answers: the toy queues at most 16 of the largest (tests/toy/README.md)
+    n, big, kept_size = 16, 16 * MIB, MIB - 4096
+    out = {"n": n, "big": big, "kept_size": kept_size}
+    req = toy_answers(n, big)
+    path = os.path.join(work.dir, "answers.jsonl")
+    with open(path, "wb") as f:
+        p = subprocess.run([TOY], input=req, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        f.write(p.stdout)
+    nbytes = os.path.getsize(path)
+    per = nbytes / n  # an answer (the small initialize answer is in nbytes too)
+    out["cat_mb_s"] = [piped_mb_s(["cat"] + [path] * 4, b"", 4 * nbytes) for _ in range(3)]
+    out["toy_mb_s"] = [piped_mb_s([TOY], req, nbytes) for _ in range(3)]
+    limits = {"pool": 2, "cells": 4, "deadline_s": 300, "max_calls": 1000,
+              "max_result_bytes": MIB}
+    m = Mcp(work, toy_policy(work, limits), "upstream")
+    try:
+        time.sleep(P["settle_s"])
+        for key, code, size in (("dropped", BYTES_SEQ_CELL % (big, n, big), big),
+                                ("kept", BYTES_SEQ_CELL % (kept_size, n, kept_size), kept_size)):
+            out[key + "_mb_s"] = []
+            for _ in range(3):
+                sc, _ = m.cell(code, timeout=300)
+                r = sc["result"]
+                if (r["kept"] == n) != (key == "kept"):
+                    raise RowError("%s: %d of %d kept" % (key, r["kept"], n))
+                out[key + "_mb_s"].append(n * (per if size == big else size) / r["wall_s"] / 1e6)
+        out["gathered_mb_s"] = []
+        for _ in range(3):
+            sc, _ = m.cell(BYTES_GATHER_CELL % (big, big, 4 * n), timeout=300)
+            if sc["result"]["refused"] != 4 * n:
+                raise RowError("gathered: %s" % sc["result"])
+            out["gathered_mb_s"].append(4 * n * per / sc["result"]["wall_s"] / 1e6)
+        # a cell's small calls alone, then beside 200 huge answers gathered
+        out["alone_s"], out["beside_s"] = [], []
+        for _ in range(3):
+            sc, _ = m.cell(ADD_CELL % 100, timeout=120)
+            out["alone_s"].append(sc["result"]["wall_s"])
+            q = queue.Queue()
+            m.send_cell(BYTES_GATHER_CELL % (big, big, 200), q)
+            time.sleep(0.5)  # the gather is under way
+            sc, _ = m.cell(ADD_CELL % 100, timeout=300)
+            if sc["result"]["ok"] != 100:
+                raise RowError("beside: %s" % sc["result"])
+            out["beside_s"].append(sc["result"]["wall_s"])
+            q.get(timeout=300)
+    finally:
+        m.close()
+    return out
+
+
 # ---- row 8: sustained load ----------------------------------------------------------------------
 
 def row_load(work, extra=None, cfg=MAIN):
@@ -1800,6 +1930,8 @@ def main():
         before(8, "sustained load", lambda: row_load(work, None, BEFORE))
         before(15, "CPU per cell", lambda: row_cpu(work, None, BEFORE))
         attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
+        attempt(16, "upstream answers: dropped and kept MB/s, against cat",
+                lambda: row_upstream(work))
         if P["baselines"]:
             baselines(work, res)
     finally:
@@ -2062,6 +2194,29 @@ def report(info, res, total_s):
         if r15["stragglers"]:
             w("  (%d processes outlived the appliance and were reaped by the reaper)"
               % r15["stragglers"])
+
+    r16 = res.get(16)
+    if r16 is not None:
+        w("")
+        if "error" in r16:
+            w("row 16: answers from a stdio server: ERROR: %s" % r16["error"])
+        else:
+            m = {k: statistics.median(r16[k]) for k in
+                 ("cat_mb_s", "toy_mb_s", "dropped_mb_s", "gathered_mb_s", "kept_mb_s",
+                  "alone_s", "beside_s")}
+            w("row 16: answers from a stdio server, MB/s (median of 3; %d answers of %d MiB,"
+              " %d answers of %d KiB)" % (r16["n"], r16["big"] // MIB, r16["n"],
+                                          r16["kept_size"] // 1024))
+            w("  cat of the same bytes through a pipe:            %7.0f MB/s" % m["cat_mb_s"])
+            w("  the toy server answering them, read by cat:      %7.0f MB/s" % m["toy_mb_s"])
+            w("  appliance, dropped (over the cap), one at a time: %6.0f MB/s (%.2fx cat)"
+              % (m["dropped_mb_s"], m["dropped_mb_s"] / m["cat_mb_s"]))
+            w("  appliance, dropped, 16 in flight:                %7.0f MB/s (%.2fx cat)"
+              % (m["gathered_mb_s"], m["gathered_mb_s"] / m["cat_mb_s"]))
+            w("  appliance, kept (into the cell), one at a time:  %7.1f MB/s"
+              % m["kept_mb_s"])
+            w("  another cell's 100 small calls: alone %.0f ms, beside 200 gathered answers"
+              " of 16 MiB %.0f ms" % (m["alone_s"] * 1e3, m["beside_s"] * 1e3))
 
     # ratios and targets
     def med(k):

@@ -337,6 +337,7 @@
 #define APPL_UPSTREAM_KILL_WAIT_MS   1000		 /* upstream_free waits this long to reap */
 #define APPL_UPSTREAM_PENDING_MAX    4096		 /* calls pending per server */
 #define APPL_UPSTREAM_OUTBUF_MAX     (16u * 1024 * 1024) /* queued for the server's stdin */
+#define APPL_UPSTREAM_PIPE_BYTES     (1024u * 1024)	 /* the server's stdout pipe, asked */
 #define APPL_UPSTREAM_LIST_BYTES_MAX (16u * 1024 * 1024) /* all pages of one tools/list */
 #define APPL_UPSTREAM_CURSOR_MAX     1024		 /* bytes of one nextCursor */
 #define APPL_UPSTREAM_TOOL_NAME_MAX  128 /* MCP asks 1 to 128; longer tools are skipped */

@@ -108,6 +108,13 @@ static bool overlong(struct lines *l, const char *head, size_t have)
 	return !l->closed;
 }
 
+/* The over-long line being skipped has ended. */
+static void skipped(struct lines *l)
+{
+	if (!l->closed && l->hooks.on_skipped)
+		l->hooks.on_skipped(l, l->hooks.data);
+}
+
 /* Deliver the complete lines in the buffer, within the share. */
 static void deliver(struct lines *l, bool pump)
 {
@@ -129,6 +136,7 @@ static void deliver(struct lines *l, bool pump)
 			l->start = l->scan = (size_t)(nl - l->in) + 1;
 			if (!overlong(l, head, len))
 				return;
+			skipped(l); /* it came whole */
 			continue;
 		}
 		l->start = l->scan = (size_t)(nl - l->in) + 1;
@@ -173,6 +181,7 @@ static void skip_take(struct lines *l, size_t n)
 	}
 	l->skipping = false;
 	l->start = l->scan = (size_t)(nl - l->in) + 1;
+	skipped(l);
 }
 
 /* Make room for one read; compacting first. 0, or -1 when out of memory. */

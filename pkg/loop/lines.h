@@ -51,6 +51,11 @@ struct lines_hooks {
 	/* An over-long line (SKIP and STOP): head[0..len) is its first bytes,
 	 * len = min(line_max, head_max). May be NULL for SKIP. */
 	void (*on_overlong)(struct lines *l, const char *head, size_t len, void *data);
+	/* SKIP: the over-long line on_overlong announced has ended (its
+	 * newline was read; what came of it was dropped as it came, one read
+	 * at a time, never gathered). Not called when the input ends inside
+	 * it (on_end is). May be NULL. */
+	void (*on_skipped)(struct lines *l, void *data);
 	/* End of input ("end of input"), a read error ("read error"), a write
 	 * error ("write error": the peer stopped reading for good; what it
 	 * wrote before is delivered first), or (END) a line over the cap. why

@@ -885,6 +885,26 @@ void up_req_too_large(struct upstream *u, uint64_t id)
 		up_req_refused(u, id, "larger than the cap");
 }
 
+void up_call_dropping(struct upstream *u, struct req *r)
+{
+	(void)u;
+	if (r->kind == REQ_CALL && r->sent)
+		r->dropping = true;
+}
+
+void up_dropped_end(struct upstream *u)
+{
+	for (;;) {
+		struct req *r = u->head;
+
+		while (r && !r->dropping)
+			r = r->next;
+		if (!r)
+			return;
+		up_call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+	}
+}
+
 static void server_answer(struct upstream *u, const struct jsonrpc_msg *m, size_t len)
 {
 	struct req *r;
@@ -975,6 +995,7 @@ static void run_end(struct upstream *u, const char *why)
 	ulog(u, LOG_WARN, "down: %s (restart allowed in %" PRIu64 " ms)", u->last_error,
 	     u->retry_at_ms - now);
 	reqs_drop_internal(u);
+	up_dropped_end(u); /* answered, over the cap, before the server went */
 	calls_fail(u, UPSTREAM_UNAVAILABLE, UPSTREAM_REASON_UNAVAILABLE);
 	timer_rearm(u);
 	if (u->hooks.on_down)
@@ -1036,6 +1057,11 @@ static int run_start(struct upstream *u, struct appl_err *err)
 
 static void req_expired(struct upstream *u, struct req *r)
 {
+	if (r->dropping) {
+		/* Its answer came, over the cap: that is how it ended. */
+		up_call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+		return;
+	}
 	if (r->kind == REQ_CALL) {
 		/* MCP: the sender of a request that timed out cancels it. */
 		if (r->sent)

@@ -38,7 +38,10 @@ struct req {
 	bool sent;
 	bool modern; /* line was encoded with the 2026-07-28 _meta */
 	bool resent; /* sent again once after its session ended (HTTP 404) */
-	char *line;  /* a call not sent yet (server starting, or no room) */
+	/* its answer passed the cap and the rest of it is being read and
+	 * dropped: it ends, over the cap, when that is done */
+	bool dropping;
+	char *line; /* a call not sent yet (server starting, or no room) */
 	size_t len;
 	char *tool;	/* a call's tool; NULL for a read */
 	json_t *params; /* a call's params, kept to encode it again */
@@ -155,6 +158,15 @@ void up_req_refused(struct upstream *u, uint64_t id, const char *why);
 void up_session_over(struct upstream *u, struct req *r);
 /* Request id's answer passed its cap. */
 void up_req_too_large(struct upstream *u, uint64_t id);
+/* Over one stream that carries every answer (stdio): call r's answer passed
+ * its cap, and the rest of it is still to come and be dropped. r keeps its
+ * place, and so its caller's server slot, until up_dropped_end: the server
+ * is sent no more calls than its slots while it still writes an answer
+ * nobody will read, and its output is read at the pace it writes it. */
+void up_call_dropping(struct upstream *u, struct req *r);
+/* The answer being dropped has ended: every call marked dropping ends over
+ * the cap. */
+void up_dropped_end(struct upstream *u);
 
 struct req *up_req_find(const struct upstream *u, uint64_t id);
 /* The call sent first of those still waiting. */

@@ -174,12 +174,15 @@ static void on_line(struct lines *l, const char *line, size_t len, void *data)
 	up_message(data, line, len);
 }
 
-/* A call's answer past the cap fails the call at once with the result-cap
- * refusal; the rest of the line is dropped as it comes, never kept or
- * parsed, so reading keeps pace with the server. The call is the one whose
- * id the answer's first bytes name; with no id there, the oldest call sent
- * when the server has answered in order so far, else every call sent (any
- * of them could be it). A message that is not an answer is only dropped. */
+/* A message past the cap. A call's answer ends the call over the cap once
+ * the rest of it has been read and dropped (on_skipped): it is never kept
+ * or parsed, and the call holds its server slot until then, so a cell
+ * gathering huge answers cannot have the server make more of them than its
+ * slots while reading keeps pace with what it writes. The call is the one
+ * whose id the answer's first bytes name; with no id there, the oldest call
+ * sent when the server has answered in order so far, else every call sent
+ * (any of them could be it). A message that is not an answer is only
+ * dropped. */
 static void on_overlong(struct lines *l, const char *head, size_t len, void *data)
 {
 	struct upstream *u = data;
@@ -187,21 +190,32 @@ static void on_overlong(struct lines *l, const char *head, size_t len, void *dat
 	struct req *r;
 	(void)l;
 
-	ulog(u, LOG_INFO, "dropped a message longer than its cap (%zu bytes seen)", len);
+	ulog(u, LOG_INFO, "dropping a message longer than its cap (%zu bytes seen)", len);
 	if (json_is_integer(id) && json_integer_value(id) > 0) {
-		up_req_too_large(u, (uint64_t)json_integer_value(id));
+		uint64_t n = (uint64_t)json_integer_value(id);
+
 		json_decref(id);
+		if ((r = up_req_find(u, n)) && r->kind == REQ_CALL)
+			up_call_dropping(u, r);
+		else
+			up_req_too_large(u, n);
 		return;
 	}
 	json_decref(id);
 	if (jsonrpc_method_sniffed(head, len) || !(r = up_oldest_sent_call(u)))
 		return;
 	if (u->in_order) {
-		up_call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+		up_call_dropping(u, r);
 		return;
 	}
-	while ((r = up_oldest_sent_call(u)))
-		up_call_finish(u, r, UPSTREAM_TOO_LARGE, NULL, UPSTREAM_REASON_TOO_LARGE);
+	for (; r; r = r->next)
+		up_call_dropping(u, r);
+}
+
+static void on_skipped(struct lines *l, void *data)
+{
+	(void)l;
+	up_dropped_end(data);
 }
 
 /* The end of its stdout, or its stdin broken: the server is gone or of no
@@ -403,6 +417,7 @@ static int watches_add(struct upstream *u, struct appl_err *err)
 				      .head_max = UP_OVERLONG_HEAD};
 	struct lines_hooks io_hooks = {.on_line = on_line,
 				       .on_overlong = on_overlong,
+				       .on_skipped = on_skipped,
 				       .on_end = on_io_end,
 				       .on_flushed = on_io_flushed,
 				       .data = u};
@@ -433,6 +448,11 @@ static int pipes_open(int p[3][2], struct appl_err *err)
 	if (fcntl(p[0][1], F_SETFL, O_NONBLOCK) < 0 || fcntl(p[1][0], F_SETFL, O_NONBLOCK) < 0 ||
 	    fcntl(p[2][0], F_SETFL, O_NONBLOCK) < 0)
 		return appl_err_errno(err, -errno, errno, "fcntl");
+	/* A large answer passes in fewer, larger steps, and the server waits
+	 * on us less: its own output queue is what grows while it waits. Best
+	 * effort: above fs.pipe-max-size an unprivileged caller is refused,
+	 * and the default size still works. */
+	(void)fcntl(p[1][0], F_SETPIPE_SZ, (int)APPL_UPSTREAM_PIPE_BYTES);
 	return 0;
 }
 

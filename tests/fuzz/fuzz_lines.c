@@ -66,7 +66,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const enum lines_overlong policies[] = {LINES_OVERLONG_END, LINES_OVERLONG_SKIP,
 						       LINES_OVERLONG_STOP};
 	struct seen s = {0};
-	struct lines_hooks h = {on_line, on_overlong, on_end, NULL, &s};
+	struct lines_hooks h = {
+		.on_line = on_line, .on_overlong = on_overlong, .on_end = on_end, .data = &s};
 	struct loop *loop;
 	struct lines *l;
 	int p[2];

@@ -234,8 +234,8 @@ class Session:
     def start_cell(self, src):
         return self.start("tools/call", {"name": "run_python", "arguments": {"code": src}})
 
-    def result(self, rid):
-        a = self.wait(rid)
+    def result(self, rid, timeout=90):
+        a = self.wait(rid, timeout)
         assert "result" in a, a
         return a["result"]["structuredContent"]
 

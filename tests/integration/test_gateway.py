@@ -365,7 +365,9 @@ def at_most_concurrency_calls_are_in_flight():
     for limits, peak in (({}, 16), ({"concurrency": 4}, 4)):
         with Session(toy_policy(limits=limits)) as s:
             got = s.cell_json(PEAK)
+            held = got["peak"].pop("held")
             assert got == {"n": 100, "all": True, "peak": {"peak": peak}}, (limits, got)
+            assert 1 <= held <= peak + 1, (limits, held)  # the sleeps, and the peak call
 
 
 @test

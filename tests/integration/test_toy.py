@@ -247,8 +247,30 @@ def sleeps_overlap_and_answer_out_of_order(toy):
     elapsed = time.monotonic() - t0
     assert order == ["b", "c", "a"], order
     assert 0.55 <= elapsed < 1.0, elapsed  # in parallel: not 1.05 s in a row
-    assert toy.tool("peak")["structuredContent"] == {"peak": 3}
-    assert toy.tool("peak")["structuredContent"] == {"peak": 0}  # reset
+    # three sleeps and the add, then the peak call itself, held alone
+    assert toy.tool("peak")["structuredContent"] == {"peak": 3, "held": 4}
+    assert toy.tool("peak")["structuredContent"] == {"peak": 0, "held": 1}  # reset
+
+
+@with_toy()
+def a_call_is_held_until_its_answer_is_wholly_written(toy):
+    toy.init()
+    toy.tool("peak")
+    # two answers of 8 MiB that the client does not read yet: a pipe takes
+    # neither whole, so both calls are still held when the peak call comes
+    for rid in ("x", "y"):
+        toy.request("tools/call", {"name": "bytes", "arguments": {"n": 8 * 1024 * 1024}},
+                    rid=rid)
+    toy.request("tools/call", {"name": "peak", "arguments": {}}, rid="p")
+    got = {}
+    for _ in range(3):
+        r = toy.recv(timeout=30)
+        got[r["id"]] = r
+    assert len(got["x"]["result"]["content"][0]["text"]) == 8 * 1024 * 1024
+    assert got["p"]["result"]["structuredContent"] == {"peak": 0, "held": 3}, got["p"]
+    # it reset to the three held then; once they are written, to this one
+    assert toy.tool("peak")["structuredContent"] == {"peak": 0, "held": 3}
+    assert toy.tool("peak")["structuredContent"] == {"peak": 0, "held": 1}
 
 
 @with_toy()
@@ -264,7 +286,7 @@ def cancelled_calls_get_no_answer(toy):
     r = toy.recv()
     assert r["id"] == "keep", r
     toy.nothing_for(0.5)
-    assert toy.tool("peak")["structuredContent"] == {"peak": 2}
+    assert toy.tool("peak")["structuredContent"] == {"peak": 2, "held": 2}
     assert toy.call("ping")["result"] == {}
 
 

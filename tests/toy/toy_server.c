@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -39,9 +40,11 @@
 #include "jsonrpc/jsonrpc.h"
 #include "loop/loop.h"
 
-#define TOY_IN_LINE_MAX	  APPL_UPSTREAM_MESSAGE_MAX /* what the appliance may send */
-#define TOY_OUT_LINE_MAX  (32u * 1024 * 1024)	    /* room for `bytes` up to its cap */
-#define TOY_OUT_QUEUE_MAX (256u * 1024 * 1024)	    /* a client that stops reading */
+#define TOY_IN_LINE_MAX	 APPL_UPSTREAM_MESSAGE_MAX /* what the appliance may send */
+#define TOY_OUT_LINE_MAX (32u * 1024 * 1024)	   /* room for `bytes` up to its cap */
+/* A client that stops reading: room for 16 answers of the largest `bytes`
+ * (the appliance's default slots per server) and 16 MiB more. */
+#define TOY_OUT_QUEUE_MAX (17u * 16 * 1024 * 1024)
 #define TOY_READ_BLOCK	  (64u * 1024)
 #define TOY_PAGE_SIZE	  4
 #define TOY_SLEEP_MS_MAX  60000
@@ -64,15 +67,38 @@ struct call {
 	json_int_t ms;
 };
 
+/* A buffer several queued lines may point into (the cached result of
+ * `bytes`), freed with its last reference. */
+struct shared {
+	unsigned refs;
+	size_t len;
+	char data[];
+};
+
+/* One queued output line: its own head (owned), then optionally a shared
+ * body and a static tail, written straight from where they are. */
+struct out_line {
+	struct out_line *next;
+	char *head;
+	size_t head_len;
+	struct shared *body;
+	const char *tail;
+	size_t tail_len;
+	size_t off, len; /* written so far, in all */
+	int answers_call;
+};
+
 struct toy {
 	struct loop *loop;
 	char *in; /* a partial line, TOY_IN_LINE_MAX at most */
 	size_t in_len;
 	int in_discard; /* skipping the rest of an over-long line */
-	char *out;	/* queued output, out[out_off..out_len) still to write */
-	size_t out_len, out_off;
-	int initialized; /* initialize answered */
-	int stop;	 /* 0 running, 1 clean exit, 2 exit with status 3 */
+	/* queued output, oldest first: each line written from its own buffer
+	 * (writev), so queueing one never moves the others */
+	struct out_line *out_head, **out_tail;
+	size_t out_bytes; /* still to write, all lines */
+	int initialized;  /* initialize answered */
+	int stop;	  /* 0 running, 1 clean exit, 2 exit with status 3 */
 	unsigned long calls;
 	long die_after;		 /* -1: never */
 	long list_changed_after; /* -1: never */
@@ -80,7 +106,17 @@ struct toy {
 	int fail_init;
 	struct call *sleeping;
 	unsigned inflight, peak;
-	json_t *tools; /* every tool, `late` last */
+	/* calls read whose answer is not yet wholly written (or dropped by a
+	 * cancel): what the server holds for its client; held_peak since the
+	 * last `peak` call */
+	unsigned held, held_peak;
+	int line_answers_call; /* the line being queued answers a call */
+	/* `bytes` answers are built once per size and written from here, so
+	 * the server writes as fast as a pipe takes it and a bench measures its
+	 * client, not the server */
+	json_int_t bytes_n;
+	struct shared *bytes; /* the encoded result object for bytes_n */
+	json_t *tools;	      /* every tool, `late` last */
 	char *note;
 };
 
@@ -192,11 +228,15 @@ static const char *arg_str(const json_t *args, const char *key)
 	return json_string_value(json_object_get(args, key));
 }
 
+static void out_parts(struct toy *t, char *head, size_t head_len, struct shared *body,
+		      const char *tail);
+
 struct tool {
 	const char *name;
 	const char *const *keys; /* the arguments it takes */
-	/* Returns the result (new), or NULL when the answer comes later (sleep)
-	 * or memory ran out (*deferred says which). */
+	/* Returns the result (new), or NULL when the answer comes later (sleep,
+	 * *deferred 1), was queued by the tool itself (bytes, *deferred 2), or
+	 * memory ran out (*deferred 0). */
 	json_t *(*run)(struct toy *t, const json_t *id, const json_t *args, int *deferred);
 };
 
@@ -269,33 +309,81 @@ static json_t *run_sleep(struct toy *t, const json_t *id, const json_t *args, in
 	return NULL;
 }
 
+static void held_add(struct toy *t)
+{
+	if (++t->held > t->held_peak)
+		t->held_peak = t->held;
+}
+
 static json_t *run_peak(struct toy *t, const json_t *id, const json_t *args, int *deferred)
 {
-	unsigned peak = t->peak;
+	unsigned peak = t->peak, held = t->held_peak;
 
 	(void)id, (void)args, (void)deferred;
 	t->peak = t->inflight;
-	return structured(json_pack("{s:i}", "peak", (int)peak));
+	t->held_peak = t->held;
+	return structured(json_pack("{s:i, s:i}", "peak", (int)peak, "held", (int)held));
 }
 
-static json_t *run_bytes(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+static void shared_put(struct shared *b)
+{
+	if (b && --b->refs == 0)
+		free(b);
+}
+
+/* The result object of `bytes` for n, encoded (cached for the last n);
+ * borrowed. Written out directly: the pattern needs no escaping. */
+static struct shared *bytes_result(struct toy *t, json_int_t n)
 {
 	static const char pattern[] = "abcdefghijklmnopqrstuvwxyz0123456789";
-	json_int_t n;
-	json_t *r;
-	char *buf;
+	static const char head[] = "{\"content\":[{\"type\":\"text\",\"text\":\"", tail[] = "\"}]}";
+	struct shared *b;
+	char *p;
 
-	(void)t, (void)id, (void)deferred;
+	if (t->bytes && t->bytes_n == n)
+		return t->bytes;
+	shared_put(t->bytes);
+	t->bytes = NULL;
+	b = malloc(sizeof(*b) + sizeof(head) - 1 + (size_t)n + sizeof(tail) - 1);
+	if (!b)
+		return NULL;
+	b->refs = 1;
+	b->len = sizeof(head) - 1 + (size_t)n + sizeof(tail) - 1;
+	memcpy(b->data, head, sizeof(head) - 1);
+	p = b->data + sizeof(head) - 1;
+	for (json_int_t i = 0; i < n; i++)
+		p[i] = pattern[i % (json_int_t)(sizeof(pattern) - 1)];
+	memcpy(p + n, tail, sizeof(tail) - 1);
+	t->bytes = b;
+	t->bytes_n = n;
+	return b;
+}
+
+/* Answered here: the envelope, then the cached result as it is. */
+static json_t *run_bytes(struct toy *t, const json_t *id, const json_t *args, int *deferred)
+{
+	static const char head[] = "{\"jsonrpc\":\"2.0\",\"id\":", mid[] = ",\"result\":";
+	struct shared *body;
+	char *idtext, *line;
+	size_t ilen;
+	json_int_t n;
+
 	if (arg_int(args, "n", 0, TOY_BYTES_MAX, &n) < 0)
 		return tool_error("bytes: n must be an integer from 0 to 16777216");
-	buf = malloc((size_t)n + 1);
-	if (!buf)
+	if (!(body = bytes_result(t, n)) || !(idtext = json_dumps(id, JSON_ENCODE_ANY)))
 		return NULL;
-	for (json_int_t i = 0; i < n; i++)
-		buf[i] = pattern[i % (json_int_t)(sizeof(pattern) - 1)];
-	r = json_pack("{s:o}", "content", text_content(buf, (size_t)n));
-	free(buf);
-	return r;
+	ilen = strlen(idtext);
+	line = malloc(sizeof(head) + ilen + sizeof(mid));
+	if (line) {
+		memcpy(line, head, sizeof(head) - 1);
+		memcpy(line + sizeof(head) - 1, idtext, ilen);
+		memcpy(line + sizeof(head) - 1 + ilen, mid, sizeof(mid));
+		body->refs++;
+		out_parts(t, line, strlen(line), body, "}\n");
+		*deferred = 2;
+	}
+	free(idtext);
+	return NULL;
 }
 
 static json_t *run_fail(struct toy *t, const json_t *id, const json_t *args, int *deferred)
@@ -875,11 +963,61 @@ static const struct tool tools[] = {
 
 /* ---- output ------------------------------------------------------------------- */
 
+/* A line wholly written: a call's answer is no longer held. */
+static void out_line_done(struct toy *t)
+{
+	struct out_line *o = t->out_head;
+
+	if (o->answers_call && t->held > 0)
+		t->held--;
+	t->out_head = o->next;
+	if (!t->out_head)
+		t->out_tail = &t->out_head;
+	free(o->head);
+	shared_put(o->body);
+	free(o);
+}
+
+/* Forget what is queued (the reader is gone). */
+static void out_drop(struct toy *t)
+{
+	while (t->out_head)
+		out_line_done(t);
+	t->out_bytes = 0;
+}
+
+#define TOY_IOV 96 /* parts per writev */
+
+/* The parts of o not written yet, into iov; returns how many. */
+static int out_iov(const struct out_line *o, struct iovec *iov)
+{
+	const char *p[3] = {o->head, o->body ? o->body->data : NULL, o->tail};
+	size_t len[3] = {o->head_len, o->body ? o->body->len : 0, o->tail ? o->tail_len : 0};
+	size_t skip = o->off;
+	int k = 0;
+
+	for (int i = 0; i < 3; i++) {
+		if (skip >= len[i]) {
+			skip -= len[i];
+			continue;
+		}
+		iov[k].iov_base = (char *)p[i] + skip;
+		iov[k++].iov_len = len[i] - skip;
+		skip = 0;
+	}
+	return k;
+}
+
 static void out_flush(struct toy *t)
 {
-	while (t->out_off < t->out_len) {
-		ssize_t n = write(STDOUT_FILENO, t->out + t->out_off, t->out_len - t->out_off);
+	while (t->out_head) {
+		struct iovec iov[TOY_IOV];
+		int k = 0;
+		ssize_t n;
 
+		for (struct out_line *o = t->out_head; o && k + 3 <= TOY_IOV; o = o->next)
+			k += out_iov(o, iov + k);
+		n = writev(STDOUT_FILENO, iov, k);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0 && errno == EAGAIN)
@@ -889,40 +1027,53 @@ static void out_flush(struct toy *t)
 			t->stop = 1;
 			return;
 		}
-		t->out_off += (size_t)n;
+		t->out_bytes -= (size_t)n;
+		while (n > 0) {
+			struct out_line *o = t->out_head;
+			size_t left = o->len - o->off, take = (size_t)n < left ? (size_t)n : left;
+
+			o->off += take;
+			n -= (ssize_t)take;
+			if (o->off == o->len)
+				out_line_done(t);
+		}
 	}
-	if (t->out_off == t->out_len)
-		t->out_off = t->out_len = 0;
-	loop_mod(t->loop, STDOUT_FILENO, t->out_len ? EPOLLOUT : 0);
+	loop_mod(t->loop, STDOUT_FILENO, t->out_head ? EPOLLOUT : 0);
+}
+
+/* Queue a line made of head (stolen), body (a reference stolen; may be
+ * NULL) and tail (static; may be NULL), and write what the pipe takes now. */
+static void out_parts(struct toy *t, char *head, size_t head_len, struct shared *body,
+		      const char *tail)
+{
+	size_t len = head_len + (body ? body->len : 0) + (tail ? strlen(tail) : 0);
+	struct out_line *o;
+
+	if (t->out_bytes + len > TOY_OUT_QUEUE_MAX || !(o = calloc(1, sizeof(*o)))) {
+		if (t->out_bytes + len > TOY_OUT_QUEUE_MAX)
+			toy_log("the client does not read: %zu bytes queued", t->out_bytes);
+		free(head);
+		shared_put(body);
+		t->stop = 1;
+		return;
+	}
+	o->head = head;
+	o->head_len = head_len;
+	o->body = body;
+	o->tail = tail;
+	o->tail_len = tail ? strlen(tail) : 0;
+	o->len = len;
+	o->answers_call = t->line_answers_call;
+	*t->out_tail = o;
+	t->out_tail = &o->next;
+	t->out_bytes += len;
+	out_flush(t);
 }
 
 /* Queue line (stolen) and write what the pipe takes now. */
 static void out_line(struct toy *t, char *line, size_t len)
 {
-	char *grown;
-
-	if (t->out_len + len > TOY_OUT_QUEUE_MAX) {
-		toy_log("the client does not read: %zu bytes queued", t->out_len);
-		free(line);
-		t->stop = 1;
-		return;
-	}
-	if (t->out_off) {
-		memmove(t->out, t->out + t->out_off, t->out_len - t->out_off);
-		t->out_len -= t->out_off;
-		t->out_off = 0;
-	}
-	grown = realloc(t->out, t->out_len + len);
-	if (!grown) {
-		free(line);
-		t->stop = 1;
-		return;
-	}
-	t->out = grown;
-	memcpy(t->out + t->out_len, line, len);
-	t->out_len += len;
-	free(line);
-	out_flush(t);
+	out_parts(t, line, len, NULL, NULL);
 }
 
 static void send_result(struct toy *t, const json_t *id, json_t *result)
@@ -1010,9 +1161,11 @@ static void sleep_fired(struct loop *loop, int fd, uint32_t events, void *data)
 	if (!c)
 		return;
 	snprintf(text, sizeof(text), "slept %" PRId64 " ms", (int64_t)c->ms);
+	t->line_answers_call = 1;
 	send_result(t, c->id,
 		    json_pack("{s:o, s:{s:I}}", "content", text_content(text, strlen(text)),
 			      "structuredContent", "slept_ms", c->ms));
+	t->line_answers_call = 0;
 	call_free(c);
 	call_done(t);
 }
@@ -1119,24 +1272,27 @@ static void m_tools_call(struct toy *t, const struct jsonrpc_msg *m)
 		return;
 	}
 	t->calls++;
+	held_add(t);
+	t->line_answers_call = 1;
 	/* MCP: an unknown tool is a protocol error, bad arguments a tool
 	 * error the model can read. */
 	if (!tool) {
 		send_error(t, m->id, JSONRPC_INVALID_PARAMS, "unknown tool");
-		call_done(t);
-		return;
+	} else {
+		if (!args)
+			args = empty = json_object();
+		if (!json_is_object(args) ||
+		    appl_json_keys_check(args, tool->keys, "arguments", NULL) < 0)
+			r = tool_error("arguments: not an object, or an unknown argument");
+		else
+			r = tool->run(t, m->id, args, &deferred);
+		json_decref(empty);
+		if (deferred == 0)
+			send_result(t, m->id, r);
 	}
-	if (!args)
-		args = empty = json_object();
-	if (!json_is_object(args) || appl_json_keys_check(args, tool->keys, "arguments", NULL) < 0)
-		r = tool_error("arguments: not an object, or an unknown argument");
-	else
-		r = tool->run(t, m->id, args, &deferred);
-	json_decref(empty);
-	if (deferred)
-		return;
-	send_result(t, m->id, r);
-	call_done(t);
+	t->line_answers_call = 0;
+	if (deferred != 1)
+		call_done(t);
 }
 
 static void n_initialized(struct toy *t, const struct jsonrpc_msg *m)
@@ -1159,6 +1315,8 @@ static void n_cancelled(struct toy *t, const struct jsonrpc_msg *m)
 	}
 	toy_log("cancelled a sleep of %" PRId64 " ms", (int64_t)c->ms);
 	call_free(c);
+	if (t->held > 0)
+		t->held--; /* never answered */
 	call_done(t);
 }
 
@@ -1272,7 +1430,7 @@ static void stdout_ready(struct loop *loop, int fd, uint32_t events, void *data)
 	if (events & (EPOLLERR | EPOLLHUP)) {
 		toy_log("stdout closed");
 		t->stop = 1;
-		t->out_len = t->out_off = 0;
+		out_drop(t);
 		return;
 	}
 	out_flush(t);
@@ -1331,6 +1489,7 @@ static int toy_start(struct toy *t)
 	struct appl_err err = {0};
 
 	signal(SIGPIPE, SIG_IGN);
+	t->out_tail = &t->out_head;
 	t->in = malloc(TOY_IN_LINE_MAX + 1);
 	t->loop = loop_new(&err);
 	if (!t->in || !t->loop || tools_load(t) < 0)
@@ -1351,14 +1510,15 @@ static int toy_start(struct toy *t)
 static void toy_stop(struct toy *t)
 {
 	fcntl(STDOUT_FILENO, F_SETFL, 0);
-	if (t->out_len)
+	if (t->out_head)
 		out_flush(t);
+	out_drop(t);
 	while (t->sleeping)
 		call_free(call_unlink(t, t->sleeping->tfd, NULL));
 	loop_free(t->loop);
 	json_decref(t->tools);
 	free(t->in);
-	free(t->out);
+	shared_put(t->bytes);
 	free(t->note);
 }
 

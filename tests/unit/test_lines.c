@@ -23,7 +23,7 @@ struct peer {
 	int p[2]; /* we write p[1]; lines reads p[0] */
 	char last[256];
 	size_t last_len;
-	unsigned lines, overlongs;
+	unsigned lines, overlongs, skipped;
 	char head[64];
 	size_t head_len;
 	const char *ended;
@@ -55,6 +55,16 @@ static void on_overlong(struct lines *l, const char *head, size_t len, void *dat
 	memcpy(p->head, head, p->head_len);
 }
 
+static void on_skipped(struct lines *l, void *data)
+{
+	struct peer *p = data;
+	(void)l;
+
+	p->skipped++;
+	/* the line ended: every over-long line announced has ended once */
+	assert_int_equal(p->skipped, p->overlongs);
+}
+
 static void on_end(struct lines *l, const char *why, void *data)
 {
 	(void)l;
@@ -67,9 +77,19 @@ static void on_flushed(struct lines *l, void *data)
 	((struct peer *)data)->flushed++;
 }
 
+static struct lines_hooks peer_hooks(struct peer *p)
+{
+	return (struct lines_hooks){.on_line = on_line,
+				    .on_overlong = on_overlong,
+				    .on_skipped = on_skipped,
+				    .on_end = on_end,
+				    .on_flushed = on_flushed,
+				    .data = p};
+}
+
 static void peer_open(struct peer *p, struct loop *loop, const struct lines_config *cfg)
 {
-	struct lines_hooks h = {on_line, on_overlong, on_end, on_flushed, p};
+	struct lines_hooks h = peer_hooks(p);
 	struct appl_err err = {0};
 
 	memset(p, 0, sizeof(*p));
@@ -155,9 +175,13 @@ static void test_skip_drops_without_holding(void **state)
 		memset(big, 'x', 7);
 	}
 	fcntl(p.p[1], F_SETFL, 0);
+	rounds(loop, 200);
+	assert_int_equal(p.overlongs, 1);
+	assert_int_equal(p.skipped, 0); /* its end has not come */
 	put(&p, "\nafter\n");
 	rounds(loop, 200);
 	assert_int_equal(p.overlongs, 1);
+	assert_int_equal(p.skipped, 1);
 	assert_int_equal(p.head_len, 6);
 	assert_memory_equal(p.head, "{\"id\":", 6);
 	assert_int_equal(p.lines, 1);
@@ -167,7 +191,16 @@ static void test_skip_drops_without_holding(void **state)
 	put(&p, "0123456789abcdefXYZ\nok\n");
 	rounds(loop, 3);
 	assert_int_equal(p.overlongs, 2);
+	assert_int_equal(p.skipped, 2);
 	assert_string_equal(p.last, "ok");
+	/* input that ends inside one: no end of the line, the end of input */
+	put(&p, "0123456789abcdefXYZ-and-more");
+	close(p.p[1]);
+	p.p[1] = -1;
+	rounds(loop, 3);
+	assert_int_equal(p.overlongs, 3);
+	assert_int_equal(p.skipped, 2);
+	assert_string_equal(p.ended, "end of input");
 	free(big);
 	peer_close(&p);
 	loop_free(loop);
@@ -277,7 +310,7 @@ static void test_writer_bounded_and_flushed(void **state)
 	(void)state;
 	memset(chunk, 'y', sizeof(chunk));
 	chunk[sizeof(chunk) - 1] = '\n';
-	h = (struct lines_hooks){on_line, on_overlong, on_end, on_flushed, &p};
+	h = peer_hooks(&p);
 	assert_int_equal(pipe2(w, O_CLOEXEC), 0);
 	p.l = lines_new(loop, -1, w[1], &cfg, &h, &err);
 	assert_non_null(p.l);
@@ -316,7 +349,7 @@ static void test_write_error_reads_the_last_words(void **state)
 	struct peer p = {0};
 	int in[2], out[2];
 	(void)state;
-	h = (struct lines_hooks){on_line, on_overlong, on_end, on_flushed, &p};
+	h = peer_hooks(&p);
 	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
 	p.l = lines_new(loop, in[0], out[1], &cfg, &h, &err);

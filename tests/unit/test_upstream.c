@@ -22,9 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/upstream.h"
 #include "mcp/upstream_set.h"
@@ -201,6 +203,23 @@ static void fake_call(struct fake *f, json_t *id, json_t *params)
 		printf("\"}]},\"id\":%s}\n", id_text);
 		fflush(stdout);
 		free(id_text);
+	} else if (arg && strcmp(arg, "split") == 0) {
+		/* an answer past the cap, its id first; its end waits for a
+		 * call "finish" (or "die": the server exits inside it) */
+		char *id_text = json_dumps(id, JSON_ENCODE_ANY);
+		printf("{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"content\":[{\"type\":"
+		       "\"text\",\"text\":\"",
+		       id_text);
+		for (int i = 0; i < 200 * 1024; i++)
+			fputc('s', stdout);
+		fflush(stdout);
+		free(id_text);
+	} else if (arg && strcmp(arg, "finish") == 0) {
+		fputs("\"}]}}\n", stdout);
+		fake_result(id, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+					  "finished"));
+	} else if (arg && strcmp(arg, "die") == 0) {
+		exit(0);
 	} else if (arg && strcmp(arg, "hold") == 0) {
 		json_decref(f->held);
 		f->held = json_incref(id);
@@ -1236,6 +1255,94 @@ static void test_has_resources(void **state)
 	stop(&e);
 }
 
+/* The log goes to a file of its own for a while: returns it. */
+static int log_divert(void)
+{
+	int fd = memfd_create("log", MFD_CLOEXEC);
+
+	assert_true(fd >= 0);
+	log_setup(fd, LOG_INFO);
+	return fd;
+}
+
+static void log_restore(int fd)
+{
+	log_setup(STDERR_FILENO, LOG_INFO);
+	close(fd);
+}
+
+static void log_clear(int fd)
+{
+	assert_int_equal(ftruncate(fd, 0), 0);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+}
+
+static bool log_has(int fd, const char *needle)
+{
+	static char buf[65536];
+	ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+
+	buf[n > 0 ? n : 0] = '\0';
+	return strstr(buf, needle) != NULL;
+}
+
+#define DROPPING "a message longer than its cap"
+
+static void split_call(struct env_t *e, struct cap *c, unsigned timeout_ms, int logfd)
+{
+	struct appl_err err = {0};
+	json_t *args = json_pack("{s:s}", "mode", "split");
+
+	assert_int_equal(upstream_call(e->u, "t", args, timeout_ms, cap_cb, c, NULL, &err), 0);
+	json_decref(args);
+	RUN_UNTIL(e->loop, log_has(logfd, DROPPING), 10000);
+	assert_true(log_has(logfd, DROPPING));
+}
+
+/* An answer past the cap ends its call only once the rest of it has been
+ * read and dropped, so the call holds its place (and its caller's server
+ * slot) while the server still writes it; a timeout meanwhile, or the
+ * server's exit inside it, ends the call over the cap all the same. */
+static void test_overlong_answer_ends_its_call_at_its_end(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap a = {0}, f = {0};
+	int logfd = log_divert();
+	(void)state;
+
+	start_ready(&e, fake(&b, "plain"), NULL);
+	split_call(&e, &a, 10000, logfd);
+	RUN_UNTIL(e.loop, 0, 100);
+	assert_int_equal(a.done, 0); /* its head was dropped; its end has not come */
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "finish"), 10000, &f);
+	assert_int_equal(a.done, 1);
+	assert_int_equal(a.status, UPSTREAM_TOO_LARGE);
+	assert_int_equal(f.status, UPSTREAM_OK);
+	assert_true(a.seq < f.seq);
+	cap_clear(&a);
+	cap_clear(&f);
+	/* its timeout while the rest is still coming: over the cap */
+	log_clear(logfd);
+	split_call(&e, &a, 300, logfd);
+	RUN_UNTIL(e.loop, a.done, 10000);
+	assert_int_equal(a.status, UPSTREAM_TOO_LARGE);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "finish"), 10000, &f);
+	assert_int_equal(f.status, UPSTREAM_OK);
+	cap_clear(&a);
+	cap_clear(&f);
+	/* the server exits inside it: over the cap, not unavailable */
+	log_clear(logfd);
+	split_call(&e, &a, 10000, logfd);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "die"), 10000, &f);
+	assert_int_equal(a.status, UPSTREAM_TOO_LARGE);
+	assert_int_equal(f.status, UPSTREAM_UNAVAILABLE);
+	cap_clear(&a);
+	cap_clear(&f);
+	stop(&e);
+	log_restore(logfd);
+}
+
 /* resources/read {"uri"}: the result object reaches the callback; a read
  * made while the server starts waits for it; the result cap applies. */
 static void test_read_round_trip(void **state)
@@ -1655,6 +1762,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_bad_tools_skipped),
 		cmocka_unit_test(test_env_passed),
 		cmocka_unit_test(test_overlong_answer_without_its_id),
+		cmocka_unit_test(test_overlong_answer_ends_its_call_at_its_end),
 		cmocka_unit_test(test_tool_output_schema_and_tasks),
 		cmocka_unit_test(test_has_resources),
 		cmocka_unit_test(test_read_round_trip),
