@@ -225,6 +225,14 @@ def every_refusal_gets_its_status_before_any_mcp():
               for l in post] + length, body, 406),
             ("an unknown method", ["PUT /mcp HTTP/1.1"] + post[1:] + length, body, 405),
             ("another path", ["POST /other HTTP/1.1"] + post[1:] + length, body, 404),
+        ]
+        # the path is the request's target as sent, byte for byte: libmicrohttpd
+        # would decode %xx (a %00 ending the path) and cut the query first
+        cases += [("the path %r" % target, ["POST %s HTTP/1.1" % target] + post[1:] + length,
+                   body, 404)
+                  for target in ("/mcp%00", "/mcp%2F", "/MCP", "/mcp/", "/mcp?x", "/mcp?",
+                                 "/%6dcp", "//mcp", "/./mcp", "/mcp\0x")]
+        cases += [
             ("headers over the cap", post + length + ["X-Filler: " + "a" * 20000], body, 431),
         ]
         for what, lines, data, status in cases:
