@@ -252,6 +252,56 @@ def every_refusal_gets_its_status_before_any_mcp():
         s.stop()
 
 
+def post_bytes(port, data, sid=None, version="2026-07-28"):
+    """A POST of data as it is, with a token; the status and the body."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + ALPHA,
+               "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": version}
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    c.request("POST", "/mcp", data, headers)
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    return r.status, text
+
+
+@test
+def a_post_that_is_no_message_gets_400_in_both_eras():
+    """A POST's body is one JSON-RPC request, notification or response: an
+    empty body gets a parse error, a message with neither method nor result
+    nor error an invalid request with its id, each with 400 (both used to
+    get 202, as if accepted; a real-number id in a session got 500), in a
+    legacy session and without one."""
+    s = Served()
+    try:
+        st, hd, text = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                          "clientInfo": {"name": "raw", "version": "0"}}})
+        assert st == 200, (st, text)
+        sid = hd["mcp-session-id"]
+        for era, kw in (("2026-07-28", {}), ("legacy", {"sid": sid, "version": "2025-11-25"})):
+            for data, code, id_ in ((b"", -32700, None), (b"\r\n", -32700, None),
+                                    (b'{"jsonrpc":"2.0","id":5}', -32600, 5),
+                                    (b'{"jsonrpc":"2.0","id":"x"}', -32600, "x"),
+                                    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600,
+                                     None)):
+                st, text = post_bytes(s.port, data, **kw)
+                assert st == 400, (era, data, st, text)
+                err = json.loads(text)
+                assert err["error"]["code"] == code and err["id"] == id_, (era, data, err)
+            # a notification is still accepted
+            note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+            st, text = post_bytes(s.port, note, **kw)
+            assert (st, text) == (202, ""), (era, st, text)
+        # the session and the appliance serve on
+        st, _, text = s.post({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, sid=sid)
+        assert st == 200 and json.loads(text)["result"]["tools"], (st, text)
+    finally:
+        s.stop()
+
+
 @test
 def every_authentication_is_in_the_audit_log_and_no_token_is():
     d = tempfile.mkdtemp(prefix="appliance-http-audit.")
