@@ -271,9 +271,9 @@ def post_bytes(port, data, sid=None, version="2026-07-28"):
 def a_post_that_is_no_message_gets_400_in_both_eras():
     """A POST's body is one JSON-RPC request, notification or response: an
     empty body gets a parse error, a message with neither method nor result
-    nor error an invalid request with its id, each with 400 (both used to
-    get 202, as if accepted; a real-number id in a session got 500), in a
-    legacy session and without one."""
+    nor error an invalid request with its id, each with 400 (not 202, which
+    says a message was taken; not 500 for a real-number id), in a legacy
+    session and without one."""
     s = Served()
     try:
         st, hd, text = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -529,8 +529,8 @@ def burst(s, n, code_):
 def one_clients_burst_leaves_a_slot_and_another_clients_cell_starts_at_once():
     """With the defaults (4 cells, and one client's share one fewer), alpha
     sends 16 cells that sleep: 3 run, 13 wait. beta's print() takes the
-    slot left at once, while alpha's cells still wait (they used to wait
-    first, first come first served: beta's print waited about 20 s). A
+    slot left at once, while alpha's cells still wait (first come, first
+    served would start all of alpha's first: about 20 s). A
     waiting run whose client hangs up is cancelled without a sandbox, and
     the others that wait past their deadline (counted from arrival) end
     then, never started."""

@@ -717,7 +717,7 @@ static unsigned raw_target(struct fx *fx, int fd, const char *target, size_t tle
 
 /* The endpoint is the target as the client sent it, byte for byte: MHD
  * decodes %xx and cuts the query before the access handler sees the URL,
- * so each of these used to reach the owner as "/mcp". */
+ * so judged on that URL each of these would reach the owner as "/mcp". */
 static void test_path_is_the_target_as_sent(void **state)
 {
 	static const struct {
