@@ -107,6 +107,11 @@
 #define APPL_MAX_APPROVALS_DEF	     10u
 #define APPL_MAX_APPROVALS_CEIL	     1000u
 
+/* One HTTP client's share of the cell slots when the policy does not name
+ * it: one fewer than limits.cells (at least 1), so one client's burst never
+ * holds every slot and another client's cell starts at once. */
+#define APPL_HTTP_CELLS_PER_CLIENT_FOR(cells) ((cells) > 1u ? (cells)-1u : 1u)
+
 /* Serving MCP over HTTP (policy `http`; the limits are in `limits` too):
  * open connections, sessions one bearer token may hold, cells one client
  * may have in flight (more wait their turn) and waiting, the request body
@@ -116,7 +121,7 @@
 #define APPL_HTTP_CONNECTIONS_CEIL	  4096u
 #define APPL_HTTP_SESSIONS_PER_TOKEN_DEF  32u
 #define APPL_HTTP_SESSIONS_PER_TOKEN_CEIL 1024u
-#define APPL_HTTP_CELLS_PER_CLIENT_DEF	  4u
+#define APPL_HTTP_CELLS_PER_CLIENT_DEF	  APPL_HTTP_CELLS_PER_CLIENT_FOR(APPL_CELLS_DEF)
 #define APPL_HTTP_CELLS_PER_CLIENT_CEIL	  64u
 #define APPL_HTTP_WAITING_PER_CLIENT_DEF  64u
 #define APPL_HTTP_WAITING_PER_CLIENT_CEIL 1024u

@@ -20,6 +20,7 @@
 #include "base/version.h"
 #include "bridge/bridge.h"
 #include "cell/cell.h"
+#include "gateway/admit.h"
 #include "image/image.h"
 #include "log/log.h"
 #include "loop/loop.h"
@@ -41,16 +42,16 @@
 struct gw_run {
 	struct gw_run *next, *prev;
 	struct gateway *gw;
-	struct mcp_run *run;  /* NULL once the client cancelled it */
-	struct gw_role *role; /* what its client may call */
-	struct cell *cell;    /* NULL while waiting for a slot */
+	struct mcp_run *run;	       /* NULL once the client cancelled it */
+	struct gw_role *role;	       /* what its client may call */
+	struct cell *cell;	       /* NULL while waiting for a slot */
+	struct gateway_ticket *ticket; /* its place in line, then its slot */
 	struct bridge_run *br;
 	struct loop_timer *admit; /* while waiting: fires at the deadline */
 	uint64_t arrival;
 	char *code;
 	size_t code_len;
 	const char *client; /* the principal's name; borrowed from the session */
-	bool http;	    /* an HTTP client's: held to the per-client limits */
 	bool done;
 	const char *fail;		       /* why it never ran (static), or NULL */
 	char id[2 * GATEWAY_RUN_ID_BYTES + 1]; /* in every log line of the run */
@@ -87,12 +88,11 @@ struct gateway {
 	struct bridge_gate *gate; /* each server's slots, shared by every run */
 	struct gw_role *roles;	  /* one per role a client has */
 	struct bridge_limits blim;
-	struct gw_run *runs; /* waiting and running, oldest last */
-	unsigned running;
-	unsigned waiting;
-	struct loop_task reap; /* runs that ended: answered and freed after the round */
-	struct audit *audit;   /* NULL: the policy has no audit log */
-	unsigned long served;  /* requests to run, for the stop line */
+	struct gw_run *runs;	     /* waiting and running, oldest last */
+	struct gateway_queue *admit; /* who gets the next free cell slot */
+	struct loop_task reap;	     /* runs that ended: answered and freed after the round */
+	struct audit *audit;	     /* NULL: the policy has no audit log */
+	unsigned long served;	     /* requests to run, for the stop line */
 	char stop_why[32];
 	bool stop;
 };
@@ -338,26 +338,33 @@ static void run_unlink(struct gateway *gw, struct gw_run *r)
 		r->next->prev = r->prev;
 }
 
+/* r's place in line, or its slot, is free. */
+static void run_release(struct gw_run *r)
+{
+	gateway_queue_leave(r->gw->admit, r->ticket);
+	r->ticket = NULL;
+}
+
 static void run_free(struct gw_run *r)
 {
 	/* In-flight calls are cancelled upstream before the cell goes. */
 	bridge_run_free(r->br);
 	loop_timer_free(r->admit);
-	if (!r->cell)
-		r->gw->waiting--; /* it never left the queue */
-	if (r->cell) {
-		cell_free(r->cell);
-		r->gw->running--;
-	}
+	cell_free(r->cell);
+	run_release(r);
 	free(r->code);
 	free(r);
 }
 
 /* r ended (or never started): answered and freed at the end of the round,
- * outside every handler of its cell. */
+ * outside every handler of its cell. A run that never got a cell leaves
+ * the line now, so it is never handed a slot; a cell's slot frees with
+ * the cell. */
 static void run_ended(struct gw_run *r)
 {
 	r->done = true;
+	if (!r->cell)
+		run_release(r);
 	loop_defer(r->gw->loop, &r->gw->reap);
 }
 
@@ -434,38 +441,21 @@ static int cell_begin(struct gateway *gw, struct gw_run *r, struct appl_err *err
 	}
 	loop_timer_free(r->admit);
 	r->admit = NULL;
-	gw->running++;
-	gw->waiting--;
 	log_line(LOG_INFO, r->id, "sandbox %s", cell_sandbox_id(r->cell));
 	return 0;
 }
 
-/* The runs of client running (a cell) or waiting (none yet). */
-static unsigned client_count(const struct gateway *gw, const char *client, bool running)
-{
-	unsigned n = 0;
-
-	for (const struct gw_run *r = gw->runs; r; r = r->next)
-		n += !r->done && (r->cell != NULL) == running && strcmp(r->client, client) == 0;
-	return n;
-}
-
-/* Start waiting runs, oldest first, while there are free slots. */
+/* Start waiting runs while there are free slots, the clients with runs
+ * waiting taking turns (admit.h): one client's burst cannot make the
+ * others wait behind all of it. */
 static void queue_advance(struct gateway *gw)
 {
-	struct gw_run *r = gw->runs;
+	struct gateway_ticket *t;
 
-	while (r && r->next)
-		r = r->next;
-	for (; r && gw->running < gw->lim.cells; r = r->prev) {
+	while ((t = gateway_queue_next(gw->admit))) {
+		struct gw_run *r = gateway_ticket_data(t);
 		struct appl_err err = {0};
 
-		if (r->cell || r->done)
-			continue;
-		/* One HTTP client's cells beyond its share wait, so it cannot take
-		 * every slot from the others. */
-		if (r->http && client_count(gw, r->client, true) >= gw->lim.http_cells_per_client)
-			continue;
 		if (cell_begin(gw, r, &err) < 0) {
 			log_line(LOG_ERR, r->id, "starting a sandbox failed: %s", err.msg);
 			r->fail = "the run could not start: the sandbox failed to boot";
@@ -679,15 +669,16 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 		run_refuse(gw, run, req, why);
 		return;
 	}
-	if (gw->http &&
-	    client_count(gw, req->principal->client, false) >= gw->lim.http_waiting_per_client) {
+	if (gw->http && gateway_queue_waiting(gw->admit, req->principal->client) >=
+				gw->lim.http_waiting_per_client) {
 		log_line(LOG_WARN, NULL, "%s: refused a run: %u of its runs wait already",
 			 req->principal->client, gw->lim.http_waiting_per_client);
 		run_refuse(gw, run, req,
 			   "too many of this client's runs are waiting: try again later");
 		return;
 	}
-	if (gw->waiting >= (gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX)) {
+	if (gateway_queue_waiting(gw->admit, NULL) >=
+	    (gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX)) {
 		run_refuse(gw, run, req,
 			   "too many runs are waiting: try again when some have ended");
 		return;
@@ -699,9 +690,12 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 	}
 	r = calloc(1, sizeof(*r));
 	if (!r || !(r->code = malloc(len + 1)) ||
-	    !(r->admit = loop_timer_new(gw->loop, on_admit_timeout, r, &err))) {
-		if (r)
+	    !(r->admit = loop_timer_new(gw->loop, on_admit_timeout, r, &err)) ||
+	    !(r->ticket = gateway_queue_join(gw->admit, req->principal->client, r))) {
+		if (r) {
+			loop_timer_free(r->admit);
 			free(r->code);
+		}
 		free(r);
 		mcp_run_fail(run, "out of memory");
 		return;
@@ -717,7 +711,6 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 	r->run = run;
 	r->role = role;
 	r->client = req->principal->client;
-	r->http = gw->http != NULL;
 	r->arrival = loop_now_ms();
 	if (gw->audit)
 		run_start_audit(gw, r, req);
@@ -727,7 +720,6 @@ static void on_run(struct mcp_run *run, const struct mcp_request *req, const cha
 	if (gw->runs)
 		gw->runs->prev = r;
 	gw->runs = r;
-	gw->waiting++;
 	queue_advance(gw);
 }
 
@@ -739,6 +731,8 @@ static void on_cancel(struct mcp_run *run, void *data)
 	r->run = NULL; /* no answer goes out for a cancelled request */
 	if (r->cell)
 		cell_cancel(r->cell);
+	else if (!r->done)
+		r->fail = "cancelled while it waited for a free slot";
 	run_ended(r);
 }
 
@@ -908,6 +902,8 @@ static void shutdown_all(struct gateway *gw)
 	}
 	if (gw->loop)
 		loop_task_cancel(gw->loop, &gw->reap);
+	gateway_queue_free(gw->admit);
+	gw->admit = NULL;
 	pool_free(gw->pool);
 	gw->pool = NULL;
 	mcp_server_free(gw->srv);
@@ -1043,6 +1039,10 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	gateway_limits_split(&gw->lim, &gw->oci, &gw->cell_lim);
 	bridge_limits_from_policy(&gw->lim, &gw->blim);
 	gw->oci.rootfs = gw->rootfs;
+	/* Only HTTP clients are held to a share: stdio is one client. */
+	if (!(gw->admit = gateway_queue_new(
+		      gw->lim.cells, policy_http(cfg->policy) ? gw->lim.http_cells_per_client : 0)))
+		return appl_err_set(err, -ENOMEM, "out of memory");
 	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
 		return err->code;
 	if (image_layout_verify(policy_image_layout(cfg->policy), policy_image_digest(cfg->policy),

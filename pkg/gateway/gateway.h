@@ -1,7 +1,8 @@
 /* gateway.h: `appliance run`: the MCP server over stdio, serving run_python
  * from a verified policy. Each call gets a fresh sandbox; at most
  * limits.cells run at once, the rest wait their turn with their deadline
- * already running (it counts from arrival). Once the policy has expired no
+ * already running (it counts from arrival), the clients taking turns for
+ * free slots (admit.h). Once the policy has expired no
  * new cell starts. SIGTERM, SIGINT, SIGHUP and the end of the client's
  * input stop every cell and destroy every sandbox. */
 #ifndef APPL_GATEWAY_GATEWAY_H

@@ -102,6 +102,9 @@ struct conn {
 	int fd;
 	uint64_t deadline;
 	bool listed;
+	/* The request line's target as sent, from on_target to the access
+	 * handler's first call: MHD's bytes, valid for that request only. */
+	const char *target;
 	struct conn *prev, *next;
 };
 
@@ -689,8 +692,22 @@ static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, con
 	return 0;
 }
 
+/* Whether the request's target, as the client sent it, is cfg.path byte
+ * for byte (on_target). MHD splits the request line in place: the target
+ * ends, at the NUL that was the space, one byte before the version. A
+ * target that ends sooner held a NUL byte of its own ("/mcp\0x"), which
+ * every hook reads as "/mcp"; anything else in MHD's layout fails closed. */
+static bool target_is_path(struct http_req *r, const char *url, const char *version)
+{
+	const char *t = r->c->target, *path = r->f->cfg.path;
+
+	r->c->target = NULL;
+	return t && url && version && strcmp(t, path) == 0 && strcmp(url, path) == 0 &&
+	       version == t + strlen(path) + 1;
+}
+
 /* The head has come: judge it (front.h's order). */
-static void admit(struct http_req *r, const char *url)
+static void admit(struct http_req *r, const char *url, const char *version)
 {
 	const union MHD_ConnectionInfo *ci =
 		mhd.get_connection_info(r->mc, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
@@ -704,7 +721,7 @@ static void admit(struct http_req *r, const char *url)
 	bool now = cl && (strlen(cl) > 9 || strtoul(cl, NULL, 10) > HTTP_FRONT_DRAIN_MAX);
 
 	peer_name(sa, r->peer, sizeof(r->peer));
-	if (!url || strcmp(url, r->f->cfg.path))
+	if (!target_is_path(r, url, version))
 		return refuse(r, MHD_HTTP_NOT_FOUND, "path", now);
 	if (strcmp(r->method, "POST") && strcmp(r->method, "GET") && strcmp(r->method, "DELETE"))
 		return refuse(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method", now);
@@ -762,7 +779,6 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 {
 	struct listener *l = cls;
 	struct http_req *r = *req_cls;
-	(void)version;
 
 	if (!r) {
 		const union MHD_ConnectionInfo *ci =
@@ -779,7 +795,7 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *mc, const cha
 			r->lnext->lprev = r;
 		l->f->reqs = r;
 		*req_cls = r;
-		admit(r, url);
+		admit(r, url, version);
 		return MHD_YES;
 	}
 	if (*upload_data_size) {
@@ -828,6 +844,27 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 	free(r->body);
 	free(r->out);
 	free(r);
+}
+
+/* MHD gives the access handler the target with its query cut off and its
+ * %xx decoded, a %00 ending it: "/mcp%00", "/mcp?x" and "/%6dcp" would all
+ * arrive as "/mcp", one endpoint under many spellings for a proxy or a
+ * log to read differently. This hook sees the target as the client sent
+ * it, before MHD changes it (MHD_OPTION_URI_LOG_CALLBACK); only cfg.path,
+ * byte for byte, is the endpoint (target_is_path). It runs once per
+ * request, after the request line and before the access handler; a
+ * connection carries one request at a time, so the target waits on the
+ * connection. */
+static void *on_target(void *cls, const char *uri, struct MHD_Connection *mc)
+{
+	const union MHD_ConnectionInfo *ci =
+		mhd.get_connection_info(mc, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+	struct conn *c = ci ? ci->socket_context : NULL;
+
+	(void)cls;
+	if (c)
+		c->target = uri;
+	return NULL; /* the access handler makes the request's record */
 }
 
 static void on_connection(void *cls, struct MHD_Connection *mc, void **socket_context,
@@ -1023,7 +1060,8 @@ static int listener_start(struct http_front *f, struct listener *l, const char *
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, cfg->header_bytes,
 		MHD_OPTION_CONNECTION_TIMEOUT, cfg->slow_s, MHD_OPTION_NOTIFY_COMPLETED,
 		on_completed, l, MHD_OPTION_NOTIFY_CONNECTION, on_connection, l,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, f, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+		MHD_OPTION_URI_LOG_CALLBACK, on_target, l, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+		f, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
 	l->failed = !l->d;
 	if (!l->d)
 		/* MHD may or may not have closed the socket it was given;

@@ -6,7 +6,8 @@
  * admission order, the statuses and the limits.
  *
  * Admission, in order, each refusal a short text/plain body:
- *   1 the path is cfg.path, else 404;
+ *   1 the request's target, as sent (no query, no %-escape, no NUL), is
+ *     cfg.path byte for byte, else 404;
  *   2 the method is POST, GET or DELETE, else 405 with Allow;
  *   3 Host is one of cfg.hosts, else 403; Origin, when sent, one of
  *     cfg.origins, else 403 (DNS rebinding, cross-site pages);

@@ -21,11 +21,12 @@ struct pending {
 	struct pending *next;
 	struct hsess *hs;
 	struct http_req *r;
-	json_t *id;
-	bool stream; /* may be answered on an SSE stream (tools/call, subscriptions/listen) */
-	bool opened; /* the stream is open: the first message about the request opened it */
-	bool init;   /* initialize: the answer names the session */
-	bool modern; /* a 2026-07-28 request: its error answers get their HTTP status */
+	json_t *id;   /* a request's id; NULL for a POST that is no request */
+	json_t *echo; /* the id such a POST carries, when valid: an error about it is its answer */
+	bool stream;  /* may be answered on an SSE stream (tools/call, subscriptions/listen) */
+	bool opened;  /* the stream is open: the first message about the request opened it */
+	bool init;    /* initialize: the answer names the session */
+	bool modern;  /* a 2026-07-28 request: its error answers get their HTTP status */
 };
 
 /* What a front-door request of ours is: a pending POST, or a GET stream. */
@@ -116,6 +117,7 @@ static void pending_detach(struct pending *p)
 static void pending_free(struct pending *p)
 {
 	json_decref(p->id);
+	json_decref(p->echo);
 	free(p);
 }
 
@@ -168,6 +170,17 @@ static void pending_event(struct pending *p, const char *line, size_t len)
 		event_send(p->r, line, len);
 }
 
+/* The HTTP status of p's JSON answer. A POST that is no request is
+ * answered only when it was not accepted (bytes that are no message, a bad
+ * notification or response): an error status whatever the code, as both
+ * revisions require; else it gets 202 with no body. */
+static unsigned pending_status(const struct pending *p, const json_t *answer)
+{
+	unsigned st = mcp_answer_status(answer, p->modern);
+
+	return !p->id && st < 400 ? 400 : st;
+}
+
 /* The answer to p (answer is line parsed): the end of its stream, or its
  * JSON reply. */
 static void pending_answer(struct pending *p, const json_t *answer, const char *line, size_t len)
@@ -182,7 +195,7 @@ static void pending_answer(struct pending *p, const json_t *answer, const char *
 		event_send(p->r, line, len);
 		http_req_stream_end(p->r);
 	} else if (p->r) /* only initialize's answer, and a stream's, name the session */
-		http_req_reply(p->r, mcp_answer_status(answer, p->modern), "application/json", line,
+		http_req_reply(p->r, pending_status(p, answer), "application/json", line,
 			       len && line[len - 1] == '\n' ? len - 1 : len,
 			       p->init || p->stream ? sid_headers(p->hs, sid, sizeof(sid), hdr)
 						    : none);
@@ -204,6 +217,16 @@ static void to_stream(struct hsess *hs, const char *line, size_t len)
 		event_send(hs->get, line, len);
 }
 
+/* Whether an error with id answers the POST being fed (cur): one refused
+ * before its id could be read (id null), or one that is no request and
+ * carries id (a message with neither method nor result: an invalid
+ * request, not something to accept with 202). */
+static bool about_current(const struct pending *cur, const json_t *id)
+{
+	return cur &&
+	       (json_is_null(id) || (!cur->id && cur->echo && jsonrpc_id_equal(cur->echo, id)));
+}
+
 static int t_send(void *t, char *line, size_t len)
 {
 	struct hsess *hs = t;
@@ -213,8 +236,8 @@ static int t_send(void *t, char *line, size_t len)
 		      !json_object_get(v, "method");
 	struct pending *p = answer ? pending_find(hs, id) : NULL;
 
-	if (!p && answer && json_is_null(id))
-		p = hs->current; /* a request refused before its id could be read */
+	if (!p && answer && json_object_get(v, "error") && about_current(hs->current, id))
+		p = hs->current;
 	if (p)
 		pending_answer(p, v, line, len);
 	else
@@ -449,12 +472,16 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 	json_t *v = json_loadb(body, len, 0, NULL);
 	const char *method = json_string_value(json_object_get(v, "method"));
 	const json_t *id = json_object_get(v, "id");
-	bool request = method && id && !json_is_null(id);
+	/* an id that is no valid one makes the message the session's invalid
+	 * request, answered with id null */
+	bool request = method && jsonrpc_id_valid(id);
 	struct mcp_post in = {.protocol_version = http_req_header(r, "MCP-Protocol-Version"),
 			      .method = http_req_header(r, "Mcp-Method"),
 			      .name = http_req_header(r, "Mcp-Name"),
 			      .session = sid,
-			      .body = v};
+			      .body = v,
+			      .raw = body,
+			      .raw_len = len};
 	struct mcp_post_verdict vd;
 	struct hsess *hs;
 	struct pending *pd;
@@ -478,9 +505,17 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 		return;
 	}
 	/* A request is answered by the session; a notification or a response
-	 * gets 202, and bytes that are neither the session's error without an
-	 * id (it goes to the current pending). */
-	if (!(pd = pending_new(hs, r, request ? id : NULL))) {
+	 * it takes gets 202. What it refuses (bytes that are no message, a
+	 * message that is neither request, notification nor response) gets
+	 * the session's error, id null or the message's own, with 400
+	 * (about_current, pending_status). */
+	if (!(pd = pending_new(hs, r, request ? id : NULL)) ||
+	    (!request && jsonrpc_id_valid(id) && !(pd->echo = jsonrpc_id_copy(id)))) {
+		if (pd) {
+			pending_unlink(pd);
+			pending_detach(pd);
+			pending_free(pd);
+		}
 		plain(r, 500, "out of memory\n");
 		json_decref(v);
 		return;

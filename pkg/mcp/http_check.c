@@ -111,6 +111,17 @@ static int modern_refused(const struct mcp_post *in, const json_t *meta,
 	return 0;
 }
 
+/* Whether the body holds nothing but JSON's white space: no message at
+ * all, which the session core would pass over as a line transport's
+ * empty line. */
+static bool blank(const char *raw, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!memchr(" \t\r\n", raw[i], 4))
+			return false;
+	return true;
+}
+
 /* A version header outside a 2026-07-28 request names a revision we
  * serve. */
 static bool version_known(const char *v)
@@ -132,7 +143,8 @@ void mcp_post_check(const struct mcp_post *in, struct mcp_post_verdict *out)
 	const json_t *id = json_object_get(in->body, "id");
 	const json_t *params = json_object_get(in->body, "params");
 	const json_t *meta = json_object_get(params, "_meta");
-	bool request = method && id && !json_is_null(id);
+	/* with an id that is no valid one, it is the session's invalid request */
+	bool request = method && jsonrpc_id_valid(id);
 
 	memset(out, 0, sizeof(*out));
 	if (in->session)
@@ -145,6 +157,11 @@ void mcp_post_check(const struct mcp_post *in, struct mcp_post_verdict *out)
 
 	if (out->kind == MCP_POST_SESSION && !mcp_sid_valid(in->session)) {
 		refuse(out, 404, 0, "no such session");
+		return;
+	}
+	if (blank(in->raw, in->raw_len)) {
+		refuse(out, 400, JSONRPC_PARSE_ERROR,
+		       "the body is empty: a POST carries one JSON-RPC message");
 		return;
 	}
 	if (out->kind == MCP_POST_MODERN) {

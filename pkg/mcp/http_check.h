@@ -10,8 +10,11 @@
  *     which must carry the standard headers (MCP-Protocol-Version,
  *     Mcp-Method, and Mcp-Name for tools/call, prompts/get and
  *     resources/read) agreeing with the body, and its _meta;
- *   - OTHER: a notification, a response, or bytes that are no message,
- *     without a session.
+ *   - OTHER: a notification, a response, or bytes that are no message
+ *     (a request whose id is no string or integer among them), without a
+ *     session.
+ * A body that is empty (or only white space) is no message in any of
+ * them: 400 with a parse error, as the session core would skip it.
  * Header values are compared with the optional white space around them
  * trimmed, as HTTP says; the comparison itself is exact.
  */
@@ -32,6 +35,8 @@ struct mcp_post {
 	const char *name;	      /* Mcp-Name */
 	const char *session;	      /* Mcp-Session-Id */
 	const json_t *body;	      /* the parsed body; NULL when it is not JSON */
+	const char *raw;	      /* the body's bytes (raw_len of them; may be NULL when 0) */
+	size_t raw_len;
 };
 
 struct mcp_post_verdict {

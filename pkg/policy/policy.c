@@ -818,6 +818,10 @@ static int limits_parse(struct ctx *c, void *base, const json_t *v, const char *
 	rc = fields_parse(c, v, limit_fields, NELEM(limit_fields), l, path);
 	if (rc < 0)
 		return rc;
+	/* Left out, one client's share follows the slots there are, so it
+	 * stays below them; a value given is the administrator's. */
+	if (!json_object_get(v, "http_cells_per_client"))
+		l->http_cells_per_client = APPL_HTTP_CELLS_PER_CLIENT_FOR(l->cells);
 	/* Output past the stop line ends the run, so keeping more than that
 	 * could never happen: a policy saying so is a mistake. */
 	if (l->max_output_bytes > l->stop_output_bytes)

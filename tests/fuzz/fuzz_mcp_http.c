@@ -7,13 +7,15 @@
  * exact size. Whatever the bytes: a verdict that goes on has no code and
  * an empty text, a refusal has a 4xx status and a text, a session it lets
  * through has our id's form, a request without a session goes on only
- * with every standard header agreeing with its body, and the status of
- * any answer is one the transport uses.
+ * with every standard header agreeing with its body, an empty body never
+ * goes on (a parse error), and the status of any answer is one the
+ * transport uses.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "jsonrpc/jsonrpc.h"
 #include "mcp/http_check.h"
 #include "mcp/session.h"
 
@@ -58,7 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			       .method = h[1],
 			       .name = h[2],
 			       .session = h[3],
-			       .body = body};
+			       .body = body,
+			       .raw = (const char *)p,
+			       .raw_len = (size_t)(end - p)};
 	mcp_post_check(&in, &vd);
 	if (memchr(vd.msg, '\0', sizeof(vd.msg)) == NULL)
 		abort();
@@ -71,6 +75,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (vd.status == 0 && vd.kind == MCP_POST_MODERN && (!h[0] || !h[1]))
 		abort();
 	if ((vd.kind == MCP_POST_SESSION) != (h[3] != NULL))
+		abort();
+	if (p == end && vd.status != 404 && (vd.status != 400 || vd.code != JSONRPC_PARSE_ERROR))
 		abort();
 	st = mcp_answer_status(body, vd.kind == MCP_POST_MODERN);
 	if (st != 200 && st != 400 && st != 404)

@@ -13,6 +13,7 @@ import hashlib
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -224,6 +225,14 @@ def every_refusal_gets_its_status_before_any_mcp():
               for l in post] + length, body, 406),
             ("an unknown method", ["PUT /mcp HTTP/1.1"] + post[1:] + length, body, 405),
             ("another path", ["POST /other HTTP/1.1"] + post[1:] + length, body, 404),
+        ]
+        # the path is the request's target as sent, byte for byte: libmicrohttpd
+        # would decode %xx (a %00 ending the path) and cut the query first
+        cases += [("the path %r" % target, ["POST %s HTTP/1.1" % target] + post[1:] + length,
+                   body, 404)
+                  for target in ("/mcp%00", "/mcp%2F", "/MCP", "/mcp/", "/mcp?x", "/mcp?",
+                                 "/%6dcp", "//mcp", "/./mcp", "/mcp\0x")]
+        cases += [
             ("headers over the cap", post + length + ["X-Filler: " + "a" * 20000], body, 431),
         ]
         for what, lines, data, status in cases:
@@ -239,6 +248,56 @@ def every_refusal_gets_its_status_before_any_mcp():
         got = raw_exchange(s.port, post + ["Content-Length: %d" % len(big)], big)
         assert got.startswith("HTTP/1.1 413"), got[:200]
         assert ALPHA not in s.log()
+    finally:
+        s.stop()
+
+
+def post_bytes(port, data, sid=None, version="2026-07-28"):
+    """A POST of data as it is, with a token; the status and the body."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json", "Authorization": "Bearer " + ALPHA,
+               "Accept": "application/json, text/event-stream",
+               "MCP-Protocol-Version": version}
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    c.request("POST", "/mcp", data, headers)
+    r = c.getresponse()
+    text = r.read().decode()
+    c.close()
+    return r.status, text
+
+
+@test
+def a_post_that_is_no_message_gets_400_in_both_eras():
+    """A POST's body is one JSON-RPC request, notification or response: an
+    empty body gets a parse error, a message with neither method nor result
+    nor error an invalid request with its id, each with 400 (not 202, which
+    says a message was taken; not 500 for a real-number id), in a legacy
+    session and without one."""
+    s = Served()
+    try:
+        st, hd, text = s.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                               "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                          "clientInfo": {"name": "raw", "version": "0"}}})
+        assert st == 200, (st, text)
+        sid = hd["mcp-session-id"]
+        for era, kw in (("2026-07-28", {}), ("legacy", {"sid": sid, "version": "2025-11-25"})):
+            for data, code, id_ in ((b"", -32700, None), (b"\r\n", -32700, None),
+                                    (b'{"jsonrpc":"2.0","id":5}', -32600, 5),
+                                    (b'{"jsonrpc":"2.0","id":"x"}', -32600, "x"),
+                                    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', -32600,
+                                     None)):
+                st, text = post_bytes(s.port, data, **kw)
+                assert st == 400, (era, data, st, text)
+                err = json.loads(text)
+                assert err["error"]["code"] == code and err["id"] == id_, (era, data, err)
+            # a notification is still accepted
+            note = b'{"jsonrpc":"2.0","method":"notifications/initialized"}'
+            st, text = post_bytes(s.port, note, **kw)
+            assert (st, text) == (202, ""), (era, st, text)
+        # the session and the appliance serve on
+        st, _, text = s.post({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}, sid=sid)
+        assert st == 200 and json.loads(text)["result"]["tools"], (st, text)
     finally:
         s.stop()
 
@@ -421,6 +480,123 @@ def fifty_clients_at_once_each_get_their_own_answer_and_a_slow_one_holds_nothing
         assert msg["id"] == i, (i, msg)
         # each answer is its own client's: no crosstalk
         assert msg["result"]["structuredContent"]["stdout"] == "client %d\n" % i, (i, msg)
+
+
+LOG_LINE = re.compile(r"^(\S+) appliance\[\d+\] \w+ run=([0-9a-f]+): (.*)$")
+
+
+def run_events(log):
+    """The runs in an appliance's log: each run's client (from its
+    `run_python:` line), and every line about a run in order, as (time in
+    seconds, run id, text)."""
+    clients, events = {}, []
+    for line in log.splitlines():
+        m = LOG_LINE.match(line)
+        if not m:
+            continue
+        stamp, rid, text = m.groups()
+        t = time.mktime(time.strptime(stamp[:19], "%Y-%m-%dT%H:%M:%S")) + float(stamp[19:-1])
+        got = re.match(r"run_python: \d+ bytes of code \((\S+), ", text)
+        if got:
+            clients[rid] = got.group(1)
+        events.append((t, rid, text))
+    return clients, events
+
+
+def starts(log):
+    """The client of each run that got a sandbox, in the order they got one."""
+    clients, events = run_events(log)
+    return [clients[rid] for _, rid, text in events if text.startswith("sandbox ")]
+
+
+def burst(s, n, code_):
+    """n runs of code_ from alpha, each on a connection of its own (held
+    open: a connection closed cancels its run), once every one has arrived."""
+    before = s.log().count("run_python: ")
+    socks = []
+    for i in range(n):
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        sock.sendall(raw_post(s.port, call(code_, 100 + i)))
+        socks.append(sock)
+    deadline = time.time() + 60
+    while s.log().count("run_python: ") < before + n:
+        assert time.time() < deadline, s.log()
+        time.sleep(0.02)
+    return socks
+
+
+@test
+def one_clients_burst_leaves_a_slot_and_another_clients_cell_starts_at_once():
+    """With the defaults (4 cells, and one client's share one fewer), alpha
+    sends 16 cells that sleep: 3 run, 13 wait. beta's print() takes the
+    slot left at once, while alpha's cells still wait (first come, first
+    served would start all of alpha's first: about 20 s). A
+    waiting run whose client hangs up is cancelled without a sandbox, and
+    the others that wait past their deadline (counted from arrival) end
+    then, never started."""
+    deadline_s = 15
+    s = Served(limits={"deadline_s": deadline_s})
+    socks = []
+    try:
+        socks = burst(s, 16, "import asyncio\nawait asyncio.sleep(5)")
+        t0 = time.time()
+        st, _, text = s.post(call("print('beta')", 1), token=BETA)
+        waited = time.time() - t0
+        assert st == 200, (st, text)
+        answer = sse_messages(text)[-1]["result"]
+        assert answer["structuredContent"]["stdout"] == "beta\n", (waited, answer)
+        order = starts(s.log())
+        print("beta's print answered after %.1f s; sandboxes in order: %s" % (waited, order))
+        # beta's cell started while alpha's still waited, and alpha never
+        # held more than its share
+        assert "beta" in order and order.index("beta") < 15, order
+        clients, events = run_events(s.log())
+        held = 0
+        for _, rid, text in events:
+            if clients.get(rid) == "alpha" and text.startswith("sandbox "):
+                held += 1
+                assert held <= 3, events
+            elif clients.get(rid) == "alpha" and text.startswith("ended: "):
+                held -= 1
+        # a waiting run whose client hangs up: cancelled, never started
+        socks[-1].close()
+        s.wait_log("ended without a run: cancelled while it waited for a free slot")
+        clients, events = run_events(s.log())
+        gone = [rid for _, rid, text in events if "cancelled while it waited" in text]
+        assert len(gone) == 1, events
+        assert not [e for e in events if e[1] == gone[0] and e[2].startswith("sandbox ")]
+        # the rest that still wait end at their deadline, counted from arrival
+        s.wait_log("the run waited for a free slot until its deadline passed", timeout=60)
+        clients, events = run_events(s.log())
+        arrived = {rid: t for t, rid, text in events if text.startswith("run_python: ")}
+        expired = [(t, rid) for t, rid, text in events if "until its deadline passed" in text]
+        for t, rid in expired:
+            assert deadline_s - 0.1 <= t - arrived[rid] < deadline_s + 5, (t - arrived[rid])
+            assert not [e for e in events if e[1] == rid and e[2].startswith("sandbox ")]
+    finally:
+        for sock in socks:
+            sock.close()
+        s.stop()
+
+
+@test
+def freed_slots_go_to_the_clients_in_turn():
+    """With a share as large as the slots (an explicit http_cells_per_client
+    wins over the default), alpha's burst holds all 4; the first slot that
+    frees goes to beta, who waited less long than alpha's other runs but
+    whose turn it is."""
+    s = Served(limits={"http_cells_per_client": 4})
+    socks = []
+    try:
+        socks = burst(s, 8, "import asyncio\nawait asyncio.sleep(5)")
+        st, _, text = s.post(call("print('beta')", 1), token=BETA)
+        assert st == 200, (st, text)
+        order = starts(s.log())
+        assert order[:5] == ["alpha"] * 4 + ["beta"], order
+    finally:
+        for sock in socks:
+            sock.close()
+        s.stop()
 
 
 @test

@@ -680,6 +680,88 @@ static void test_connection_limit(void **state)
 	fx_close(&fx);
 }
 
+/* Send a POST to target (tlen bytes: it may hold a NUL) on fd and read
+ * until the status line of its answer is in; the status. */
+static unsigned raw_target(struct fx *fx, int fd, const char *target, size_t tlen)
+{
+	static const char tail[] = " HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " TOKEN
+				   "\r\nContent-Type: application/json\r\nAccept: "
+				   "application/json, text/event-stream\r\nContent-Length: "
+				   "2\r\n\r\n{}";
+	char req[512], got[1024];
+	size_t n = 0, len = 5 + tlen + sizeof(tail) - 1;
+	uint64_t end = loop_now_ms() + WAIT_MS;
+	unsigned status = 0;
+
+	assert_true(len < sizeof(req));
+	memcpy(req, "POST ", 5);
+	memcpy(req + 5, target, tlen);
+	memcpy(req + 5 + tlen, tail, sizeof(tail) - 1);
+	assert_int_equal(write(fd, req, len), (ssize_t)len);
+	while (!memmem(got, n, "\r\n", 2)) {
+		ssize_t k;
+
+		assert_true(loop_now_ms() < end);
+		loop_run_once(fx->loop, 50);
+		k = read(fd, got + n, sizeof(got) - 1 - n);
+		if (k > 0)
+			n += (size_t)k;
+		else
+			assert_true(k < 0 && errno == EAGAIN);
+	}
+	got[n] = '\0';
+	assert_int_equal(sscanf(got, "HTTP/1.1 %u", &status), 1);
+	/* the answer's body, if any, is read with the next request's head */
+	return status;
+}
+
+/* The endpoint is the target as the client sent it, byte for byte: MHD
+ * decodes %xx and cuts the query before the access handler sees the URL,
+ * so judged on that URL each of these would reach the owner as "/mcp". */
+static void test_path_is_the_target_as_sent(void **state)
+{
+	static const struct {
+		const char *target;
+		size_t len;
+	} refused[] = {
+#define T(s) {s, sizeof(s) - 1}
+		T("/mcp%00"),	T("/mcp%00x"), T("/mcp%2F"),
+		T("/mcp%2f"),	T("/%6dcp"),   T("/%6Dcp"),
+		T("/mcp%20"),	T("/MCP"),     T("/Mcp"),
+		T("/mcp/"),	T("//mcp"),    T("/./mcp"),
+		T("/x/../mcp"), T("/mcp?"),    T("/mcp?x"),
+		T("/mcp?x=1"),	T("/mcp#x"),   T("/mcp;x"),
+		T("mcp"),	T("*"),	       T("http://localhost/mcp"),
+		T("/mcp\0"),	T("/mcp\0/x"),
+#undef T
+	};
+	struct fx fx = {.mode = ANSWER_NOW};
+	int fd;
+	(void)state;
+	fx_config(&fx, "127.0.0.1:0");
+	assert_int_equal(fx_open(&fx), 0);
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		unsigned st;
+
+		fd = raw_connect(http_front_port(fx.f, 0));
+		st = raw_target(&fx, fd, refused[i].target, refused[i].len);
+		print_message("target %zu (%zu bytes): %u\n", i, refused[i].len, st);
+		if (st != 404 && st != 400)
+			fail_msg("target %zu: %u, not refused", i, st);
+		close(fd);
+	}
+	assert_int_equal(fx.requests, 0);
+	/* the verdict is each request's own on a kept connection: refused,
+	 * served, refused */
+	fd = raw_connect(http_front_port(fx.f, 0));
+	assert_int_equal(raw_target(&fx, fd, "/mcp%00", 7), 404);
+	assert_int_equal(raw_target(&fx, fd, "/mcp", 4), 200);
+	assert_int_equal(raw_target(&fx, fd, "/mcp?x", 6), 404);
+	close(fd);
+	assert_int_equal(fx.requests, 1);
+	fx_close(&fx);
+}
+
 static void test_client_gone_before_answer(void **state)
 {
 	struct fx fx = {.mode = HOLD};
@@ -938,6 +1020,7 @@ int main(void)
 		cmocka_unit_test(test_huge_headers),
 		cmocka_unit_test(test_slow_client_dropped),
 		cmocka_unit_test(test_connection_limit),
+		cmocka_unit_test(test_path_is_the_target_as_sent),
 		cmocka_unit_test(test_client_gone_before_answer),
 		cmocka_unit_test(test_close_ends_held_requests),
 		cmocka_unit_test(test_unix_listener),

@@ -434,6 +434,67 @@ static void test_headers_must_agree_with_the_body(void **state)
 	}
 }
 
+/* A POST must carry one request, notification or response, in a legacy
+ * session (2025-11-25) and without one (2026-07-28) alike: an empty body
+ * gets a parse error, a message that is none of the three an invalid
+ * request echoing its id, each with 400, never 202. */
+static void test_a_body_that_is_no_message_gets_400(void **state)
+{
+	struct fx *fx = *state;
+	struct call init = {.method = "POST", .token = "token-alpha", .body = INIT};
+	const struct {
+		const char *body;
+		long status;
+		const char *code, *id; /* in the answer; NULL: no body */
+	} cases[] = {
+		{"", 400, "-32700", "\"id\":null"},
+		{"\r", 400, "-32700", "\"id\":null"},
+		{" \r\n\t", 400, "-32700", "\"id\":null"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":5}", 400, "-32600", "\"id\":5"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":\"five\"}", 400, "-32600", "\"id\":\"five\""},
+		{"{\"jsonrpc\":\"2.0\"}", 400, "-32600", "\"id\":null"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}", 400, "-32600",
+		 "\"id\":null"},
+		{"{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{},\"error\":{\"code\":1,"
+		 "\"message\":\"m\"}}",
+		 400, "-32600", "\"id\":5"},
+		{"not json", 400, "-32700", "\"id\":null"},
+		/* what is accepted still gets 202 and no body */
+		{"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}", 202, NULL, NULL},
+		{"{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{}}", 202, NULL, NULL},
+	};
+	static const char *const modern[] = {"MCP-Protocol-Version: 2026-07-28", NULL};
+	static const char *const legacy[] = {"MCP-Protocol-Version: 2025-11-25", NULL};
+	char sid[64];
+	struct call c;
+
+	call_run(fx, &init);
+	assert_int_equal(init.status, 200);
+	snprintf(sid, sizeof(sid), "%s", sid_of(&init));
+	for (int era = 0; era < 2; era++)
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+			c = (struct call){.method = "POST",
+					  .token = "token-alpha",
+					  .body = cases[i].body,
+					  .sid = era ? sid : NULL};
+			memcpy(c.extra, era ? legacy : modern, sizeof(modern));
+			call_run(fx, &c);
+			if (c.status != cases[i].status)
+				fail_msg("%s case %zu: status %ld, want %ld: %s",
+					 era ? "legacy" : "2026-07-28", i, c.status,
+					 cases[i].status, c.resp);
+			if (!cases[i].code) {
+				assert_int_equal(c.resp_len, 0);
+				continue;
+			}
+			assert_non_null(strcasestr(c.head, "content-type: application/json"));
+			if (!strstr(c.resp, cases[i].code) || !strstr(c.resp, cases[i].id))
+				fail_msg("%s case %zu: %s", era ? "legacy" : "2026-07-28", i,
+					 c.resp);
+		}
+	assert_int_equal(fx->runs, 0);
+}
+
 static void test_a_run_answers_on_its_stream(void **state)
 {
 	struct fx *fx = *state;
@@ -503,6 +564,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(
 			test_roles_see_their_own_tools_and_sessions_are_capped, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_headers_must_agree_with_the_body, setup,
+						teardown),
+		cmocka_unit_test_setup_teardown(test_a_body_that_is_no_message_gets_400, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_run_answers_on_its_stream, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_client_that_hangs_up_cancels_its_run, setup,

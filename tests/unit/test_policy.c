@@ -256,7 +256,7 @@ static void test_defaults(void **state)
 	assert_int_equal(l.max_approvals, 10);
 	assert_int_equal(l.http_connections, 256);
 	assert_int_equal(l.http_sessions_per_token, 32);
-	assert_int_equal(l.http_cells_per_client, 4);
+	assert_int_equal(l.http_cells_per_client, 3); /* one fewer than cells */
 	assert_int_equal(l.http_waiting_per_client, 64);
 	assert_int_equal(l.http_body_kb, 2048);
 	assert_int_equal(l.http_idle_s, 600);
@@ -393,6 +393,42 @@ static void test_output_limits_cross_check(void **state)
 	assert_null(p);
 	assert_string_equal(
 		err.msg, "limits.max_output_bytes: must not exceed limits.stop_output_bytes (100)");
+}
+
+/* http_cells_per_client left out follows limits.cells, one below it (at
+ * least 1), so one client never holds every slot; a value given wins,
+ * within its bounds, even at or above cells. */
+static void test_cells_per_client_default_follows_cells(void **state)
+{
+	static const struct {
+		const char *limits;
+		unsigned want;
+	} cases[] = {
+		{"", 3},
+		{", \"limits\": {}", 3},
+		{", \"limits\": {\"cells\": 1}", 1},
+		{", \"limits\": {\"cells\": 2}", 1},
+		{", \"limits\": {\"cells\": 8}", 7},
+		{", \"limits\": {\"cells\": 64}", 63},
+		{", \"limits\": {\"cells\": 4, \"http_cells_per_client\": 4}", 4},
+		{", \"limits\": {\"cells\": 2, \"http_cells_per_client\": 64}", 64},
+		{", \"limits\": {\"http_cells_per_client\": 1, \"cells\": 8}", 1},
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct appl_err err = {0};
+		struct policy_limits l;
+		struct policy *p = parse_with(cases[i].limits, &err);
+
+		if (!p)
+			fail_msg("%s refused: %s", cases[i].limits, err.msg);
+		policy_limits_get(p, &l);
+		if (l.http_cells_per_client != cases[i].want)
+			fail_msg("%s: http_cells_per_client %u, want %u", cases[i].limits,
+				 l.http_cells_per_client, cases[i].want);
+		policy_free(p);
+	}
 }
 
 static void test_expires(void **state)
@@ -1774,6 +1810,7 @@ int main(void)
 		cmocka_unit_test(test_audit_seal_is_a_boolean),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),
+		cmocka_unit_test(test_cells_per_client_default_follows_cells),
 		cmocka_unit_test(test_expires),
 		cmocka_unit_test(test_layout_resolution),
 		cmocka_unit_test(test_layout_relative_without_base),
