@@ -66,7 +66,7 @@ static int args_check(const struct bridge_entry *e, const char *tool, const json
 		return same(log, log_cap, msg,
 			    say(msg, cap, -EINVAL, "refused: %s: the arguments must be an object",
 				tool));
-	size = json_dumpb(args, NULL, 0, JSON_COMPACT);
+	size = appl_json_size(args);
 	if (size > max_args_bytes)
 		return same(log, log_cap, msg,
 			    say(msg, cap, -EINVAL,
@@ -194,7 +194,7 @@ int bridge_resource_value(const json_t *result, size_t max_bytes, json_t **value
 	*value = NULL;
 	if (!json_is_object(result) || !json_is_array(contents))
 		return say(msg, cap, -EINVAL, "the server's answer is not a resource");
-	size = json_dumpb(result, NULL, 0, JSON_COMPACT);
+	size = appl_json_size(result);
 	if (size > max_bytes)
 		return say(msg, cap, -EFBIG, "the resource is %zu bytes, over the cap of %zu", size,
 			   max_bytes);
@@ -279,7 +279,7 @@ int bridge_result_value(const json_t *result, size_t max_bytes, json_t **value, 
 	*value = NULL;
 	if (!json_is_object(result))
 		return say(msg, cap, -EINVAL, "the server's answer is not a tool result");
-	size = json_dumpb(result, NULL, 0, JSON_COMPACT);
+	size = appl_json_size(result);
 	if (size > max_bytes)
 		return say(msg, cap, -EFBIG, "the tool's result is %zu bytes, over the cap of %zu",
 			   size, max_bytes);

@@ -12,6 +12,7 @@
 #include "bridge/bridge.h"
 #include "bridge/internal.h"
 #include "cell/cell.h"
+#include "json/json.h"
 #include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/upstream_set.h"
@@ -272,7 +273,7 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 			  : rc == -EPROTO ? "bad_output"
 					  : "malformed";
 		/* Its size is measured again only for the log. */
-		audit_end(r, c, outcome, r->audit ? json_dumpb(result, NULL, 0, JSON_COMPACT) : 0);
+		audit_end(r, c, outcome, r->audit ? appl_json_size(result) : 0);
 		if (rc == 0)
 			cell_call_answer(r->cell, c->id, value);
 		else if (rc == 1) /* the tool's own error: its text, as it is */

@@ -198,7 +198,7 @@ static int line_write(json_t *msg, char **line, size_t *len, struct appl_err *er
 	*len = 0;
 	if (!msg)
 		return appl_err_set(err, -ENOMEM, "runner message: out of memory");
-	need = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	need = appl_json_size(msg);
 	if (need == 0 || need + 1 > APPL_RUNNER_HOST_LINE_MAX) {
 		json_decref(msg);
 		return appl_err_set(err, -EFBIG, "runner message of %zu bytes, more than %u", need,

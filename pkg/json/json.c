@@ -137,3 +137,55 @@ int appl_json_depth_within(const json_t *v, unsigned left)
 			return 0;
 	return 1;
 }
+
+/* A string's length once quoted and escaped as jansson escapes it: '"' and
+ * '\\' and the five short control escapes take two bytes, every other
+ * control byte six (\u00XX); all else, UTF-8 included, passes as it is. */
+static size_t string_size(const char *s, size_t n)
+{
+	size_t out = n + 2;
+
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c >= 0x20 && c != '"' && c != '\\')
+			continue;
+		if (c == '"' || c == '\\' || c == '\b' || c == '\f' || c == '\n' || c == '\r' ||
+		    c == '\t')
+			out += 1;
+		else
+			out += 5;
+	}
+	return out;
+}
+
+size_t appl_json_size(const json_t *v)
+{
+	const char *key;
+	size_t n, i;
+	json_t *x;
+
+	switch (json_typeof(v)) {
+	case JSON_STRING:
+		return string_size(json_string_value(v), json_string_length(v));
+	case JSON_TRUE:
+	case JSON_NULL:
+		return 4;
+	case JSON_FALSE:
+		return 5;
+	case JSON_INTEGER:
+	case JSON_REAL:
+		return json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+	case JSON_ARRAY:
+		n = json_array_size(v) > 0 ? json_array_size(v) + 1 : 2; /* [ ] and commas */
+		json_array_foreach(v, i, x)
+			n += appl_json_size(x);
+		return n;
+	case JSON_OBJECT:
+		n = json_object_size(v) > 0 ? 2 * json_object_size(v) + 1 : 2; /* {:,} */
+		json_object_foreach((json_t *)v, key, x)
+			n += string_size(key, strlen(key)) + appl_json_size(x);
+		return n;
+	}
+	return 0;
+}

@@ -276,7 +276,7 @@ static int line_write(json_t *msg, size_t max_len, char **line, size_t *len, str
 
 	if (!msg)
 		return appl_err_set(err, -ENOMEM, "jsonrpc message: out of memory");
-	need = json_dumpb(msg, NULL, 0, JSON_COMPACT);
+	need = appl_json_size(msg);
 	if (need == 0 || need >= max_len) {
 		json_decref(msg);
 		return appl_err_set(err, -EFBIG, "jsonrpc message of %zu bytes, more than %zu",

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json/json.h"
 #include "jsonrpc/jsonrpc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -39,11 +40,23 @@ static int encode(const struct jsonrpc_msg *m, char **line, size_t *len)
 	}
 }
 
+/* The size counted without encoding is the encoder's, to the byte. */
+static void size_check(const json_t *v)
+{
+	if (v && appl_json_size(v) != json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY))
+		__builtin_trap();
+}
+
 static void round_trip(const struct jsonrpc_msg *m)
 {
 	struct jsonrpc_msg again;
 	char *line;
 	size_t len;
+
+	size_check(m->params);
+	size_check(m->result);
+	size_check(m->id);
+	size_check(m->error_data);
 
 	if (encode(m, &line, &len) < 0)
 		return; /* e.g. bigger than FUZZ_OUT_MAX once re-escaped */

@@ -93,6 +93,66 @@ static void test_err_sanitizes_control_chars(void **state)
 	assert_string_equal(err.msg, "h\xc3\xa9 ? ?? ??? ??");
 }
 
+static void size_is(const json_t *v)
+{
+	size_t want = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	assert_true(want > 0);
+	assert_int_equal(appl_json_size(v), want);
+}
+
+/* The size counted without encoding is the encoder's to the byte: every
+ * escape, UTF-8, numbers of each kind, nesting, empty containers. */
+static void test_size_matches_the_encoder(void **state)
+{
+	static const char *const docs[] = {
+		"\"\"",
+		"\"plain\"",
+		"\"q\\\" b\\\\ s/ \\b\\f\\n\\r\\t \\u0001\\u001f \\u007f\"",
+		"\"\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \\u2028\"",
+		"0",
+		"-1",
+		"9223372036854775807",
+		"-9223372036854775808",
+		"1.5",
+		"1e300",
+		"-0.0",
+		"1e-7",
+		"0.1",
+		"true",
+		"false",
+		"null",
+		"[]",
+		"{}",
+		"[[],{}]",
+		"{\"a\":1,\"b\\n\":[true,false,null,\"x\"],\"\xc3\xa9\":{\"c\":{}}}",
+		"[1,2.25,\"three\",[4,[5,[6]]],{\"k\":\"\\t\"}]",
+	};
+	char buf[256];
+	json_t *v;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(docs) / sizeof(docs[0]); i++) {
+		v = json_loads(docs[i], JSON_DECODE_ANY, NULL);
+		assert_non_null(v);
+		size_is(v);
+		json_decref(v);
+	}
+	/* every byte value below 0x80 in a string and in a key */
+	for (int c = 1; c < 0x80; c++) {
+		buf[0] = (char)c;
+		buf[1] = 'x';
+		v = json_pack("{s:s#}", "k", buf, (int)2);
+		size_is(v);
+		json_decref(v);
+		buf[2] = '\0';
+		v = json_object();
+		json_object_set_new(v, buf, json_integer(c));
+		size_is(v);
+		json_decref(v);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -103,6 +163,7 @@ int main(void)
 		cmocka_unit_test(test_trailing_and_nul_refused),
 		cmocka_unit_test(test_keys_check),
 		cmocka_unit_test(test_err_sanitizes_control_chars),
+		cmocka_unit_test(test_size_matches_the_encoder),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
