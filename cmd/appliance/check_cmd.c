@@ -714,16 +714,18 @@ static void time_text(int64_t t, char out[POLICY_TIME_STR])
 static void policy_requirements(struct check *c)
 {
 	const struct policy *p = c->cp.policy;
-	const char *approver = policy_approvals_command(p);
 	struct appl_err err = {0};
 
-	if (policy_http(p))
-		say(c, MARK_WARNING,
-		    "http: check does not serve HTTP; run serves the policy's clients there");
-	if (approver && access(approver, X_OK) < 0)
-		say(c, MARK_PROBLEM, "approvals.command: %s: %s", approver, strerror(errno));
-	if (cli_policy_runnable(p, c->a->policy, &err) < 0)
-		say(c, MARK_PROBLEM, "runtime.rootless: %s", err.msg);
+	if (cli_policy_supported(p, c->a->policy, &err) < 0)
+		say(c, MARK_PROBLEM, "policy: %s", err.msg);
+	if (policy_http(p)) {
+		if (gateway_http_try(p, &err) < 0)
+			say(c, MARK_PROBLEM, "http: %s", err.msg);
+		else
+			say(c, MARK_OK, "http: every listener binds%s (closed again: check serves "
+					"no client)",
+			    policy_http(p)->tls_cert ? ", the TLS certificate and key load" : "");
+	}
 	/* A call no audit line records must not happen under a policy that
 	 * keeps a log: check writes none. */
 	if (policy_audit_path(p) && c->a->ncalls > 0)

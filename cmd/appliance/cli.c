@@ -98,6 +98,14 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
 	return 0;
 }
 
+int cli_policy_supported(const struct policy *p, const char *path, struct appl_err *err)
+{
+	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0)
+		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
+				      policy_approvals_command(p));
+	return cli_policy_runnable(p, path, err);
+}
+
 int cli_secrets_take(const struct policy *p, struct appl_err *err)
 {
 	/* No core dump, and no ptrace or /proc/PID/mem for another process of

@@ -44,6 +44,11 @@ typedef int (*cli_policy_check)(const struct policy *p, const char *path, struct
  * policy must opt in to the weaker rootless mode. */
 int cli_policy_runnable(const struct policy *p, const char *path, struct appl_err *err);
 
+/* What `run` requires of a policy on this machine before anything starts:
+ * its approver program executable, and cli_policy_runnable. `check` judges
+ * with it too. */
+int cli_policy_supported(const struct policy *p, const char *path, struct appl_err *err);
+
 /* Make the process not dumpable, then take the values of the variables
  * the HTTP servers' headers name out of the environment
  * (upstream_env_take). Before the upstreams start; upstream_env_wipe when

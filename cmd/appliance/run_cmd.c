@@ -156,15 +156,6 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
-/* What the policy needs of this machine, checked before anything starts. */
-static int policy_supported(const struct policy *p, const char *path, struct appl_err *err)
-{
-	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0)
-		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
-				      policy_approvals_command(p));
-	return cli_policy_runnable(p, path, err);
-}
-
 static int on_started(void *data, struct appl_err *err)
 {
 	return cli_policy_commit(data, err);
@@ -187,7 +178,7 @@ int cmd_run(int argc, char **argv)
 	struct cli_policy_opts o = {.sig = a.policy,
 				    .trust_dir = a.trust_dir,
 				    .state_dir = a.state_dir,
-				    .check = policy_supported};
+				    .check = cli_policy_supported};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
 	if (cli_secrets_take(cp.policy, &err) < 0) {
@@ -239,7 +230,7 @@ int cmd_stubs(int argc, char **argv)
 	struct cli_policy_opts o = {.sig = a.policy,
 				    .trust_dir = a.trust_dir,
 				    .state_dir = a.state_dir,
-				    .check = policy_supported};
+				    .check = cli_policy_supported};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
 	rc = cli_secrets_take(cp.policy, &err);

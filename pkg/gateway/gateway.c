@@ -999,10 +999,16 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 	c.idle_ms = gw->lim.http_idle_s * 1000u;
 	if (mcp_http_open(gw->srv, gw->loop, &c, &gw->http, err) < 0)
 		return err->code;
+	return 0;
+}
+
+static void http_log(const struct gateway *gw)
+{
+	const struct policy_http *ph = policy_http(gw->policy);
+
 	for (size_t i = 0; i < ph->nlisten; i++)
 		log_line(LOG_INFO, NULL, "serving MCP over HTTP%s at %s%s", gw->tls_cert ? "S" : "",
 			 ph->listen[i].text, ph->path);
-	return 0;
 }
 
 static void http_release(struct gateway *gw)
@@ -1015,6 +1021,26 @@ static void http_release(struct gateway *gw)
 	}
 	free(gw->tls_cert);
 	gw->tls_cert = gw->tls_key = NULL;
+}
+
+int gateway_http_try(const struct policy *p, struct appl_err *err)
+{
+	struct gateway gw;
+	struct mcp_server_hooks hooks = {.data = &gw};
+	int rc;
+
+	memset(&gw, 0, sizeof(gw));
+	gw.policy = p;
+	policy_limits_get(p, &gw.lim);
+	if (!(gw.loop = loop_new(err)) || !(gw.srv = mcp_server_new(gw.loop, &hooks, err)))
+		rc = err->code;
+	else
+		rc = http_open(&gw, err);
+	mcp_http_close(gw.http);
+	mcp_server_free(gw.srv);
+	http_release(&gw);
+	loop_free(gw.loop);
+	return rc;
 }
 
 static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
@@ -1063,8 +1089,12 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	pool_fill(gw->pool);
 	if (!(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
 		return err->code;
-	if (policy_http(cfg->policy))
-		return http_open(gw, err);
+	if (policy_http(cfg->policy)) {
+		if (http_open(gw, err) < 0)
+			return err->code;
+		http_log(gw);
+		return 0;
+	}
 	gw->stdio =
 		mcp_stdio_open(gw->srv, gw->loop, cfg->in_fd, cfg->out_fd, &gw->stdio_client, err);
 	return gw->stdio ? 0 : err->code;

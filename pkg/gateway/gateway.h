@@ -73,4 +73,9 @@ void gateway_confine_release(struct gateway_confine *c);
 
 int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err);
 
+/* `appliance check`: open the policy's HTTP front as `run` opens it (its
+ * TLS certificate and key loaded, every listener bound) and close it again.
+ * 0, or what `run` would fail with. */
+int gateway_http_try(const struct policy *p, struct appl_err *err);
+
 #endif

@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -22,6 +23,7 @@ from harness import main, test
 from cellkit import APPLIANCE, LAYOUT, ROOT, digest
 from policykit import Signer
 import gatewaykit
+import tlskit
 
 _kit = gatewaykit._kit  # the toy policies' signer: one trust directory
 OK, SURPRISE = "\u2714", "\u2718"
@@ -269,7 +271,7 @@ def what_run_would_refuse_is_named():
     sig = _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
                       roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
                       approvals={"command": "/nonexistent/approver"})
-    problems_only(check(sig), "approvals.command: /nonexistent/approver")
+    problems_only(check(sig), "policy: %s: approvals.command /nonexistent/approver" % sig)
     audit_dir = tempfile.mkdtemp(prefix="appliance-check-audit.")
     try:
         sig = _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
@@ -560,6 +562,65 @@ def the_offline_findings_are_about_the_signed_bytes_only():
             "changed since it was read" in r.stdout, r.stdout
     finally:
         shutil.rmtree(d, True)
+
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def run_refuses(sig, want):
+    """`appliance run` of sig refuses to start, saying want."""
+    r = subprocess.run(_kit.argv(sig), stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1 and want in r.stderr, (r.returncode, r.stderr[-2000:])
+
+
+def http_check_policy(port, tls=None):
+    token = {"name": "a", "sha256": hashlib.sha256(b"appliance_check-token").hexdigest(),
+             "role": "r"}
+    http = {"listen": ["127.0.0.1:%d" % port]}
+    if tls:
+        http["tls"] = tls
+    return _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
+                       roles={"r": {"tools": ["toy.*"]}}, clients={"tokens": [token]},
+                       http=http)
+
+
+@test
+def what_run_refuses_at_start_check_refuses_through_the_same_code():
+    # a listener another process holds: run cannot bind it, and check tries
+    held = socket.socket()
+    held.bind(("127.0.0.1", 0))
+    held.listen(1)
+    try:
+        sig = http_check_policy(held.getsockname()[1])
+        run_refuses(sig, "Address already in use")
+        problems_only(check(sig), "http: ")
+        assert "Address already in use" in lines_of(check(sig), "problem")[0]
+    finally:
+        held.close()
+    # a TLS key others may read: run refuses it when it opens the front
+    d = tempfile.mkdtemp(prefix="appliance-check-tls.")
+    try:
+        cert, key = tlskit.ca(d)
+        os.chmod(key, 0o640)
+        sig = http_check_policy(free_port(), {"cert": cert, "key": key})
+        run_refuses(sig, "has mode 0640")
+        r = check(sig)
+        problems_only(r, "http: ")
+        assert "has mode 0640" in lines_of(r, "problem")[0], r.stdout
+        # and once it is right, check opens the front and closes it again
+        os.chmod(key, 0o600)
+        r = check(sig)
+        assert any(l.startswith("http: every listener binds, the TLS certificate and key load")
+                   for l in lines_of(r, "ok")), r.stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
