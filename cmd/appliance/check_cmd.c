@@ -722,8 +722,9 @@ static void policy_requirements(struct check *c)
 		if (gateway_http_try(p, &err) < 0)
 			say(c, MARK_PROBLEM, "http: %s", err.msg);
 		else
-			say(c, MARK_OK, "http: every listener binds%s (closed again: check serves "
-					"no client)",
+			say(c, MARK_OK,
+			    "http: every listener binds%s (closed again: check serves "
+			    "no client)",
 			    policy_http(p)->tls_cert ? ", the TLS certificate and key load" : "");
 	}
 	/* A call no audit line records must not happen under a policy that
