@@ -27,7 +27,7 @@
 static const char audit_help_text[] =
 	"usage: appliance audit init [--state-dir DIR] PATH\n"
 	"       appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
-	"                              [--state-dir DIR] FILE...\n"
+	"                              [--seal FILE] [--state-dir DIR] FILE...\n"
 	"       appliance audit show [--runs] FILE\n"
 	"\n"
 	"The audit log a policy's \"audit\": {\"path\": P} asks for (docs/audit.md):\n"
@@ -39,6 +39,7 @@ static const char audit_help_text[] =
 	"  --state-dir DIR   init, verify: where the log's key and head are kept\n"
 	"  --key HEX|@FILE   verify: a sealing key (64 hex digits, or @FILE)\n"
 	"  --head FILE       verify: the chain's head from FILE (/dev/null: none)\n"
+	"  --seal FILE       verify: the sealing state from FILE (/dev/null: none)\n"
 	"  --runs            show: one line per run instead of one per event\n"
 	"  --help, -h        print this text\n"
 	"\n"
@@ -64,17 +65,22 @@ static const char init_help_text[] =
 
 static const char verify_help_text[] =
 	"usage: appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
-	"                              [--state-dir DIR] FILE...\n"
+	"                              [--seal FILE] [--state-dir DIR] FILE...\n"
 	"\n"
 	"Check each audit log FILE by the rules of docs/audit.md: the chain of\n"
 	"hashes line by line and back through the rotated files it continues, its\n"
-	"head, and with keys its seals. Prints one line per FILE when all holds,\n"
-	"else the first bad line (FILE:LINE) and why. A key on the command line is\n"
+	"head, and with keys its seals: against the sealing state beside the head\n"
+	"(a log cut after an old seal is behind it) and against the clock (the\n"
+	"newest seal of a log being written is never much older than its\n"
+	"appliances' audit_seal_s). Prints one line per FILE when all holds, else\n"
+	"the first bad line (FILE:LINE) and why. A key on the command line is\n"
 	"wiped from it once read.\n"
 	"\n"
 	"options:\n"
 	"  --key HEX|@FILE  a sealing key: 64 hex digits, or @FILE (repeatable)\n"
 	"  --head FILE      the head to check against, a copy of it (/dev/null: none)\n"
+	"  --seal FILE      the sealing state to compare with, a copy of it\n"
+	"                   (/dev/null: none); with --head, only this gives one\n"
 	"  --state-dir DIR  where the log's head is kept (allowed as root too)\n"
 	"  --help, -h       print this text\n"
 	"\n"
@@ -173,7 +179,7 @@ static int audit_init(int argc, char **argv)
 /* ---- verify --------------------------------------------------------------- */
 
 struct verify_args {
-	const char *head, *state_arg;
+	const char *head, *seal, *state_arg;
 	unsigned char (*keys)[AUDIT_KEY_BYTES]; /* sodium_allocarray'ed */
 	size_t nkeys;
 	char state[PATH_MAX];
@@ -247,6 +253,7 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	static const struct option opts[] = {
 		{"key", required_argument, NULL, 'k'},
 		{"head", required_argument, NULL, 'h'},
+		{"seal", required_argument, NULL, 'S'},
 		{"state-dir", required_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
@@ -270,6 +277,9 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 			break;
 		case 'h':
 			a->head = optarg;
+			break;
+		case 'S':
+			a->seal = optarg;
 			break;
 		case 's':
 			a->state_arg = optarg;
@@ -306,6 +316,7 @@ static int verify_files(struct verify_args *a, int argc, char **argv)
 		.keys = (const unsigned char(*)[AUDIT_KEY_BYTES])a->keys,
 		.nkeys = a->nkeys,
 		.head_file = a->head,
+		.seal_file = a->seal,
 		.state_dir = a->state[0] ? a->state : NULL,
 	};
 	struct appl_err err = {0};

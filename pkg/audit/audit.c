@@ -58,6 +58,8 @@ struct audit {
 	int64_t failed_since;
 	char why[512];
 	bool seal_wanted; /* audit_seal_now, or the timer */
+	bool opened;	  /* the first locked pass (the log judged at start) is done */
+	char *state_dir;
 	struct loop_task task;
 	struct loop_timer *seal_timer, *retry_timer;
 };
@@ -214,6 +216,9 @@ static int tail_line(struct audit *a, const char *line, size_t len, struct audit
 		st->epoch++;
 		audit_ratchet(st->key);
 		st->last_n = (uint64_t)n;
+		st->last_file = h->file;
+		st->last_end = h->bytes + len + 1;
+		audit_line_hash(line, len, st->last_hash);
 		*st_dirty = true;
 	}
 	json_decref(o);
@@ -333,6 +338,90 @@ static bool new_file_begun(struct audit *a, const struct audit_head *h)
 	       lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size == h->bytes;
 }
 
+/* The hash of the line that ends at byte end of the log's file number
+ * file (the one at the path, or a rotated one): 0, or -ESTALE when no
+ * whole line ends there. */
+static int line_hash_at(struct audit *a, uint64_t file, uint64_t cur_file, uint64_t end,
+			char hash[AUDIT_HASH_HEX])
+{
+	char name[NAME_MAX + 1], path[PATH_MAX], *buf, *nl;
+	uint64_t want = end < AUDIT_LINE_MAX + 1 ? end : AUDIT_LINE_MAX + 1;
+	int fd, rc = -ESTALE;
+
+	if (file != cur_file && rotated_name(a, file, name, sizeof(name), path, sizeof(path)) < 0)
+		return -ESTALE;
+	fd = open(file == cur_file ? a->path : path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 || want == 0)
+		goto out;
+	if (!(buf = malloc(want))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (pread(fd, buf, want, (off_t)(end - want)) == (ssize_t)want && buf[want - 1] == '\n') {
+		nl = memrchr(buf, '\n', want - 1);
+		if (nl || want == end) {
+			nl = nl ? nl + 1 : buf;
+			audit_line_hash(nl, (size_t)(buf + want - 1 - nl), hash);
+			rc = 0;
+		}
+	}
+	free(buf);
+out:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+static int cut_refuse(struct audit *a, const struct batch *bt, struct appl_err *err,
+		      const char *what)
+{
+	char id[AUDIT_ID_HEX];
+
+	audit_state_id(a->path, id);
+	return fail(
+		a, -ESTALE, err,
+		"%s: the audit log was cut: its sealing state records the seal of epoch %" PRIu64
+		" at line %" PRIu64 ", %s. Keep both for the auditor (`appliance audit "
+		"verify --key` names what is missing); to begin a new log, move the log, its "
+		"rotated files and %s/audit/%s.* aside and run `appliance audit init`",
+		a->path, bt->st.epoch - 1, bt->st.last_n, what, a->state_dir, id);
+}
+
+/* At start: the log must still hold the last seal its sealing state
+ * records, at its place. Whoever cut the log back past it (the seals
+ * after an old one removed, the rest renumbered, rechained and the head
+ * rewritten) left a state ahead of the log: such a log is refused, never
+ * sealed on from an epoch that would hide the gap. */
+static int seal_place_check(struct audit *a, const struct batch *bt, struct appl_err *err)
+{
+	const struct audit_seal_state *st = &bt->st;
+	char hash[AUDIT_HASH_HEX], what[128];
+	int rc;
+
+	if (!bt->have_st || st->last_n == 0)
+		return 0; /* nothing sealed yet */
+	if (st->last_n > bt->h.n) {
+		snprintf(what, sizeof(what), "and the log ends at line %" PRIu64, bt->h.n);
+		return cut_refuse(a, bt, err, what);
+	}
+	if (st->last_file == 0)
+		return 0; /* a state of version 1, which kept no place */
+	rc = st->last_file > bt->h.file ||
+			     (st->last_file == bt->h.file && st->last_end > bt->h.bytes)
+		     ? -ESTALE
+		     : line_hash_at(a, st->last_file, bt->h.file, st->last_end, hash);
+	if (rc == -ENOMEM)
+		return fail(a, rc, err, "out of memory");
+	if (rc < 0 || strcmp(hash, st->last_hash) != 0) {
+		snprintf(what, sizeof(what),
+			 "and the log does not hold that seal where it was (file %" PRIu64
+			 ", ending at byte %" PRIu64 ")",
+			 st->last_file, st->last_end);
+		return cut_refuse(a, bt, err, what);
+	}
+	return 0;
+}
+
 /* Under the lock: the head, the file judged against it, and what a dead
  * writer left. bt->b may get a torn line and a log.open. */
 static int batch_open(struct audit *a, struct batch *bt, struct appl_err *err)
@@ -363,6 +452,8 @@ static int batch_open(struct audit *a, struct batch *bt, struct appl_err *err)
 	if (rfd < 0 && errno == ENOENT && (fresh || bt->h.bytes == 0)) {
 		if (bt->h.file == 0)
 			bt->h.file = 1;
+		if (!a->opened && (rc = seal_place_check(a, bt, err)) < 0)
+			return rc;
 		bt->base = bt->h;
 		bt->create = true;
 		return open_line(a, bt);
@@ -388,6 +479,8 @@ static int batch_open(struct audit *a, struct batch *bt, struct appl_err *err)
 		return rc;
 	if (bt->h.file == 0)
 		bt->h.file = 1;
+	if (!a->opened && (rc = seal_place_check(a, bt, err)) < 0)
+		return rc;
 	bt->fd = open(a->path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
 	if (bt->fd < 0)
 		return fail(a, -errno, err, "%s: %s", a->path, strerror(errno));
@@ -407,14 +500,19 @@ static int batch_open(struct audit *a, struct batch *bt, struct appl_err *err)
 	return rc;
 }
 
+/* A seal for what is new, when asked for or by lines; and one every
+ * seal_s seconds even with nothing new, so that the newest seal of a log
+ * being written is never much older than that: a log whose newest seal
+ * is old and follows no stop was cut after it, or its sealing stopped,
+ * and verify says so (docs/audit.md). */
 static bool seal_due(const struct audit *a, const struct batch *bt)
 {
-	uint64_t since = bt->h.n - bt->st.last_n;
-
-	if (!bt->have_st || bt->h.n <= bt->st.last_n)
+	if (!bt->have_st)
 		return false;
-	return a->seal_wanted || since >= a->seal_lines ||
-	       (uint64_t)now_ms() - bt->st.last_ms >= (uint64_t)a->seal_s * 1000u;
+	if ((uint64_t)now_ms() - bt->st.last_ms >= (uint64_t)a->seal_s * 1000u)
+		return true;
+	return bt->h.n > bt->st.last_n &&
+	       (a->seal_wanted || bt->h.n - bt->st.last_n >= a->seal_lines);
 }
 
 static int seal_put(struct audit *a, struct batch *bt)
@@ -435,6 +533,9 @@ static int seal_put(struct audit *a, struct batch *bt)
 	bt->st_dirty = true;
 	bt->st.last_n = bt->h.n;
 	bt->st.last_ms = (uint64_t)ms;
+	bt->st.last_file = bt->h.file;
+	bt->st.last_end = bt->h.bytes;
+	memcpy(bt->st.last_hash, bt->h.hash, AUDIT_HASH_HEX);
 	return 0;
 }
 
@@ -807,12 +908,18 @@ struct audit *audit_open(struct loop *loop, const struct audit_config *cfg, stru
 	a->seal_s = cfg->seal_s ? cfg->seal_s : 1;
 	a->rotate_bytes = cfg->rotate_bytes;
 	loop_task_init(&a->task, on_round, a);
+	if (!(a->state_dir = strdup(cfg->state_dir))) {
+		free(a);
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
 	rc = names_split(a, cfg->path, err);
 	if (rc == 0)
 		rc = state_files(a, cfg, err);
 	/* The first locked pass judges the file and starts or continues it. */
 	if (rc == 0)
 		rc = write_locked(a, true, err);
+	a->opened = true;
 	if (rc == 0 && loop &&
 	    (!(a->retry_timer = loop_timer_new(loop, on_retry, a, err)) ||
 	     (cfg->seal && (!(a->seal_timer = loop_timer_new(loop, on_seal_timer, a, err)) ||
@@ -845,6 +952,7 @@ void audit_free(struct audit *a)
 		close(a->headfd);
 	sodium_memzero(a->dkey, sizeof(a->dkey));
 	free(a->path);
+	free(a->state_dir);
 	free(a->base);
 	free(a->dir_name);
 	free(a);

@@ -20,9 +20,15 @@
 #define KID_TEXT     "appliance-audit-kid 1"
 #define SEAL_TEXT    "appliance-audit-seal 1\n"
 #define HEAD_MAGIC   "appliance-audit-head 1 "
-#define SEAL_MAGIC   "appliance-audit-seal 1\n"
+#define SEAL_MAGIC   "appliance-audit-seal 2\n"
+#define SEAL_MAGIC_1 "appliance-audit-seal 1\n" /* read, never written */
 #define HEAD_CHECK   8
 #define INSTALL_KEY  "audit.key"
+
+const char *const audit_events[] = {
+	"log.open", "start", "stop",	 "run.start", "run.refused", "call", "call.end",
+	"run.end",  "auth",  "approval", "torn",      "resumed",     "seal", NULL,
+};
 
 void audit_hex(const unsigned char *b, size_t n, char *out)
 {
@@ -278,31 +284,65 @@ static int private_open(int dfd, const char *name, int *fd, struct appl_err *err
 	return 0;
 }
 
+/* Version 1 had no place of the last seal; it is read, and written
+ * back as version 2 with the next seal. */
+int audit_seal_parse(const char *buf, size_t len, struct audit_seal_state *s)
+{
+	char text[AUDIT_SEAL_FILE_MAX], kid[AUDIT_KID_HEX], key[AUDIT_HASH_HEX],
+		hash[AUDIT_HASH_HEX];
+	const char *p = text + strlen(SEAL_MAGIC);
+	bool v2;
+	int end = -1, rc = -EINVAL;
+
+	_Static_assert(sizeof(SEAL_MAGIC) == sizeof(SEAL_MAGIC_1), "one magic length");
+	if (len >= sizeof(text) || memchr(buf, '\0', len))
+		return -EINVAL;
+	memcpy(text, buf, len);
+	text[len] = '\0';
+	memset(s, 0, sizeof(*s));
+	memset(hash, '0', AUDIT_HASH_HEX - 1);
+	hash[AUDIT_HASH_HEX - 1] = '\0';
+	v2 = strncmp(text, SEAL_MAGIC, strlen(SEAL_MAGIC)) == 0;
+	if (v2 &&
+	    sscanf(p,
+		   "%16s %" SCNu64 " %64s %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %64s%n",
+		   kid, &s->epoch, key, &s->last_n, &s->last_ms, &s->last_file, &s->last_end, hash,
+		   &end) != 8)
+		end = -1;
+	else if (!v2 && strncmp(text, SEAL_MAGIC_1, strlen(SEAL_MAGIC_1)) == 0 &&
+		 sscanf(p, "%16s %" SCNu64 " %64s %" SCNu64 " %" SCNu64 "%n", kid, &s->epoch, key,
+			&s->last_n, &s->last_ms, &end) != 5)
+		end = -1;
+	if (end > 0 && strcmp(p + end, "\n") == 0 && strlen(kid) == AUDIT_KID_HEX - 1 &&
+	    strspn(kid, "0123456789abcdef") == AUDIT_KID_HEX - 1 &&
+	    strlen(hash) == AUDIT_HASH_HEX - 1 &&
+	    strspn(hash, "0123456789abcdef") == AUDIT_HASH_HEX - 1 &&
+	    audit_unhex(key, s->key, AUDIT_KEY_BYTES) == 0) {
+		memcpy(s->kid, kid, sizeof(kid));
+		memcpy(s->last_hash, hash, sizeof(hash));
+		rc = 0;
+	}
+	sodium_memzero(text, sizeof(text));
+	sodium_memzero(key, sizeof(key));
+	if (rc < 0)
+		sodium_memzero(s, sizeof(*s));
+	return rc;
+}
+
 int audit_seal_read(int dfd, const char *name, struct audit_seal_state *s, struct appl_err *err)
 {
-	char buf[256], kid[AUDIT_KID_HEX], key[AUDIT_HASH_HEX];
+	char buf[AUDIT_SEAL_FILE_MAX];
 	ssize_t got;
 	int fd, rc;
 
 	if ((rc = private_open(dfd, name, &fd, err)) < 0)
 		return rc;
-	got = read(fd, buf, sizeof(buf) - 1);
+	got = read(fd, buf, sizeof(buf));
 	close(fd);
 	if (got < 0)
 		return appl_err_errno(err, -errno, errno, "reading %s", name);
-	buf[got] = '\0';
-	rc = -EINVAL;
-	if (strncmp(buf, SEAL_MAGIC, strlen(SEAL_MAGIC)) == 0 &&
-	    sscanf(buf + strlen(SEAL_MAGIC), "%16s %" SCNu64 " %64s %" SCNu64 " %" SCNu64, kid,
-		   &s->epoch, key, &s->last_n, &s->last_ms) == 5 &&
-	    strlen(kid) == AUDIT_KID_HEX - 1 &&
-	    strspn(kid, "0123456789abcdef") == AUDIT_KID_HEX - 1 &&
-	    audit_unhex(key, s->key, AUDIT_KEY_BYTES) == 0) {
-		memcpy(s->kid, kid, sizeof(kid));
-		rc = 0;
-	}
+	rc = audit_seal_parse(buf, (size_t)got, s);
 	sodium_memzero(buf, sizeof(buf));
-	sodium_memzero(key, sizeof(key));
 	if (rc < 0)
 		return appl_err_set(err, rc, "%s: not a sealing state", name);
 	return 0;
@@ -311,13 +351,16 @@ int audit_seal_read(int dfd, const char *name, struct audit_seal_state *s, struc
 int audit_seal_write(int dfd, const char *name, const struct audit_seal_state *s,
 		     struct appl_err *err)
 {
-	char tmp[64], buf[256], key[AUDIT_HASH_HEX];
+	char tmp[64], buf[AUDIT_SEAL_FILE_MAX], key[AUDIT_HASH_HEX];
 	int fd, rc = 0, n;
 
 	snprintf(tmp, sizeof(tmp), ".%.40s.new", name);
 	audit_hex(s->key, AUDIT_KEY_BYTES, key);
-	n = snprintf(buf, sizeof(buf), SEAL_MAGIC "%s %" PRIu64 " %s %" PRIu64 " %" PRIu64 "\n",
-		     s->kid, s->epoch, key, s->last_n, s->last_ms);
+	n = snprintf(buf, sizeof(buf),
+		     SEAL_MAGIC "%s %" PRIu64 " %s %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+				" %s\n",
+		     s->kid, s->epoch, key, s->last_n, s->last_ms, s->last_file, s->last_end,
+		     s->last_hash);
 	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
 		rc = -errno;
 	fd = rc ? -1 : openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -430,7 +473,9 @@ int audit_seal_init(const char *state_dir, const char *path, unsigned char k0[AU
 	randombytes_buf(k0, AUDIT_KEY_BYTES);
 	audit_kid(k0, kid);
 	memcpy(s.kid, kid, AUDIT_KID_HEX);
-	s.epoch = s.last_n = s.last_ms = 0;
+	s.epoch = s.last_n = s.last_ms = s.last_file = s.last_end = 0;
+	memset(s.last_hash, '0', AUDIT_HASH_HEX - 1);
+	s.last_hash[AUDIT_HASH_HEX - 1] = '\0';
 	memcpy(s.key, k0, AUDIT_KEY_BYTES);
 	rc = audit_seal_write(dfd, name, &s, err);
 	sodium_memzero(&s, sizeof(s));

@@ -21,16 +21,22 @@
 
 #include "base/err.h"
 
-#define AUDIT_HASH_BYTES 32 /* BLAKE2b-256 */
-#define AUDIT_HASH_HEX	 (2 * AUDIT_HASH_BYTES + 1)
-#define AUDIT_KEY_BYTES	 32
-#define AUDIT_KID_BYTES	 8
-#define AUDIT_KID_HEX	 (2 * AUDIT_KID_BYTES + 1)
-#define AUDIT_ID_BYTES	 16
-#define AUDIT_ID_HEX	 (2 * AUDIT_ID_BYTES + 1)
-#define AUDIT_TIME_LEN	 24 /* YYYY-MM-DDTHH:MM:SS.mmmZ */
-#define AUDIT_HEAD_SLOT	 512
-#define AUDIT_LINE_MAX	 8192 /* no line the writer makes is longer */
+#define AUDIT_HASH_BYTES    32 /* BLAKE2b-256 */
+#define AUDIT_HASH_HEX	    (2 * AUDIT_HASH_BYTES + 1)
+#define AUDIT_KEY_BYTES	    32
+#define AUDIT_KID_BYTES	    8
+#define AUDIT_KID_HEX	    (2 * AUDIT_KID_BYTES + 1)
+#define AUDIT_ID_BYTES	    16
+#define AUDIT_ID_HEX	    (2 * AUDIT_ID_BYTES + 1)
+#define AUDIT_TIME_LEN	    24 /* YYYY-MM-DDTHH:MM:SS.mmmZ */
+#define AUDIT_HEAD_SLOT	    512
+#define AUDIT_LINE_MAX	    8192 /* no line the writer makes is longer */
+#define AUDIT_SEAL_FILE_MAX 320	 /* a sealing state file is shorter */
+
+/* Every event the writer puts in a log (docs/audit.md, "Lines"), NULL
+ * at the end: `audit show` has a form for each, and a unit test holds
+ * the events the sources write to this list. */
+extern const char *const audit_events[];
 
 /* BLAKE2b-256 of line[0..len) (without its newline), as lower-case hex. */
 void audit_line_hash(const char *line, size_t len, char out[AUDIT_HASH_HEX]);
@@ -103,14 +109,28 @@ int audit_head_write_fd(int fd, const struct audit_head *h, bool sync);
 
 /* The sealing state: the key of the epoch to seal next, and where the
  * last seal was (its line's n, and when: unix ms; both 0 before the
- * first), so that every writer of the log seals on one schedule. */
+ * first), so that every writer of the log seals on one schedule; and
+ * the last seal line itself (the index of its file, the file's size
+ * after it, its hash), so that a start can check that the log still
+ * holds it: a log cut back past its last seal is refused, never sealed
+ * on (docs/audit.md). A state written before those were kept has
+ * last_file 0. */
 struct audit_seal_state {
 	char kid[AUDIT_KID_HEX];
 	uint64_t epoch;
 	unsigned char key[AUDIT_KEY_BYTES];
 	uint64_t last_n;
 	uint64_t last_ms;
+	uint64_t last_file;
+	uint64_t last_end;
+	char last_hash[AUDIT_HASH_HEX];
 };
+
+/* A sealing state from its file's bytes (untrusted: a copy an auditor
+ * gives verify), "appliance-audit-seal 2\nKID EPOCH KEY LAST_N LAST_MS
+ * LAST_FILE LAST_END LAST_HASH\n", or version 1 without the last three:
+ * 0, or -EINVAL. */
+int audit_seal_parse(const char *buf, size_t len, struct audit_seal_state *st);
 
 /* Read it from dfd/name (0600, ours, not a symlink): 0, -ENOENT, -EPERM
  * (wrong owner or mode), -EINVAL (malformed). */

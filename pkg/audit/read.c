@@ -1,8 +1,11 @@
 /* read.c: an audit log's lines, capped (see read.h). */
+#define _GNU_SOURCE
 #include "audit/read.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log/log.h"
@@ -105,6 +108,27 @@ bool audit_time_valid(const char *s)
 		if (form[i] == 'd' ? (s[i] < '0' || s[i] > '9') : s[i] != form[i])
 			return false;
 	return true;
+}
+
+int audit_time_ms(const char *s, int64_t *ms)
+{
+	struct tm tm = {0};
+	unsigned y, mo, d, h, mi, sec, milli;
+	time_t t;
+
+	if (!audit_time_valid(s) ||
+	    sscanf(s, "%4u-%2u-%2uT%2u:%2u:%2u.%3u", &y, &mo, &d, &h, &mi, &sec, &milli) != 7 ||
+	    mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+		return -EINVAL;
+	tm.tm_year = (int)y - 1900;
+	tm.tm_mon = (int)mo - 1;
+	tm.tm_mday = (int)d;
+	tm.tm_hour = (int)h;
+	tm.tm_min = (int)mi;
+	tm.tm_sec = (int)sec;
+	t = timegm(&tm);
+	*ms = (int64_t)t * 1000 + (int64_t)milli;
+	return 0;
 }
 
 const char *audit_escape(const char *s, char out[AUDIT_SHOWN_MAX])

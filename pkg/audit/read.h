@@ -55,4 +55,7 @@ const char *audit_escape(const char *s, char out[AUDIT_SHOWN_MAX]);
 /* s is a time as the writer puts it: YYYY-MM-DDTHH:MM:SS.mmmZ. */
 bool audit_time_valid(const char *s);
 
+/* Such a time as unix ms: 0, or -EINVAL when s is not one. */
+int audit_time_ms(const char *s, int64_t *ms);
+
 #endif

@@ -35,6 +35,8 @@ static const struct {
 	{"run.start", "run {run}: client {client}, role {role}, revision {revision}, code "
 		      "{code_bytes} bytes"},
 	{"run.refused", "run {run} refused: client {client}: {reason}"},
+	{"auth", "auth {outcome}: [client {client}, ]peer {peer}[, {refusals_dropped} refusals "
+		 "not written before]"},
 	{"call", "  run {run} call {id}: {tool} ({access}), {args_bytes} argument bytes: "
 		 "{outcome}[: {reason}]"},
 	{"call.end", "  run {run} call {id}: {tool}: {outcome} in {ms} ms, {result_bytes} result "
@@ -115,11 +117,24 @@ static bool text_put(FILE *out, const json_t *o, const char *s, const char *end,
 	return true;
 }
 
+/* ev's form, or NULL. */
+static const char *form_of(const char *ev)
+{
+	for (size_t i = 0; i < sizeof(shown_events) / sizeof(shown_events[0]); i++)
+		if (strcmp(ev, shown_events[i].ev) == 0)
+			return shown_events[i].text;
+	return NULL;
+}
+
+bool audit_show_knows(const char *ev)
+{
+	return form_of(ev) != NULL;
+}
+
 static void show_line(FILE *out, const struct audit_reader *r)
 {
 	json_t *o = json_loadb(r->line, r->line_len, JSON_REJECT_DUPLICATES, NULL);
-	const char *ev = json_is_object(o) ? str_member(o, "ev") : NULL, *t;
-	const char *text = "{ev} (an event this version does not know)";
+	const char *ev = json_is_object(o) ? str_member(o, "ev") : NULL, *t, *text;
 
 	if (!ev) {
 		fprintf(out, "line %" PRIu64 ": not a log line (%zu bytes)\n", r->lineno,
@@ -127,9 +142,8 @@ static void show_line(FILE *out, const struct audit_reader *r)
 		json_decref(o);
 		return;
 	}
-	for (size_t i = 0; i < sizeof(shown_events) / sizeof(shown_events[0]); i++)
-		if (strcmp(ev, shown_events[i].ev) == 0)
-			text = shown_events[i].text;
+	if (!(text = form_of(ev)))
+		text = "{ev} (an event this version does not know)";
 	t = str_member(o, "t");
 	fprintf(out, "%s  ", audit_time_valid(t) ? t : "(no time)               ");
 	text_put(out, o, text, text + strlen(text), false);

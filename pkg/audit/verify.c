@@ -24,10 +24,12 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "audit/read.h"
 #include "base/fs.h"
+#include "base/limits.h"
 #include "log/log.h"
 
 #define WHY_MAX	  256
@@ -191,6 +193,15 @@ struct sealer {
 	char kid[AUDIT_KID_HEX];
 	uint64_t epoch;			    /* of the next seal of this key */
 	unsigned char key[AUDIT_KEY_BYTES]; /* k(epoch) */
+	uint64_t last_n;		    /* the line of its last seal; 0: none yet */
+};
+
+enum seal_source {
+	SEAL_UNSOUGHT, /* no keys, or a head given by --head without --seal */
+	SEAL_MISSING,  /* the state has the head and no sealing state: a problem */
+	SEAL_BAD,      /* not a sealing state: a problem */
+	SEAL_WAIVED,   /* --seal names an empty file */
+	SEAL_FOUND,
 };
 
 enum head_state {
@@ -231,6 +242,13 @@ struct verifier {
 	size_t nsealers;
 	uint64_t seals, sealed_n;
 	char sealed_t[AUDIT_TIME_LEN + 1];
+	bool prev_stop;	      /* the line before is a stop */
+	bool sealed_stop;     /* the newest seal follows a stop: the log may rest */
+	uint64_t seal_s_seen; /* the largest seal_s of the start lines so far */
+	uint64_t sealed_s;    /* ... of those the newest seal covers */
+	enum seal_source seal_src;
+	struct audit_seal_state *sst;	/* sodium_malloc'ed: holds a key */
+	char seal_where[PATH_MAX + 64]; /* for messages */
 	/* the line read one line ago, judged once the next is seen */
 	struct rec recs[2];
 	struct rec *cur, *pend;
@@ -473,9 +491,70 @@ static int head_take(struct verifier *v, int fd, enum head_state empty, const ch
 	return 0;
 }
 
+/* A sealing state's bytes from fd into v: found, bad, or when empty,
+ * `empty`. */
+static int seal_take(struct verifier *v, int fd, enum seal_source empty, const char *what)
+{
+	char buf[AUDIT_SEAL_FILE_MAX + 1];
+	ssize_t got;
+
+	do
+		got = read(fd, buf, sizeof(buf));
+	while (got < 0 && errno == EINTR);
+	if (got < 0)
+		return appl_err_errno(v->err, -errno, errno, "reading the sealing state %s", what);
+	if (got == 0)
+		v->seal_src = empty;
+	else
+		v->seal_src =
+			audit_seal_parse(buf, (size_t)got, v->sst) == 0 ? SEAL_FOUND : SEAL_BAD;
+	sodium_memzero(buf, sizeof(buf));
+	return 0;
+}
+
+/* With keys: the state's sealing state beside the head id, read under
+ * the same lock as the head, so that the two agree with each other. */
+static int seal_load(struct verifier *v, int sdfd, const char *id)
+{
+	char name[AUDIT_ID_HEX + 8];
+	int fd, rc;
+
+	if (!v->nsealers || v->o->seal_file)
+		return 0;
+	snprintf(name, sizeof(name), "%s.seal", id);
+	snprintf(v->seal_where, sizeof(v->seal_where), "%s/audit/%s", v->o->state_dir, name);
+	fd = openat(sdfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		v->seal_src = SEAL_MISSING;
+		return 0;
+	}
+	if (fd < 0)
+		return appl_err_errno(v->err, -errno, errno, "the sealing state %s", v->seal_where);
+	rc = seal_take(v, fd, SEAL_BAD, v->seal_where);
+	close(fd);
+	return rc;
+}
+
+/* --seal FILE, with keys. */
+static int seal_from_file(struct verifier *v)
+{
+	int fd, rc;
+
+	if (!v->nsealers || !v->o->seal_file)
+		return 0;
+	snprintf(v->seal_where, sizeof(v->seal_where), "%s", v->o->seal_file);
+	fd = open(v->o->seal_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return appl_err_errno(v->err, -errno, errno, "--seal %s", v->o->seal_file);
+	rc = seal_take(v, fd, SEAL_WAIVED, v->o->seal_file);
+	close(fd);
+	return rc;
+}
+
 /* The state's head of the log at path, read (and, with open_newest, the
- * newest file opened and its size taken) under the log's lock: 1 when the
- * state has a head file for path, 0 when it has none, or < 0. */
+ * newest file opened and its size taken, and the sealing state read)
+ * under the log's lock: 1 when the state has a head file for path, 0 when
+ * it has none, or < 0. */
 static int head_load(struct verifier *v, int sdfd, const char *path, bool open_newest)
 {
 	char id[AUDIT_ID_HEX], name[AUDIT_ID_HEX + 8];
@@ -494,6 +573,8 @@ static int head_load(struct verifier *v, int sdfd, const char *path, bool open_n
 	rc = open_newest ? newest_open(v) : 0;
 	if (rc == 0)
 		rc = head_take(v, fd, HEAD_MISSING, v->head_where);
+	if (rc == 0 && open_newest)
+		rc = seal_load(v, sdfd, id);
 	if (lfd >= 0)
 		close(lfd);
 	close(fd);
@@ -716,8 +797,11 @@ static int seal_check(struct verifier *v, const struct rec *c)
 	 * never from k0 again. */
 	audit_ratchet(s->key);
 	s->epoch++;
+	s->last_n = c->n;
 	v->sealed_n = c->n;
 	memcpy(v->sealed_t, c->t, sizeof(v->sealed_t));
+	v->sealed_stop = v->prev_stop;
+	v->sealed_s = v->seal_s_seen;
 	return 0;
 }
 
@@ -753,6 +837,18 @@ static int head_line(struct verifier *v, const struct rec *c)
 	return 0;
 }
 
+/* What a start line says of how often its appliance seals, and whether
+ * this line is a stop: the newest seal's age is judged by them. */
+static void start_take(struct verifier *v, const struct rec *c)
+{
+	uint64_t seal_s;
+
+	if (strcmp(c->ev, "start") == 0 && u64_member(c->obj, "seal_s", &seal_s) == 0 &&
+	    seal_s > v->seal_s_seen)
+		v->seal_s_seen = seal_s;
+	v->prev_stop = strcmp(c->ev, "stop") == 0;
+}
+
 /* A whole line, in the chain. */
 static int rec_apply(struct verifier *v, const struct rec *c, bool acked)
 {
@@ -770,6 +866,7 @@ static int rec_apply(struct verifier *v, const struct rec *c, bool acked)
 		return rc;
 	if (v->newest && v->head_state == HEAD_FOUND && (rc = head_line(v, c)) != 0)
 		return rc;
+	start_take(v, c);
 	v->n = c->n;
 	memcpy(v->hash, c->hash, sizeof(v->hash));
 	v->last_lineno = c->lineno;
@@ -896,12 +993,115 @@ static int file_check(struct verifier *v, size_t i)
 	return rc;
 }
 
+/* "the seal of epoch 3" or "the seals of epochs 3 to 7", into out. */
+static void epochs_say(uint64_t from, uint64_t to, char *out, size_t len)
+{
+	if (from == to)
+		snprintf(out, len, "the seal of epoch %" PRIu64, from);
+	else
+		snprintf(out, len, "the seals of epochs %" PRIu64 " to %" PRIu64, from, to);
+}
+
+/* The log against the sealing state (docs/audit.md, rule 6). Its epoch
+ * cannot be set back by whoever holds the host: the key beside it is
+ * that epoch's, checked here against k0, and the keys before it are
+ * gone. So a log whose last seal is behind it was cut after that seal. */
+static int seal_state_check(struct verifier *v)
+{
+	const struct audit_seal_state *st = v->sst;
+	char gap[96], shown[AUDIT_SHOWN_MAX];
+	struct sealer *s;
+
+	if (v->seal_src == SEAL_MISSING)
+		return problem(v, 0,
+			       "no sealing state %s beside the head: it was removed, and without "
+			       "it a log cut after an old seal is not seen (--seal FILE names a "
+			       "copy; an empty one, /dev/null, checks without)",
+			       audit_escape(v->seal_where, shown));
+	if (v->seal_src == SEAL_BAD)
+		return problem(v, 0,
+			       "the sealing state %s is not one: it was edited, or is another "
+			       "file",
+			       audit_escape(v->seal_where, shown));
+	if (v->seal_src != SEAL_FOUND)
+		return 0;
+	if (!(s = sealer_find(v, st->kid)))
+		return problem(v, 0, "the sealing state %s is of key %s, none of the keys given",
+			       audit_escape(v->seal_where, shown), st->kid);
+	if (st->epoch > s->epoch) {
+		epochs_say(s->epoch, st->epoch - 1, gap, sizeof(gap));
+		if (s->epoch == 0)
+			return problem(v, 0,
+				       "the log was cut: it has no seal of key %s, and its sealing "
+				       "state %s is at epoch %" PRIu64
+				       ": %s, and the lines sealed, "
+				       "are missing",
+				       st->kid, audit_escape(v->seal_where, shown), st->epoch, gap);
+		return problem(v, 0,
+			       "the log was cut after line %" PRIu64 ", its last seal of key %s "
+			       "(epoch %" PRIu64 "), and its sealing state %s is at epoch %" PRIu64
+			       ": %s, and the lines sealed, are missing",
+			       s->last_n, st->kid, s->epoch - 1, audit_escape(v->seal_where, shown),
+			       st->epoch, gap);
+	}
+	if (st->epoch < s->epoch)
+		return problem(
+			v, 0,
+			"the sealing state %s is at epoch %" PRIu64 ", behind the log's last "
+			"seal (epoch %" PRIu64 ", line %" PRIu64 "): it was put back from an "
+			"older copy",
+			audit_escape(v->seal_where, shown), st->epoch, s->epoch - 1, s->last_n);
+	if (sodium_memcmp(st->key, s->key, AUDIT_KEY_BYTES) != 0)
+		return problem(v, 0,
+			       "the sealing state %s holds a key that is not key %s's of epoch "
+			       "%" PRIu64 ": it was replaced",
+			       audit_escape(v->seal_where, shown), st->kid, st->epoch);
+	if (st->last_n != s->last_n)
+		return problem(v, 0,
+			       "the sealing state %s records the last seal at line %" PRIu64
+			       ", the log's is line %" PRIu64,
+			       audit_escape(v->seal_where, shown), st->last_n, s->last_n);
+	return 0;
+}
+
+/* The newest seal's age (docs/audit.md, rule 7): an appliance writing
+ * the log seals at least every seal_s seconds, idle or not, and seals
+ * its stop. A newest seal older than that which follows no stop means
+ * the lines after it were cut (seals of later epochs cannot be made by
+ * whoever took the host later), or sealing stopped. */
+static int seal_age_check(struct verifier *v)
+{
+	uint64_t late_ms = (2 * v->sealed_s + APPL_AUDIT_SEAL_LATE_S) * 1000u;
+	int64_t now = v->o->now_ms, t;
+	struct timespec ts;
+
+	if (!v->nsealers || !v->sealed_n || !v->sealed_s || v->sealed_stop ||
+	    audit_time_ms(v->sealed_t, &t) < 0)
+		return 0;
+	if (!now) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	}
+	if (now - t <= (int64_t)late_ms)
+		return 0;
+	return problem(v, 0,
+		       "sealing stopped: the newest seal, line %" PRIu64 " (%s), is %" PRId64
+		       " s old and follows no stop line, and appliances writing this log seal "
+		       "at least every %" PRIu64 " s (their start lines say): the log was cut "
+		       "after it, or its appliance stopped sealing (killed, or its host went "
+		       "down: its next start seals again)",
+		       v->sealed_n, v->sealed_t, (now - t) / 1000, v->sealed_s);
+}
+
 /* Rule 4 at the end, and a head that could not be had. */
 static int end_check(struct verifier *v)
 {
 	char shown[AUDIT_SHOWN_MAX];
+	int rc;
 
 	v->name = v->names[0];
+	if ((rc = seal_state_check(v)) != 0 || (rc = seal_age_check(v)) != 0)
+		return rc;
 	/* A key given and not one seal of it: the seals may have been cut
 	 * out along with what they sealed. */
 	if (v->nsealers && !v->sealed_n)
@@ -947,7 +1147,7 @@ static int chain_check(struct verifier *v)
 
 static void report(const struct verifier *v, FILE *out)
 {
-	char d[AUDIT_SHOWN_MAX], nm[AUDIT_SHOWN_MAX], head[PATH_MAX + 128], seals[128];
+	char d[AUDIT_SHOWN_MAX], nm[AUDIT_SHOWN_MAX], head[PATH_MAX + 128], seals[192];
 
 	if (v->head_state == HEAD_FOUND)
 		snprintf(head, sizeof(head), "head matches (line %" PRIu64 ")", v->head.n);
@@ -958,9 +1158,15 @@ static void report(const struct verifier *v, FILE *out)
 			 v->newest_index, audit_escape(v->head_where, d), v->head.file);
 	else
 		snprintf(head, sizeof(head), "head not checked (the --head file is empty)");
-	if (v->nsealers && v->sealed_n)
-		snprintf(seals, sizeof(seals), "sealed through line %" PRIu64 " (%s)", v->sealed_n,
-			 v->sealed_t);
+	if (v->nsealers && v->sealed_n && v->seal_src == SEAL_FOUND)
+		snprintf(seals, sizeof(seals),
+			 "sealed through line %" PRIu64
+			 " (%s), sealing state matches (epoch %" PRIu64 ")",
+			 v->sealed_n, v->sealed_t, v->sst->epoch);
+	else if (v->nsealers && v->sealed_n)
+		snprintf(seals, sizeof(seals),
+			 "sealed through line %" PRIu64 " (%s), sealing state not checked",
+			 v->sealed_n, v->sealed_t);
 	else if (v->seals && !v->nsealers)
 		snprintf(seals, sizeof(seals), "%" PRIu64 " seal%s not checked (no --key)",
 			 v->seals, v->seals == 1 ? "" : "s");
@@ -992,9 +1198,12 @@ static int sealers_make(struct verifier *v)
 	for (size_t i = 0; i < o->nkeys; i++) {
 		audit_kid(o->keys[i], v->sealers[i].kid);
 		v->sealers[i].epoch = 0;
+		v->sealers[i].last_n = 0;
 		memcpy(v->sealers[i].key, o->keys[i], AUDIT_KEY_BYTES);
 	}
 	v->nsealers = o->nkeys;
+	if (!(v->sst = sodium_malloc(sizeof(*v->sst))))
+		return appl_err_set(v->err, -ENOMEM, "out of locked memory for the sealing state");
 	return 0;
 }
 
@@ -1032,6 +1241,8 @@ static void verifier_free(struct verifier *v)
 	free(v->names);
 	if (v->sealers)
 		sodium_free(v->sealers); /* wipes the keys */
+	if (v->sst)
+		sodium_free(v->sst);
 	rec_clear(&v->recs[0]);
 	rec_clear(&v->recs[1]);
 	free(v);
@@ -1056,6 +1267,8 @@ int audit_verify(const char *file, const struct audit_verify_opts *o, FILE *out,
 		rc = state_open(v, &sdfd);
 	if (rc == 0)
 		rc = head_find(v, sdfd, file);
+	if (rc == 0)
+		rc = seal_from_file(v);
 	if (rc == 0)
 		rc = chain_discover(v);
 	if (rc == 0)

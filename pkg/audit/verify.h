@@ -13,6 +13,7 @@
 #ifndef APPL_AUDIT_VERIFY_H
 #define APPL_AUDIT_VERIFY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
@@ -35,6 +36,14 @@ struct audit_verify_opts {
 	/* Where audit/ID.head and audit/ID.lock live; NULL: nowhere (then
 	 * only head_file can give a head). */
 	const char *state_dir;
+	/* --seal FILE, or NULL: with keys, the sealing state the log is
+	 * compared with is STATE/audit/ID.seal beside the head it was
+	 * checked against (none with head_file: then only this gives one).
+	 * An empty FILE says "none": not compared, and the report says so. */
+	const char *seal_file;
+	/* The time the newest seal's age is measured against (unix ms); 0:
+	 * the clock's. */
+	int64_t now_ms;
 };
 
 /* Check file, and the files it continues (log.open's previous, in the
@@ -42,7 +51,8 @@ struct audit_verify_opts {
  * short report to out (borrowed): on success one line
  *
  *     FILE: 1234 lines in 2 files, chain intact, head matches (line 1234),
- *     sealed through line 1200 (2026-12-01T14:00:00.000Z)
+ *     sealed through line 1200 (2026-12-01T14:00:00.000Z), sealing state
+ *     matches (epoch 12)
  *
  * (or "no seals", or "N seals not checked (no --key)") and notes such as
  * an acknowledged torn line, each "FILE:LINE: note: ..."; on a problem one
@@ -61,6 +71,10 @@ int audit_verify(const char *file, const struct audit_verify_opts *o, FILE *out,
  * a log line is shown as such. No check is made: that is audit_verify's.
  * 0, or < 0 when the file cannot be read (err filled). */
 int audit_show(const char *file, FILE *out, struct appl_err *err);
+
+/* Whether show has a form for ev; an event it has none for is printed
+ * as one this version does not know. */
+bool audit_show_knows(const char *ev);
 
 /* The same file summed up, one line per run, in the order the runs came:
  * when, who (client, role, revision, code size), the tools it called and

@@ -100,6 +100,10 @@
 #define APPL_AUDIT_SEAL_S_CEIL	   86400u
 #define APPL_AUDIT_ROTATE_KB_DEF   65536u    /* 64 MiB */
 #define APPL_AUDIT_ROTATE_KB_CEIL  16777216u /* 16 GiB */
+/* audit verify --key: the newest seal of a log that does not rest after a
+ * stop may be twice audit_seal_s old (the timer's period and its due
+ * time), and this many seconds more (a busy loop, clocks of two hosts). */
+#define APPL_AUDIT_SEAL_LATE_S 60u
 /* Approvals: how long one question waits for its answer, and how many
  * questions one run may ask. */
 #define APPL_APPROVAL_TIMEOUT_S_DEF  120u

@@ -841,11 +841,14 @@ static int audit_started(struct gateway *gw, const struct gateway_config *cfg, s
 	if (v)
 		sodium_bin2hex(policy_digest + 7, sizeof(policy_digest) - 7, v->hash,
 			       POLICY_HASH_BYTES);
-	body = json_pack("{ss? ss? sI ss ss ss ss sb}", "deployment", v ? v->deployment : NULL,
+	/* seal_s tells an auditor how old the newest seal of a log being
+	 * written may be (docs/audit.md, the age of the newest seal). */
+	body = json_pack("{ss? ss? sI ss ss ss ss sb sI}", "deployment", v ? v->deployment : NULL,
 			 "key", v ? v->keyid_hex : NULL, "serial", (json_int_t)(v ? v->serial : 0),
 			 "policy", v ? policy_digest : "", "image",
 			 policy_image_digest(cfg->policy), "runsc", sandbox_rt_version(gw->rt),
-			 "version", APPL_VERSION, "seal", policy_audit_seal(cfg->policy));
+			 "version", APPL_VERSION, "seal", policy_audit_seal(cfg->policy), "seal_s",
+			 (json_int_t)gw->lim.audit_seal_s);
 	rc = audit_event_sync(gw->audit, "start", body);
 	json_decref(body);
 	if (rc < 0)

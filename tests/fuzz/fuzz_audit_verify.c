@@ -9,7 +9,10 @@
  * the fixed key the seed corpus is sealed with; bit 1: a state directory
  * is given; bit 2: the head goes into that state as audit.log's ID.head
  * (with an ID.lock) rather than --head; bit 3: audit.log.1 is the file
- * checked (a rotated file, judged by audit.log's head). Besides ASan/UBSan findings it traps when a
+ * checked (a rotated file, judged by audit.log's head). The head part may
+ * hold "\xff\xfc": what follows is a sealing state, the state's ID.seal
+ * with bit 4, else --seal; the clock is fixed, an hour after the seed
+ * corpus's first line. Besides ASan/UBSan findings it traps when a
  * result breaks the contract of verify.h: a code other than 0, 1 or a
  * negative one with a message; a problem reported on more than one line;
  * or anything printed that is not printable text, from verify or show.
@@ -28,6 +31,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char dir[64], state[96], path[128], path1[128], head[128], shead[256], slock[256];
+static char seal[128], sseal[256];
 
 static void check(int ok)
 {
@@ -49,11 +53,13 @@ static void setup(void)
 	snprintf(path, sizeof(path), "%s/audit.log", dir);
 	snprintf(path1, sizeof(path1), "%s/audit.log.1", dir);
 	snprintf(head, sizeof(head), "%s/head", dir);
+	snprintf(seal, sizeof(seal), "%s/seal", dir);
 	check(audit_state_open(state, true, &fd, NULL) == 0);
 	close(fd);
 	audit_state_id(path, id);
 	snprintf(shead, sizeof(shead), "%s/audit/%s.head", state, id);
 	snprintf(slock, sizeof(slock), "%s/audit/%s.lock", state, id);
+	snprintf(sseal, sizeof(sseal), "%s/audit/%s.seal", state, id);
 }
 
 static void put(const char *p, const uint8_t *b, size_t n)
@@ -121,10 +127,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
 		7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7,
 	}};
-	struct audit_verify_opts o = {0};
-	const uint8_t *h, *r;
+	struct audit_verify_opts o = {.now_ms = 1796137200000};
+	const uint8_t *h, *r, *sl = NULL;
 	uint8_t mode;
-	size_t logs;
+	size_t logs, hlen = 0;
 
 	if (size < 1)
 		return 0;
@@ -138,12 +144,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	logs = h ? (size_t)(h - data) : size;
 	unlink(shead);
 	unlink(slock);
+	unlink(sseal);
+	if (h) {
+		hlen = size - logs - 2;
+		sl = memmem(h + 2, hlen, "\xff\xfc", 2);
+	}
+	if (sl) {
+		put(mode & 16 ? sseal : seal, sl + 2, hlen - (size_t)(sl - h - 2) - 2);
+		o.seal_file = mode & 16 ? NULL : seal;
+		hlen = (size_t)(sl - h - 2);
+	}
 	if (h && (mode & 4)) {
-		put(shead, h + 2, size - logs - 2);
+		put(shead, h + 2, hlen);
 		put(slock, NULL, 0);
 		o.state_dir = state;
 	} else if (h) {
-		put(head, h + 2, size - logs - 2);
+		put(head, h + 2, hlen);
 		o.head_file = head;
 	} else {
 		o.head_file = "/dev/null";

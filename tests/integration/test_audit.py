@@ -23,7 +23,10 @@
 - call.end records a tool error, a JSON-RPC error and a timeout, with ms;
 - an idle sealing appliance seals its last lines within audit_seal_s;
 - a log removed or cut is refused at start, and so is a sealing policy
-  without its key; rotation by size is followed by verify.
+  without its key; rotation by size is followed by verify;
+- a sealed log cut after its first seal (later seals and write_note lines
+  deleted, renumbered, rechained, head rewritten) fails verify --key,
+  which names the missing epochs, and the next start is refused.
 
 Runs as root; needs build/appliance, build/image and build/toy-server.
 """
@@ -181,20 +184,26 @@ def every_run_and_call_is_recorded_without_code_or_arguments():
     shutil.rmtree(d)
 
 
+def sealed_log():
+    """A sealed log written by two appliance sessions: its directory, path,
+    key and policy."""
+    d = tmpdir()
+    log = os.path.join(d, "audit.jsonl")
+    key = init_seal(log)
+    sig = audit_policy(log, seal=True, limits={"audit_seal_lines": 4})
+    run_cells(sig, 2)
+    run_cells(sig, 1)
+    return d, log, key, sig
+
+
 class Sealed:
-    """A sealed log made once by two appliance sessions, and its key."""
+    """A sealed log made once, and its key."""
     made = None
 
     @classmethod
     def get(cls):
         if cls.made is None:
-            d = tmpdir()
-            log = os.path.join(d, "audit.jsonl")
-            key = init_seal(log)
-            sig = audit_policy(log, seal=True, limits={"audit_seal_lines": 4})
-            run_cells(sig, 2)
-            run_cells(sig, 1)
-            cls.made = (d, log, key)
+            cls.made = sealed_log()[:3]
         return cls.made
 
 
@@ -315,6 +324,40 @@ def a_real_sealed_log_verifies_and_every_tampering_is_detected():
         head_rewrite(head, lines, sum(len(x) + 1 for x in lines))
     rc, out = tampered(seals_removed)
     assert rc == 1 and "no seal of the key given" in out, out
+
+
+@test
+def a_log_cut_after_its_first_seal_fails_verify_and_refuses_the_start():
+    """Root's cut: the lines to the first seal kept, every later seal and
+    every write_note line deleted, the rest renumbered and rechained, the
+    head rewritten. The chain, the head and the seal left all check; the
+    sealing state, whose epoch root cannot set back, does not."""
+    d, log, key, sig = sealed_log()
+    rc, out = verify("--key", key, log)
+    assert rc == 0 and "sealing state matches" in out, out
+    lines = lines_of(log)
+    epochs = sum(b'"ev":"seal"' in x for x in lines)
+    first = next(i for i, x in enumerate(lines) if b'"ev":"seal"' in x)
+    kept = lines[:first + 1] + [x for x in lines[first + 1:]
+                                if b'"ev":"seal"' not in x and b'"toy.write_note"' not in x]
+    rechain(kept, first + 1)
+    cut = b"".join(x + b"\n" for x in kept)
+    with open(log, "wb") as f:
+        f.write(cut)
+    head_rewrite(head_path(log), kept, len(cut))
+    rc, out = verify("--key", key, log)
+    assert rc == 1, out
+    assert ("the log was cut after line %d, its last seal of key " % (first + 1)) in out, out
+    assert ("is at epoch %d: the seals of epochs 1 to %d, and the lines sealed, are missing"
+            % (epochs, epochs - 1)) in out, out
+    rc, out = verify(log)  # without the key, nothing tells
+    assert rc == 0, out
+    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"the audit log was cut: its sealing state records the " \
+        b"seal of epoch %d at line " % (epochs - 1) in r.stderr, r.stderr
+    assert b"appliance audit verify --key" in r.stderr, r.stderr
+    assert open(log, "rb").read() == cut  # nothing sealed on top of the cut
+    shutil.rmtree(d)
 
 
 _other = []

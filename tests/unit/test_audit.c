@@ -546,6 +546,165 @@ static void test_a_cut_removed_or_foreign_log_is_refused(void **state)
 	assert_int_equal(access(e->path, F_OK), -1); /* never started again in its place */
 }
 
+/* Both slots of the head set to h (so neither older one is taken). */
+static void head_set(struct env *e, struct audit_head *h)
+{
+	char id[AUDIT_ID_HEX], path[256];
+	int fd;
+
+	audit_state_id(e->path, id);
+	snprintf(path, sizeof(path), "%s/audit/%s.head", e->state, id);
+	assert_true((fd = open(path, O_RDWR)) >= 0);
+	for (h->gen = 1000; h->gen < 1002; h->gen++)
+		assert_int_equal(audit_head_write_fd(fd, h, false), 0);
+	close(fd);
+}
+
+/* Made-up lines are longer than the writer's, so that the log reaches
+ * past where the last seal ended. */
+#define MADE_UP_PAD                                                                                \
+	"................................................................................"         \
+	"................................................................................"
+
+/* What whoever took the host makes of a sealed log: the lines up to its
+ * first seal kept, every later seal and every `drop` line removed, the
+ * rest renumbered and rechained, lines made up until there are at least
+ * `lines`, and the head rewritten to match. */
+static void cut_after_first_seal(struct env *e, const char *drop, uint64_t lines)
+{
+	struct audit_head h = {.file = 1};
+	json_t *evs = json_array();
+	bool sealed = false;
+	char *line;
+	int fd;
+
+	chain_all(e->path, evs);
+	memset(h.hash, '0', AUDIT_HASH_HEX - 1);
+	memcpy(h.pend_hash, h.hash, AUDIT_HASH_HEX);
+	assert_true((fd = open(e->path, O_WRONLY | O_TRUNC)) >= 0);
+	for (size_t i = 0; i < json_array_size(evs) || h.n < lines; i++) {
+		json_t *o = i < json_array_size(evs)
+				    ? json_incref(json_array_get(evs, i))
+				    : json_pack("{si ss}", "made_up", (int)i, "pad", MADE_UP_PAD);
+		const char *ev = json_string_value(json_object_get(o, "ev"));
+
+		if (ev && sealed && (strcmp(ev, "seal") == 0 || strcmp(ev, drop) == 0)) {
+			json_decref(o);
+			continue;
+		}
+		sealed = sealed || (ev && strcmp(ev, "seal") == 0);
+		json_object_set_new(o, "n", json_integer((json_int_t)++h.n));
+		json_object_set_new(o, "prev", json_string(h.hash));
+		line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		audit_line_hash(line, strlen(line), h.hash);
+		assert_int_equal(appl_fd_write_all(fd, line, strlen(line)), 0);
+		assert_int_equal(appl_fd_write_all(fd, "\n", 1), 0);
+		h.bytes += strlen(line) + 1;
+		free(line);
+		json_decref(o);
+	}
+	close(fd);
+	head_set(e, &h);
+	json_decref(evs);
+}
+
+static void file_same(const char *path, const char *want, size_t want_len)
+{
+	struct appl_err err = {0};
+	char *buf;
+	size_t len;
+
+	assert_int_equal(appl_file_read(path, 1u << 20, &buf, &len, &err), 0);
+	assert_int_equal(len, want_len);
+	assert_memory_equal(buf, want, len);
+	free(buf);
+}
+
+/* A sealing state ahead of the log is a log cut back past its last
+ * seal: the start is refused and nothing is written, where before the
+ * appliance went on and sealed nothing until the log grew past the
+ * state's count. */
+static void test_a_log_cut_behind_its_sealing_state_is_refused(void **state)
+{
+	struct env *e = *state;
+	unsigned char k0[AUDIT_KEY_BYTES];
+	char kid[AUDIT_KID_HEX], *cut;
+	struct appl_err err = {0};
+	struct audit_head h;
+	struct audit *a;
+	size_t len;
+
+	e->cfg.seal = true;
+	e->cfg.seal_lines = 4;
+	assert_int_equal(audit_seal_init(e->state, e->path, k0, kid, &err), 0);
+	a = open_ok(e);
+	for (int i = 0; i < 12; i++) {
+		event(a, i % 3 ? "read" : "write_note", i);
+		assert_int_equal(audit_flush(a, false), 0);
+	}
+	audit_seal_now(a);
+	audit_free(a);
+	head_get(e, &h);
+	cut_after_first_seal(e, "write_note", 0);
+	assert_int_equal(appl_file_read(e->path, 1u << 20, &cut, &len, &err), 0);
+	expect_refused(e, -ESTALE,
+		       "the audit log was cut: its sealing state records the seal of "
+		       "epoch ");
+	expect_refused(e, -ESTALE, ", and the log ends at line ");
+	expect_refused(e, -ESTALE, "`appliance audit verify --key` names what is missing");
+	file_same(e->path, cut, len); /* nothing written */
+	free(cut);
+	/* as many lines as before, or more: the state's last seal is not
+	 * where it was */
+	cut_after_first_seal(e, "write_note", h.n + 3);
+	expect_refused(e, -ESTALE,
+		       "and the log does not hold that seal where it was (file 1, "
+		       "ending at byte ");
+}
+
+/* Idle, with nothing new to seal, a log is sealed all the same once
+ * seal_s has passed since its last seal, so that the newest seal of a log
+ * being written is never much older than that. */
+static void test_an_idle_log_is_sealed_every_seal_s(void **state)
+{
+	struct env *e = *state;
+	unsigned char k0[AUDIT_KEY_BYTES];
+	char kid[AUDIT_KID_HEX], id[AUDIT_ID_HEX], name[AUDIT_ID_HEX + 8];
+	struct audit_seal_state st;
+	struct appl_err err = {0};
+	json_t *evs = json_array();
+	size_t lines;
+	struct audit *a;
+	int dfd;
+
+	e->cfg.seal = true;
+	assert_int_equal(audit_seal_init(e->state, e->path, k0, kid, &err), 0);
+	a = open_ok(e);
+	event(a, "x", 0);
+	audit_seal_now(a);
+	assert_int_equal(audit_flush(a, false), 0);
+	lines = chain_all(e->path, NULL);
+	audit_seal_now(a); /* nothing new, not due: nothing written */
+	assert_int_equal(audit_flush(a, false), 0);
+	assert_int_equal(chain_all(e->path, NULL), lines);
+	/* seal_s (3600 s) since the last seal */
+	audit_state_id(e->path, id);
+	snprintf(name, sizeof(name), "%s.seal", id);
+	assert_int_equal(audit_state_open(e->state, false, &dfd, &err), 0);
+	assert_int_equal(audit_seal_read(dfd, name, &st, &err), 0);
+	st.last_ms -= 3600 * 1000;
+	assert_int_equal(audit_seal_write(dfd, name, &st, &err), 0);
+	audit_seal_now(a); /* as the timer does */
+	assert_int_equal(audit_flush(a, false), 0);
+	assert_int_equal(chain_all(e->path, evs), lines + 1);
+	assert_string_equal(ev_name(evs, lines), "seal");
+	assert_string_equal(ev_name(evs, lines - 1), "seal");
+	assert_int_equal(seals_check(evs, k0, kid), 3); /* at open, after x, idle */
+	audit_free(a);
+	close(dfd);
+	json_decref(evs);
+}
+
 static void test_a_directory_others_can_write_is_refused(void **state)
 {
 	struct env *e = *state;
@@ -646,6 +805,10 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_seals_ratchet_and_survive_a_crash_before_the_ratchet, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_log_cut_behind_its_sealing_state_is_refused,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_an_idle_log_is_sealed_every_seal_s, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_a_torn_tail_is_ended_and_recorded, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_cut_removed_or_foreign_log_is_refused, setup,

@@ -3,13 +3,17 @@
  * primitives: an intact log, then each way one can be tampered with (a
  * byte edited, a line deleted, lines swapped, the tail cut, lines past
  * the head, a line from another log, the head edited, seals forged, with
- * an epoch gap or an unknown key), torn lines, rotation and the files
- * it names, and input that is no log at all. Each case checks the exit
- * code and what is said. */
+ * an epoch gap or an unknown key), a log cut after an old seal (against
+ * the sealing state, and against the clock), torn lines, rotation and
+ * the files it names, input that is no log at all, and `show` knowing
+ * every event the writer puts in a log. Each case checks the exit code
+ * and what is said. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <jansson.h>
 #include <setjmp.h>
 #include <sodium.h>
 #include <stdarg.h>
@@ -36,7 +40,9 @@ struct fix {
 	char dir[128];	 /* tmp/log: the log's directory */
 	char path[192];	 /* dir/audit.log: the log */
 	unsigned char k0[AUDIT_KEY_BYTES];
-	char out[8192]; /* what the last check said */
+	const char *seal_file; /* --seal, for the next checks */
+	int64_t now_ms;	       /* the clock of the next checks; 0: the real one */
+	char out[8192];	       /* what the last check said */
 };
 
 /* A chain being built: its lines go into a buffer, one per file. */
@@ -47,7 +53,8 @@ struct chain {
 	unsigned char key[AUDIT_KEY_BYTES];
 	char kid[AUDIT_KID_HEX];
 	uint64_t epoch;
-	unsigned t; /* seconds after T0 */
+	uint64_t seal_n; /* the line of the last seal */
+	unsigned t;	 /* seconds after T0 */
 };
 
 struct lbuf {
@@ -158,6 +165,7 @@ static void seal_add_as(struct lbuf *b, struct chain *c, uint64_t epoch, bool fo
 	line_add(b, c, "seal", rest);
 	audit_ratchet(c->key);
 	c->epoch = epoch + 1;
+	c->seal_n = c->n;
 }
 
 static void seal_add(struct lbuf *b, struct chain *c)
@@ -225,6 +233,25 @@ static void head_put(struct fix *f, const struct chain *c, uint64_t bytes)
 	head_put_gen(f, f->path, c, bytes, 1);
 }
 
+/* The sealing state a writer leaves after c's seals: the key of the
+ * next epoch, and where the last seal is. */
+static void seal_state_put(struct fix *f, const struct chain *c)
+{
+	struct audit_seal_state st = {.epoch = c->epoch, .last_n = c->seal_n, .last_file = 1};
+	char id[AUDIT_ID_HEX], name[AUDIT_ID_HEX + 8];
+	struct appl_err err = {0};
+	int dfd;
+
+	memcpy(st.kid, c->kid, AUDIT_KID_HEX);
+	memcpy(st.key, c->key, AUDIT_KEY_BYTES);
+	memset(st.last_hash, '0', AUDIT_HASH_HEX - 1);
+	audit_state_id(f->path, id);
+	snprintf(name, sizeof(name), "%s.seal", id);
+	assert_int_equal(audit_state_open(f->state, false, &dfd, &err), 0);
+	assert_int_equal(audit_seal_write(dfd, name, &st, &err), 0);
+	close(dfd);
+}
+
 /* The log at f->path, from b, with its head. */
 static void log_put(struct fix *f, const struct lbuf *b, const struct chain *c)
 {
@@ -285,8 +312,12 @@ static void line_edit(struct lbuf *b, size_t k, const char *from, const char *to
 static int check_with(struct fix *f, const char *file, const char *head_file,
 		      const unsigned char (*keys)[AUDIT_KEY_BYTES], size_t nkeys)
 {
-	struct audit_verify_opts o = {
-		.keys = keys, .nkeys = nkeys, .head_file = head_file, .state_dir = f->state};
+	struct audit_verify_opts o = {.keys = keys,
+				      .nkeys = nkeys,
+				      .head_file = head_file,
+				      .state_dir = f->state,
+				      .seal_file = f->seal_file,
+				      .now_ms = f->now_ms};
 	struct appl_err err = {0};
 	FILE *out = fmemopen(f->out, sizeof(f->out) - 1, "w");
 	int rc;
@@ -618,12 +649,13 @@ static void test_seal_verified(void **state)
 	sealed_build(&b, &c, f->k0);
 	line_add(&b, &c, "stop", ",\"reason\":\"client closed\",\"runs\":1");
 	log_put(f, &b, &c);
+	seal_state_put(f, &c);
 	assert_int_equal(check_keyed(f), 0);
 	c.t = 12;
 	time_of(&c, t);
 	snprintf(want, sizeof(want),
 		 "14 lines in 1 file, chain intact, head matches (line 14), sealed through "
-		 "line 13 (%s)\n",
+		 "line 13 (%s), sealing state matches (epoch 2)\n",
 		 t);
 	said(f, want);
 	/* without the key: counted, not checked */
@@ -643,6 +675,7 @@ static void test_seals_removed(void **state)
 	chain_init(&c, f->k0);
 	log_build(&b, &c);
 	log_put(f, &b, &c);
+	seal_state_put(f, &c); /* epoch 0: nothing sealed yet */
 	assert_int_equal(check_keyed(f), 1);
 	said(f, "no seal of the key given: the log was never sealed with it, or its seals were "
 		"removed");
@@ -732,6 +765,7 @@ static void test_seal_unknown_kid(void **state)
 	memset(other, 9, sizeof(other));
 	sealed_build(&b, &c, other);
 	log_put(f, &b, &c);
+	seal_state_put(f, &c);
 	assert_int_equal(check_keyed(f), 1);
 	problem_at(f, "audit.log", 8, "seal: kid ");
 	said(f, " is none of the keys given");
@@ -760,6 +794,155 @@ static void test_seal_malformed(void **state)
 	log_put(f, &b, &c);
 	assert_int_equal(check(f), 1); /* even without --key */
 	problem_at(f, "audit.log", 8, "seal: kid: missing, or not 16 lower-case hex digits");
+	free(b.p);
+}
+
+/* ---- a log cut after an old seal ----------------------------------------- */
+
+/* The log as it was: seals of epochs 0, 1 and 2 (lines 8, 13, 18), its
+ * sealing state at epoch 3. Then what whoever took the host makes of it:
+ * the lines to the first seal kept, the later seals (which it cannot
+ * make again) and some lines removed, the rest renumbered and rechained,
+ * the head rewritten. The chain, the head and every seal left check;
+ * the sealing state, whose epoch cannot be set back, does not. */
+static void test_cut_after_an_old_seal(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0}, cut = {0};
+	struct chain c, k;
+
+	sealed_build(&b, &c, f->k0);
+	run_add(&b, &c);
+	seal_add(&b, &c); /* line 18, epoch 2 */
+	log_put(f, &b, &c);
+	seal_state_put(f, &c);
+	assert_int_equal(check_keyed(f), 0);
+	said(f, "sealed through line 18");
+	said(f, "sealing state matches (epoch 3)\n");
+	chain_init(&k, f->k0);
+	log_build(&cut, &k);
+	seal_add(&cut, &k); /* line 8, epoch 0 */
+	run_add(&cut, &k);
+	log_put(f, &cut, &k);
+	assert_int_equal(check_keyed(f), 1);
+	said(f, ": the log was cut after line 8, its last seal of key ");
+	said(f, " (epoch 0), and its sealing state ");
+	said(f, " is at epoch 3: the seals of epochs 1 to 2, and the lines sealed, are "
+		"missing\n");
+	/* without the key nothing can tell */
+	assert_int_equal(check(f), 0);
+	/* every seal cut out */
+	free(cut.p);
+	cut = (struct lbuf){0};
+	chain_init(&k, f->k0);
+	log_build(&cut, &k);
+	log_put(f, &cut, &k);
+	assert_int_equal(check_keyed(f), 1);
+	said(f, " is at epoch 3: the seals of epochs 0 to 2, and the lines sealed, are missing");
+	free(cut.p);
+	free(b.p);
+}
+
+/* The sealing state itself: removed, edited, put back from an older
+ * copy, replaced by another key's; and --seal naming a copy, or none. */
+static void test_sealing_state_tampered(void **state)
+{
+	struct fix *f = *state;
+	unsigned char other[AUDIT_KEY_BYTES];
+	char id[AUDIT_ID_HEX], path[512];
+	struct lbuf b = {0};
+	struct chain c, old, o;
+
+	sealed_build(&b, &c, f->k0);
+	log_put(f, &b, &c);
+	audit_state_id(f->path, id);
+	snprintf(path, sizeof(path), "%s/audit/%s.seal", f->state, id);
+	/* none beside the head */
+	assert_int_equal(check_keyed(f), 1);
+	said(f, "no sealing state ");
+	said(f, " beside the head: it was removed");
+	f->seal_file = "/dev/null";
+	assert_int_equal(check_keyed(f), 0);
+	said(f, "sealed through line 13 (");
+	said(f, "), sealing state not checked\n");
+	f->seal_file = NULL;
+	/* a copy given with --seal */
+	seal_state_put(f, &c);
+	f->seal_file = path;
+	assert_int_equal(check_with(f, f->path, "/dev/null",
+				    (const unsigned char(*)[AUDIT_KEY_BYTES])f->k0, 1),
+			 0);
+	said(f, "sealing state matches (epoch 2)\n");
+	f->seal_file = NULL;
+	/* edited */
+	file_put(path, &(struct lbuf){.p = "appliance-audit-seal 2\nxyz\n", .len = 27});
+	assert_int_equal(check_keyed(f), 1);
+	said(f, " is not one: it was edited, or is another file");
+	/* an older copy (the state after the first seal) */
+	chain_init(&old, f->k0);
+	audit_ratchet(old.key);
+	old.epoch = 1;
+	old.seal_n = 8;
+	memcpy(old.kid, c.kid, sizeof(old.kid));
+	seal_state_put(f, &old);
+	assert_int_equal(check_keyed(f), 1);
+	said(f, " is at epoch 1, behind the log's last seal (epoch 1, line 13): it was put back "
+		"from an older copy");
+	/* the right epoch with a key of its own */
+	old = c;
+	memset(old.key, 1, sizeof(old.key));
+	seal_state_put(f, &old);
+	assert_int_equal(check_keyed(f), 1);
+	said(f, " holds a key that is not key ");
+	said(f, "'s of epoch 2: it was replaced");
+	/* a new key made for the log (audit init again, after the state was
+	 * removed) */
+	memset(other, 9, sizeof(other));
+	chain_init(&o, other);
+	seal_state_put(f, &o);
+	assert_int_equal(check_keyed(f), 1);
+	said(f, ", none of the keys given");
+	free(b.p);
+}
+
+/* The clock: an appliance seals at least every seal_s seconds (its start
+ * line says how many), idle or not, and seals its stop. A newest seal
+ * older than twice that and a minute, with no stop before it, means the
+ * lines after it were cut or sealing stopped; the sealing state cannot
+ * tell (it was taken back with the cut, or a copy away from the host). */
+static void test_the_newest_seal_is_too_old(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	int64_t sealed;
+
+	chain_init(&c, f->k0);
+	open_add(&b, &c, NULL);
+	line_add(&b, &c, "start", ",\"deployment\":\"prod\",\"seal\":true,\"seal_s\":300");
+	run_add(&b, &c);
+	seal_add(&b, &c); /* line 7, at T0 + 6 s */
+	run_add(&b, &c);  /* unsealed lines after it */
+	log_put(f, &b, &c);
+	seal_state_put(f, &c);
+	sealed = 1796133600000 + 6000;
+	f->now_ms = sealed + (2 * 300 + 60) * 1000;
+	assert_int_equal(check_keyed(f), 0);
+	f->now_ms += 1000;
+	assert_int_equal(check_keyed(f), 1);
+	said(f, ": sealing stopped: the newest seal, line 7 (2026-12-01T14:00:06.000Z), is 661 s "
+		"old and follows no stop line, and appliances writing this log seal at least "
+		"every 300 s (their start lines say): the log was cut after it, or its appliance "
+		"stopped sealing");
+	/* a log that rests after a sealed stop is never too old */
+	line_add(&b, &c, "stop", ",\"reason\":\"client closed\",\"runs\":2");
+	seal_add(&b, &c);
+	log_put(f, &b, &c);
+	seal_state_put(f, &c);
+	f->now_ms = sealed + 86400000LL * 365;
+	assert_int_equal(check_keyed(f), 0);
+	/* without the key a seal's time proves nothing: not judged */
+	assert_int_equal(check(f), 0);
 	free(b.p);
 }
 
@@ -1277,6 +1460,95 @@ static void test_show_runs(void **state)
 	free(b.p);
 }
 
+/* The events the sources write: the literal after the logger in every
+ * call of audit_event, audit_event_sync (the callers) and line_put_json
+ * (the writer's own lines) in pkg/'s .c files, added to evs. */
+static void source_events(const char *path, json_t *evs)
+{
+	static const char *const calls[] = {"audit_event(", "audit_event_sync(", "line_put_json("};
+	struct appl_err err = {0};
+	char *data, *p, *q, *end;
+	size_t len;
+
+	assert_int_equal(appl_file_read(path, 1u << 22, &data, &len, &err), 0);
+	for (size_t i = 0; i < sizeof(calls) / sizeof(calls[0]); i++)
+		for (p = data; (p = strstr(p, calls[i])); p++) {
+			/* a definition or a call with a variable has no literal
+			 * before its first ')' */
+			q = strpbrk(p, "\")");
+			if (!q || *q != '"' || !(end = strchr(q + 1, '"')))
+				continue;
+			json_array_append_new(evs, json_stringn(q + 1, (size_t)(end - q - 1)));
+		}
+	free(data);
+}
+
+/* Every event the writer puts in a log has a form in `show` (none is
+ * printed as "an event this version does not know"), and every event
+ * the sources write is in the list show is held to. */
+static void test_show_knows_every_writer_event(void **state)
+{
+	struct fix *f = *state;
+	json_t *evs = json_array();
+	struct appl_err err = {0};
+	char out[8192] = {0}, path[1024];
+	struct lbuf b = {0};
+	struct chain c;
+	struct dirent *de, *fe;
+	DIR *pkg, *mod;
+	size_t i, n = 0;
+	FILE *o;
+
+	for (i = 0; audit_events[i]; i++)
+		if (!audit_show_knows(audit_events[i]))
+			fail_msg("the writer's event %s has no form in audit show",
+				 audit_events[i]);
+	assert_non_null(pkg = opendir("pkg")); /* the tests run from the top directory */
+	while ((de = readdir(pkg))) {
+		snprintf(path, sizeof(path), "pkg/%s", de->d_name);
+		if (de->d_name[0] == '.' || !(mod = opendir(path)))
+			continue;
+		while ((fe = readdir(mod))) {
+			size_t l = strlen(fe->d_name);
+
+			snprintf(path, sizeof(path), "pkg/%s/%s", de->d_name, fe->d_name);
+			if (l > 2 && strcmp(fe->d_name + l - 2, ".c") == 0)
+				source_events(path, evs);
+		}
+		closedir(mod);
+	}
+	closedir(pkg);
+	for (i = 0; i < json_array_size(evs); i++) {
+		const char *ev = json_string_value(json_array_get(evs, i)), *const * k;
+
+		for (k = audit_events; *k && strcmp(*k, ev) != 0; k++)
+			;
+		if (!*k)
+			fail_msg("the sources write the event %s, which audit_events does not list",
+				 ev);
+		n++;
+	}
+	assert_true(n >= 13); /* the scan found the callers */
+	json_decref(evs);
+	/* auth lines as the HTTP front's token check writes them */
+	chain_init(&c, NULL);
+	open_add(&b, &c, NULL);
+	line_add(&b, &c, "auth",
+		 ",\"client\":\"alice\",\"peer\":\"127.0.0.1:40000\",\"outcome\":\"accepted\"");
+	line_add(&b, &c, "auth",
+		 ",\"peer\":\"unix\",\"outcome\":\"refused\",\"refusals_dropped\":3");
+	file_put(f->path, &b);
+	o = fmemopen(out, sizeof(out) - 1, "w");
+	assert_non_null(o);
+	assert_int_equal(audit_show(f->path, o, &err), 0);
+	fclose(o);
+	if (!strstr(out, "  auth accepted: client alice, peer 127.0.0.1:40000\n") ||
+	    !strstr(out, "  auth refused: peer unix, 3 refusals not written before\n") ||
+	    strstr(out, "does not know"))
+		fail_msg("show said:\n%s", out);
+	free(b.p);
+}
+
 int main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, fix_setup, fix_teardown)
@@ -1301,6 +1573,9 @@ int main(void)
 		T(test_seal_first_epoch_not_zero),
 		T(test_seal_unknown_kid),
 		T(test_seal_malformed),
+		T(test_cut_after_an_old_seal),
+		T(test_sealing_state_tampered),
+		T(test_the_newest_seal_is_too_old),
 		T(test_torn_tail),
 		T(test_torn_acknowledged),
 		T(test_torn_whole_line),
@@ -1320,6 +1595,7 @@ int main(void)
 		T(test_not_a_file),
 		T(test_show),
 		T(test_show_runs),
+		T(test_show_knows_every_writer_event),
 	};
 #undef T
 	return cmocka_run_group_tests(tests, NULL, NULL);
