@@ -727,6 +727,12 @@ static void policy_requirements(struct check *c)
 			    "no client)",
 			    policy_http(p)->tls_cert ? ", the TLS certificate and key load" : "");
 	}
+	if (gateway_audit_check(p, c->cp.state_dir, &err) < 0)
+		say(c, MARK_PROBLEM, "audit.path: %s", err.msg);
+	else if (policy_audit_path(p))
+		say(c, MARK_OK, "audit.path: %s would be %s as it is (check writes none)",
+		    policy_audit_path(p),
+		    access(policy_audit_path(p), F_OK) == 0 ? "continued" : "begun");
 	/* A call no audit line records must not happen under a policy that
 	 * keeps a log: check writes none. */
 	if (policy_audit_path(p) && c->a->ncalls > 0)

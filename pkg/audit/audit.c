@@ -166,7 +166,9 @@ static int fail(struct audit *a, int rc, struct appl_err *err, const char *fmt, 
 
 static int head_load(struct audit *a, struct audit_head *h, struct appl_err *err)
 {
-	int rc = audit_head_read_fd(a->headfd, h);
+	/* No head file (audit_check, before any appliance wrote): nothing
+	 * recorded yet. */
+	int rc = a->headfd < 0 ? -ENOENT : audit_head_read_fd(a->headfd, h);
 
 	if (rc == -ENOENT) {
 		memset(h, 0, sizeof(*h));
@@ -434,7 +436,8 @@ static int batch_open(struct audit *a, struct batch *bt, struct appl_err *err)
 		return fresh;
 	bt->gen = bt->h.gen;
 	if (a->seal) {
-		if ((rc = audit_seal_read(a->dfd, a->seal_name, &bt->st, err)) < 0)
+		if ((rc = a->dfd < 0 ? -ENOENT
+				     : audit_seal_read(a->dfd, a->seal_name, &bt->st, err)) < 0)
 			return fail(a, rc == -ENOENT ? -ENOKEY : rc, err,
 				    "%s: the policy seals this log and it has no sealing key "
 				    "(run `appliance audit init %s` first)%s%s",
@@ -889,6 +892,65 @@ static int names_split(struct audit *a, const char *path, struct appl_err *err)
 	if (!a->path || !a->base || !a->dir_name)
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	return dir_check(a, err);
+}
+
+/* state_files for a look only: nothing is made, and what is missing (the
+ * state directory, the key, the lock, the head: a log no appliance wrote
+ * yet) is left -1, as `run` would start it. */
+static int state_look(struct audit *a, const struct audit_config *cfg, struct appl_err *err)
+{
+	char id[AUDIT_ID_HEX], name[AUDIT_ID_HEX + 8];
+	int rc = audit_install_key(cfg->state_dir, false, a->dkey, err);
+
+	if (rc < 0 && rc != -ENOENT)
+		return rc;
+	if ((rc = audit_state_open(cfg->state_dir, false, &a->dfd, err)) == -ENOENT)
+		a->dfd = -1;
+	else if (rc < 0)
+		return rc;
+	audit_state_id(cfg->path, id);
+	snprintf(a->seal_name, sizeof(a->seal_name), "%s.seal", id);
+	for (int i = 0; a->dfd >= 0 && i < 2; i++) {
+		int *fd = i ? &a->headfd : &a->lockfd;
+
+		snprintf(name, sizeof(name), "%s.%s", id, i ? "head" : "lock");
+		*fd = openat(a->dfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		if (*fd < 0 && errno != ENOENT)
+			return appl_err_errno(err, -errno, errno, "audit state %s", name);
+	}
+	return 0;
+}
+
+int audit_check(const struct audit_config *cfg, struct appl_err *err)
+{
+	struct audit *a = calloc(1, sizeof(*a));
+	struct batch bt = {.fd = -1};
+	int rc;
+
+	if (!a)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	a->dfd = a->lockfd = a->headfd = -1;
+	a->pid = getpid();
+	a->seal = cfg->seal;
+	if (!(a->state_dir = strdup(cfg->state_dir)))
+		rc = appl_err_set(err, -ENOMEM, "out of memory");
+	else
+		rc = names_split(a, cfg->path, err);
+	if (rc == 0)
+		rc = state_look(a, cfg, err);
+	if (rc == 0 && a->lockfd >= 0)
+		rc = lock_take(a, err);
+	/* The judgment audit_open's first pass makes, and nothing written. */
+	if (rc == 0)
+		rc = batch_open(a, &bt, err);
+	if (rc == 0 && bt.create && faccessat(AT_FDCWD, a->dir_name, W_OK | X_OK, AT_EACCESS) < 0)
+		rc = appl_err_errno(err, -errno, errno, "%s: the log cannot be made in %s", a->path,
+				    a->dir_name);
+	if (a->lockfd >= 0)
+		flock(a->lockfd, LOCK_UN);
+	batch_done(&bt);
+	audit_free(a);
+	return rc;
 }
 
 struct audit *audit_open(struct loop *loop, const struct audit_config *cfg, struct appl_err *err)

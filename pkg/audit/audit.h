@@ -33,6 +33,15 @@ struct audit_config {
 
 struct audit;
 
+/* What audit_open judges before it writes anything, and nothing written
+ * or made: the log's path and directory, the state directory and the
+ * installation key where they exist, the log against its recorded head and
+ * sealing state (a log that was cut, removed, or continued by someone
+ * else), the sealing key a sealing policy needs, and that the log can be
+ * appended to, or made in its directory. For `appliance check`: 0 when
+ * audit_open would start on the log as it is now, else its refusal. */
+int audit_check(const struct audit_config *cfg, struct appl_err *err);
+
 /* Open the log for appending: the state directory's files made where
  * missing, the install key read or made, the head read and the log judged
  * against it under the lock. A log that is missing or shorter than its

@@ -805,15 +805,35 @@ static int signals_watch(struct gateway *gw, struct appl_err *err)
 
 /* ---- the audit log ------------------------------------------------------------ */
 
+/* The audit log's configuration from the policy: for run and check alike. */
+static struct audit_config audit_config_of(const struct policy *p, const struct policy_limits *l,
+					   const char *state_dir)
+{
+	return (struct audit_config){.path = policy_audit_path(p),
+				     .state_dir = state_dir,
+				     .seal = policy_audit_seal(p),
+				     .seal_lines = l->audit_seal_lines,
+				     .seal_s = l->audit_seal_s,
+				     .rotate_bytes = (uint64_t)l->audit_rotate_kb * 1024u};
+}
+
+int gateway_audit_check(const struct policy *p, const char *state_dir, struct appl_err *err)
+{
+	struct policy_limits l;
+	struct audit_config ac;
+
+	policy_limits_get(p, &l);
+	ac = audit_config_of(p, &l, state_dir);
+	if (!ac.path)
+		return 0;
+	if (!ac.state_dir)
+		return appl_err_set(err, -EINVAL, "audit: no state directory");
+	return audit_check(&ac, err);
+}
+
 static int audit_start(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
 {
-	struct policy_limits *l = &gw->lim;
-	struct audit_config ac = {.path = policy_audit_path(cfg->policy),
-				  .state_dir = cfg->state_dir,
-				  .seal = policy_audit_seal(cfg->policy),
-				  .seal_lines = l->audit_seal_lines,
-				  .seal_s = l->audit_seal_s,
-				  .rotate_bytes = (uint64_t)l->audit_rotate_kb * 1024u};
+	struct audit_config ac = audit_config_of(cfg->policy, &gw->lim, cfg->state_dir);
 
 	if (!ac.path) {
 		log_line(LOG_WARN, NULL, "no audit log: the policy has no audit.path");

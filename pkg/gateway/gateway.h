@@ -78,4 +78,9 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
  * 0, or what `run` would fail with. */
 int gateway_http_try(const struct policy *p, struct appl_err *err);
 
+/* `appliance check`: judge the policy's audit log (state_dir holds its
+ * head and keys) as `run` judges it at its start, writing nothing
+ * (audit_check). 0 without an audit log. */
+int gateway_audit_check(const struct policy *p, const char *state_dir, struct appl_err *err);
+
 #endif

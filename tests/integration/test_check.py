@@ -575,8 +575,7 @@ def free_port():
 
 def run_refuses(sig, want):
     """`appliance run` of sig refuses to start, saying want."""
-    r = subprocess.run(_kit.argv(sig), stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                       timeout=120)
+    r = subprocess.run(_kit.argv(sig), input="", capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and want in r.stderr, (r.returncode, r.stderr[-2000:])
 
 
@@ -619,6 +618,34 @@ def what_run_refuses_at_start_check_refuses_through_the_same_code():
         r = check(sig)
         assert any(l.startswith("http: every listener binds, the TLS certificate and key load")
                    for l in lines_of(r, "ok")), r.stdout
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    # an audit log whose directory does not exist, then one that was removed
+    # after an appliance wrote it: run refuses both, and so does check,
+    # which writes nothing
+    d = tempfile.mkdtemp(prefix="appliance-check-audit.")
+    try:
+        for path, why, before in ((os.path.join(d, "nowhere", "audit.jsonl"),
+                                   "the audit log's directory", None),
+                                  (os.path.join(d, "audit.jsonl"),
+                                   "the audit log was removed", "write, then remove")):
+            sig = _kit.policy(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
+                              roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
+                              audit={"path": path})
+            if before:
+                r = subprocess.run(_kit.argv(sig), input=b"", capture_output=True,
+                                   timeout=120)
+                assert r.returncode == 0 and os.path.exists(path), r.stderr[-2000:]
+                r = check(sig)
+                assert r.returncode == 0, r.stdout
+                assert any(l.startswith("audit.path: %s would be continued" % path)
+                           for l in lines_of(r, "ok")), r.stdout
+                os.unlink(path)
+            run_refuses(sig, why)
+            r = check(sig)
+            problems_only(r, "audit.path: ")
+            assert why in lines_of(r, "problem")[0], r.stdout
+            assert not os.path.exists(path)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

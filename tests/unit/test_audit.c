@@ -4,6 +4,7 @@
  * acknowledged; a cut, removed or foreign-continued log refused; a
  * failed write leaving nothing behind, and the log resuming after it. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -488,15 +489,60 @@ static void test_a_torn_tail_is_ended_and_recorded(void **state)
 	json_decref(evs);
 }
 
+/* audit_open refuses e's log with code and why, and audit_check (what
+ * `appliance check` asks) judges it the same, first. */
 static void expect_refused(struct env *e, int code, const char *why)
 {
-	struct appl_err err = {0};
-	struct audit *a = audit_open(NULL, &e->cfg, &err);
+	struct appl_err err = {0}, cerr = {0};
+	struct audit *a;
 
+	assert_int_equal(audit_check(&e->cfg, &cerr), code);
+	a = audit_open(NULL, &e->cfg, &err);
 	assert_null(a);
 	assert_int_equal(err.code, code);
 	if (!strstr(err.msg, why))
 		fail_msg("\"%s\" does not say \"%s\"", err.msg, why);
+	assert_string_equal(cerr.msg, err.msg);
+}
+
+static size_t entries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	size_t n = 0;
+
+	assert_non_null(d);
+	for (struct dirent *de; (de = readdir(d));)
+		n += strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0;
+	closedir(d);
+	return n;
+}
+
+/* audit_check makes and writes nothing: not the log, not the state, not
+ * the key; a log that could start passes, before and after a writer. */
+static void test_check_judges_as_open_and_writes_nothing(void **state)
+{
+	struct env *e = *state;
+	struct appl_err err = {0};
+	struct audit *a;
+	struct stat st, st2;
+
+	assert_int_equal(audit_check(&e->cfg, &err), 0);
+	assert_int_equal(entries(e->state), 0);
+	assert_int_equal(access(e->path, F_OK), -1);
+	a = open_ok(e);
+	event(a, "x", 1);
+	audit_free(a);
+	assert_int_equal(stat(e->path, &st), 0);
+	assert_int_equal(audit_check(&e->cfg, &err), 0);
+	assert_int_equal(stat(e->path, &st2), 0);
+	assert_int_equal(st.st_size, st2.st_size);
+	/* a sealing policy without its key: both refuse, saying what to run */
+	e->cfg.seal = true;
+	expect_refused(e, -ENOKEY, "appliance audit init");
+	e->cfg.seal = false;
+	/* its directory gone */
+	snprintf(e->path, sizeof(e->path), "%s/nowhere/audit.jsonl", e->dir);
+	expect_refused(e, -ENOENT, "the audit log's directory");
 }
 
 /* A line that continues the chain after h, as anyone could write it. */
@@ -815,6 +861,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(
 			test_a_failed_write_leaves_nothing_and_the_log_resumes, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_check_judges_as_open_and_writes_nothing, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_a_directory_others_can_write_is_refused, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_head_both_slots_bad_is_refused, setup,
