@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "check_cmd.h"
 #include "cli.h"
+#include "proc/confine.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -71,6 +72,7 @@
 static const char check_usage_text[] =
 	"usage: appliance check --policy POLICY.sig [--trust-dir DIR] [--cache DIR]\n"
 	"                       [--runtime-dir DIR] [--call SERVER.TOOL=JSON]...\n"
+	"                       [--server-uids FIRST-LAST]\n"
 	"\n"
 	"The operator's self-test of a signed policy on this machine, before an MCP\n"
 	"client depends on it (docs/check.md). Part 1 checks the signature, trust,\n"
@@ -92,6 +94,8 @@ static const char check_usage_text[] =
 	"  --cache DIR              where the image is unpacked (see image verify)\n"
 	"  --runtime-dir DIR        runsc's state directory (/run/appliance as root)\n"
 	"  --call SERVER.TOOL=JSON  call a tool from a cell with these arguments\n"
+	"  --server-uids FIRST-LAST the uids servers take one of their own from, as\n"
+	"                           for run (default 81920-86015)\n"
 	"  --help, -h               print this text\n"
 	"\n"
 	"exit status: 0 when nothing was wrong (warnings or not); 1 on any problem\n"
@@ -597,6 +601,13 @@ static int option_take(struct check_args *a, int opt)
 	case 'h':
 		a->help = true;
 		return 0;
+	case 'u': {
+		struct appl_err err = {0};
+
+		if (proc_jail_uids_set(optarg, &err) < 0)
+			return usage(err.msg);
+		return 0;
+	}
 	case 'C':
 		if (a->ncalls == CHECK_CALLS_MAX)
 			return usage("at most 32 --call options");
@@ -618,6 +629,7 @@ static int args_parse(int argc, char **argv, struct check_args *a)
 		{"cache", required_argument, NULL, 'c'},
 		{"runtime-dir", required_argument, NULL, 's'},
 		{"call", required_argument, NULL, 'C'},
+		{"server-uids", required_argument, NULL, 'u'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};

@@ -303,6 +303,7 @@ int main(int argc, char **argv)
 {
 	const struct command *c;
 
+	proc_title_area(argc, argv);
 	if (argc < 2)
 		return usage_error("no command given");
 	if (!(c = command_find(argv[1])))

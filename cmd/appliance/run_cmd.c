@@ -1,6 +1,7 @@
 /* run_cmd.c: `appliance run` (see run_cmd.h). */
 #include "run_cmd.h"
 #include "cli.h"
+#include "proc/confine.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -24,7 +25,7 @@ static bool stubs_mode;
 
 static const char run_help_text[] =
 	"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
-	"                     [--cache DIR] [--runtime-dir DIR]\n"
+	"                     [--cache DIR] [--runtime-dir DIR] [--server-uids FIRST-LAST]\n"
 	"\n"
 	"Serve the MCP tool run_python, as the verified policy allows: over\n"
 	"newline-delimited JSON-RPC on stdin and stdout, or, when the policy has an\n"
@@ -41,6 +42,9 @@ static const char run_help_text[] =
 	"  --state-dir DIR      an ordinary user's rollback state (refused as root)\n"
 	"  --cache DIR          where the image is unpacked (default as for image verify)\n"
 	"  --runtime-dir DIR    runsc's state directory (default /run/appliance as root)\n"
+	"  --server-uids FIRST-LAST\n"
+	"                       the uids servers take one of their own from (default\n"
+	"                       81920-86015; docs/upstream.md, Confinement)\n"
 	"  --help, -h           print this text\n"
 	"\n"
 	"exit status: 0 after a clean end (the end of input, or a stop signal); 1\n"
@@ -49,7 +53,7 @@ static const char run_help_text[] =
 
 static const char stubs_help_text[] =
 	"usage: appliance stubs --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
-	"                       [--role NAME]\n"
+	"                       [--role NAME] [--server-uids FIRST-LAST]\n"
 	"\n"
 	"Start the policy's servers, confined as run confines them, and print\n"
 	"run_python's description and the stub of every tool as the role sees\n"
@@ -63,6 +67,8 @@ static const char stubs_help_text[] =
 	"  --trust-dir DIR      the trusted keys (default /etc/appliance/trusted.d)\n"
 	"  --state-dir DIR      an ordinary user's rollback state (refused as root)\n"
 	"  --role NAME          whose view to print (default: clients.default_role)\n"
+	"  --server-uids FIRST-LAST\n"
+	"                       the uids servers take one of their own from, as for run\n"
 	"  --help, -h           print this text\n"
 	"\n"
 	"exit status: 0 when the stubs were printed; 1 when the policy was refused\n"
@@ -85,14 +91,15 @@ static int usage(const char *msg)
 		fprintf(stderr,
 			"appliance stubs: %s\n"
 			"usage: appliance stubs --policy POLICY.sig [--trust-dir DIR] "
-			"[--state-dir DIR] [--role NAME]\n",
+			"[--state-dir DIR] [--role NAME] [--server-uids FIRST-LAST]\n",
 			msg);
 	else
 		fprintf(stderr,
 			"appliance run: %s\n"
 			"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir "
 			"DIR]\n"
-			"                     [--cache DIR] [--runtime-dir DIR]\n",
+			"                     [--cache DIR] [--runtime-dir DIR] [--server-uids "
+			"FIRST-LAST]\n",
 			msg);
 	return 2;
 }
@@ -105,6 +112,7 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 		{"state-dir", required_argument, NULL, 'S'},
 		{"cache", required_argument, NULL, 'c'},
 		{"runtime-dir", required_argument, NULL, 's'},
+		{"server-uids", required_argument, NULL, 'u'},
 		{NULL, 0, NULL, 0},
 	};
 	static const struct option stubs_opts[] = {
@@ -112,9 +120,11 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 		{"trust-dir", required_argument, NULL, 'D'},
 		{"state-dir", required_argument, NULL, 'S'},
 		{"role", required_argument, NULL, 'r'},
+		{"server-uids", required_argument, NULL, 'u'},
 		{NULL, 0, NULL, 0},
 	};
 	const struct option *o = a->stubs ? stubs_opts : opts;
+	struct appl_err uerr = {0};
 	int c;
 
 	if (cli_help_wanted(argc, argv, o)) {
@@ -143,6 +153,10 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 			break;
 		case 'r':
 			a->role = optarg;
+			break;
+		case 'u':
+			if (proc_jail_uids_set(optarg, &uerr) < 0)
+				return usage(uerr.msg);
 			break;
 		default:
 			/* No --trust here: keys come only from a root-owned trust

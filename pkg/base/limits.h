@@ -372,6 +372,18 @@
  * missing). */
 #define APPL_UPSTREAM_USER   "appliance-upstream"
 #define APPL_POLICY_USER_MAX 32
+/* The uids servers without a user named in the policy take one of their
+ * own from (docs/upstream.md, Confinement): by default 0x14000-0x14fff, above
+ * every 16-bit id (system users, regular users, systemd's dynamic users and
+ * nobody) and below the first range useradd gives out in /etc/subuid
+ * (100000). `--server-uids FIRST-LAST` moves it, within MIN-MAX. A uid is
+ * held by a lock on a file of its number in APPL_SERVER_UID_DIR. */
+#define APPL_SERVER_UID_FIRST 81920u
+#define APPL_SERVER_UID_LAST  86015u
+#define APPL_SERVER_UID_MIN   1000u
+#define APPL_SERVER_UID_MAX   2147483646u
+#define APPL_SERVER_UIDS_MAX  (1u << 20) /* ids in one range */
+#define APPL_SERVER_UID_DIR   "/run/appliance/uids"
 
 /* ---- gateway ------------------------------------------------------------- */
 /* run_python calls waiting for a free cell slot: beyond, a call is refused at

@@ -283,9 +283,10 @@ int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
 	if (geteuid() != 0)
 		log_line(
 			LOG_WARN, NULL,
-			"rootless: upstream servers run as this user, in its cgroup, mount "
-			"namespace and network; only the system call filter, no_new_privs, rlimits "
-			"and a private HOME confine them");
+			"rootless: upstream servers run as this user, in its cgroup, PID and mount "
+			"namespaces and network, so they are not apart from each other or from "
+			"the appliance; only the system call filter, no_new_privs, rlimits and a "
+			"private HOME confine them");
 	else if (proc_jail_reclaim() > 0)
 		log_line(LOG_INFO, NULL,
 			 "removed the upstream servers' cgroups of appliances no longer running");

@@ -41,6 +41,13 @@ static void on_down(struct upstream *u, const char *why, void *data)
 	log_line(LOG_WARN, NULL, "upstream %s stopped: %s", upstream_name(u), why);
 }
 
+static const char *set_why(const struct upstream *u, const struct appl_err *werr)
+{
+	if (werr->code == -ETIMEDOUT)
+		return "not ready in time";
+	return *upstream_last_error(u) ? upstream_last_error(u) : "not available";
+}
+
 struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p,
 				       const struct upstream_opts *opts,
 				       upstream_set_changed_fn changed, void *data,
@@ -73,10 +80,9 @@ struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p
 		struct appl_err werr = {0};
 
 		if (upstream_wait_ready(s->ups[i], APPL_UPSTREAM_INIT_TIMEOUT_MS, &werr) < 0)
-			log_line(LOG_WARN, NULL, "upstream %s is not available: %s%s%s",
-				 upstream_name(s->ups[i]), werr.msg,
-				 *upstream_last_error(s->ups[i]) ? ": " : "",
-				 upstream_last_error(s->ups[i]));
+			/* Why, once (werr repeats the last error). */
+			log_line(LOG_WARN, NULL, "upstream %s is not available: %s",
+				 upstream_name(s->ups[i]), set_why(s->ups[i], &werr));
 	}
 	s->opened = true;
 	return s;

@@ -579,6 +579,7 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 				    .network = srv->network,
 				    .masks = o->hide,
 				    .filter = o->filter};
+	char why[APPL_ERR_MSG_MAX];
 	const char *m;
 
 	if ((m = under_mask(srv->argv[0], o->hide)) || (m = under_mask(srv->cwd, o->hide)))
@@ -587,6 +588,30 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 			srv->name, under_mask(srv->argv[0], o->hide) ? srv->argv[0] : srv->cwd, m);
 	if (proc_jail_new(&js, &S(u)->jail, err) < 0)
 		return err->code;
+	/* What would start nothing is refused now, not found by the first
+	 * call: the program and its cwd tried as the user it runs as. */
+	switch (proc_jail_probe(S(u)->jail, srv->argv[0], srv->cwd, why, sizeof(why))) {
+	case 0:
+		break;
+	case 1:
+		return appl_err_set(err, -EACCES,
+				    "servers.%s: %s cannot be run as %s: %s; give that user "
+				    "access, or install it where that user may run it",
+				    srv->name, srv->argv[0], proc_jail_who(S(u)->jail), why);
+	case 2:
+		return appl_err_set(err, -EACCES,
+				    "servers.%s: its cwd %s cannot be entered as %s: %s; create "
+				    "it or give that user access, or change servers.%s.cwd",
+				    srv->name, srv->cwd, proc_jail_who(S(u)->jail), why, srv->name);
+	case 3:
+		return appl_err_set(err, -EPERM,
+				    "servers.%s: could not become %s to try its command: %s (the "
+				    "appliance needs CAP_SETUID and CAP_SETGID)",
+				    srv->name, proc_jail_who(S(u)->jail), why);
+	default:
+		return appl_err_set(err, -EIO, "servers.%s: could not try its command as its user",
+				    srv->name);
+	}
 	if (srv->user && strcmp(srv->user, "root") == 0)
 		ulog(u, LOG_WARN, "runs as root (servers.%s.user), with no capabilities",
 		     srv->name);

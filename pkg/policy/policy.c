@@ -2007,6 +2007,31 @@ static int rootless_check(const struct policy *p, struct appl_err *err)
 	return 0;
 }
 
+/* Two servers that name one user run as one uid: each could read the
+ * other's memory and signal it. A policy that asks for that is refused;
+ * leaving user out gives each a uid of its own. */
+static int users_apart_check(const struct policy *p, struct appl_err *err)
+{
+	for (size_t i = 0; i < p->nservers; i++) {
+		const struct policy_server *a = &p->servers[i];
+
+		for (size_t k = 0; a->kind == POLICY_SERVER_STDIO && a->user && k < i; k++) {
+			const struct policy_server *b = &p->servers[k];
+
+			if (b->kind == POLICY_SERVER_STDIO && b->user &&
+			    strcmp(a->user, b->user) == 0)
+				return appl_err_set(
+					err, -EINVAL,
+					"servers.%s.user and servers.%s.user both name %s: servers "
+					"that share a user are not apart (each may read the "
+					"other's "
+					"memory); leave user out to give each a user of its own",
+					b->name, a->name, a->user);
+		}
+	}
+	return 0;
+}
+
 int policy_parse(const char *buf, size_t len, const char *base_dir, struct policy **out,
 		 struct appl_err *err)
 {
@@ -2038,6 +2063,8 @@ int policy_parse(const char *buf, size_t len, const char *base_dir, struct polic
 	rc = fields_parse(&c, root, top_fields, NELEM(top_fields), c.p, "");
 	if (rc == 0)
 		rc = rootless_check(c.p, err);
+	if (rc == 0)
+		rc = users_apart_check(c.p, err);
 	if (rc < 0) {
 		policy_free(c.p);
 		return rc;

@@ -12,6 +12,7 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +23,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +51,7 @@ struct proc_jail {
 	char procs[PATH_MAX];	/* the cgroup.procs read to kill */
 	char *masks[MASKS_MAX + 1];
 	char who[96];
+	int uid_lock; /* the lock held on a uid of its own, or -1 */
 };
 
 /* ---- the child ----------------------------------------------------------------- */
@@ -108,10 +111,22 @@ static int caps_clear(void)
 	return syscall(SYS_capset, &h, d) < 0 ? -errno : 0;
 }
 
-int proc_confine_child(const struct proc_confine *c)
+static int failed(struct proc_fail *f, const char *step, const char *arg, long num)
 {
+	f->err = errno ? errno : EIO;
+	f->step = step;
+	f->arg = arg;
+	f->num = num;
+	return -f->err;
+}
+
+int proc_confine_enter(const struct proc_confine *c, struct proc_fail *f)
+{
+	const unsigned long nosuid = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 	struct rlimit none = {0, 0};
-	int flags = (c->mount_ns ? CLONE_NEWNS : 0) | (c->net_ns ? CLONE_NEWNET : 0), rc;
+	int flags = (c->mount_ns ? CLONE_NEWNS : 0) | (c->net_ns ? CLONE_NEWNET : 0) |
+		    (c->pid_ns ? CLONE_NEWIPC : 0),
+	    rc;
 
 	for (int i = 0; i < 2; i++) {
 		int fd;
@@ -119,43 +134,76 @@ int proc_confine_child(const struct proc_confine *c)
 		if (!c->cgroup_procs[i])
 			continue;
 		if ((fd = open(c->cgroup_procs[i], O_WRONLY | O_CLOEXEC)) < 0)
-			return -errno;
+			return failed(f, "joining its cgroup", c->cgroup_procs[i], -1);
 		if (write(fd, "0", 1) != 1) {
-			rc = -errno;
+			rc = failed(f, "joining its cgroup", c->cgroup_procs[i], -1);
 			close(fd);
 			return rc;
 		}
 		close(fd);
 	}
 	if (flags && unshare(flags) < 0)
-		return -errno;
+		return failed(f, "making its namespaces", NULL, -1);
 	if (c->mount_ns) {
 		if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-			return -errno;
+			return failed(f, "making its mounts private", NULL, -1);
+		/* This process is pid 1 of the new PID namespace: the /proc
+		 * mounted now shows that namespace alone. */
+		if (c->pid_ns && mount("proc", "/proc", "proc", nosuid, NULL) < 0)
+			return failed(f, "mounting its own", "/proc", -1);
 		for (size_t i = 0; c->masks && c->masks[i]; i++)
-			if ((rc = mask_one(c->masks[i], c->empty_file)) < 0)
-				return rc;
+			if ((rc = mask_one(c->masks[i], c->empty_file)) < 0) {
+				errno = -rc;
+				return failed(f, "hiding", c->masks[i], -1);
+			}
 	}
-	if (c->net_ns && (rc = lo_up()) < 0)
-		return rc;
+	if (c->net_ns && (rc = lo_up()) < 0) {
+		errno = -rc;
+		return failed(f, "bringing up its loopback", NULL, -1);
+	}
 	if (setrlimit(RLIMIT_CORE, &none) < 0)
-		return -errno;
+		return failed(f, "setting its limits", NULL, -1);
 	if (c->nofile) {
 		struct rlimit n = {c->nofile, c->nofile};
 
 		if (setrlimit(RLIMIT_NOFILE, &n) < 0)
-			return -errno;
+			return failed(f, "setting its limits", NULL, -1);
 	}
-	if (c->drop_caps && (rc = caps_drop_bounding()) < 0)
-		return rc;
-	if (c->ids && (setgroups(0, NULL) < 0 || setresgid(c->gid, c->gid, c->gid) < 0 ||
-		       setresuid(c->uid, c->uid, c->uid) < 0))
-		return -errno;
-	if (c->drop_caps && (rc = caps_clear()) < 0)
-		return rc;
+	if (c->drop_caps && (rc = caps_drop_bounding()) < 0) {
+		errno = -rc;
+		return failed(f, "dropping its capabilities", NULL, -1);
+	}
+	return 0;
+}
+
+int proc_confine_become(const struct proc_confine *c, struct proc_fail *f)
+{
+	int rc;
+
+	if (c->ids) {
+		if (setgroups(c->ngroups, c->ngroups ? c->groups : NULL) < 0)
+			return failed(f, "setting its groups", NULL, -1);
+		if (setresgid(c->gid, c->gid, c->gid) < 0)
+			return failed(f, "changing to gid", NULL, (long)c->gid);
+		if (setresuid(c->uid, c->uid, c->uid) < 0)
+			return failed(f, "changing to uid", NULL, (long)c->uid);
+	}
+	if (c->drop_caps && (rc = caps_clear()) < 0) {
+		errno = -rc;
+		return failed(f, "dropping its capabilities", NULL, -1);
+	}
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		return -errno;
-	return c->filter ? proc_filter_install(c->filter) : 0;
+		return failed(f, "setting no_new_privs", NULL, -1);
+	if (c->filter && (rc = proc_filter_install(c->filter)) < 0) {
+		errno = -rc;
+		return failed(f, "installing the system call filter", NULL, -1);
+	}
+	return 0;
+}
+
+int proc_confine_drop_caps(void)
+{
+	return caps_clear();
 }
 
 /* ---- the user ------------------------------------------------------------------ */
@@ -200,6 +248,328 @@ static int user_find(struct proc_jail *j, const char *name, struct appl_err *err
 	j->c.gid = pw.pw_gid;
 	snprintf(j->who, sizeof(j->who), "%s (uid %u)", name, (unsigned)pw.pw_uid);
 	return 0;
+}
+
+/* The group every server with a user of its own has besides its own: what
+ * an operator gives a directory to for servers to read or write it. */
+static int group_find(struct proc_jail *j, struct appl_err *err)
+{
+	struct group gr, *got = NULL;
+	char buf[4096];
+	int rc = getgrnam_r(APPL_UPSTREAM_USER, &gr, buf, sizeof(buf), &got);
+
+	if (!got && rc == 0) {
+		if (user_add(APPL_UPSTREAM_USER, err) < 0)
+			return err->code;
+		rc = getgrnam_r(APPL_UPSTREAM_USER, &gr, buf, sizeof(buf), &got);
+	}
+	if (!got)
+		return appl_err_set(err, rc ? -rc : -ENOENT, "no group %s on this machine",
+				    APPL_UPSTREAM_USER);
+	j->c.groups[0] = gr.gr_gid;
+	j->c.ngroups = 1;
+	return 0;
+}
+
+/* ---- a user of its own --------------------------------------------------------- */
+
+static uid_t uids_first = APPL_SERVER_UID_FIRST, uids_last = APPL_SERVER_UID_LAST;
+
+int proc_jail_uids_set(const char *range, struct appl_err *err)
+{
+	unsigned long long first, last;
+	char *end;
+
+	errno = 0;
+	first = strtoull(range, &end, 10);
+	if (end == range || *end != '-' || range[0] == '-' || end[1] < '0' || end[1] > '9')
+		goto bad;
+	last = strtoull(end + 1, &end, 10);
+	if (*end || errno)
+		goto bad;
+	if (first < APPL_SERVER_UID_MIN || last > APPL_SERVER_UID_MAX || last < first ||
+	    last - first >= APPL_SERVER_UIDS_MAX)
+		return appl_err_set(err, -EINVAL,
+				    "--server-uids %s: the range must lie within %u-%u and hold "
+				    "at most %u ids",
+				    range, APPL_SERVER_UID_MIN, APPL_SERVER_UID_MAX,
+				    APPL_SERVER_UIDS_MAX);
+	uids_first = (uid_t)first;
+	uids_last = (uid_t)last;
+	return 0;
+bad:
+	return appl_err_set(err, -EINVAL, "--server-uids %s: give FIRST-LAST, as in %u-%u", range,
+			    APPL_SERVER_UID_FIRST, APPL_SERVER_UID_LAST);
+}
+
+void proc_jail_uids(uid_t *first, uid_t *last)
+{
+	*first = uids_first;
+	*last = uids_last;
+}
+
+/* An account or group of the machine has this id: not ours to give. */
+static bool uid_named(uid_t u)
+{
+	struct passwd pw, *pgot = NULL;
+	struct group gr, *ggot = NULL;
+	char buf[4096];
+
+	getpwuid_r(u, &pw, buf, sizeof(buf), &pgot);
+	getgrgid_r((gid_t)u, &gr, buf, sizeof(buf), &ggot);
+	return pgot || ggot;
+}
+
+/* Some process runs with this uid (real, effective, saved or file system):
+ * one left behind by a killed appliance, or someone else's. */
+static bool uid_running(uid_t u)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+	bool found = false;
+
+	while (d && !found && (de = readdir(d))) {
+		char path[64], line[256];
+		FILE *f;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%.20s/status", de->d_name);
+		if (!(f = fopen(path, "re")))
+			continue;
+		while (fgets(line, sizeof(line), f)) {
+			unsigned long id[4];
+
+			if (strncmp(line, "Uid:", 4) != 0)
+				continue;
+			if (sscanf(line + 4, "%lu %lu %lu %lu", &id[0], &id[1], &id[2], &id[3]) ==
+			    4)
+				for (int i = 0; i < 4; i++)
+					found = found || id[i] == (unsigned long)u;
+			break;
+		}
+		fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/* Where a server's name starts its search: the same server tends to get
+ * the same uid from one start to the next (FNV-1a). */
+static uint32_t name_hash(const char *name)
+{
+	uint32_t h = 2166136261u;
+
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+		h = (h ^ *p) * 16777619u;
+	return h;
+}
+
+/* Take a uid of the range for this jail: one no account or group has, no
+ * process runs as, and no other jail holds (its lock file under
+ * APPL_SERVER_UID_DIR, locked for as long as the jail lives; a killed
+ * appliance's locks go with it). */
+static int uid_take(struct proc_jail *j, const char *name, struct appl_err *err)
+{
+	uint64_t count = (uint64_t)uids_last - uids_first + 1;
+	uint64_t start = name_hash(name) % count;
+	char path[PATH_MAX];
+
+	if ((appl_mkdir_parents(APPL_SERVER_UID_DIR, 0755) < 0 && errno != EEXIST) ||
+	    (mkdir(APPL_SERVER_UID_DIR, 0700) < 0 && errno != EEXIST))
+		return appl_err_errno(err, -errno, errno, "creating %s", APPL_SERVER_UID_DIR);
+	for (uint64_t i = 0; i < count; i++) {
+		uid_t u = (uid_t)(uids_first + (start + i) % count);
+		struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+		int fd;
+
+		if (u == 65534 || u == 65535 || uid_named(u))
+			continue;
+		snprintf(path, sizeof(path), "%s/%u", APPL_SERVER_UID_DIR, (unsigned)u);
+		if ((fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600)) < 0)
+			return appl_err_errno(err, -errno, errno, "opening %s", path);
+		if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+			int e = errno;
+
+			close(fd);
+			if (e == EAGAIN || e == EACCES)
+				continue;
+			return appl_err_errno(err, -e, e, "locking %s", path);
+		}
+		if (uid_running(u)) {
+			close(fd);
+			continue;
+		}
+		j->uid_lock = fd;
+		j->c.uid = u;
+		j->c.gid = (gid_t)u;
+		snprintf(j->who, sizeof(j->who), "uid %u (its own), group %s", (unsigned)u,
+			 APPL_UPSTREAM_USER);
+		return 0;
+	}
+	return appl_err_set(err, -EAGAIN,
+			    "servers.%s: no free uid in %u-%u, the range servers take a user of "
+			    "their own from (every server of every running appliance holds one): "
+			    "give a wider one with --server-uids FIRST-LAST",
+			    name, (unsigned)uids_first, (unsigned)uids_last);
+}
+
+/* ---- what a server is started from --------------------------------------------- */
+
+/* why = "PATH does not exist" and the like, for the probe below. */
+static int path_dirs_ok(const char *path, char *why, size_t cap)
+{
+	char prefix[PATH_MAX];
+	struct stat st;
+
+	for (const char *p = strchr(path + 1, '/'); p; p = strchr(p + 1, '/')) {
+		size_t n = (size_t)(p - path);
+
+		if (n >= sizeof(prefix))
+			break;
+		memcpy(prefix, path, n);
+		prefix[n] = '\0';
+		if (stat(prefix, &st) < 0) {
+			snprintf(why, cap, "%.300s: %s", prefix, strerror(errno));
+			return -1;
+		}
+		if (!S_ISDIR(st.st_mode)) {
+			snprintf(why, cap, "%.300s is not a directory", prefix);
+			return -1;
+		}
+		if (access(prefix, X_OK) < 0) {
+			snprintf(why, cap,
+				 "it may not search %.300s (owner uid %u, group %u, mode %04o)",
+				 prefix, (unsigned)st.st_uid, (unsigned)st.st_gid,
+				 (unsigned)(st.st_mode & 07777));
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int leaf_ok(const char *path, bool dir, char *why, size_t cap)
+{
+	struct stat st;
+
+	if (path_dirs_ok(path, why, cap) < 0)
+		return -1;
+	if (stat(path, &st) < 0) {
+		snprintf(why, cap, "%.300s: %s", path,
+			 errno == ENOENT ? "does not exist" : strerror(errno));
+		return -1;
+	}
+	if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
+		snprintf(why, cap, "%.300s is not a %s", path, dir ? "directory" : "regular file");
+		return -1;
+	}
+	if (access(path, X_OK) < 0) {
+		snprintf(why, cap, "it may not %s %.300s (owner uid %u, group %u, mode %04o)",
+			 dir ? "search" : "execute", path, (unsigned)st.st_uid, (unsigned)st.st_gid,
+			 (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/* The interpreter a "#!" first line names (read as root, before the
+ * probe becomes the server's user), or "" when it is no script. */
+static void shebang(const char *path, char *interp, size_t cap)
+{
+	char line[256];
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+	ssize_t n = fd < 0 ? -1 : read(fd, line, sizeof(line) - 1);
+	size_t at = 2, len;
+
+	interp[0] = '\0';
+	if (fd >= 0)
+		close(fd);
+	if (n < 2 || line[0] != '#' || line[1] != '!')
+		return;
+	line[n] = '\0';
+	at += strspn(line + at, " \t");
+	len = strcspn(line + at, " \t\n");
+	snprintf(interp, cap, "%.*s", (int)len, line + at);
+}
+
+/* In the probe's child, as the server's user: 0, 1 (the command) or 2 (its
+ * cwd) with why. Scripts are followed to their interpreter, four deep, as
+ * the kernel does. */
+static int probe_as_user(const struct proc_confine *c, const char *path, const char *cwd, char *why,
+			 size_t cap)
+{
+	char chain[4][PATH_MAX], detail[APPL_ERR_MSG_MAX];
+	int depth = 0;
+
+	snprintf(chain[0], sizeof(chain[0]), "%s", path);
+	for (depth = 0; depth < 3; depth++) {
+		shebang(chain[depth], chain[depth + 1], sizeof(chain[depth + 1]));
+		if (chain[depth + 1][0] != '/')
+			break;
+	}
+	if (c->ids && (setgroups(c->ngroups, c->ngroups ? c->groups : NULL) < 0 ||
+		       setresgid(c->gid, c->gid, c->gid) < 0 ||
+		       setresuid(c->uid, c->uid, c->uid) < 0 || caps_clear() < 0)) {
+		snprintf(why, cap, "%s", strerror(errno));
+		return 3;
+	}
+	for (int i = 0; i <= depth && i < 4; i++) {
+		if (leaf_ok(chain[i], false, detail, sizeof(detail)) < 0) {
+			if (i == 0)
+				snprintf(why, cap, "%s", detail);
+			else
+				snprintf(why, cap,
+					 "the interpreter its first line (#!) names: %.*s",
+					 (int)(cap > 64 ? cap - 64 : 0), detail);
+			return 1;
+		}
+		if (chain[i + 1][0] == '/' && i < 3 && access(chain[i], R_OK) < 0) {
+			snprintf(why, cap, "%.300s is a script (#!) it may not read", chain[i]);
+			return 1;
+		}
+	}
+	if (cwd && leaf_ok(cwd, true, why, cap) < 0)
+		return 2;
+	return 0;
+}
+
+int proc_jail_probe(const struct proc_jail *j, const char *path, const char *cwd, char *why,
+		    size_t cap)
+{
+	char msg[APPL_ERR_MSG_MAX] = "";
+	int p[2], status;
+	pid_t pid;
+	ssize_t n;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	if ((pid = fork()) < 0) {
+		int e = errno;
+
+		close(p[0]);
+		close(p[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		int rc;
+
+		close(p[0]);
+		rc = probe_as_user(&j->c, path, cwd, msg, sizeof(msg));
+		n = write(p[1], msg, strlen(msg));
+		(void)n;
+		_exit(rc);
+	}
+	close(p[1]);
+	do
+		n = read(p[0], msg, sizeof(msg) - 1);
+	while (n < 0 && errno == EINTR);
+	close(p[0]);
+	msg[n > 0 ? n : 0] = '\0';
+	if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status))
+		return -EIO;
+	snprintf(why, cap, "%s", msg);
+	return WEXITSTATUS(status);
 }
 
 /* ---- cgroups ------------------------------------------------------------------- */
@@ -380,7 +750,6 @@ static int dirs_make(struct proc_jail *j, const char *name, bool root, struct ap
 int proc_jail_new(const struct proc_jail_spec *s, struct proc_jail **out, struct appl_err *err)
 {
 	bool root = geteuid() == 0;
-	const char *user = s->user ? s->user : APPL_UPSTREAM_USER;
 	struct proc_jail *j;
 	int rc;
 
@@ -393,6 +762,7 @@ int proc_jail_new(const struct proc_jail_spec *s, struct proc_jail **out, struct
 			s->name);
 	if (!(j = calloc(1, sizeof(*j))))
 		return appl_err_set(err, -ENOMEM, "out of memory");
+	j->uid_lock = -1;
 	j->c.nofile = APPL_UPSTREAM_NOFILE;
 	j->c.filter = s->filter;
 	snprintf(j->who, sizeof(j->who), "the appliance's own user (rootless)");
@@ -400,8 +770,11 @@ int proc_jail_new(const struct proc_jail_spec *s, struct proc_jail **out, struct
 		j->c.drop_caps = true;
 		j->c.ids = true;
 		j->c.mount_ns = true;
+		j->c.pid_ns = true;
 		j->c.net_ns = !s->network;
-		if ((rc = user_find(j, user, err)) < 0 || (rc = cgroups_make(j, s, err)) < 0 ||
+		rc = s->user ? user_find(j, s->user, err)
+			     : (group_find(j, err) < 0 ? err->code : uid_take(j, s->name, err));
+		if (rc < 0 || (rc = cgroups_make(j, s, err)) < 0 ||
 		    (rc = masks_resolve(j, s->masks, err)) < 0)
 			goto fail;
 		j->c.masks = (const char *const *)j->masks;
@@ -499,6 +872,8 @@ void proc_jail_free(struct proc_jail *j)
 		appl_tree_remove(j->dir);
 	for (size_t i = 0; j->masks[i]; i++)
 		free(j->masks[i]);
+	if (j->uid_lock >= 0)
+		close(j->uid_lock);
 	free(j);
 }
 

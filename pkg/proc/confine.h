@@ -2,12 +2,16 @@
  * Confinement).
  *
  * A jail is one server's confinement, kept for as long as the server is
- * configured (restarts reuse it): the user it runs as, a cgroup of its own
+ * configured (restarts reuse it): the user it runs as (by default a uid of
+ * its own, taken from a range for as long as the jail lives, so that no two
+ * servers share one), a cgroup of its own
  * (memory and process limits, and the way its whole tree is killed, escapees
  * that called setsid included), a private directory for HOME and TMPDIR, and
  * what the child does between fork and exec (proc_spec.confine):
  *   1. join the jail's cgroups;
- *   2. a mount namespace of its own in which each masked path (the
+ *   2. a PID namespace of its own (as its pid 1, a small init that starts
+ *      the server and reaps), an IPC namespace, and a mount namespace of
+ *      its own with a /proc of that PID namespace, in which each masked path (the
  *      appliance's secrets: its configuration, trust, state, audit log,
  *      policy, runtime directories, the host daemons' sockets) is covered,
  *      a directory by an empty read-only tmpfs, anything else by an empty
@@ -15,8 +19,9 @@
  *   3. optionally a network namespace with only loopback, up;
  *   4. rlimits (open files, no core dumps);
  *   5. the capability bounding and ambient sets emptied, then the jail's
- *      gid, no supplementary groups, and uid (which empties the others);
- *      for "root" every capability is dropped all the same;
+ *      gid, its one supplementary group (appliance-upstream, for a user of
+ *      its own) or none, and uid (which empties the others); for "root"
+ *      every capability is dropped all the same;
  *   6. no_new_privs, then the system call filter (seccomp.h), last, since it
  *      refuses the calls of steps 1-5.
  * Rootless (the appliance is not root) only steps 4 and 6 apply, and the
@@ -39,21 +44,50 @@ struct proc_confine {
 	const char *const *masks;    /* NULL-ended real paths; each exists */
 	const char *empty_file;	     /* bound over a masked non-directory */
 	bool net_ns;		     /* a network namespace with only loopback */
-	unsigned nofile;	     /* RLIMIT_NOFILE; 0 leaves it */
-	bool drop_caps;		     /* every capability set emptied */
-	bool ids;		     /* change to uid and gid */
+	/* A PID namespace of its own with its /proc, and an IPC namespace: the
+	 * child forked into it is its pid 1, a small init (proc.c) that starts
+	 * the server and then only reaps and passes signals on. Needs
+	 * mount_ns. */
+	bool pid_ns;
+	unsigned nofile; /* RLIMIT_NOFILE; 0 leaves it */
+	bool drop_caps;	 /* every capability set emptied */
+	bool ids;	 /* change to uid and gid, with groups[] as the only others */
 	uid_t uid;
 	gid_t gid;
+	gid_t groups[1];
+	size_t ngroups;
 	const struct proc_filter *filter; /* NULL: none */
 };
 
-/* In the forked child, steps 1-6; 0 or -errno. Only system calls: no
- * allocation, safe between fork and exec. */
-int proc_confine_child(const struct proc_confine *c);
+/* Which step of starting a confined child failed, in its own words, and
+ * what it was about: "changing to uid" 61234, "hiding" "/etc/appliance". */
+struct proc_fail {
+	int err; /* errno */
+	const char *step;
+	const char *arg; /* a path, or NULL */
+	long num;	 /* a number (a uid), or -1 */
+};
+
+/* In the forked child, steps 1-4 and the bounding set (as root, before
+ * the server's own process exists in a PID namespace): 0 or -errno with f
+ * naming the step. Only system calls: no allocation, safe between fork and
+ * exec. */
+int proc_confine_enter(const struct proc_confine *c, struct proc_fail *f);
+
+/* Then, in the process that execs the server, steps 5 and 6: its groups,
+ * gid and uid, no capability, no_new_privs and the system call filter.
+ * 0 or -errno with f. */
+int proc_confine_become(const struct proc_confine *c, struct proc_fail *f);
+
+/* Empty this process's capability sets (the init keeps uid 0 without
+ * any). 0 or -errno. */
+int proc_confine_drop_caps(void);
 
 struct proc_jail_spec {
-	const char *name;	  /* the server's name, in cgroup and directory names */
-	const char *user;	  /* NULL: APPL_UPSTREAM_USER (created when missing) */
+	const char *name; /* the server's name, in cgroup and directory names */
+	/* NULL: a uid of its own from the range (proc_jail_uids_set), with the
+	 * group APPL_UPSTREAM_USER (created when missing) besides its own. */
+	const char *user;
 	unsigned memory_mb, pids; /* its cgroup's limits */
 	bool network;		  /* false: loopback only (root only) */
 	const char *const *masks; /* NULL-ended paths to hide; missing ones skipped */
@@ -68,13 +102,31 @@ struct proc_jail;
  * user and network true, else -EPERM). 0 with *out, or -errno with err. */
 int proc_jail_new(const struct proc_jail_spec *s, struct proc_jail **out, struct appl_err *err);
 
+/* The range of uids servers without a user named in the policy take one
+ * of their own from, for the whole process: "FIRST-LAST" (decimal, within
+ * APPL_SERVER_UID_MIN-APPL_SERVER_UID_MAX). 0 or -EINVAL with err. The
+ * default is APPL_SERVER_UID_FIRST-APPL_SERVER_UID_LAST. */
+int proc_jail_uids_set(const char *range, struct appl_err *err);
+void proc_jail_uids(uid_t *first, uid_t *last);
+
+/* Try, as the jail's user (in a child that becomes it), whether path can
+ * be executed (it exists, every directory on the way may be searched, it
+ * may be executed, and a script's "#!" interpreter the same, four deep)
+ * and cwd (may be NULL) entered. 0: both can; 1: the command cannot; 2:
+ * the cwd cannot, with why saying what stops it; 3: the probe could not
+ * become the user (why: the errno's text); -errno when it could not run. */
+int proc_jail_probe(const struct proc_jail *j, const char *path, const char *cwd, char *why,
+		    size_t cap);
+
 /* What proc_spec.confine should point at (borrowed from the jail). */
 const struct proc_confine *proc_jail_confine(const struct proc_jail *j);
 
 /* The private directory (HOME and TMPDIR). */
 const char *proc_jail_home(const struct proc_jail *j);
 
-/* Who it runs as, for the log: "appliance-upstream (uid 998)". */
+/* Who it runs as, for the log: "uid 61234 (its own), group
+ * appliance-upstream", or "appliance-upstream (uid 998)" for a user the
+ * policy named. */
 const char *proc_jail_who(const struct proc_jail *j);
 
 /* SIGKILL every process in the jail's cgroup until none is left (a tree

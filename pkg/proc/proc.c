@@ -7,8 +7,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <dirent.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +18,14 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+/* What a child that could not start writes to its report pipe. */
+struct proc_report {
+	int err;
+	long num;	/* a number the step was about (a uid), or -1 */
+	char step[64];	/* its words: "changing to its directory" */
+	char arg[1024]; /* a path it was about, or "" */
+};
 
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
@@ -84,12 +94,40 @@ static void signals_default(void)
 			syscall(SYS_rt_sigaction, sig, &dfl, NULL, sizeof(dfl.mask));
 }
 
-/* Write errno to the report pipe and leave; only async-signal-safe calls. */
-static void __attribute__((noreturn)) child_fail(int report, int e)
+/* Copy src into dst (cap bytes, ended); only plain stores. */
+static void text_put(char *dst, size_t cap, const char *src)
 {
-	ssize_t n = write(report, &e, sizeof(e));
+	size_t i = 0;
+
+	for (; src && src[i] && i + 1 < cap; i++)
+		dst[i] = src[i];
+	dst[i] = '\0';
+}
+
+/* Write which step failed and its errno to the report pipe and leave; only
+ * async-signal-safe calls. One write of less than PIPE_BUF: whole or not
+ * at all. */
+static void __attribute__((noreturn)) child_fail_step(int report, const struct proc_fail *f)
+{
+	struct proc_report r;
+	ssize_t n;
+
+	memset(&r, 0, sizeof(r));
+	r.err = f->err ? f->err : EIO;
+	r.num = f->num;
+	text_put(r.step, sizeof(r.step), f->step);
+	text_put(r.arg, sizeof(r.arg), f->arg);
+	n = write(report, &r, sizeof(r));
 	(void)n;
 	_exit(127);
+}
+
+static void __attribute__((noreturn))
+child_fail(int report, const char *step, const char *arg, int e)
+{
+	struct proc_fail f = {.err = e, .step = step, .arg = arg, .num = -1};
+
+	child_fail_step(report, &f);
 }
 
 /* Move the given descriptors to 0, 1, 2. They are first moved above the
@@ -119,78 +157,227 @@ static int child_fds(const int fds[3], int report)
 	return 0;
 }
 
-static void __attribute__((noreturn))
-child_run(const struct proc_spec *spec, pid_t parent, int report)
+/* The parent is gone (its pidfd readable), or the parent-death signal
+ * could not be asked for: this child must not live on. */
+static bool orphaned(int parent_pidfd)
 {
+	struct pollfd p = {.fd = parent_pidfd, .events = POLLIN};
+
+	return prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || poll(&p, 1, 0) != 0;
+}
+
+static void __attribute__((noreturn)) child_exec(const struct proc_spec *spec, int report)
+{
+	if (spec->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(report, "setting no_new_privs", NULL, errno);
+	if (chdir(spec->cwd ? spec->cwd : "/") < 0)
+		child_fail(report, "changing to its directory", spec->cwd ? spec->cwd : "/", errno);
+	execve(spec->path, spec->argv, spec->envp);
+	child_fail(report, "executing", spec->path, errno);
+}
+
+/* What the init of a server's PID namespace shows as its command line. */
+static const char init_title[] = "appliance-server-init";
+static char *title_start;
+static size_t title_len;
+
+void proc_title_area(int argc, char **argv)
+{
+	if (argc < 1 || !argv[0])
+		return;
+	title_start = argv[0];
+	title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
+}
+
+/* The command line is the appliance's, which the server may read
+ * (/proc/1/cmdline is open to all, and changing where it lies needs
+ * CAP_SYS_RESOURCE, which a host may not give): overwrite this copy's. */
+static void title_overwrite(void)
+{
+	size_t n = title_len < sizeof(init_title) ? title_len : sizeof(init_title);
+
+	if (!title_start || !title_len)
+		return;
+	memset(title_start, 0, title_len);
+	memcpy(title_start, init_title, n);
+	title_start[title_len - 1] = '\0';
+}
+
+/* The signals the init of a server's PID namespace passes on to it. */
+static void init_signals(sigset_t *set)
+{
+	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+	sigemptyset(set);
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		sigaddset(set, sigs[i]);
+}
+
+/* PID 1 of a server's own PID namespace (proc_confine.pid_ns): start the
+ * server as its child, then only reap and pass signals on. When the server
+ * ends, so does this, with its status (128 + the signal for a signal), and
+ * the kernel kills whatever is left in the namespace. It stays uid 0, as
+ * the appliance's copy it is, but with no capability and not dumpable, so
+ * the server (another uid, or root without capabilities) can neither read
+ * nor trace it; SIGKILL from inside the namespace does not reach an init. */
+static void __attribute__((noreturn)) child_init(const struct proc_spec *spec, int report)
+{
+	struct proc_fail f = {.num = -1};
+	sigset_t set, none;
+	pid_t server;
+	int status;
+
+	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+		child_fail(report, "making its init not dumpable", NULL, errno);
+	title_overwrite();
+	init_signals(&set);
+	sigemptyset(&none);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	server = fork();
+	if (server < 0)
+		child_fail(report, "starting it under its init", NULL, errno);
+	if (server == 0) {
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (proc_confine_become(spec->confine, &f) < 0)
+			child_fail_step(report, &f);
+		/* Its parent is this namespace's init, pid 1. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != 1)
+			child_fail(report, "watching its init", NULL, ESRCH);
+		child_exec(spec, report);
+	}
+	close(report);
+	for (int fd = 0; fd < 3; fd++)
+		close(fd);
+	if (proc_confine_drop_caps() < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		_exit(127);
+	for (;;) {
+		siginfo_t si;
+		pid_t got;
+		int sig = sigwaitinfo(&set, &si);
+
+		if (sig > 0 && sig != SIGCHLD) {
+			kill(server, sig);
+			continue;
+		}
+		while ((got = waitpid(-1, &status, WNOHANG)) > 0)
+			if (got == server)
+				_exit(WIFEXITED(status) ? WEXITSTATUS(status)
+							: 128 + WTERMSIG(status));
+	}
+}
+
+static void __attribute__((noreturn))
+child_run(const struct proc_spec *spec, int parent_pidfd, int report)
+{
+	struct proc_fail f = {.num = -1};
 	sigset_t none;
 
 	/* Kill us if the appliance dies, and catch the race where it died
 	 * before the request was made. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-		child_fail(report, ESRCH);
+	if (orphaned(parent_pidfd))
+		child_fail(report, "watching the appliance", NULL, ESRCH);
 	if (setpgid(0, 0) < 0)
-		child_fail(report, errno);
+		child_fail(report, "becoming a process group", NULL, errno);
 	/* Ignored signals and the mask survive exec: a child must not inherit
 	 * the appliance's SIGPIPE ignore or its blocked SIGTERM. */
 	signals_default();
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (child_fds(spec->fds, report) < 0)
-		child_fail(report, errno);
+		child_fail(report, "setting up its standard descriptors", NULL, errno);
 	/* Nothing but 0, 1, 2 and the report pipe (close-on-exec) stays open. */
 	if (sys_close_range(3, (unsigned)report - 1) < 0 && report > 3)
-		child_fail(report, errno);
+		child_fail(report, "closing the appliance's descriptors", NULL, errno);
 	if (sys_close_range((unsigned)report + 1, ~0U) < 0)
-		child_fail(report, errno);
+		child_fail(report, "closing the appliance's descriptors", NULL, errno);
 	if (spec->confine) {
-		int rc = proc_confine_child(spec->confine);
+		pid_t parent = getppid();
 
-		if (rc < 0)
-			child_fail(report, -rc);
+		if (proc_confine_enter(spec->confine, &f) < 0)
+			child_fail_step(report, &f);
+		if (spec->confine->pid_ns)
+			child_init(spec, report);
+		if (proc_confine_become(spec->confine, &f) < 0)
+			child_fail_step(report, &f);
 		/* A change of user clears the parent-death signal: set it again,
 		 * and catch a parent that died meanwhile. */
 		if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
-			child_fail(report, ESRCH);
+			child_fail(report, "watching the appliance", NULL, ESRCH);
 	}
-	if (spec->no_new_privs && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		child_fail(report, errno);
-	if (chdir(spec->cwd ? spec->cwd : "/") < 0)
-		child_fail(report, errno);
-	execve(spec->path, spec->argv, spec->envp);
-	child_fail(report, errno);
+	child_exec(spec, report);
+}
+
+/* The kernel's struct clone_args, as far as CLONE_ARGS_SIZE_VER0. */
+struct clone_args_v0 {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
+};
+
+/* fork, or, for a server with a PID namespace of its own, a fork into a
+ * new one (the child is its pid 1). */
+static pid_t spawn_fork(const struct proc_spec *spec)
+{
+	struct clone_args_v0 a = {.flags = CLONE_NEWPID, .exit_signal = SIGCHLD};
+
+	if (!spec->confine || !spec->confine->pid_ns)
+		return fork();
+	return (pid_t)syscall(SYS_clone3, &a, sizeof(a));
+}
+
+/* "STEP ARG NUM: strerror" into err. */
+static int report_err(struct appl_err *err, const struct proc_report *r)
+{
+	char num[24] = "";
+
+	if (r->num >= 0)
+		snprintf(num, sizeof(num), " %ld", r->num);
+	return appl_err_errno(err, -r->err, r->err, "%s%s%s%s", r->step, r->arg[0] ? " " : "",
+			      r->arg, num);
 }
 
 int proc_spawn(const struct proc_spec *spec, pid_t *pid, int *pidfd, struct appl_err *err)
 {
-	int report[2], child_errno = 0;
-	pid_t parent = getpid(), child;
+	struct proc_report r;
+	int report[2], self;
+	pid_t child;
 	ssize_t n;
 
 	if (!spec->path || spec->path[0] != '/')
 		return appl_err_set(err, -EINVAL, "program path must be absolute");
-	if (pipe2(report, O_CLOEXEC) < 0)
-		return appl_err_errno(err, -errno, errno, "pipe");
-	child = fork();
+	if ((self = sys_pidfd_open(getpid())) < 0)
+		return appl_err_errno(err, -errno, errno, "pidfd_open");
+	if (pipe2(report, O_CLOEXEC) < 0) {
+		int e = errno;
+
+		close(self);
+		return appl_err_errno(err, -e, e, "pipe");
+	}
+	child = spawn_fork(spec);
 	if (child < 0) {
 		int e = errno;
 		close(report[0]);
 		close(report[1]);
-		return appl_err_errno(err, -e, e, "fork");
+		close(self);
+		return appl_err_errno(err, -e, e, "starting a process");
 	}
 	if (child == 0) {
 		close(report[0]);
-		child_run(spec, parent, report[1]);
+		child_run(spec, self, report[1]);
 	}
+	close(self);
 	close(report[1]);
-	/* EOF means exec succeeded (the pipe closed on exec); an int means it
-	 * failed with that errno. */
+	/* EOF means exec succeeded (the pipe closed on exec); a report means a
+	 * step failed, and which. */
+	memset(&r, 0, sizeof(r));
 	do
-		n = read(report[0], &child_errno, sizeof(child_errno));
+		n = read(report[0], &r, sizeof(r));
 	while (n < 0 && errno == EINTR);
 	close(report[0]);
 	if (n > 0) {
 		waitpid(child, NULL, 0);
-		return appl_err_errno(err, -child_errno, child_errno, "starting %s", spec->path);
+		if (n != (ssize_t)sizeof(r))
+			return appl_err_set(err, -EIO, "starting %s: a short report", spec->path);
+		r.step[sizeof(r.step) - 1] = r.arg[sizeof(r.arg) - 1] = '\0';
+		return report_err(err, &r);
 	}
 	*pidfd = sys_pidfd_open(child);
 	if (*pidfd < 0) {

@@ -70,4 +70,10 @@ int proc_signals_check(struct appl_err *err);
  * Returns 1 when it did, 0 on timeout, -errno on error. */
 int proc_wait_exit(int pidfd, int timeout_ms);
 
+/* Where the process's command line lies (argv's strings, end to end), so
+ * that the init of a server's PID namespace, a copy of the appliance, can
+ * overwrite its copy: the server may read /proc/1/cmdline, and is to learn
+ * nothing of the appliance's from it. Called first thing in main. */
+void proc_title_area(int argc, char **argv);
+
 #endif

@@ -51,12 +51,45 @@ def upstream_user():
     return pw.pw_uid, pw.pw_gid
 
 
-def server_dir(prefix="appliance-served."):
-    """A directory a confined server may write (its user owns it)."""
-    d = os.path.realpath(tempfile.mkdtemp(prefix=prefix))
-    os.chown(d, *upstream_user())
-    os.chmod(d, 0o755)
+# The uids servers take one of their own from (pkg/base/limits.h).
+SERVER_UIDS = range(81920, 86016)
+
+
+def share_with_servers(d):
+    """Give directory d to the servers' group, as docs/upstream.md says to:
+    each server runs as a uid of its own with the group appliance-upstream
+    besides, so the group may read and write it, and what a server makes
+    there stays in the group (setgid)."""
+    os.chown(d, 0, upstream_user()[1])
+    os.chmod(d, 0o2775)
     return d
+
+
+def server_dir(prefix="appliance-served."):
+    """A directory a confined server may write (its group's)."""
+    return share_with_servers(os.path.realpath(tempfile.mkdtemp(prefix=prefix)))
+
+
+def jail_processes(appliance_pid, server):
+    """The processes of one server of appliance_pid, as the host sees them:
+    {host pid: (pid in the server's own namespace, comm)}, found by the
+    server's cgroup (upstream-NAME-PID-N)."""
+    mark = "upstream-%s-%d-" % (server, appliance_pid)
+    found = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/%s/cgroup" % entry) as f:
+                if mark not in f.read():
+                    continue
+            with open("/proc/%s/status" % entry) as f:
+                status = dict(line.split(":", 1) for line in f.read().splitlines()
+                              if ":" in line)
+        except OSError:
+            continue
+        found[int(entry)] = (int(status["NSpid"].split()[-1]), status["Name"].strip())
+    return found
 
 
 def node():

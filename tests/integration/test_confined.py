@@ -22,6 +22,7 @@ import time
 
 from harness import main, test
 from cellkit import alive
+from policykit import APPLIANCE
 import gatewaykit as gk
 
 MEMORY = os.path.join(gk.ROOT, "tests", "node_modules", "@modelcontextprotocol",
@@ -75,7 +76,10 @@ def a_confined_server_has_no_privileges_and_cannot_see_the_appliances_secrets():
         got = probe(s, paths=[trust, sig, sig[:-len(".sig")], audit, beside, "/etc/appliance"])
         limits = cgroup_limits(got["cgroup"])
         log = s.log()
-    assert got["uid"] != 0 and got["gid"] != 0 and got["groups"] in ([], [got["gid"]]), got
+    # a uid of its own from the range, its gid the same number, and the
+    # servers' group besides
+    assert got["uid"] in gk.SERVER_UIDS and got["gid"] == got["uid"], got
+    assert got["groups"] == [gk.upstream_user()[1]], got
     assert got["cap_eff"] == "0000000000000000" and got["cap_bnd"] == "0000000000000000", got
     assert got["no_new_privs"] == 1 and got["seccomp"] == 2, got
     denied = got["denied"]
@@ -95,7 +99,8 @@ def a_confined_server_has_no_privileges_and_cannot_see_the_appliances_secrets():
     if os.path.exists("/etc/appliance"):
         assert paths["/etc/appliance"] == "empty", paths
     assert paths[beside] == "readable", paths
-    assert "confined: runs as appliance-upstream (uid %d)" % got["uid"] in log, log
+    assert ("confined: runs as uid %d (its own), group appliance-upstream" % got["uid"]
+            in log), log
     # the private directory goes with the appliance
     assert not os.path.exists(os.path.dirname(home)), home
     shutil.rmtree(d)
@@ -123,7 +128,12 @@ def network_false_leaves_the_server_only_its_own_loopback():
 @test
 def a_server_that_detaches_dies_with_the_appliance():
     with gk.Session(probe_policy()) as s:
-        pid = s.cell_json("import json\nprint(json.dumps(await toy.detach()))")["pid"]
+        inside = s.cell_json("import json\nprint(json.dumps(await toy.detach()))")["pid"]
+        # the pid it reports is its own namespace's; the host's, by its cgroup
+        mine = gk.jail_processes(s.proc.pid, "toy")
+        pid = [k for k, (ns, _) in mine.items() if ns == inside]
+        assert len(pid) == 1, (inside, mine)
+        pid = pid[0]
         assert alive(pid), pid
     deadline = time.time() + 30
     while alive(pid):
@@ -220,9 +230,99 @@ print(json.dumps(g))
 """)
     names = [e["name"] for e in got["entities"]]
     assert names == ["cell"], got
-    assert os.stat(path).st_uid == gk.upstream_user()[0]
+    st = os.stat(path)
+    assert st.st_uid in gk.SERVER_UIDS and st.st_gid == gk.upstream_user()[1], st
     assert "made under the filter" in open(path).read()
     shutil.rmtree(store)
+
+
+def two_servers_policy(hostile=None, victim=None):
+    """toy (the victim, given TOY_SECRET) and hostile (no network, limits of
+    its own), under one policy."""
+    srv = gk.toy_server()
+    servers = {"toy": dict(srv, env=["TOY_SECRET"], **(victim or {})),
+               "hostile": dict(srv, network=False, memory_mb=96, pids=40, **(hostile or {}))}
+    return gk._kit.policy({"deadline_s": 60}, servers=servers,
+                          tools={"toy.*": {"access": "read"}, "hostile.*": {"access": "read"}},
+                          roles={"r": {"tools": ["toy.*", "hostile.*"]}},
+                          clients={"default_role": "r"})
+
+
+@test
+def a_hostile_server_reaches_neither_another_server_nor_the_appliance():
+    secret = "s3cret-%d" % os.getpid()
+    env = dict(os.environ, TOY_SECRET=secret)
+    with gk.Session(two_servers_policy(), env=env) as s:
+        victim = probe(s)
+        procs = gk.jail_processes(s.proc.pid, "toy")
+        # the victim's server and its init, as the host numbers them
+        targets = [str(k) for k in procs] + [str(s.proc.pid)]
+        assert procs, "no process of the toy server"
+        got = s.cell_json("import json\nprint(json.dumps(await hostile.probe(pids=%r)))"
+                          % (targets,))
+    # the secret is there to take: the victim has it
+    assert victim["env"].get("TOY_SECRET") == secret, victim["env"]
+    for pid in targets:
+        r = got["reach"][pid]
+        # environ, maps, mem (read and write) and kill(pid, 0): nothing
+        assert r["environ"] != "ok" and r["maps"] != "ok" and r["mem"] != "ok", (pid, r)
+        assert "mem_read" not in r and "mem_write" not in r, (pid, r)
+        assert r["kill"] != "ok", (pid, r)
+    # each its own uid, both from the range
+    assert got["uid"] != victim["uid"], (got["uid"], victim["uid"])
+    assert {got["uid"], victim["uid"]} <= set(gk.SERVER_UIDS), (got["uid"], victim["uid"])
+    # it sees its own init and its own process, nothing of the host's
+    seen = got["processes"]
+    assert seen.get("1", "").strip() == "appliance-server-init", seen
+    others = {k: v for k, v in seen.items() if k != "1"}
+    assert others and all(v.startswith(gk.TOY) for v in others.values()), seen
+    assert not any(secret in v or "appliance run" in v for v in seen.values()), seen
+
+
+@test
+def a_server_its_user_cannot_start_is_refused_at_start_and_by_check():
+    closed = tempfile.mkdtemp(prefix="appliance-closed.")  # 0700, as /root is
+    prog = os.path.join(closed, "toy-server")
+    shutil.copy2(gk.TOY, prog)
+    os.chmod(prog, 0o755)
+    try:
+        cases = [({"command": [prog]},
+                  "servers.toy: %s cannot be run as uid " % prog,
+                  "it may not search %s (owner uid 0, group 0, mode 0700)" % closed),
+                 ({"cwd": "/srv/appliance-none"},
+                  "servers.toy: its cwd /srv/appliance-none cannot be entered as uid ",
+                  "/srv/appliance-none: does not exist; create it or give that user "
+                  "access, or change servers.toy.cwd")]
+        for server, head, tail in cases:
+            sig = probe_policy(server)
+            r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+            err = r.stderr.decode()
+            assert r.returncode == 1 and head in err and tail in err, err
+            assert "(its own), group appliance-upstream" in err, err
+            c = subprocess.run(gk._kit.argv(sig, "check"), capture_output=True, timeout=600)
+            out = c.stdout.decode()
+            assert c.returncode == 1 and head in out and tail in out, out
+    finally:
+        shutil.rmtree(closed)
+
+
+@test
+def two_servers_naming_one_user_are_refused():
+    doc = {"policy_version": 1, "serial": 1, "expires": "2099-01-01T00:00:00Z",
+           "image": {"layout": "/nonexistent", "digest": "sha256:" + "0" * 64},
+           "limits": {"deadline_s": 20},
+           "servers": {"a": dict(gk.toy_server(), user="nobody"),
+                       "b": dict(gk.toy_server(), user="nobody")}}
+    with tempfile.TemporaryDirectory(prefix="appliance-users.") as d:
+        path = os.path.join(d, "p.json")
+        with open(path, "w") as f:
+            json.dump(doc, f)
+        r = subprocess.run([APPLIANCE, "sign", "--secret",
+                            os.path.join(gk._kit.dir(), "k.key"), path],
+                           capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0, r
+    assert ("servers.a.user and servers.b.user both name nobody: servers that share a "
+            "user are not apart") in r.stderr, r.stderr
 
 
 if __name__ == "__main__":

@@ -424,7 +424,7 @@ def the_installed_examples_name_what_is_installed_and_their_servers_start():
     doc.pop("audit", None)
     doc.pop("serial", None)
     mem = scratch("appliance-example-mem.")
-    os.chown(mem, *__import__("gatewaykit").upstream_user())
+    __import__("gatewaykit").share_with_servers(mem)
     r = subprocess.run([APPLIANCE, "stubs", "--policy", signed(doc), "--trust-dir",
                         os.path.join(d, "etc/appliance/trusted.d")], capture_output=True,
                        text=True, timeout=180,
@@ -834,7 +834,12 @@ def the_unit_as_emulated_serves_a_cell_over_http_and_stops_on_sigterm():
         assert res["error"] is None and not res["stopped"], res
         total, size_ok, detached = res["stdout"].split()
         assert (total, size_ok) == ("42", "True"), res
-        detached = int(detached)
+        # its pid in the server's own namespace; the host's is found by its cgroup
+        inside = int(detached)
+        mine = __import__("gatewaykit").jail_processes(p.pid, "toy")
+        detached = [k for k, (ns, _) in mine.items() if ns == inside]
+        assert len(detached) == 1, (inside, mine)
+        detached = detached[0]
         # KillMode=mixed: SIGTERM to the main process alone
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) == 0, "exit %d after SIGTERM:\n%s" % (p.returncode,

@@ -171,7 +171,7 @@ static const char *const tool_json[] = {
 	"\"maximum\":1000}},\"required\":[\"depth\"]}," RO "}",
 	"{\"name\":\"probe\",\"description\":\"Report the server's identity, confinement and "
 	"reach.\",\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{\"paths\":" STR_LIST
-	",\"connect\":" STR_LIST ",\"unix\":" STR_LIST "}}," RO "}",
+	",\"connect\":" STR_LIST ",\"unix\":" STR_LIST ",\"pids\":" STR_LIST "}}," RO "}",
 	"{\"name\":\"detach\",\"description\":\"Leave a child behind in a session of its "
 	"own.\",\"inputSchema\":{" OBJ_NO_EXTRA ",\"properties\":{}}," RO "}",
 	"{\"name\":\"late\",\"description\":\"Listed once tools/list_changed was sent.\","
@@ -888,15 +888,106 @@ static json_t *probe_identity(void)
 	return o;
 }
 
+/* What a hostile server would try against another process: read its
+ * environment, map and memory, write its memory (through /proc/PID/mem,
+ * which needs no ptrace call), and signal it. "ok" or the errno's name. */
+static json_t *reach_one(pid_t pid)
+{
+	char path[64], line[256];
+	unsigned long long start = 0;
+	unsigned char word[8];
+	json_t *o = json_object();
+	FILE *f;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%ld/environ", (long)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	json_object_set_new(o, "environ",
+			    json_string(fd < 0				   ? errno_name(errno)
+					: read(fd, line, sizeof(line)) > 0 ? "ok"
+									   : errno_name(errno)));
+	if (fd >= 0)
+		close(fd);
+	snprintf(path, sizeof(path), "/proc/%ld/maps", (long)pid);
+	f = fopen(path, "re");
+	json_object_set_new(
+		o, "maps",
+		json_string(!f ? errno_name(errno)
+			    : fgets(line, sizeof(line), f) && sscanf(line, "%llx", &start) == 1
+				    ? "ok"
+				    : errno_name(errno ? errno : EIO)));
+	if (f)
+		fclose(f);
+	snprintf(path, sizeof(path), "/proc/%ld/mem", (long)pid);
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	json_object_set_new(o, "mem", json_string(fd < 0 ? errno_name(errno) : "ok"));
+	if (fd >= 0) {
+		ssize_t n = start ? pread(fd, word, sizeof(word), (off_t)start) : -1;
+
+		json_object_set_new(o, "mem_read", json_string(n == 8 ? "ok" : errno_name(errno)));
+		n = n == 8 ? pwrite(fd, word, sizeof(word), (off_t)start) : -1;
+		json_object_set_new(o, "mem_write", json_string(n == 8 ? "ok" : errno_name(errno)));
+		close(fd);
+	}
+	json_object_set_new(o, "kill", json_string(errno_name(errno_of(kill(pid, 0)))));
+	return o;
+}
+
+static json_t *probe_reach(const json_t *args)
+{
+	json_t *o = json_object(), *list = json_object_get(args, "pids"), *v;
+	size_t i;
+
+	json_array_foreach(list, i, v) {
+		long pid = strtol(json_string_value(v), NULL, 10);
+
+		if (pid > 0)
+			json_object_set_new(o, json_string_value(v), reach_one((pid_t)pid));
+	}
+	return o;
+}
+
+/* Every process this server can see in /proc: its pid and command line
+ * (NULs as spaces), or the errno reading it gave. */
+static json_t *probe_processes(void)
+{
+	json_t *o = json_object();
+	DIR *d = opendir("/proc");
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char path[300], buf[512];
+		ssize_t n;
+		int fd;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+			json_object_set_new(o, de->d_name, json_string(errno_name(errno)));
+			continue;
+		}
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		for (ssize_t k = 0; k < n; k++)
+			if (buf[k] == '\0')
+				buf[k] = ' ';
+		json_object_set_new(o, de->d_name, json_stringn(buf, n > 0 ? (size_t)n : 0));
+	}
+	if (d)
+		closedir(d);
+	return o;
+}
+
 static json_t *run_probe(struct toy *t, const json_t *id, const json_t *args, int *deferred)
 {
 	json_t *o;
 
 	(void)t, (void)id, (void)deferred;
 	if (!probe_list_ok(args, "paths") || !probe_list_ok(args, "connect") ||
-	    !probe_list_ok(args, "unix"))
-		return tool_error("probe: paths, connect and unix must be arrays of at most 64 "
-				  "strings");
+	    !probe_list_ok(args, "unix") || !probe_list_ok(args, "pids"))
+		return tool_error("probe: paths, connect, unix and pids must be arrays of at "
+				  "most 64 strings");
 	o = probe_identity();
 	if (!o)
 		return NULL;
@@ -907,6 +998,8 @@ static json_t *run_probe(struct toy *t, const json_t *id, const json_t *args, in
 	json_object_set_new(o, "paths", probe_each(args, "paths", path_judge));
 	json_object_set_new(o, "connect", probe_each(args, "connect", connect_judge));
 	json_object_set_new(o, "unix", probe_each(args, "unix", unix_judge));
+	json_object_set_new(o, "reach", probe_reach(args));
+	json_object_set_new(o, "processes", probe_processes());
 	return structured(o);
 }
 
@@ -941,7 +1034,7 @@ static const char *const keys_ms[] = {"ms", NULL};
 static const char *const keys_n[] = {"n", NULL};
 static const char *const keys_x[] = {"x", NULL};
 static const char *const keys_depth[] = {"depth", NULL};
-static const char *const keys_probe[] = {"paths", "connect", "unix", NULL};
+static const char *const keys_probe[] = {"paths", "connect", "unix", "pids", NULL};
 
 /* In the order of tool_json. */
 static const struct tool tools[] = {

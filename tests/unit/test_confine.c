@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -37,6 +38,9 @@ static const char SCRIPT[] =
 	"echo cgroups=$(grep -c upstream-confine /proc/self/cgroup)\n"
 	"echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)\n"
 	"echo home=$HOME tmp=$TMPDIR\n"
+	"echo pid=$$\n"
+	"[ -d \"/proc/$4\" ] && echo seesparent=yes || echo seesparent=no\n"
+	"echo init=$(tr '\\0' ' ' < /proc/1/environ 2>/dev/null | wc -c)\n"
 	"touch \"$HOME/x\" && echo homewrite=ok\n"
 	"setsid sh -c 'echo $$ > \"$HOME/escapee\"; exec sleep 300' </dev/null >/dev/null 2>&1 &\n"
 	"while [ ! -s \"$HOME/escapee\" ]; do :; done\n"
@@ -98,11 +102,19 @@ static int teardown(void **state)
 }
 
 /* Run SCRIPT in j; its output (new). */
-static char *run_in(struct proc_jail *j, const struct env *e)
+static char *run_in(struct proc_jail *j, const struct env *e, pid_t *running)
 {
 	char home_env[PATH_MAX + 8], tmp_env[PATH_MAX + 8];
-	char *argv[] = {"/bin/sh",	   "-c",	   (char *)SCRIPT,    "sh",
-			(char *)e->secret, (char *)e->key, (char *)e->beside, NULL};
+	char self[24];
+	char *argv[] = {"/bin/sh",
+			"-c",
+			(char *)SCRIPT,
+			"sh",
+			(char *)e->secret,
+			(char *)e->key,
+			(char *)e->beside,
+			self,
+			NULL};
 	char *envp[] = {"PATH=/usr/bin:/bin", home_env, tmp_env, NULL};
 	struct proc_spec spec = {
 		.path = "/bin/sh", .argv = argv, .envp = envp, .fds = {-1, -1, -1}};
@@ -113,6 +125,7 @@ static char *run_in(struct proc_jail *j, const struct env *e)
 	int p[2], pidfd;
 	pid_t pid;
 
+	snprintf(self, sizeof(self), "%ld", (long)getpid());
 	snprintf(home_env, sizeof(home_env), "HOME=%s", proc_jail_home(j));
 	snprintf(tmp_env, sizeof(tmp_env), "TMPDIR=%s", proc_jail_home(j));
 	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -127,9 +140,13 @@ static char *run_in(struct proc_jail *j, const struct env *e)
 			break;
 	}
 	close(p[0]);
+	close(pidfd);
+	if (running) {
+		*running = pid;
+		return out;
+	}
 	proc_kill_group(pid);
 	proc_wait(pid);
-	close(pidfd);
 	return out;
 }
 
@@ -146,21 +163,6 @@ static const char *field(const char *out, const char *key, char *buf, size_t cap
 	return buf;
 }
 
-static bool alive(pid_t pid)
-{
-	char path[64], stat[256] = "";
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-	if (!(f = fopen(path, "r")))
-		return false;
-	if (!fgets(stat, sizeof(stat), f))
-		stat[0] = '\0';
-	fclose(f);
-	/* a zombie waiting for its reaper is dead */
-	return !strstr(stat, ") Z ");
-}
-
 static void test_the_jail_holds(void **state)
 {
 	struct env *e = *state;
@@ -173,17 +175,26 @@ static void test_the_jail_holds(void **state)
 				   .filter = e->filter};
 	struct appl_err err = {0};
 	struct proc_jail *j;
-	char buf[256], path[PATH_MAX];
-	long escapee;
+	char buf[256], want[64], path[PATH_MAX];
+	struct group *gr;
+	pid_t pid_of_run;
+	long uid;
 	char *out;
-	FILE *f;
 
 	if (proc_jail_new(&s, &j, &err) < 0)
 		fail_msg("%s", err.msg);
-	out = run_in(j, e);
-	/* the default user, no supplementary groups */
-	assert_string_not_equal(field(out, "uid=", buf, sizeof(buf)), "0");
-	assert_null(strchr(field(out, "groups=", buf, sizeof(buf)), ' '));
+	out = run_in(j, e, &pid_of_run);
+	/* a uid of its own from the range, its own gid and the servers' group */
+	uid = strtol(field(out, "uid=", buf, sizeof(buf)), NULL, 10);
+	assert_true(uid >= APPL_SERVER_UID_FIRST && uid <= APPL_SERVER_UID_LAST);
+	assert_non_null(gr = getgrnam(APPL_UPSTREAM_USER));
+	snprintf(want, sizeof(want), "%ld %u", uid, (unsigned)gr->gr_gid);
+	assert_string_equal(field(out, "groups=", buf, sizeof(buf)), want);
+	/* its own PID namespace: the shell is pid 2 under its init, sees
+	 * nothing of the host's processes, and cannot read its init */
+	assert_string_equal(field(out, "pid=", buf, sizeof(buf)), "2");
+	assert_string_equal(field(out, "seesparent=", buf, sizeof(buf)), "no");
+	assert_string_equal(field(out, "init=", buf, sizeof(buf)), "0");
 	/* hidden: the directory empty, the file empty; beside it untouched */
 	assert_string_equal(field(out, "dir=", buf, sizeof(buf)), "0");
 	assert_string_equal(field(out, "file=", buf, sizeof(buf)), "0");
@@ -200,17 +211,13 @@ static void test_the_jail_holds(void **state)
 	assert_non_null(strstr(out, "homewrite=ok"));
 	/* the pids limit holds: twelve sleeps asked, fewer than 8 got */
 	assert_true(strtol(field(out, "forks=", buf, sizeof(buf)), NULL, 10) < 8);
-	/* the escapee (setsid, out of the group) survives the group's kill,
-	 * not the jail's */
+	/* the escapee (setsid, out of the group) and the sleeps end with the
+	 * shell: its init follows it, and the kernel kills what is left in
+	 * the namespace, so the jail's cgroup has nothing left to kill */
 	snprintf(path, sizeof(path), "%s/escapee", proc_jail_home(j));
-	assert_non_null(f = fopen(path, "r"));
-	assert_int_equal(fscanf(f, "%ld", &escapee), 1);
-	fclose(f);
-	assert_true(alive((pid_t)escapee));
-	assert_true(proc_jail_kill(j) >= 1);
-	for (int i = 0; i < 1000 && alive((pid_t)escapee); i++)
-		usleep(1000);
-	assert_false(alive((pid_t)escapee));
+	assert_int_equal(access(path, F_OK), 0);
+	assert_int_equal(WEXITSTATUS(proc_wait(pid_of_run)), 0);
+	assert_int_equal(proc_jail_kill(j), 0);
 	free(out);
 	/* the private directory goes with the jail */
 	snprintf(path, sizeof(path), "%s", proc_jail_home(j));
@@ -237,7 +244,7 @@ static void test_root_and_bad_users(void **state)
 	/* root when asked, but without a capability */
 	if (proc_jail_new(&s, &j, &err) < 0)
 		fail_msg("%s", err.msg);
-	out = run_in(j, e);
+	out = run_in(j, e, NULL);
 	assert_string_equal(field(out, "uid=", buf, sizeof(buf)), "0");
 	assert_string_equal(field(out, "CapEff:", buf, sizeof(buf)), "0000000000000000");
 	assert_string_equal(field(out, "dir=", buf, sizeof(buf)), "0");
@@ -251,11 +258,156 @@ static void test_root_and_bad_users(void **state)
 	assert_non_null(strstr(err.msg, "appliance-no-such-user"));
 }
 
+/* Two jails at once never share a uid, and a jail's uid is free again
+ * once it is gone. */
+static void test_each_jail_a_uid_of_its_own(void **state)
+{
+	struct env *e = *state;
+	struct proc_jail_spec s = {
+		.name = "apart", .memory_mb = 128, .pids = 8, .network = true, .filter = e->filter};
+	struct proc_jail *a, *b;
+	struct appl_err err = {0};
+	char want[64];
+
+	if (proc_jail_new(&s, &a, &err) < 0 || proc_jail_new(&s, &b, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_not_equal(proc_jail_who(a), proc_jail_who(b));
+	snprintf(want, sizeof(want), "%s", proc_jail_who(b));
+	proc_jail_free(b);
+	/* the same name searches from the same place: b's uid again */
+	if (proc_jail_new(&s, &b, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_string_equal(proc_jail_who(b), want);
+	proc_jail_free(b);
+	proc_jail_free(a);
+}
+
+/* A range of one uid: the second jail finds none, and says what to do. */
+static void test_a_full_range_is_refused_with_the_way_out(void **state)
+{
+	struct env *e = *state;
+	struct proc_jail_spec s = {
+		.name = "full", .memory_mb = 128, .pids = 8, .network = true, .filter = e->filter};
+	struct proc_jail *a, *b;
+	struct appl_err err = {0};
+	char range[64];
+
+	snprintf(range, sizeof(range), "%u-%u", APPL_SERVER_UID_LAST, APPL_SERVER_UID_LAST);
+	assert_int_equal(proc_jail_uids_set(range, &err), 0);
+	if (proc_jail_new(&s, &a, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(proc_jail_new(&s, &b, &err), -EAGAIN);
+	assert_non_null(strstr(err.msg, "no free uid in"));
+	assert_non_null(strstr(err.msg, "--server-uids"));
+	proc_jail_free(a);
+	snprintf(range, sizeof(range), "%u-%u", APPL_SERVER_UID_FIRST, APPL_SERVER_UID_LAST);
+	assert_int_equal(proc_jail_uids_set(range, &err), 0);
+	/* what a range must be */
+	assert_int_equal(proc_jail_uids_set("500-600", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "within 1000-"));
+	assert_int_equal(proc_jail_uids_set("90000-80000", &err), -EINVAL);
+	assert_int_equal(proc_jail_uids_set("80000", &err), -EINVAL);
+	assert_non_null(strstr(err.msg, "FIRST-LAST"));
+	assert_int_equal(proc_jail_uids_set("80000-", &err), -EINVAL);
+	assert_int_equal(proc_jail_uids_set("-1-5", &err), -EINVAL);
+	assert_int_equal(proc_jail_uids_set("1000-99999999999", &err), -EINVAL);
+}
+
+/* The probe tries the command and its cwd as the jail's user. */
+static void test_the_probe_finds_what_would_start_nothing(void **state)
+{
+	struct env *e = *state;
+	struct proc_jail_spec s = {
+		.name = "probe", .memory_mb = 128, .pids = 8, .network = true, .filter = e->filter};
+	char closed[160], prog[192], script[192], why[APPL_ERR_MSG_MAX];
+	struct appl_err err = {0};
+	struct proc_jail *j;
+
+	if (proc_jail_new(&s, &j, &err) < 0)
+		fail_msg("%s", err.msg);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", "/", why, sizeof(why)), 0);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", NULL, why, sizeof(why)), 0);
+	/* missing */
+	assert_int_equal(proc_jail_probe(j, "/nonexistent/x", NULL, why, sizeof(why)), 1);
+	assert_string_equal(why, "/nonexistent: No such file or directory");
+	/* in a directory only root may search (as under /root) */
+	snprintf(closed, sizeof(closed), "%s/closed", e->dir);
+	assert_int_equal(mkdir(closed, 0700), 0);
+	snprintf(prog, sizeof(prog), "%s/prog", closed);
+	write_file(prog, "#!/bin/sh\nexit 0\n");
+	assert_int_equal(chmod(prog, 0755), 0);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "it may not search"));
+	assert_non_null(strstr(why, "mode 0700"));
+	/* searchable, but not executable */
+	assert_int_equal(chmod(closed, 0755), 0);
+	assert_int_equal(chmod(prog, 0644), 0);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "it may not execute"));
+	/* a script it may execute but not read */
+	assert_int_equal(chmod(prog, 0711), 0);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "is a script (#!) it may not read"));
+	/* a script whose interpreter is missing */
+	snprintf(script, sizeof(script), "%s/script", closed);
+	write_file(script, "#!/nonexistent/python9 -u\n");
+	assert_int_equal(chmod(script, 0755), 0);
+	assert_int_equal(proc_jail_probe(j, script, NULL, why, sizeof(why)), 1);
+	assert_non_null(strstr(why, "the interpreter its first line (#!) names"));
+	assert_non_null(strstr(why, "/nonexistent"));
+	/* the cwd: missing, not a directory, closed */
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", "/srv/appliance-none", why, sizeof(why)), 2);
+	assert_string_equal(why, "/srv/appliance-none: does not exist");
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", script, why, sizeof(why)), 2);
+	assert_non_null(strstr(why, "is not a directory"));
+	assert_int_equal(chmod(closed, 0700), 0);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", closed, why, sizeof(why)), 2);
+	assert_non_null(strstr(why, "it may not search"));
+	proc_jail_free(j);
+}
+
+/* Each step of a start reports its own failure: a cwd that is missing is
+ * not a program that is missing. */
+static void test_each_step_says_what_failed(void **state)
+{
+	struct env *e = *state;
+	struct proc_jail_spec s = {
+		.name = "steps", .memory_mb = 128, .pids = 8, .network = true, .filter = e->filter};
+	char *argv[] = {"/bin/true", NULL}, *envp[] = {NULL};
+	struct proc_spec spec = {.path = "/bin/true",
+				 .argv = argv,
+				 .envp = envp,
+				 .fds = {-1, -1, -1},
+				 .cwd = "/srv/appliance-none"};
+	struct appl_err err = {0};
+	struct proc_jail *j;
+	pid_t pid;
+	int pidfd;
+
+	if (proc_jail_new(&s, &j, &err) < 0)
+		fail_msg("%s", err.msg);
+	spec.confine = proc_jail_confine(j);
+	assert_int_equal(proc_spawn(&spec, &pid, &pidfd, &err), -ENOENT);
+	assert_string_equal(err.msg, "changing to its directory /srv/appliance-none: No such "
+				     "file or directory");
+	spec.cwd = NULL;
+	spec.path = "/nonexistent/prog";
+	assert_int_equal(proc_spawn(&spec, &pid, &pidfd, &err), -ENOENT);
+	assert_string_equal(err.msg, "executing /nonexistent/prog: No such file or directory");
+	proc_jail_free(j);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_the_jail_holds, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_root_and_bad_users, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_each_jail_a_uid_of_its_own, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_full_range_is_refused_with_the_way_out,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_the_probe_finds_what_would_start_nothing,
+						setup, teardown),
+		cmocka_unit_test_setup_teardown(test_each_step_says_what_failed, setup, teardown),
 	};
 
 	if (geteuid() != 0) {
