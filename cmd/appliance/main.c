@@ -303,7 +303,8 @@ int main(int argc, char **argv)
 {
 	const struct command *c;
 
-	proc_title_area(argc, argv);
+	if (argc >= 1 && proc_init_wanted(argv[0]))
+		return proc_init_main(argc, argv);
 	if (argc < 2)
 		return usage_error("no command given");
 	if (!(c = command_find(argv[1])))

@@ -201,11 +201,6 @@ int proc_confine_become(const struct proc_confine *c, struct proc_fail *f)
 	return 0;
 }
 
-int proc_confine_drop_caps(void)
-{
-	return caps_clear();
-}
-
 /* ---- the user ------------------------------------------------------------------ */
 
 static int user_add(const char *name, struct appl_err *err)

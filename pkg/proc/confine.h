@@ -79,10 +79,6 @@ int proc_confine_enter(const struct proc_confine *c, struct proc_fail *f);
  * 0 or -errno with f. */
 int proc_confine_become(const struct proc_confine *c, struct proc_fail *f);
 
-/* Empty this process's capability sets (the init keeps uid 0 without
- * any). 0 or -errno. */
-int proc_confine_drop_caps(void);
-
 struct proc_jail_spec {
 	const char *name; /* the server's name, in cgroup and directory names */
 	/* NULL: a uid of its own from the range (proc_jail_uids_set), with the

@@ -176,32 +176,9 @@ static void __attribute__((noreturn)) child_exec(const struct proc_spec *spec, i
 	child_fail(report, "executing", spec->path, errno);
 }
 
-/* What the init of a server's PID namespace shows as its command line. */
-static const char init_title[] = "appliance-server-init";
-static char *title_start;
-static size_t title_len;
-
-void proc_title_area(int argc, char **argv)
-{
-	if (argc < 1 || !argv[0])
-		return;
-	title_start = argv[0];
-	title_len = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) + 1 - argv[0]);
-}
-
-/* The command line is the appliance's, which the server may read
- * (/proc/1/cmdline is open to all, and changing where it lies needs
- * CAP_SYS_RESOURCE, which a host may not give): overwrite this copy's. */
-static void title_overwrite(void)
-{
-	size_t n = title_len < sizeof(init_title) ? title_len : sizeof(init_title);
-
-	if (!title_start || !title_len)
-		return;
-	memset(title_start, 0, title_len);
-	memcpy(title_start, init_title, n);
-	title_start[title_len - 1] = '\0';
-}
+/* The name the init of a server's PID namespace runs under: main() sees it
+ * in argv[0] and runs proc_init_main. */
+#define INIT_NAME "appliance-server-init"
 
 /* The signals the init of a server's PID namespace passes on to it. */
 static void init_signals(sigset_t *set)
@@ -213,23 +190,20 @@ static void init_signals(sigset_t *set)
 		sigaddset(set, sigs[i]);
 }
 
-/* PID 1 of a server's own PID namespace (proc_confine.pid_ns): start the
- * server as its child, then only reap and pass signals on. When the server
- * ends, so does this, with its status (128 + the signal for a signal), and
- * the kernel kills whatever is left in the namespace. It stays uid 0, as
- * the appliance's copy it is, but with no capability and not dumpable, so
- * the server (another uid, or root without capabilities) can neither read
- * nor trace it; SIGKILL from inside the namespace does not reach an init. */
+/* Pid 1 of a server's own PID namespace (proc_confine.pid_ns), first as
+ * the appliance's copy: start the server as its child, then become the
+ * init, a fresh image of the appliance's own binary (proc_init_main), so
+ * that nothing of the appliance's memory stays in the namespace. It keeps
+ * uid 0 with no capability (the bounding set is empty and no_new_privs is
+ * on before the exec), so a server of another uid can neither read nor
+ * trace it, and SIGKILL from inside the namespace does not reach an init. */
 static void __attribute__((noreturn)) child_init(const struct proc_spec *spec, int report)
 {
 	struct proc_fail f = {.num = -1};
+	char server_arg[24], *argv[] = {INIT_NAME, server_arg, NULL}, *envp[] = {NULL};
 	sigset_t set, none;
 	pid_t server;
-	int status;
 
-	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
-		child_fail(report, "making its init not dumpable", NULL, errno);
-	title_overwrite();
 	init_signals(&set);
 	sigemptyset(&none);
 	sigprocmask(SIG_BLOCK, &set, NULL);
@@ -245,11 +219,37 @@ static void __attribute__((noreturn)) child_init(const struct proc_spec *spec, i
 			child_fail(report, "watching its init", NULL, ESRCH);
 		child_exec(spec, report);
 	}
-	close(report);
 	for (int fd = 0; fd < 3; fd++)
 		close(fd);
-	if (proc_confine_drop_caps() < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		_exit(127);
+	snprintf(server_arg, sizeof(server_arg), "%ld", (long)server);
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_fail(report, "setting no_new_privs on its init", NULL, errno);
+	/* The report pipe closes on exec; the server holds its own end. */
+	execve("/proc/self/exe", argv, envp);
+	child_fail(report, "starting its init", "/proc/self/exe", errno);
+}
+
+bool proc_init_wanted(const char *argv0)
+{
+	return argv0 && strcmp(argv0, INIT_NAME) == 0;
+}
+
+int proc_init_main(int argc, char **argv)
+{
+	pid_t server = argc == 2 ? (pid_t)strtol(argv[1], NULL, 10) : 0;
+	sigset_t set;
+	int status;
+
+	if (getpid() != 1 || server <= 1) {
+		fputs("appliance-server-init: the appliance starts this itself, as pid 1 of a "
+		      "server's PID namespace\n",
+		      stderr);
+		return 2;
+	}
+	init_signals(&set);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_PDEATHSIG, SIGKILL);
 	for (;;) {
 		siginfo_t si;
 		pid_t got;
@@ -261,8 +261,8 @@ static void __attribute__((noreturn)) child_init(const struct proc_spec *spec, i
 		}
 		while ((got = waitpid(-1, &status, WNOHANG)) > 0)
 			if (got == server)
-				_exit(WIFEXITED(status) ? WEXITSTATUS(status)
-							: 128 + WTERMSIG(status));
+				return WIFEXITED(status) ? WEXITSTATUS(status)
+							 : 128 + WTERMSIG(status);
 	}
 }
 
@@ -357,7 +357,10 @@ int proc_spawn(const struct proc_spec *spec, pid_t *pid, int *pidfd, struct appl
 		close(report[0]);
 		close(report[1]);
 		close(self);
-		return appl_err_errno(err, -e, e, "starting a process");
+		return appl_err_errno(err, -e, e,
+				      spec->confine && spec->confine->pid_ns
+					      ? "making its PID namespace"
+					      : "starting a process");
 	}
 	if (child == 0) {
 		close(report[0]);

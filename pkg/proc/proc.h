@@ -70,10 +70,13 @@ int proc_signals_check(struct appl_err *err);
  * Returns 1 when it did, 0 on timeout, -errno on error. */
 int proc_wait_exit(int pidfd, int timeout_ms);
 
-/* Where the process's command line lies (argv's strings, end to end), so
- * that the init of a server's PID namespace, a copy of the appliance, can
- * overwrite its copy: the server may read /proc/1/cmdline, and is to learn
- * nothing of the appliance's from it. Called first thing in main. */
-void proc_title_area(int argc, char **argv);
+/* The init of a server's PID namespace (proc_confine.pid_ns) is the
+ * appliance's own binary started again as "appliance-server-init SERVER":
+ * main() asks proc_init_wanted(argv[0]) first thing and then runs
+ * proc_init_main, which reaps, passes SIGTERM, SIGINT, SIGHUP, SIGQUIT,
+ * SIGUSR1 and SIGUSR2 on to the server, and returns the server's status
+ * (128 + the signal for one) when it ends. */
+bool proc_init_wanted(const char *argv0);
+int proc_init_main(int argc, char **argv);
 
 #endif

@@ -41,6 +41,9 @@ static const char SCRIPT[] =
 	"echo pid=$$\n"
 	"[ -d \"/proc/$4\" ] && echo seesparent=yes || echo seesparent=no\n"
 	"echo init=$(tr '\\0' ' ' < /proc/1/environ 2>/dev/null | wc -c)\n"
+	"echo initcmd=$(tr '\\0' ' ' < /proc/1/cmdline)\n"
+	"echo initcap=$(grep ^CapEff: /proc/1/status | tr -d '\\tCapEf: ')\n"
+	"echo initnnp=$(grep ^NoNewPrivs: /proc/1/status | tr -d '\\tNoNewPrivs: ')\n"
 	"touch \"$HOME/x\" && echo homewrite=ok\n"
 	"setsid sh -c 'echo $$ > \"$HOME/escapee\"; exec sleep 300' </dev/null >/dev/null 2>&1 &\n"
 	"while [ ! -s \"$HOME/escapee\" ]; do :; done\n"
@@ -195,6 +198,11 @@ static void test_the_jail_holds(void **state)
 	assert_string_equal(field(out, "pid=", buf, sizeof(buf)), "2");
 	assert_string_equal(field(out, "seesparent=", buf, sizeof(buf)), "no");
 	assert_string_equal(field(out, "init=", buf, sizeof(buf)), "0");
+	/* the init is a fresh image, "appliance-server-init SERVER", with no
+	 * capability and nothing to regain one with */
+	assert_string_equal(field(out, "initcmd=", buf, sizeof(buf)), "appliance-server-init 2");
+	assert_string_equal(field(out, "initcap=", buf, sizeof(buf)), "0000000000000000");
+	assert_string_equal(field(out, "initnnp=", buf, sizeof(buf)), "1");
 	/* hidden: the directory empty, the file empty; beside it untouched */
 	assert_string_equal(field(out, "dir=", buf, sizeof(buf)), "0");
 	assert_string_equal(field(out, "file=", buf, sizeof(buf)), "0");
@@ -397,7 +405,7 @@ static void test_each_step_says_what_failed(void **state)
 	proc_jail_free(j);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_the_jail_holds, setup, teardown),
@@ -410,6 +418,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_each_step_says_what_failed, setup, teardown),
 	};
 
+	/* A confined child's init is this binary again (proc.h). */
+	if (argc >= 1 && proc_init_wanted(argv[0]))
+		return proc_init_main(argc, argv);
 	if (geteuid() != 0) {
 		fprintf(stderr, "test_confine: needs root\n");
 		return getenv("CI") ? 1 : 0; /* a user's machine without root: nothing to try */
