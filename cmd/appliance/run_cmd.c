@@ -25,7 +25,8 @@ static bool stubs_mode;
 
 static const char run_help_text[] =
 	"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
-	"                     [--cache DIR] [--runtime-dir DIR] [--server-uids FIRST-LAST]\n"
+	"                     [--cache DIR] [--runtime-dir DIR]\n"
+	"                     [--server-uids FIRST-LAST]\n"
 	"\n"
 	"Serve the MCP tool run_python, as the verified policy allows: over\n"
 	"newline-delimited JSON-RPC on stdin and stdout, or, when the policy has an\n"
@@ -98,8 +99,8 @@ static int usage(const char *msg)
 			"appliance run: %s\n"
 			"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir "
 			"DIR]\n"
-			"                     [--cache DIR] [--runtime-dir DIR] [--server-uids "
-			"FIRST-LAST]\n",
+			"                     [--cache DIR] [--runtime-dir DIR]\n"
+			"                     [--server-uids FIRST-LAST]\n",
 			msg);
 	return 2;
 }

@@ -594,15 +594,22 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 	case 0:
 		break;
 	case 1:
-		return appl_err_set(err, -EACCES,
-				    "servers.%s: %s cannot be run as %s: %s; give that user "
-				    "access, or install it where that user may run it",
-				    srv->name, srv->argv[0], proc_jail_who(S(u)->jail), why);
+		return appl_err_set(
+			err, -EACCES, "servers.%s: %s cannot be run as %s: %s; %s", srv->name,
+			srv->argv[0], proc_jail_who(S(u)->jail), why,
+			strstr(why, "does not exist")
+				? "install it there, or correct the command"
+				: "give that user access (the group appliance-upstream, "
+				  "or o+x on the directories), or install it where that "
+				  "user may run it");
 	case 2:
 		return appl_err_set(err, -EACCES,
-				    "servers.%s: its cwd %s cannot be entered as %s: %s; create "
-				    "it or give that user access, or change servers.%s.cwd",
-				    srv->name, srv->cwd, proc_jail_who(S(u)->jail), why, srv->name);
+				    "servers.%s: its cwd %s cannot be entered as %s: %s; %s, or "
+				    "change servers.%s.cwd",
+				    srv->name, srv->cwd, proc_jail_who(S(u)->jail), why,
+				    strstr(why, "does not exist") ? "create it"
+								  : "give that user access",
+				    srv->name);
 	case 3:
 		return appl_err_set(err, -EPERM,
 				    "servers.%s: could not become %s to try its command: %s (the "

@@ -426,7 +426,8 @@ static int path_dirs_ok(const char *path, char *why, size_t cap)
 		memcpy(prefix, path, n);
 		prefix[n] = '\0';
 		if (stat(prefix, &st) < 0) {
-			snprintf(why, cap, "%.300s: %s", prefix, strerror(errno));
+			snprintf(why, cap, "%.300s %s", prefix,
+				 errno == ENOENT ? "does not exist" : strerror(errno));
 			return -1;
 		}
 		if (!S_ISDIR(st.st_mode)) {
@@ -451,7 +452,7 @@ static int leaf_ok(const char *path, bool dir, char *why, size_t cap)
 	if (path_dirs_ok(path, why, cap) < 0)
 		return -1;
 	if (stat(path, &st) < 0) {
-		snprintf(why, cap, "%.300s: %s", path,
+		snprintf(why, cap, "%.300s %s", path,
 			 errno == ENOENT ? "does not exist" : strerror(errno));
 		return -1;
 	}

@@ -10,7 +10,6 @@
 #include <sched.h>
 #include <dirent.h>
 #include <signal.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -307,20 +306,17 @@ child_run(const struct proc_spec *spec, int parent_pidfd, int report)
 	child_exec(spec, report);
 }
 
-/* The kernel's struct clone_args, as far as CLONE_ARGS_SIZE_VER0. */
-struct clone_args_v0 {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls;
-};
-
 /* fork, or, for a server with a PID namespace of its own, a fork into a
- * new one (the child is its pid 1). */
+ * new one (the child is its pid 1). clone, not clone3: systemd's
+ * RestrictNamespaces= answers clone3 with ENOSYS, since a filter cannot read
+ * its flags. With no new stack the child runs on a copy of this one, as
+ * after fork. */
 static pid_t spawn_fork(const struct proc_spec *spec)
 {
-	struct clone_args_v0 a = {.flags = CLONE_NEWPID, .exit_signal = SIGCHLD};
-
 	if (!spec->confine || !spec->confine->pid_ns)
 		return fork();
-	return (pid_t)syscall(SYS_clone3, &a, sizeof(a));
+	return (pid_t)syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | SIGCHLD), 0UL, 0UL, 0UL,
+			      0UL);
 }
 
 /* "STEP ARG NUM: strerror" into err. */

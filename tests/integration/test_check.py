@@ -255,9 +255,16 @@ def a_server_whose_command_does_not_exist_is_named():
                             dict(TOY_TOOLS, **{"ghost.*": {"access": "read"}}),
                             {"r": {"tools": ["toy.*", "ghost.*"]}}, "r")
     r = check(sig)
-    problems_only(r, "servers.ghost: did not start")
-    assert "/nonexistent/ghost-server" in lines_of(r, "problem")[0], r.stdout
-    assert any(l.startswith("servers.toy: started") for l in lines_of(r, "ok")), r.stdout
+    # found before anything starts, as run finds it, and named as run names it
+    want = ("servers: servers.ghost: /nonexistent/ghost-server cannot be run as uid ")
+    problems_only(r, want)
+    line = lines_of(r, "problem")[0]
+    assert line.endswith("(its own), group appliance-upstream: /nonexistent does not exist; "
+                         "install it there, or correct the command"), line
+    run = subprocess.run(_kit.argv(sig), input="", capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 1 and line[len("servers: "):].split(" uid ")[0] in run.stderr, \
+        run.stderr
 
 
 @test

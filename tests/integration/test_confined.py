@@ -288,11 +288,12 @@ def a_server_its_user_cannot_start_is_refused_at_start_and_by_check():
     try:
         cases = [({"command": [prog]},
                   "servers.toy: %s cannot be run as uid " % prog,
-                  "it may not search %s (owner uid 0, group 0, mode 0700)" % closed),
+                  "it may not search %s (owner uid 0, group 0, mode 0700); give that user "
+                  "access (the group appliance-upstream, or o+x on the directories)" % closed),
                  ({"cwd": "/srv/appliance-none"},
                   "servers.toy: its cwd /srv/appliance-none cannot be entered as uid ",
-                  "/srv/appliance-none: does not exist; create it or give that user "
-                  "access, or change servers.toy.cwd")]
+                  "/srv/appliance-none does not exist; create it, or change "
+                  "servers.toy.cwd")]
         for server, head, tail in cases:
             sig = probe_policy(server)
             r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)

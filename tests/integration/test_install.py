@@ -831,7 +831,7 @@ def the_unit_as_emulated_serves_a_cell_over_http_and_stops_on_sigterm():
                               "size = ctypes.CDLL(None).syscall(103, 10, 0, 0)\n"
                               "a = await toy.add(a=40, b=2)\n"
                               "print(a['sum'], size > 0, (await toy.detach())['pid'])\n")
-        assert res["error"] is None and not res["stopped"], res
+        assert res["error"] is None and not res["stopped"], (res, "".join(lines))
         total, size_ok, detached = res["stdout"].split()
         assert (total, size_ok) == ("42", "True"), res
         # its pid in the server's own namespace; the host's is found by its cgroup
