@@ -325,6 +325,27 @@ def two_servers_naming_one_user_are_refused():
     assert ("servers.a.user and servers.b.user both name nobody: servers that share a "
             "user are not apart") in r.stderr, r.stderr
 
+@test
+def a_server_that_passes_the_check_but_cannot_exec_is_named_once_by_its_step():
+    d = tempfile.mkdtemp(prefix="appliance-junk.")
+    os.chmod(d, 0o755)
+    junk = os.path.join(d, "junk-server")
+    with open(junk, "wb") as f:
+        f.write(b"\x7fELF not a program at all\n")  # executable, and no format the kernel knows
+    os.chmod(junk, 0o755)
+    try:
+        sig = probe_policy({"command": [junk]})
+        with gk.Session(sig) as s:
+            log = s.log()
+    finally:
+        shutil.rmtree(d)
+    lines = [l for l in log.splitlines() if "upstream toy is not available" in l]
+    assert len(lines) == 1, log
+    # the step that failed, in its own words, and the reason once
+    assert lines[0].endswith("upstream toy is not available: could not start: executing %s: "
+                             "Exec format error" % junk), lines[0]
+    assert lines[0].count("Exec format error") == 1, lines[0]
+
 
 if __name__ == "__main__":
     main(globals())
