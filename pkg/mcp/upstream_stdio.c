@@ -581,6 +581,7 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 				    .filter = o->filter};
 	char why[APPL_ERR_MSG_MAX];
 	const char *m;
+	int probe;
 
 	if ((m = under_mask(srv->argv[0], o->hide)) || (m = under_mask(srv->cwd, o->hide)))
 		return appl_err_set(
@@ -590,27 +591,29 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 		return err->code;
 	/* What would start nothing is refused now, not found by the first
 	 * call: the program and its cwd tried as the user it runs as. */
-	switch (proc_jail_probe(S(u)->jail, srv->argv[0], srv->cwd, why, sizeof(why))) {
-	case 0:
+	switch ((probe = proc_jail_probe(S(u)->jail, srv->argv[0], srv->cwd, why, sizeof(why)))) {
+	case PROC_PROBE_OK:
 		break;
-	case 1:
+	case PROC_PROBE_COMMAND_MISSING:
+	case PROC_PROBE_COMMAND:
 		return appl_err_set(
 			err, -EACCES, "servers.%s: %s cannot be run as %s: %s; %s", srv->name,
 			srv->argv[0], proc_jail_who(S(u)->jail), why,
-			strstr(why, "does not exist")
+			probe == PROC_PROBE_COMMAND_MISSING
 				? "install it there, or correct the command"
 				: "give that user access (the group appliance-upstream, "
 				  "or o+x on the directories), or install it where that "
 				  "user may run it");
-	case 2:
+	case PROC_PROBE_CWD_MISSING:
+	case PROC_PROBE_CWD:
 		return appl_err_set(err, -EACCES,
 				    "servers.%s: its cwd %s cannot be entered as %s: %s; %s, or "
 				    "change servers.%s.cwd",
 				    srv->name, srv->cwd, proc_jail_who(S(u)->jail), why,
-				    strstr(why, "does not exist") ? "create it"
-								  : "give that user access",
+				    probe == PROC_PROBE_CWD_MISSING ? "create it"
+								    : "give that user access",
 				    srv->name);
-	case 3:
+	case PROC_PROBE_BECOME:
 		return appl_err_set(err, -EPERM,
 				    "servers.%s: could not become %s to try its command: %s (the "
 				    "appliance needs CAP_SETUID and CAP_SETGID)",

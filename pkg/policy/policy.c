@@ -2024,8 +2024,8 @@ static int users_apart_check(const struct policy *p, struct appl_err *err)
 					err, -EINVAL,
 					"servers.%s.user and servers.%s.user both name %s: servers "
 					"that share a user are not apart (each may read the "
-					"other's "
-					"memory); leave user out to give each a user of its own",
+					"other's memory); leave user out to give each a user of "
+					"its own",
 					b->name, a->name, a->user);
 		}
 	}

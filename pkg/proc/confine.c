@@ -297,12 +297,6 @@ bad:
 			    APPL_SERVER_UID_FIRST, APPL_SERVER_UID_LAST);
 }
 
-void proc_jail_uids(uid_t *first, uid_t *last)
-{
-	*first = uids_first;
-	*last = uids_last;
-}
-
 /* An account or group of the machine has this id: not ours to give. */
 static bool uid_named(uid_t u)
 {
@@ -412,7 +406,9 @@ static int uid_take(struct proc_jail *j, const char *name, struct appl_err *err)
 
 /* ---- what a server is started from --------------------------------------------- */
 
-/* why = "PATH does not exist" and the like, for the probe below. */
+/* For the probe below: 0, or -ENOENT when a part of path does not exist
+ * and -EACCES for anything else, with why = "PATH does not exist" and the
+ * like. */
 static int path_dirs_ok(const char *path, char *why, size_t cap)
 {
 	char prefix[PATH_MAX];
@@ -426,20 +422,22 @@ static int path_dirs_ok(const char *path, char *why, size_t cap)
 		memcpy(prefix, path, n);
 		prefix[n] = '\0';
 		if (stat(prefix, &st) < 0) {
+			int e = errno;
+
 			snprintf(why, cap, "%.300s %s", prefix,
-				 errno == ENOENT ? "does not exist" : strerror(errno));
-			return -1;
+				 e == ENOENT ? "does not exist" : strerror(e));
+			return e == ENOENT ? -ENOENT : -EACCES;
 		}
 		if (!S_ISDIR(st.st_mode)) {
 			snprintf(why, cap, "%.300s is not a directory", prefix);
-			return -1;
+			return -EACCES;
 		}
 		if (access(prefix, X_OK) < 0) {
 			snprintf(why, cap,
 				 "it may not search %.300s (owner uid %u, group %u, mode %04o)",
 				 prefix, (unsigned)st.st_uid, (unsigned)st.st_gid,
 				 (unsigned)(st.st_mode & 07777));
-			return -1;
+			return -EACCES;
 		}
 	}
 	return 0;
@@ -448,23 +446,25 @@ static int path_dirs_ok(const char *path, char *why, size_t cap)
 static int leaf_ok(const char *path, bool dir, char *why, size_t cap)
 {
 	struct stat st;
+	int rc = path_dirs_ok(path, why, cap);
 
-	if (path_dirs_ok(path, why, cap) < 0)
-		return -1;
+	if (rc < 0)
+		return rc;
 	if (stat(path, &st) < 0) {
-		snprintf(why, cap, "%.300s %s", path,
-			 errno == ENOENT ? "does not exist" : strerror(errno));
-		return -1;
+		int e = errno;
+
+		snprintf(why, cap, "%.300s %s", path, e == ENOENT ? "does not exist" : strerror(e));
+		return e == ENOENT ? -ENOENT : -EACCES;
 	}
 	if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode)) {
 		snprintf(why, cap, "%.300s is not a %s", path, dir ? "directory" : "regular file");
-		return -1;
+		return -EACCES;
 	}
 	if (access(path, X_OK) < 0) {
 		snprintf(why, cap, "it may not %s %.300s (owner uid %u, group %u, mode %04o)",
 			 dir ? "search" : "execute", path, (unsigned)st.st_uid, (unsigned)st.st_gid,
 			 (unsigned)(st.st_mode & 07777));
-		return -1;
+		return -EACCES;
 	}
 	return 0;
 }
@@ -489,14 +489,17 @@ static void shebang(const char *path, char *interp, size_t cap)
 	snprintf(interp, cap, "%.*s", (int)len, line + at);
 }
 
-/* In the probe's child, as the server's user: 0, 1 (the command) or 2 (its
- * cwd) with why. Scripts are followed to their interpreter, four deep, as
- * the kernel does. */
-static int probe_as_user(const struct proc_confine *c, const char *path, const char *cwd, char *why,
-			 size_t cap)
+/* In the probe's child, as the server's user (become as the server will,
+ * without the system call filter): what stops the command or its cwd,
+ * with why. Scripts are followed to their interpreter, four deep, as the
+ * kernel does. */
+static enum proc_probe probe_as_user(const struct proc_confine *c, const char *path,
+				     const char *cwd, char *why, size_t cap)
 {
+	struct proc_confine as = *c;
+	struct proc_fail f = {.num = -1};
 	char chain[4][PATH_MAX], detail[APPL_ERR_MSG_MAX];
-	int depth = 0;
+	int depth, rc;
 
 	snprintf(chain[0], sizeof(chain[0]), "%s", path);
 	for (depth = 0; depth < 3; depth++) {
@@ -504,30 +507,33 @@ static int probe_as_user(const struct proc_confine *c, const char *path, const c
 		if (chain[depth + 1][0] != '/')
 			break;
 	}
-	if (c->ids && (setgroups(c->ngroups, c->ngroups ? c->groups : NULL) < 0 ||
-		       setresgid(c->gid, c->gid, c->gid) < 0 ||
-		       setresuid(c->uid, c->uid, c->uid) < 0 || caps_clear() < 0)) {
-		snprintf(why, cap, "%s", strerror(errno));
-		return 3;
+	as.filter = NULL;
+	if (proc_confine_become(&as, &f) < 0) {
+		char num[24] = "";
+
+		if (f.num >= 0)
+			snprintf(num, sizeof(num), " %ld", f.num);
+		snprintf(why, cap, "%s%s: %s", f.step, num, strerror(f.err));
+		return PROC_PROBE_BECOME;
 	}
-	for (int i = 0; i <= depth && i < 4; i++) {
-		if (leaf_ok(chain[i], false, detail, sizeof(detail)) < 0) {
+	for (int i = 0; i <= depth; i++) {
+		if ((rc = leaf_ok(chain[i], false, detail, sizeof(detail))) < 0) {
 			if (i == 0)
 				snprintf(why, cap, "%s", detail);
 			else
 				snprintf(why, cap,
 					 "the interpreter its first line (#!) names: %.*s",
 					 (int)(cap > 64 ? cap - 64 : 0), detail);
-			return 1;
+			return rc == -ENOENT ? PROC_PROBE_COMMAND_MISSING : PROC_PROBE_COMMAND;
 		}
-		if (chain[i + 1][0] == '/' && i < 3 && access(chain[i], R_OK) < 0) {
+		if (i < 3 && chain[i + 1][0] == '/' && access(chain[i], R_OK) < 0) {
 			snprintf(why, cap, "%.300s is a script (#!) it may not read", chain[i]);
-			return 1;
+			return PROC_PROBE_COMMAND;
 		}
 	}
-	if (cwd && leaf_ok(cwd, true, why, cap) < 0)
-		return 2;
-	return 0;
+	if (cwd && (rc = leaf_ok(cwd, true, why, cap)) < 0)
+		return rc == -ENOENT ? PROC_PROBE_CWD_MISSING : PROC_PROBE_CWD;
+	return PROC_PROBE_OK;
 }
 
 int proc_jail_probe(const struct proc_jail *j, const char *path, const char *cwd, char *why,

@@ -103,14 +103,22 @@ int proc_jail_new(const struct proc_jail_spec *s, struct proc_jail **out, struct
  * APPL_SERVER_UID_MIN-APPL_SERVER_UID_MAX). 0 or -EINVAL with err. The
  * default is APPL_SERVER_UID_FIRST-APPL_SERVER_UID_LAST. */
 int proc_jail_uids_set(const char *range, struct appl_err *err);
-void proc_jail_uids(uid_t *first, uid_t *last);
 
-/* Try, as the jail's user (in a child that becomes it), whether path can
- * be executed (it exists, every directory on the way may be searched, it
- * may be executed, and a script's "#!" interpreter the same, four deep)
- * and cwd (may be NULL) entered. 0: both can; 1: the command cannot; 2:
- * the cwd cannot, with why saying what stops it; 3: the probe could not
- * become the user (why: the errno's text); -errno when it could not run. */
+/* What proc_jail_probe found. */
+enum proc_probe {
+	PROC_PROBE_OK,		    /* the command can be run, the cwd entered */
+	PROC_PROBE_COMMAND,	    /* the command (or its interpreter) cannot be run */
+	PROC_PROBE_COMMAND_MISSING, /* ...because a part of its path does not exist */
+	PROC_PROBE_CWD,		    /* the cwd cannot be entered */
+	PROC_PROBE_CWD_MISSING,	    /* ...because a part of it does not exist */
+	PROC_PROBE_BECOME,	    /* the probe could not become the user */
+};
+
+/* Try, as the jail's user (in a child that becomes it as the server will),
+ * whether path can be executed (it exists, every directory on the way may
+ * be searched, it may be executed, and a script's "#!" interpreter the
+ * same, four deep) and cwd (may be NULL) entered. An enum proc_probe, with
+ * why saying what stops it, or -errno when the probe could not run. */
 int proc_jail_probe(const struct proc_jail *j, const char *path, const char *cwd, char *why,
 		    size_t cap);
 

@@ -333,10 +333,11 @@ static void test_the_probe_finds_what_would_start_nothing(void **state)
 
 	if (proc_jail_new(&s, &j, &err) < 0)
 		fail_msg("%s", err.msg);
-	assert_int_equal(proc_jail_probe(j, "/bin/sh", "/", why, sizeof(why)), 0);
-	assert_int_equal(proc_jail_probe(j, "/bin/sh", NULL, why, sizeof(why)), 0);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", "/", why, sizeof(why)), PROC_PROBE_OK);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", NULL, why, sizeof(why)), PROC_PROBE_OK);
 	/* missing */
-	assert_int_equal(proc_jail_probe(j, "/nonexistent/x", NULL, why, sizeof(why)), 1);
+	assert_int_equal(proc_jail_probe(j, "/nonexistent/x", NULL, why, sizeof(why)),
+			 PROC_PROBE_COMMAND_MISSING);
 	assert_string_equal(why, "/nonexistent does not exist");
 	/* in a directory only root may search (as under /root) */
 	snprintf(closed, sizeof(closed), "%s/closed", e->dir);
@@ -344,32 +345,46 @@ static void test_the_probe_finds_what_would_start_nothing(void **state)
 	snprintf(prog, sizeof(prog), "%s/prog", closed);
 	write_file(prog, "#!/bin/sh\nexit 0\n");
 	assert_int_equal(chmod(prog, 0755), 0);
-	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), 1);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), PROC_PROBE_COMMAND);
 	assert_non_null(strstr(why, "it may not search"));
 	assert_non_null(strstr(why, "mode 0700"));
 	/* searchable, but not executable */
 	assert_int_equal(chmod(closed, 0755), 0);
 	assert_int_equal(chmod(prog, 0644), 0);
-	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), 1);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), PROC_PROBE_COMMAND);
 	assert_non_null(strstr(why, "it may not execute"));
 	/* a script it may execute but not read */
 	assert_int_equal(chmod(prog, 0711), 0);
-	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), 1);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), PROC_PROBE_COMMAND);
 	assert_non_null(strstr(why, "is a script (#!) it may not read"));
 	/* a script whose interpreter is missing */
 	snprintf(script, sizeof(script), "%s/script", closed);
 	write_file(script, "#!/nonexistent/python9 -u\n");
 	assert_int_equal(chmod(script, 0755), 0);
-	assert_int_equal(proc_jail_probe(j, script, NULL, why, sizeof(why)), 1);
+	assert_int_equal(proc_jail_probe(j, script, NULL, why, sizeof(why)),
+			 PROC_PROBE_COMMAND_MISSING);
 	assert_non_null(strstr(why, "the interpreter its first line (#!) names"));
 	assert_non_null(strstr(why, "/nonexistent"));
+	/* a chain of scripts four deep, each naming the next: followed to its end */
+	for (int i = 4; i >= 1; i--) {
+		char next[192], text[256];
+
+		snprintf(prog, sizeof(prog), "%s/chain%d", closed, i);
+		snprintf(next, sizeof(next), "%s/chain%d", closed, i + 1);
+		snprintf(text, sizeof(text), "#!%s\n", i == 4 ? "/bin/sh" : next);
+		write_file(prog, text);
+		assert_int_equal(chmod(prog, 0755), 0);
+	}
+	snprintf(prog, sizeof(prog), "%s/chain1", closed);
+	assert_int_equal(proc_jail_probe(j, prog, NULL, why, sizeof(why)), PROC_PROBE_OK);
 	/* the cwd: missing, not a directory, closed */
-	assert_int_equal(proc_jail_probe(j, "/bin/sh", "/srv/appliance-none", why, sizeof(why)), 2);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", "/srv/appliance-none", why, sizeof(why)),
+			 PROC_PROBE_CWD_MISSING);
 	assert_string_equal(why, "/srv/appliance-none does not exist");
-	assert_int_equal(proc_jail_probe(j, "/bin/sh", script, why, sizeof(why)), 2);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", script, why, sizeof(why)), PROC_PROBE_CWD);
 	assert_non_null(strstr(why, "is not a directory"));
 	assert_int_equal(chmod(closed, 0700), 0);
-	assert_int_equal(proc_jail_probe(j, "/bin/sh", closed, why, sizeof(why)), 2);
+	assert_int_equal(proc_jail_probe(j, "/bin/sh", closed, why, sizeof(why)), PROC_PROBE_CWD);
 	assert_non_null(strstr(why, "it may not search"));
 	proc_jail_free(j);
 }
