@@ -64,6 +64,14 @@ side with time.perf_counter:
      exit from the same runs (rusage minus the last look). Also: an idle
      pooled sandbox's CPU per second, and each cell's refill (its answer
      until the cgroups are idle again: wall and CPU)
+ 16  answers from a stdio server: dropped (over the result cap) and kept,
+     in MB/s against cat of the same bytes through a pipe; a cell's small
+     calls alone and beside a cell gathering huge answers
+ 17  a process that only answers server/discover: the CPU (CPU_WRAPPER:
+     the appliance and all below it) of `appliance run` over stdio whose
+     input is a file holding one server/discover, against the same with a
+     tools/list after it (which starts the servers and the pool), and
+     whether any server or sandbox started for the first
 
 Rows 1 to 8, 11 to 15 run on the system's runsc with the systrap platform (the
 appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
@@ -170,7 +178,7 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"),
     "sweep_n": env_int("BENCH_SWEEP_N", 30),          # row 13: cells per rate
     "sweep_rates": [float(x) for x in os.environ.get("BENCH_SWEEP_RATES", "0.5,1,2")
                     .replace(" ", "").split(",") if x],
@@ -1284,6 +1292,61 @@ def row_upstream(work):
     return out
 
 
+# ---- row 17: a process that only answers server/discover -----------------------------------------
+
+DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
+TOOLS_LIST = {"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+              "params": {"_meta": DISCOVER["params"]["_meta"]}}
+
+
+def scripted_cpu(work, sig, name, requests):
+    """CPU seconds (user+sys) of `appliance run` and everything below it
+    (CPU_WRAPPER), its input a file of requests read to its end; with its
+    answers and its log."""
+    path = os.path.join(work.dir, name)
+    with open(path + ".in", "w") as f:
+        f.write("".join(json.dumps(x) + "\n" for x in requests))
+    argv = [HOST_PY, "-I", "-S", "-c", CPU_WRAPPER, path + ".ru"] + work.run_argv(sig)
+    with open(path + ".in", "rb") as i, open(path + ".out", "wb") as o, \
+            open(path + ".err", "wb") as e:
+        r = subprocess.run(argv, stdin=i, stdout=o, stderr=e, timeout=300,
+                           env={"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8"})
+    with open(path + ".err", encoding="utf-8", errors="replace") as f:
+        log_text = f.read()
+    if r.returncode != 0:
+        raise RowError("%s: exit %d: %s" % (name, r.returncode, log_text[-400:]))
+    with open(path + ".ru") as f:
+        ru = json.load(f)
+    with open(path + ".out") as f:
+        answers = [json.loads(x) for x in f if x.strip()]
+    if len(answers) != len(requests) or any("result" not in a for a in answers):
+        raise RowError("%s: answers %s" % (name, answers))
+    return ru["user_s"] + ru["sys_s"], log_text
+
+
+def row_discover(work):
+    """The CPU of an appliance whose input is one server/discover (what a
+    client's second, disposable connection asks) against one that must also
+    answer tools/list (the servers and the pool started), and whether any
+    sandbox or server started for the first."""
+    sig = toy_policy(work, {"pool": 2})
+    out = {"runs": P["call_runs"] * 3, "discover_cpu_s": [], "tools_cpu_s": [],
+           "discover_started": 0}
+    for i in range(out["runs"]):
+        cpu, text = scripted_cpu(work, sig, "discover%d" % i, [DISCOVER])
+        out["discover_cpu_s"].append(cpu)
+        # the pool and the servers log as they start
+        if "pool:" in text or "upstream " in text:
+            out["discover_started"] += 1
+        cpu, text = scripted_cpu(work, sig, "tools%d" % i, [DISCOVER, TOOLS_LIST])
+        if "upstream toy: ready" not in text:
+            raise RowError("tools/list without the toy started: %s" % text[-400:])
+        out["tools_cpu_s"].append(cpu)
+    return out
+
+
 # ---- row 8: sustained load ----------------------------------------------------------------------
 
 def row_load(work, extra=None, cfg=MAIN):
@@ -1932,6 +1995,8 @@ def main():
         attempt(10, "a cell beside a flooding one", lambda: row_fair(work))
         attempt(16, "upstream answers: dropped and kept MB/s, against cat",
                 lambda: row_upstream(work))
+        attempt(17, "a stdio appliance that only answers server/discover",
+                lambda: row_discover(work))
         if P["baselines"]:
             baselines(work, res)
     finally:
@@ -2217,6 +2282,21 @@ def report(info, res, total_s):
               % m["kept_mb_s"])
             w("  another cell's 100 small calls: alone %.0f ms, beside 200 gathered answers"
               " of 16 MiB %.0f ms" % (m["alone_s"] * 1e3, m["beside_s"] * 1e3))
+
+    r17 = res.get(17)
+    if r17 is not None:
+        w("")
+        if "error" in r17:
+            w("row 17: a process that only answers server/discover: ERROR: %s" % r17["error"])
+        else:
+            d = statistics.median(r17["discover_cpu_s"]) * 1e3
+            t = statistics.median(r17["tools_cpu_s"]) * 1e3
+            w("row 17: CPU of a stdio appliance, start to exit, its input a file (median of %d;"
+              " toy server, pool 2)" % r17["runs"])
+            w("  server/discover only:                %7.1f ms CPU (target < 50 ms); servers or"
+              " sandboxes started in %d of %d" % (d, r17["discover_started"], r17["runs"]))
+            w("  server/discover, then tools/list:    %7.1f ms CPU (everything started)" % t)
+            w("  ratio:                               %7.3fx" % (d / t))
 
     # ratios and targets
     def med(k):

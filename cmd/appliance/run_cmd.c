@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "gateway/gateway.h"
+#include "mcp/stdio.h"
 #include "mcp/upstream.h"
 #include "policy/trust.h"
 
@@ -176,6 +177,21 @@ static int on_started(void *data, struct appl_err *err)
 	return cli_policy_commit(data, err);
 }
 
+/* A start refused before serving: the stdio client's first request gets
+ * the reason as its error (else all it could show is a closed
+ * connection), then the reason goes to stderr. Not for an appliance that
+ * serves HTTP: its standard input is no client. */
+static int start_fail(const struct appl_err *err, bool http)
+{
+	char why[sizeof(err->msg) + 64];
+
+	if (!http) {
+		snprintf(why, sizeof(why), "the appliance could not start: %s", err->msg);
+		mcp_stdio_refuse_first(STDIN_FILENO, STDOUT_FILENO, why, APPL_START_REFUSE_WAIT_MS);
+	}
+	return cli_fail(err);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a;
@@ -183,6 +199,7 @@ int cmd_run(int argc, char **argv)
 	struct appl_err err = {0};
 	struct gateway_config cfg;
 	struct cli_hide hide;
+	bool http;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
@@ -195,10 +212,11 @@ int cmd_run(int argc, char **argv)
 				    .state_dir = a.state_dir,
 				    .check = cli_policy_supported};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
-		return cli_fail(&err);
+		return start_fail(&err, false);
+	http = policy_http(cp.policy) != NULL;
 	if (cli_secrets_take(cp.policy, &err) < 0) {
 		cli_policy_done(&cp);
-		return cli_fail(&err);
+		return start_fail(&err, http);
 	}
 	fprintf(stderr,
 		"appliance: serving run_python on stdio: policy %s serial %llu, deployment %s, "

@@ -389,6 +389,9 @@
 /* run_python calls waiting for a free cell slot: beyond, a call is refused at
  * once, so a client cannot make the appliance hold unbounded code. */
 #define APPL_RUNS_WAITING_MAX 64
+/* A stdio start that failed waits this long for the client's first
+ * request, to answer it with the reason (mcp_stdio_refuse_first). */
+#define APPL_START_REFUSE_WAIT_MS 5000
 
 /* ---- bridge -------------------------------------------------------------- */
 /* A tool's value for the code nests at most this deep (as the runner's own

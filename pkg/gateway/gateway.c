@@ -93,8 +93,12 @@ struct gateway {
 	struct loop_task reap;	     /* runs that ended: answered and freed after the round */
 	struct audit *audit;	     /* NULL: the policy has no audit log */
 	unsigned long served;	     /* requests to run, for the stop line */
+	const struct gateway_config *cfg;
 	char stop_why[32];
 	bool stop;
+	bool started;	   /* the image, runtime, servers and pool (engine_start) */
+	bool start_wanted; /* a request is held until they have started */
+	bool input_done;   /* a script read from a file has ended */
 };
 
 void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
@@ -571,6 +575,16 @@ static void run_answer(struct gw_run *r)
 	r->run = NULL;
 }
 
+/* A script read from a file has ended: its runs finish, then the
+ * appliance stops. */
+static void stop_if_drained(struct gateway *gw)
+{
+	if (!gw->input_done || gw->runs || gw->stop)
+		return;
+	snprintf(gw->stop_why, sizeof(gw->stop_why), "end of input");
+	gw->stop = true;
+}
+
 /* Answer and free every run that ended this round (the gateway's reap
  * task, at the end of the round). */
 static void runs_reap(void *data)
@@ -593,6 +607,7 @@ static void runs_reap(void *data)
 	 * while that run's own sandbox still runs its code (other runs may). */
 	if (ended)
 		pool_fill(gw->pool);
+	stop_if_drained(gw);
 }
 
 static void run_id_new(char out[2 * GATEWAY_RUN_ID_BYTES + 1])
@@ -896,13 +911,6 @@ static void audit_stop(struct gateway *gw)
 	gw->audit = NULL;
 }
 
-static void serve(struct gateway *gw)
-{
-	while (!gw->stop)
-		if (loop_run_once(gw->loop, -1) < 0)
-			break;
-}
-
 /* Stop every cell; the answers would have nowhere to go. Kill them all
  * first, so the sandboxes go down together, then flush what the client is
  * owed and clean up. */
@@ -1067,39 +1075,27 @@ int gateway_http_try(const struct policy *p, struct appl_err *err)
 	return rc;
 }
 
-static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
+/* What runs need: the image, the audit log, the sandbox runtime, the
+ * servers and their tool lists, the warm pool; then the policy's serial
+ * recorded and the audit log's start line written. At start when serving
+ * HTTP; over stdio when the first request needs the tools (hold), so that
+ * a process that only answers initialize or server/discover costs little. */
+static int engine_start(struct gateway *gw, struct appl_err *err)
 {
+	const struct gateway_config *cfg = gw->cfg;
 	struct sandbox_rt_config rc = {.runsc = policy_runtime_runsc(cfg->policy),
 				       .state_dir = cfg->run_dir,
 				       .platform = policy_runtime_platform(cfg->policy),
 				       .rootless = policy_runtime_rootless(cfg->policy)};
-	struct mcp_server_hooks hooks = {.on_run = on_run,
-					 .on_cancel = on_cancel,
-					 .progress = on_progress,
-					 .description = description,
-					 .on_closed = on_closed,
-					 .data = gw};
 	char cache[PATH_MAX];
 	const char *dir = cfg->cache;
 
-	gw->policy = cfg->policy;
-	gw->stdio_client = (struct mcp_principal){.client = "stdio",
-						  .role = policy_client_default_role(cfg->policy)};
-	policy_limits_get(cfg->policy, &gw->lim);
-	gateway_limits_split(&gw->lim, &gw->oci, &gw->cell_lim);
-	bridge_limits_from_policy(&gw->lim, &gw->blim);
-	gw->oci.rootfs = gw->rootfs;
-	/* Only HTTP clients are held to a share: stdio is one client. */
-	if (!(gw->admit = gateway_queue_new(
-		      gw->lim.cells, policy_http(cfg->policy) ? gw->lim.http_cells_per_client : 0)))
-		return appl_err_set(err, -ENOMEM, "out of memory");
 	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
 		return err->code;
 	if (image_layout_verify(policy_image_layout(cfg->policy), policy_image_digest(cfg->policy),
 				dir ? dir : cache, gw->rootfs, sizeof(gw->rootfs), err) < 0)
 		return err->code;
-	if (!(gw->loop = loop_new(err)) || audit_start(gw, cfg, err) < 0 ||
-	    !(gw->rt = sandbox_rt_open(&rc, err)) ||
+	if (audit_start(gw, cfg, err) < 0 || !(gw->rt = sandbox_rt_open(&rc, err)) ||
 	    sandbox_rootfs_image(gw->rt, gw->rootfs, gw->rootfs_image, sizeof(gw->rootfs_image),
 				 err) < 0 ||
 	    gateway_confine_prepare(&gw->confine, cfg->policy, cfg->hide, cfg->run_dir, err) < 0)
@@ -1111,17 +1107,106 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 				  policy_runtime_restore(cfg->policy), err)))
 		return err->code;
 	pool_fill(gw->pool);
-	if (!(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
+	/* The serial is recorded only once all of this has passed: a policy
+	 * that cannot start must not lock out the one that can. */
+	if ((cfg->on_started && cfg->on_started(cfg->data, err) < 0) ||
+	    audit_started(gw, cfg, err) < 0)
+		return err->code;
+	gw->started = true;
+	return 0;
+}
+
+/* Over stdio, a request that needs the tools waits until they have
+ * started (serve starts them between loop rounds). */
+static bool hold(void *data)
+{
+	struct gateway *gw = data;
+
+	if (gw->started)
+		return false;
+	gw->start_wanted = true;
+	return true;
+}
+
+static void on_input_end(void *data)
+{
+	struct gateway *gw = data;
+	size_t n = 0;
+
+	for (struct gw_run *r = gw->runs; r; r = r->next)
+		n++;
+	log_line(LOG_INFO, NULL, "end of the input file: %zu run%s in flight", n,
+		 n == 1 ? "" : "s");
+	gw->input_done = true;
+	stop_if_drained(gw);
+}
+
+static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
+{
+	struct mcp_server_hooks hooks = {.on_run = on_run,
+					 .on_cancel = on_cancel,
+					 .progress = on_progress,
+					 .description = description,
+					 .on_closed = on_closed,
+					 .hold = hold,
+					 .data = gw};
+	struct mcp_stdio_config sc = {.in_fd = cfg->in_fd,
+				      .out_fd = cfg->out_fd,
+				      .principal = &gw->stdio_client,
+				      .on_input_end = on_input_end,
+				      .data = gw};
+
+	gw->cfg = cfg;
+	gw->policy = cfg->policy;
+	gw->stdio_client = (struct mcp_principal){.client = "stdio",
+						  .role = policy_client_default_role(cfg->policy)};
+	policy_limits_get(cfg->policy, &gw->lim);
+	gateway_limits_split(&gw->lim, &gw->oci, &gw->cell_lim);
+	bridge_limits_from_policy(&gw->lim, &gw->blim);
+	gw->oci.rootfs = gw->rootfs;
+	/* Only HTTP clients are held to a share: stdio is one client. */
+	if (!(gw->admit = gateway_queue_new(
+		      gw->lim.cells, policy_http(cfg->policy) ? gw->lim.http_cells_per_client : 0)))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	if (!(gw->loop = loop_new(err)) || !(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
 		return err->code;
 	if (policy_http(cfg->policy)) {
-		if (http_open(gw, err) < 0)
+		/* Ready before the first client asks. */
+		if (engine_start(gw, err) < 0 || http_open(gw, err) < 0)
 			return err->code;
 		http_log(gw);
 		return 0;
 	}
-	gw->stdio =
-		mcp_stdio_open(gw->srv, gw->loop, cfg->in_fd, cfg->out_fd, &gw->stdio_client, err);
-	return gw->stdio ? 0 : err->code;
+	if (!(gw->stdio = mcp_stdio_open(gw->srv, gw->loop, &sc, err)))
+		return err->code;
+	log_line(LOG_INFO, NULL,
+		 "the image, the sandbox runtime and the servers start when the first request "
+		 "needs them");
+	return 0;
+}
+
+/* The loop until a stop; over stdio, the tools started between rounds
+ * when a request held for them asks. 0, or negative with err when they
+ * could not start (the held request is answered with why). */
+static int serve(struct gateway *gw, struct appl_err *err)
+{
+	char why[sizeof(err->msg) + 64];
+
+	while (!gw->stop) {
+		if (loop_run_once(gw->loop, -1) < 0)
+			break;
+		if (!gw->start_wanted || gw->started || gw->stop)
+			continue;
+		log_line(LOG_INFO, NULL, "a request needs the tools: starting them");
+		if (engine_start(gw, err) < 0) {
+			snprintf(why, sizeof(why), "the appliance could not start: %s", err->msg);
+			mcp_stdio_refuse_held(gw->stdio, why);
+			return err->code;
+		}
+		log_line(LOG_INFO, NULL, "started");
+		mcp_stdio_release(gw->stdio);
+	}
+	return 0;
 }
 
 int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
@@ -1139,13 +1224,9 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	rc = gateway_open(&gw, cfg, err);
 	if (rc == 0)
 		rc = signals_watch(&gw, err);
-	if (rc == 0 && cfg->on_started)
-		rc = cfg->on_started(cfg->data, err);
-	if (rc == 0)
-		rc = audit_started(&gw, cfg, err);
 	if (rc == 0) {
 		log_line(LOG_INFO, NULL, "serving");
-		serve(&gw);
+		rc = serve(&gw, err);
 	}
 	shutdown_all(&gw);
 	sandbox_rt_close(gw.rt); /* before the loop: it finishes teardowns from it */

@@ -1,10 +1,11 @@
-/* gateway.h: `appliance run`: the MCP server over stdio, serving run_python
- * from a verified policy. Each call gets a fresh sandbox; at most
+/* gateway.h: `appliance run`: the MCP server over stdio or HTTP, serving
+ * run_python from a verified policy. Each call gets a fresh sandbox; at most
  * limits.cells run at once, the rest wait their turn with their deadline
  * already running (it counts from arrival), the clients taking turns for
  * free slots (admit.h). Once the policy has expired no
  * new cell starts. SIGTERM, SIGINT, SIGHUP and the end of the client's
- * input stop every cell and destroy every sandbox. */
+ * input stop every cell and destroy every sandbox (input read from a file
+ * is a script: its runs finish first). */
 #ifndef APPL_GATEWAY_GATEWAY_H
 #define APPL_GATEWAY_GATEWAY_H
 
@@ -30,9 +31,11 @@ struct gateway_config {
 	 * directories. NULL-ended; may be NULL. */
 	const char *const *hide;
 	/* Called once everything checked at start has passed (the image
-	 * verified, the sandbox runtime open, the servers configured) and
-	 * before the first request is read: where `run` records the policy's
-	 * serial. Non-zero stops the start with err. May be NULL. */
+	 * verified, the sandbox runtime open, the servers started): before
+	 * the first request is read over HTTP, before the first request that
+	 * needs the tools is answered over stdio (gateway_run). Where `run`
+	 * records the policy's serial. Non-zero stops the start with err. May
+	 * be NULL. */
 	int (*on_started)(void *data, struct appl_err *err);
 	void *data;
 };
@@ -43,8 +46,13 @@ struct gateway_config {
 void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
 			  struct cell_limits *cell);
 
-/* Serve until the client goes away or a signal comes. Returns 0, or a
- * negative code with err filled when serving could not start. */
+/* Serve until the client goes away or a signal comes. Over HTTP
+ * everything starts first; over stdio the image, the sandbox runtime, the
+ * audit log, the servers and the pool start when the first request that
+ * needs the tools comes (tools/list, tools/call), which waits for them and
+ * gets the reason as its error when they fail. Input read from a file ends
+ * when its runs have finished. Returns 0, or a negative code with err
+ * filled when serving could not start. */
 int gateway_run(const struct gateway_config *cfg, struct appl_err *err);
 
 /* `appliance stubs`: start the policy's servers, build what role (NULL:

@@ -33,6 +33,11 @@ struct lines {
 	size_t out_len, out_off, out_cap;
 	bool closed, ended, same_fd, watching_out, write_failed;
 	bool out_blocking; /* out_fd cannot be watched (a regular file): plain writes */
+	/* in_fd cannot be watched (a regular file, /dev/null): it never
+	 * blocks, so it is read a share a round, driven by the more task */
+	bool in_nopoll;
+	bool held;    /* lines_hold: nothing read or delivered */
+	bool in_done; /* on_input_end: the input ended, the output goes on */
 };
 
 static void service(struct lines *l, bool pump, size_t pump_max);
@@ -120,7 +125,7 @@ static void deliver(struct lines *l, bool pump)
 {
 	if (!l->in)
 		return; /* nothing read yet */
-	while (!l->closed && (pump || l->used_lines < l->cfg.round_lines)) {
+	while (!l->closed && !l->held && (pump || l->used_lines < l->cfg.round_lines)) {
 		char *nl = memchr(l->in + l->scan, '\n', l->in_len - l->scan);
 		size_t len;
 
@@ -200,6 +205,17 @@ static int room_make(struct lines *l, size_t want)
 
 /* One read. Returns the bytes read, 0 when there is nothing (EAGAIN), -1 at
  * end of input (ended). */
+/* The input ended and the owner keeps the output (on_input_end): the
+ * input is no longer watched or read. */
+static void input_done(struct lines *l)
+{
+	l->in_done = true;
+	loop_task_cancel(l->loop, &l->more);
+	if (!l->in_nopoll)
+		loop_del(l->loop, l->in_fd);
+	l->hooks.on_input_end(l, l->hooks.data);
+}
+
 static ssize_t read_once(struct lines *l, bool pump, size_t pump_left)
 {
 	size_t want = LINES_READ_CHUNK;
@@ -228,6 +244,13 @@ static ssize_t read_once(struct lines *l, bool pump, size_t pump_left)
 			overlong(l, l->in + at, len);
 		else
 			l->hooks.on_line(l, l->in + at, len, l->hooks.data);
+		/* Held by it: the end is read again once reading goes on. */
+		if (l->held && !l->closed)
+			return 0;
+	}
+	if (n == 0 && l->hooks.on_input_end && !l->same_fd) {
+		input_done(l);
+		return -1;
 	}
 	if (n <= 0) {
 		end(l, n == 0 ? "end of input" : "read error");
@@ -245,9 +268,9 @@ static void service(struct lines *l, bool pump, size_t pump_max)
 	share_reset(l);
 	deliver(l, pump);
 	/* A partial line left from a round that ran out of its share. */
-	if (!l->closed && !l->skipping && !line_waiting(l) && !partial_check(l))
+	if (!l->closed && !l->held && !l->skipping && !line_waiting(l) && !partial_check(l))
 		return;
-	while (!l->closed && share_left(l, pump) && !line_waiting(l) &&
+	while (!l->closed && !l->held && !l->in_done && share_left(l, pump) && !line_waiting(l) &&
 	       (!pump || pumped < pump_max)) {
 		ssize_t n = read_once(l, pump, pump_max - pumped);
 
@@ -263,8 +286,9 @@ static void service(struct lines *l, bool pump, size_t pump_max)
 			return;
 	}
 	/* Lines read and not delivered: the next round goes on with them even
-	 * when the descriptor has nothing new to say. */
-	if (!l->closed && line_waiting(l))
+	 * when the descriptor has nothing new to say. An input the loop cannot
+	 * watch is read on in the next round, until its end. */
+	if (!l->closed && !l->held && (line_waiting(l) || (l->in_nopoll && !l->in_done)))
 		loop_next(l->loop, &l->more);
 }
 
@@ -291,8 +315,23 @@ static void watch_update(struct lines *l)
 	if (l->closed || l->out_blocking || l->out_fd < 0 || want_out == l->watching_out)
 		return;
 	l->watching_out = want_out;
-	ev = (want_out ? EPOLLOUT : 0) | (l->same_fd ? EPOLLIN : 0);
+	ev = (want_out ? EPOLLOUT : 0) | (l->same_fd && !l->held ? EPOLLIN : 0);
 	loop_mod(l->loop, l->out_fd, ev);
+}
+
+void lines_hold(struct lines *l, bool hold)
+{
+	if (l->closed || l->held == hold)
+		return;
+	l->held = hold;
+	if (hold)
+		loop_task_cancel(l->loop, &l->more);
+	else
+		loop_next(l->loop, &l->more); /* what waits in the buffer, then more */
+	if (l->in_fd < 0 || l->in_nopoll || l->in_done)
+		return;
+	loop_mod(l->loop, l->in_fd,
+		 (hold ? 0 : EPOLLIN) | (l->same_fd && l->watching_out ? EPOLLOUT : 0));
 }
 
 /* The peer stopped reading for good: what it wrote before still counts
@@ -373,7 +412,8 @@ static void on_event(struct loop *loop, int fd, uint32_t events, void *data)
 	if (fd == l->out_fd && (events & (EPOLLOUT | EPOLLERR)) && l->out_len > l->out_off &&
 	    out_flush(l) && l->hooks.on_flushed && !l->closed)
 		l->hooks.on_flushed(l, l->hooks.data);
-	if (fd == l->in_fd && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !l->closed)
+	if (fd == l->in_fd && (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) && !l->closed &&
+	    !l->held && !l->in_done)
 		service(l, false, 0);
 }
 
@@ -397,8 +437,15 @@ static void config_fill(struct lines_config *c)
 static int watches_add(struct lines *l, struct appl_err *err)
 {
 	if (l->in_fd >= 0 && loop_add(l->loop, l->in_fd, EPOLLIN, on_event, l, err) < 0) {
-		appl_err_prefix(err, "input (it must be a pipe or a socket)");
-		return -1;
+		if (!err || err->code != -EPERM) {
+			appl_err_prefix(err, "input");
+			return -1;
+		}
+		/* A regular file or /dev/null: always ready, never blocking. */
+		l->in_nopoll = true;
+		if (l->same_fd)
+			l->out_blocking = true;
+		loop_next(l->loop, &l->more);
 	}
 	if (l->out_fd < 0 || l->same_fd)
 		return 0;
@@ -440,6 +487,7 @@ struct lines *lines_new(struct loop *loop, int in_fd, int out_fd, const struct l
 	if (out_fd >= 0)
 		fcntl(out_fd, F_SETFL, fcntl(out_fd, F_GETFL) | O_NONBLOCK);
 	if (watches_add(l, err) < 0) {
+		loop_task_cancel(loop, &l->more);
 		free(l);
 		return NULL;
 	}
@@ -458,7 +506,7 @@ void lines_close(struct lines *l)
 	l->closed = true;
 	loop_task_cancel(l->loop, &l->more);
 	loop_task_cancel(l->loop, &l->broken);
-	if (l->in_fd >= 0)
+	if (l->in_fd >= 0 && !l->in_nopoll && !l->in_done)
 		loop_del(l->loop, l->in_fd);
 	if (l->out_fd >= 0 && !l->same_fd && !l->out_blocking)
 		loop_del(l->loop, l->out_fd);

@@ -65,6 +65,11 @@ struct lines_hooks {
 	/* The write queue, which had to wait for the peer, has just become
 	 * empty (never called from inside lines_write). May be NULL. */
 	void (*on_flushed)(struct lines *l, void *data);
+	/* May be NULL. When set, the end of input (not a read error) is not
+	 * the peer's end: nothing more is read, the output goes on, and this
+	 * is called instead of on_end (once, from the loop): for input read
+	 * from a file. Not with in_fd == out_fd. */
+	void (*on_input_end)(struct lines *l, void *data);
 	void *data;
 };
 
@@ -81,9 +86,16 @@ struct lines_config {
 /* Read lines from in_fd and queue writes to out_fd (both borrowed and made
  * non-blocking here; either may be -1: no reading, or no writing; they may
  * be the same descriptor). An out_fd the loop cannot watch (a regular
- * file) is written plainly. New object, or NULL with err filled. */
+ * file) is written plainly; an in_fd it cannot watch (a regular file,
+ * /dev/null) never blocks, and is read a round's share at a time until its
+ * end. New object, or NULL with err filled. */
 struct lines *lines_new(struct loop *loop, int in_fd, int out_fd, const struct lines_config *cfg,
 			const struct lines_hooks *hooks, struct appl_err *err);
+
+/* Hold (true) or go on (false): while held nothing is read or delivered,
+ * the line being delivered when it was called being the last; writing
+ * goes on. For an owner that must do something before the next line. */
+void lines_hold(struct lines *l, bool hold);
 
 /* Change the cap for lines from now on (the line being read included: one
  * already past the new cap is over-long at once). */

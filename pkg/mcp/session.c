@@ -1053,22 +1053,23 @@ static const struct method {
 	bool request;	 /* a request (answered) or a notification */
 	unsigned eras;	 /* the eras it belongs to */
 	bool needs_init; /* legacy: only once initialized */
+	bool tools;	 /* it needs the owner's tools (the hold hook) */
 	method_fn fn;
 } methods[] = {
-	{"initialize", true, MCP_ERA_LEGACY, false, m_initialize},
-	{"ping", true, MCP_ERA_LEGACY, false, m_ping},
-	{"server/discover", true, MCP_ERA_MODERN, false, m_discover},
-	{"tools/list", true, ERA_BOTH, true, m_tools_list},
-	{"tools/call", true, ERA_BOTH, true, m_tools_call},
-	{"subscriptions/listen", true, MCP_ERA_MODERN, false, m_listen},
-	{"prompts/list", true, ERA_BOTH, true, m_prompts_list},
-	{"prompts/get", true, ERA_BOTH, true, m_prompts_get},
-	{"resources/list", true, ERA_BOTH, true, m_resources_list},
-	{"resources/templates/list", true, ERA_BOTH, true, m_templates_list},
-	{"resources/read", true, ERA_BOTH, true, m_resources_read},
-	{"logging/setLevel", true, MCP_ERA_LEGACY, true, m_set_level},
-	{"notifications/initialized", false, MCP_ERA_LEGACY, false, n_initialized},
-	{"notifications/cancelled", false, ERA_BOTH, false, n_cancelled},
+	{"initialize", true, MCP_ERA_LEGACY, false, false, m_initialize},
+	{"ping", true, MCP_ERA_LEGACY, false, false, m_ping},
+	{"server/discover", true, MCP_ERA_MODERN, false, false, m_discover},
+	{"tools/list", true, ERA_BOTH, true, true, m_tools_list},
+	{"tools/call", true, ERA_BOTH, true, true, m_tools_call},
+	{"subscriptions/listen", true, MCP_ERA_MODERN, false, false, m_listen},
+	{"prompts/list", true, ERA_BOTH, true, false, m_prompts_list},
+	{"prompts/get", true, ERA_BOTH, true, false, m_prompts_get},
+	{"resources/list", true, ERA_BOTH, true, false, m_resources_list},
+	{"resources/templates/list", true, ERA_BOTH, true, false, m_templates_list},
+	{"resources/read", true, ERA_BOTH, true, false, m_resources_read},
+	{"logging/setLevel", true, MCP_ERA_LEGACY, true, false, m_set_level},
+	{"notifications/initialized", false, MCP_ERA_LEGACY, false, false, n_initialized},
+	{"notifications/cancelled", false, ERA_BOTH, false, false, n_cancelled},
 };
 
 static const struct method *method_find(const char *name, bool request)
@@ -1150,8 +1151,10 @@ static int classify(struct mcp_session *s, const struct jsonrpc_msg *m, struct m
 	return 0;
 }
 
-static void on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
+/* Returns true when m was held (the hold hook): nothing was answered. */
+static bool on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
 {
+	const struct mcp_server_hooks *h = &s->srv->hooks;
 	const struct method *meth;
 	struct mcp_request req;
 	enum mcp_era era;
@@ -1164,15 +1167,15 @@ static void on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
 			 s->p->client);
 		reply_error(s, NULL, JSONRPC_INVALID_REQUEST,
 			    "the request's id is already used by a request in flight");
-		return;
+		return false;
 	}
 	if (classify(s, m, &req) < 0)
-		return;
+		return false;
 	era = req.meta && json_object_get(req.meta, META_VERSION) ? MCP_ERA_MODERN : MCP_ERA_LEGACY;
 	meth = method_find(m->method, true);
 	if (!meth) {
 		reply_error(s, m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found");
-		return;
+		return false;
 	}
 	if (!(meth->eras & era)) {
 		if (era == MCP_ERA_MODERN)
@@ -1184,17 +1187,20 @@ static void on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
 			    era == MCP_ERA_MODERN ? JSONRPC_METHOD_NOT_FOUND
 						  : JSONRPC_INVALID_PARAMS,
 			    msg);
-		return;
+		return false;
 	}
 	if (era == MCP_ERA_LEGACY && meth->needs_init && !s->legacy) {
 		reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
 			    "not initialized: send initialize first, or name the revision in "
 			    "_meta (" META_VERSION ")");
-		return;
+		return false;
 	}
+	if (meth->tools && h->hold && h->hold(h->data))
+		return true;
 	if (!req.rev) /* legacy, before initialize: ping */
 		req.rev = mcp_revision_latest(MCP_ERA_LEGACY);
 	meth->fn(s, m, &req);
+	return false;
 }
 
 static void on_notification(struct mcp_session *s, const struct jsonrpc_msg *m)
@@ -1207,22 +1213,32 @@ static void on_notification(struct mcp_session *s, const struct jsonrpc_msg *m)
 		meth->fn(s, m, &req);
 }
 
-void mcp_session_input(struct mcp_session *s, const char *line, size_t len)
+bool mcp_session_input(struct mcp_session *s, const char *line, size_t len)
 {
 	struct jsonrpc_msg m = {0};
 	struct appl_err err = {0};
+	bool held = false;
 
 	if (s->ended || len == 0 || (len == 1 && line[0] == '\r'))
-		return;
+		return false;
 	if (jsonrpc_msg_parse(line, len, APPL_RPC_MESSAGE_MAX, &m, &err) < 0)
 		reply_error(s, m.id, m.fail ? m.fail : JSONRPC_INVALID_REQUEST, err.msg);
 	else if (m.kind == JSONRPC_REQUEST)
-		on_request(s, &m);
+		held = on_request(s, &m);
 	else if (m.kind == JSONRPC_NOTIFICATION)
 		on_notification(s, &m);
 	else if (m.kind == JSONRPC_RESULT || m.kind == JSONRPC_ERROR)
 		on_response(s, &m); /* to a question it was asked; others are ignored */
 	jsonrpc_msg_clear(&m);
+	return held;
+}
+
+void mcp_session_refuse(struct mcp_session *s, const char *line, size_t len, const char *why)
+{
+	json_t *id = jsonrpc_id_sniff(line, len);
+
+	reply_error(s, id, JSONRPC_INTERNAL_ERROR, why);
+	json_decref(id);
 }
 
 /* A message over the cap is never held: its first bytes give the id (when

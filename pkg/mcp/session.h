@@ -115,6 +115,12 @@ struct mcp_server_hooks {
 	const char *(*description)(const char *role, void *data);
 	/* The session's client broke the connection or went away. */
 	void (*on_closed)(struct mcp_session *s, const char *why, void *data);
+	/* Whether a request that needs the tools (tools/list, tools/call) must
+	 * wait, for an owner that starts them when they are first needed:
+	 * true holds it, unanswered (mcp_session_input returns true), and the
+	 * transport gives it again once the owner is ready, or refuses it
+	 * (mcp_session_refuse). May be NULL: nothing waits. */
+	bool (*hold)(void *data);
 	void *data;
 };
 
@@ -129,8 +135,15 @@ struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_tra
 				    const struct mcp_principal *p, struct appl_err *err);
 
 /* One message from the client: line[0..len), without its newline; any
- * bytes. An empty line (or a lone '\r') is ignored. */
-void mcp_session_input(struct mcp_session *s, const char *line, size_t len);
+ * bytes. An empty line (or a lone '\r') is ignored. Returns true when it
+ * was held (the hold hook): the transport keeps it and reads nothing more
+ * until it gives it again. */
+bool mcp_session_input(struct mcp_session *s, const char *line, size_t len);
+
+/* Answer the request in line[0..len) (one the session held) with an
+ * internal error whose message is why: for an owner that could not
+ * start what it needs. */
+void mcp_session_refuse(struct mcp_session *s, const char *line, size_t len, const char *why);
 
 /* A message over the transport's cap: head[0..len) is its start, read for
  * its id; it is answered with an error and the session goes on. */

@@ -2,10 +2,16 @@
 #include "mcp/stdio.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/limits.h"
+#include "jsonrpc/jsonrpc.h"
 #include "loop/lines.h"
+#include "loop/loop.h"
 
 /* Of a line over the cap, the first bytes are read for its id: clients
  * write "id" near the start, before params. */
@@ -15,6 +21,11 @@ struct mcp_stdio {
 	struct lines *io;
 	struct mcp_session *s;
 	bool closed;
+	bool from_file;
+	void (*on_input_end)(void *data);
+	void *data;
+	char *held; /* the request the session held, until release or refusal */
+	size_t held_len;
 };
 
 static int t_send(void *t, char *line, size_t len)
@@ -38,10 +49,26 @@ static void t_close(void *t, const char *why)
 		lines_end(st->io, why);
 }
 
+/* Keep line, which the session held, and read nothing more until the
+ * owner releases it or refuses it. */
+static void hold(struct mcp_stdio *st, const char *line, size_t len)
+{
+	if (!(st->held = malloc(len ? len : 1))) {
+		mcp_session_refuse(st->s, line, len, "out of memory");
+		return;
+	}
+	memcpy(st->held, line, len);
+	st->held_len = len;
+	lines_hold(st->io, true);
+}
+
 static void on_line(struct lines *io, const char *line, size_t len, void *data)
 {
+	struct mcp_stdio *st = data;
 	(void)io;
-	mcp_session_input(((struct mcp_stdio *)data)->s, line, len);
+
+	if (mcp_session_input(st->s, line, len))
+		hold(st, line, len);
 }
 
 static void on_overlong(struct lines *io, const char *head, size_t len, void *data)
@@ -59,8 +86,26 @@ static void on_end(struct lines *io, const char *why, void *data)
 	mcp_session_ended(st->s, why);
 }
 
-struct mcp_stdio *mcp_stdio_open(struct mcp_server *srv, struct loop *loop, int in_fd, int out_fd,
-				 const struct mcp_principal *p, struct appl_err *err)
+static void on_file_end(struct lines *io, void *data)
+{
+	struct mcp_stdio *st = data;
+	(void)io;
+
+	if (st->on_input_end)
+		st->on_input_end(st->data);
+}
+
+/* Input the loop cannot watch, a regular file or /dev/null, is a script
+ * read to its end, not a client that can go away. */
+static bool input_is_file(int fd)
+{
+	struct stat sb;
+
+	return fstat(fd, &sb) == 0 && (S_ISREG(sb.st_mode) || (S_ISCHR(sb.st_mode) && !isatty(fd)));
+}
+
+struct mcp_stdio *mcp_stdio_open(struct mcp_server *srv, struct loop *loop,
+				 const struct mcp_stdio_config *c, struct appl_err *err)
 {
 	struct mcp_stdio *st = calloc(1, sizeof(*st));
 	struct lines_hooks lh = {.on_line = on_line, .on_overlong = on_overlong, .on_end = on_end};
@@ -74,15 +119,54 @@ struct mcp_stdio *mcp_stdio_open(struct mcp_server *srv, struct loop *loop, int 
 		appl_err_set(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
+	st->on_input_end = c->on_input_end;
+	st->data = c->data;
+	/* A script's end is the end of its requests, not of the client: the
+	 * answers still go out, and a last line without its newline counts. */
+	if (c->in_fd != c->out_fd && input_is_file(c->in_fd)) {
+		st->from_file = true;
+		lh.on_input_end = on_file_end;
+		cfg.final_line = true;
+	}
 	t.t = st;
 	lh.data = st;
-	if (!(st->s = mcp_session_new(srv, &t, p, err)) ||
-	    !(st->io = lines_new(loop, in_fd, out_fd, &cfg, &lh, err))) {
+	if (!(st->s = mcp_session_new(srv, &t, c->principal, err)) ||
+	    !(st->io = lines_new(loop, c->in_fd, c->out_fd, &cfg, &lh, err))) {
 		mcp_session_free(st->s);
 		free(st);
 		return NULL;
 	}
 	return st;
+}
+
+bool mcp_stdio_from_file(const struct mcp_stdio *st)
+{
+	return st->from_file;
+}
+
+void mcp_stdio_release(struct mcp_stdio *st)
+{
+	char *line = st->held;
+	size_t len = st->held_len;
+
+	if (!line)
+		return;
+	st->held = NULL;
+	if (!st->closed && mcp_session_input(st->s, line, len)) {
+		st->held = line; /* held again: still waiting */
+		return;
+	}
+	free(line);
+	lines_hold(st->io, false);
+}
+
+void mcp_stdio_refuse_held(struct mcp_stdio *st, const char *why)
+{
+	if (!st->held)
+		return;
+	mcp_session_refuse(st->s, st->held, st->held_len, why);
+	free(st->held);
+	st->held = NULL;
 }
 
 void mcp_stdio_free(struct mcp_stdio *st, int timeout_ms)
@@ -94,5 +178,95 @@ void mcp_stdio_free(struct mcp_stdio *st, int timeout_ms)
 	st->closed = true;
 	mcp_session_free(st->s);
 	lines_free(st->io);
+	free(st->held);
 	free(st);
+}
+
+/* ---- before a session: a start that failed ------------------------------------ */
+
+static int write_all(int fd, const char *buf, size_t len, uint64_t until)
+{
+	while (len > 0) {
+		struct pollfd p = {.fd = fd, .events = POLLOUT};
+		uint64_t now = loop_now_ms();
+		ssize_t n = write(fd, buf, len);
+
+		if (n > 0) {
+			buf += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n == 0 || errno != EAGAIN || now >= until ||
+		    poll(&p, 1, (int)(until - now)) <= 0)
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* The line in head[0..len) (maybe only its start) is a request: answer it. */
+static int refuse_line(const char *head, size_t len, int out_fd, const char *why, uint64_t until)
+{
+	json_t *id = jsonrpc_id_sniff(head, len);
+	char *line = NULL;
+	size_t n;
+	int rc;
+
+	if (!id || !jsonrpc_method_sniffed(head, len)) {
+		json_decref(id);
+		return -EAGAIN; /* a notification, or an answer: not what waits for one */
+	}
+	rc = jsonrpc_error_encode(id, JSONRPC_INTERNAL_ERROR, why, NULL, APPL_RPC_MESSAGE_MAX,
+				  &line, &n, NULL);
+	json_decref(id);
+	if (rc == 0)
+		rc = write_all(out_fd, line, n, until);
+	free(line);
+	return rc;
+}
+
+int mcp_stdio_refuse_first(int in_fd, int out_fd, const char *why, int timeout_ms)
+{
+	char buf[MCP_OVERLONG_HEAD];
+	size_t have = 0;
+	bool skipping = false; /* the rest of a line whose head was judged */
+	uint64_t until = loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+
+	if (isatty(in_fd))
+		return -ENOTTY;
+	for (;;) {
+		struct pollfd p = {.fd = in_fd, .events = POLLIN};
+		uint64_t now = loop_now_ms();
+		char *nl;
+		ssize_t n;
+
+		if (now >= until || poll(&p, 1, (int)(until - now)) <= 0)
+			return -ETIMEDOUT;
+		n = read(in_fd, buf + have, sizeof(buf) - have);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			continue;
+		if (n <= 0)
+			return -EPIPE;
+		have += (size_t)n;
+		while ((nl = memchr(buf, '\n', have))) {
+			size_t len = (size_t)(nl - buf);
+			int rc = skipping ? -EAGAIN : refuse_line(buf, len, out_fd, why, until);
+
+			if (rc != -EAGAIN)
+				return rc;
+			skipping = false;
+			memmove(buf, nl + 1, have - len - 1);
+			have -= len + 1;
+		}
+		if (have == sizeof(buf)) {
+			/* A line longer than the head: its start decides. */
+			int rc = skipping ? -EAGAIN : refuse_line(buf, have, out_fd, why, until);
+
+			if (rc != -EAGAIN)
+				return rc;
+			skipping = true;
+			have = 0;
+		}
+	}
 }

@@ -6,7 +6,9 @@
  * input also chooses, with loop rounds and pumps in between, then closed.
  * Every line delivered must be at most the cap and hold no newline, every
  * head at most the head size and the cap; nothing may be held past a line
- * and a read; and at the end every byte is accounted for. The id sniffer
+ * and a read; nothing is delivered while the reader is held (it may be, after
+ * any line, and go on after any chunk); and at the end every byte is
+ * accounted for. The id sniffer
  * runs on every head, as the client and upstream readers run it.
  */
 #define _GNU_SOURCE
@@ -25,15 +27,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 struct seen {
 	struct lines_config cfg;
 	int ended;
+	bool hold; /* hold after a line that starts with an odd byte */
+	bool held;
 };
 
 static void on_line(struct lines *l, const char *line, size_t len, void *data)
 {
 	struct seen *s = data;
-	(void)l;
 
-	if (len > s->cfg.line_max || memchr(line, '\n', len))
-		abort();
+	if (len > s->cfg.line_max || memchr(line, '\n', len) || s->held)
+		abort(); /* nothing is delivered while held */
+	if (s->hold && len && (line[0] & 1)) {
+		lines_hold(l, true);
+		s->held = true;
+	}
 }
 
 static void on_overlong(struct lines *l, const char *head, size_t len, void *data)
@@ -81,6 +88,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	s.cfg.round_lines = 1 + data[3] % 8;
 	s.cfg.round_bytes = 1 + (size_t)data[4] * 16;
 	s.cfg.final_line = data[5] & 1;
+	s.hold = data[5] & 2;
 	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
 		return 0;
 	loop = loop_new(NULL);
@@ -93,6 +101,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (chunk && write(p[1], data + at, chunk) < 0)
 			break;
 		at += chunk;
+		if (s.held && (chunk & 2)) {
+			s.held = false;
+			lines_hold(l, false);
+		}
 		if (chunk & 1)
 			loop_run_once(loop, 0);
 		else
@@ -101,8 +113,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 	}
 	close(p[1]);
-	for (int i = 0; l && i < 64 && !lines_closed(l); i++)
+	for (int i = 0; l && i < 64 && !lines_closed(l); i++) {
+		if (s.held) {
+			s.held = false;
+			lines_hold(l, false);
+		}
 		loop_run_once(loop, 0);
+	}
 	lines_free(l);
 	loop_free(loop);
 	close(p[0]);

@@ -179,6 +179,10 @@ class Session:
                                                           "version": "0"}})
         assert init["result"]["capabilities"]["tools"]["listChanged"] is True, init
         self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        # then tools/list, as MCP clients do: over stdio it is what starts
+        # the image, the runtime, the audit log, the servers and the pool
+        self.tools_at_start = self.request("tools/list", timeout=180)
+        assert "result" in self.tools_at_start, self.tools_at_start
 
     @staticmethod
     def _pump(stream, put):

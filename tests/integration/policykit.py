@@ -17,10 +17,17 @@ import tempfile
 
 from cellkit import APPLIANCE, ROOT, digest
 
+
 INIT = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                    "clientInfo": {"name": "raw", "version": "0"}}}
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+# The input of a stdio client that asks for the tools, then goes: over stdio
+# the image, the runtime, the audit log and the servers start only when a
+# request needs the tools, so a test of what happens at start sends this,
+# not nothing (nothing is an appliance that starts none of it).
+START_INPUT = "".join(json.dumps(m) + "\n" for m in (
+    INIT, INITIALIZED, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"})).encode()
 
 
 def call(i, src):

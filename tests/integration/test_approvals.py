@@ -24,6 +24,7 @@ import time
 
 from harness import main, test
 import gatewaykit as gk
+from policykit import START_INPUT
 
 
 def scratch():
@@ -174,7 +175,7 @@ def an_approver_that_cannot_run_is_refused_at_start():
     d = scratch()
     sig, _ = fs_policy(d, "approve")
     os.chmod(os.path.join(d, "approver-approve"), 0o644)
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode == 1 and b"approvals.command" in r.stderr, r.stderr
     shutil.rmtree(d)
 

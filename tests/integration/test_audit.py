@@ -44,6 +44,7 @@ import time
 from cellkit import APPLIANCE
 from harness import main, test
 import gatewaykit as gk
+from policykit import START_INPUT
 
 STATE = "/var/lib/appliance"  # POLICY_STATE_DIR: the tests run as root
 ZERO = "0" * 64
@@ -352,7 +353,7 @@ def a_log_cut_after_its_first_seal_fails_verify_and_refuses_the_start():
             % (epochs, epochs - 1)) in out, out
     rc, out = verify(log)  # without the key, nothing tells
     assert rc == 0, out
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"the audit log was cut: its sealing state records the " \
         b"seal of epoch %d at line " % (epochs - 1) in r.stderr, r.stderr
     assert b"appliance audit verify --key" in r.stderr, r.stderr
@@ -446,7 +447,7 @@ def a_torn_last_line_is_reported_and_the_next_start_continues_after_it():
                          "reason": "forged", "runs": 0}, separators=(",", ":")).encode()
     with open(log, "ab") as f:
         f.write(forged + b"\n")
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"no appliance announced" in r.stderr, r.stderr
     rc, out = verify(log)
     assert rc == 1 and "head" in out, out
@@ -478,13 +479,13 @@ def a_removed_or_cut_log_and_a_seal_without_its_key_are_refused_at_start():
     data = open(log, "rb").read()
     with open(log, "wb") as f:
         f.write(data[:data.rindex(b"\n", 0, len(data) - 1) + 1])
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"was cut" in r.stderr, r.stderr
     os.unlink(log)
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"was removed" in r.stderr, r.stderr
     other = os.path.join(d, "sealed.jsonl")
-    r = subprocess.run(gk.run_argv(audit_policy(other, seal=True)), input=b"",
+    r = subprocess.run(gk.run_argv(audit_policy(other, seal=True)), input=START_INPUT,
                        capture_output=True, timeout=60)
     assert r.returncode != 0 and b"audit init" in r.stderr, r.stderr
     assert not os.path.exists(other)

@@ -21,7 +21,7 @@ import time
 
 from harness import main, test
 from cellkit import APPLIANCE, LAYOUT, ROOT, digest
-from policykit import Signer
+from policykit import START_INPUT, Signer
 import gatewaykit
 import tlskit
 
@@ -261,7 +261,7 @@ def a_server_whose_command_does_not_exist_is_named():
     line = lines_of(r, "problem")[0]
     assert line.endswith("(its own), group appliance-upstream: /nonexistent does not exist; "
                          "install it there, or correct the command"), line
-    run = subprocess.run(_kit.argv(sig), input="", capture_output=True, text=True,
+    run = subprocess.run(_kit.argv(sig), input=START_INPUT.decode(), capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 1 and line[len("servers: "):].split(" uid ")[0] in run.stderr, \
         run.stderr
@@ -582,7 +582,7 @@ def free_port():
 
 def run_refuses(sig, want):
     """`appliance run` of sig refuses to start, saying want."""
-    r = subprocess.run(_kit.argv(sig), input="", capture_output=True, text=True, timeout=120)
+    r = subprocess.run(_kit.argv(sig), input=START_INPUT.decode(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and want in r.stderr, (r.returncode, r.stderr[-2000:])
 
 
@@ -640,7 +640,7 @@ def what_run_refuses_at_start_check_refuses_through_the_same_code():
                               roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"},
                               audit={"path": path})
             if before:
-                r = subprocess.run(_kit.argv(sig), input=b"", capture_output=True,
+                r = subprocess.run(_kit.argv(sig), input=START_INPUT, capture_output=True,
                                    timeout=120)
                 assert r.returncode == 0 and os.path.exists(path), r.stderr[-2000:]
                 r = check(sig)

@@ -22,7 +22,7 @@ import time
 
 from harness import main, test
 from cellkit import alive
-from policykit import APPLIANCE
+from policykit import APPLIANCE, START_INPUT
 import gatewaykit as gk
 
 MEMORY = os.path.join(gk.ROOT, "tests", "node_modules", "@modelcontextprotocol",
@@ -191,7 +191,7 @@ def root_only_when_the_policy_says_so_and_even_then_without_capabilities():
     assert "runs as root (servers.toy.user)" in log, log
     # a user the machine does not have: the appliance does not start
     r = subprocess.run(gk.run_argv(probe_policy({"user": "appliance-nobody-here"})),
-                       input=b"", capture_output=True, timeout=60)
+                       input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"no user appliance-nobody-here" in r.stderr, r.stderr
 
 
@@ -200,11 +200,11 @@ def a_server_whose_program_is_hidden_is_refused_at_start():
     # a program kept in the trust directory would not exist for the server
     hidden = os.path.join(gk.work(), "trusted.d", "toy-server")
     sig = probe_policy({"command": [hidden]})
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"which is hidden from servers" in r.stderr, r.stderr
     # and a cwd there too
     sig = probe_policy({"cwd": os.path.join(gk.work(), "trusted.d")})
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
     assert r.returncode != 0 and b"which is hidden from servers" in r.stderr, r.stderr
 
 
@@ -296,7 +296,7 @@ def a_server_its_user_cannot_start_is_refused_at_start_and_by_check():
                   "servers.toy.cwd")]
         for server, head, tail in cases:
             sig = probe_policy(server)
-            r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, timeout=60)
+            r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
             err = r.stderr.decode()
             assert r.returncode == 1 and head in err and tail in err, err
             assert "(its own), group appliance-upstream" in err, err

@@ -25,6 +25,7 @@ import time
 from harness import main, test
 from cellkit import alive, descendants, hidden, maps_lib, system_lib
 import gatewaykit as gk
+from policykit import START_INPUT
 
 CLIENT2 = os.path.join(gk.ROOT, "tests", "mcp-client2.mjs")
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -374,7 +375,7 @@ def libmicrohttpd_is_loaded_only_for_the_http_front():
     try:
         argv = hidden(system_lib("libmicrohttpd.so.12"), blank.name,
                       gk.run_argv(http_policy(free_port())))
-        r = subprocess.run(argv, input=b"", capture_output=True, timeout=60)
+        r = subprocess.run(argv, input=START_INPUT, capture_output=True, timeout=60)
         assert r.returncode == 1, r
         assert b"http: libmicrohttpd.so.12 could not be loaded" in r.stderr, r.stderr
     finally:

@@ -24,6 +24,7 @@ from cellkit import ROOT, hidden, maps_lib, system_lib
 from harness import main, test
 from mcphttp import McpHttp
 import tlskit
+from policykit import START_INPUT
 
 V2_SERVER = os.path.join(ROOT, "tests", "integration", "v2_http_server.mjs")
 
@@ -456,7 +457,7 @@ def a_header_naming_an_unset_variable_refuses_the_start_by_name():
                                "headers": {"Authorization": "Bearer {env:NO_SUCH_TOKEN_VAR}"}}},
                       {"web.*": {"access": "read"}})
     env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_TOKEN_VAR"}
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, env=env)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, env=env)
     assert r.returncode == 1, r
     assert b"servers.web.headers.Authorization: the environment has no NO_SUCH_TOKEN_VAR" \
         in r.stderr, r.stderr
@@ -466,14 +467,14 @@ def a_header_naming_an_unset_variable_refuses_the_start_by_name():
 def a_ca_file_or_a_filled_header_that_cannot_be_used_refuses_the_start():
     sig = http_policy({"web": {"url": "https://mcp.example.invalid/mcp",
                                "ca_file": "/nonexistent/ca.pem"}}, {"web.*": {"access": "read"}})
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True)
     assert r.returncode == 1 and b"servers.web.ca_file /nonexistent/ca.pem" in r.stderr, r.stderr
     # a value that would end the header line, or add another, is not sent
     sig = http_policy({"web": {"url": "https://mcp.example.invalid/mcp",
                                "headers": {"Authorization": "Bearer {env:WEB_TOKEN}"}}},
                       {"web.*": {"access": "read"}})
     env = dict(os.environ, WEB_TOKEN="abc\r\nX-Injected: 1")
-    r = subprocess.run(gk.run_argv(sig), input=b"", capture_output=True, env=env)
+    r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, env=env)
     assert r.returncode == 1, r
     assert b"servers.web.headers.Authorization: the filled value is too long or holds a " \
         b"line break" in r.stderr, r.stderr
@@ -500,7 +501,7 @@ def libcurl_is_loaded_only_for_an_http_server():
             assert s.cell("print(await lg.echo(text='http'))") == "http\n"
             assert maps_lib(s.proc.pid, "libcurl")
         argv = hidden(system_lib("libcurl.so.4"), blank.name, gk.run_argv(legacy_policy(srv)))
-        r = subprocess.run(argv, input=b"", capture_output=True, timeout=60)
+        r = subprocess.run(argv, input=START_INPUT, capture_output=True, timeout=60)
         assert r.returncode == 1, r
         assert b"servers.lg: libcurl.so.4 could not be loaded" in r.stderr, r.stderr
     finally:

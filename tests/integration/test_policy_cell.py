@@ -12,6 +12,7 @@ import time
 
 from harness import main, test
 from cellkit import APPLIANCE, ensure_user, rootless_files, digest, TEST_USER
+from policykit import START_INPUT
 
 _work = None
 _keyids = {}
@@ -200,7 +201,7 @@ def a_key_named_on_the_command_line_never_raises_the_floor():
 
 def serve_nothing(sig):
     """`appliance run` on a client that closes its input at once."""
-    return subprocess.run([APPLIANCE, "run", "--policy", sig] + trust_args(), input=b"",
+    return subprocess.run([APPLIANCE, "run", "--policy", sig] + trust_args(), input=START_INPUT,
                           capture_output=True, timeout=120)
 
 

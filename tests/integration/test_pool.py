@@ -30,6 +30,7 @@ from cellkit import (APPLIANCE, ROOT, descendants, digest, ensure_user, image_wi
                      rootless_files, runsc_pids_of)
 
 _kit = Signer("appliance-pool-test.")
+TOOLS_LIST = {"jsonrpc": "2.0", "id": "tools", "method": "tools/list"}
 
 
 def work():
@@ -83,8 +84,11 @@ class Appliance:
         return self.kept.pop(i)
 
     def initialize(self):
-        self.send(INIT, INITIALIZED)
+        """initialize, then tools/list as clients do: over stdio that starts
+        the runtime, the servers and the pool."""
+        self.send(INIT, INITIALIZED, TOOLS_LIST)
         assert self.answer(0)["result"]["protocolVersion"] == "2025-11-25"
+        assert "result" in self.answer("tools", 180)
 
     def run(self, i, src, timeout=60):
         """Run src as call id i; returns (structuredContent, seconds)."""
@@ -461,6 +465,7 @@ def a_signal_while_the_pool_boots_at_start_leaves_nothing_behind():
     # Three tries, since the signal may also land once serving began.
     for attempt in range(3):
         with Appliance(policy({"pool": 4})) as app:
+            app.send(INIT, INITIALIZED, TOOLS_LIST)
             deadline = time.time() + 20
             while not runsc_pids_of(app.pid) and time.time() < deadline:
                 pass
@@ -773,7 +778,9 @@ def a_rootless_appliance_pools_sandboxes_and_calls_tools():
             p.stdin.flush()
         send(INIT)
         send(INITIALIZED)
+        send(TOOLS_LIST)
         assert json.loads(p.stdout.readline())["id"] == 0
+        assert json.loads(p.stdout.readline())["id"] == "tools"
         deadline = time.time() + 30
         while len(runsc_pids_of(p.pid)) < 1 and time.time() < deadline:
             time.sleep(0.2)

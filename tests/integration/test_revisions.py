@@ -26,8 +26,11 @@ META = {REV: "2026-07-28", CAPS: {}, "io.modelcontextprotocol/clientInfo":
 
 
 def counted_argv(sig, counter):
-    """`appliance run` through a shell that notes each start in counter."""
-    return ["/bin/sh", "-c", 'echo start >> "$0"; exec "$@"', counter] + run_argv(sig)
+    """`appliance run` through a shell that notes each start in counter, and
+    appends each one's stderr to counter.log too (the SDK drops a throwaway
+    copy's)."""
+    return ["/bin/sh", "-c", 'echo start >> "$0"; exec "$@" 2>> "$0.log"', counter] + \
+        run_argv(sig)
 
 
 def client2(sig, negotiation, calls=(), in_place=False, extra=(), timeout=240):
@@ -43,9 +46,13 @@ def client2(sig, negotiation, calls=(), in_place=False, extra=(), timeout=240):
                            capture_output=True, timeout=timeout)
         with open(counter) as f:
             starts = f.read().count("start")
+        with open(counter + ".log", encoding="utf-8", errors="replace") as f:
+            logs = f.read()
     finally:
         os.unlink(counter)
-    err = r.stderr.decode("utf-8", "replace")
+        if os.path.exists(counter + ".log"):
+            os.unlink(counter + ".log")
+    err = r.stderr.decode("utf-8", "replace") + logs
     assert r.returncode == 0, r.stdout.decode() + err[-4000:]
     return json.loads(r.stdout), starts, err
 
@@ -93,9 +100,15 @@ def the_v2_clients_own_transport_probes_on_a_throwaway_copy_and_lands_modern():
     # process (the SDK's design, for servers that die on a pre-initialize
     # request); the answer there is a DiscoverResult, so no fallback and no
     # third start.
-    out, starts, _ = client2(toy_policy(), "auto", [ADD])
+    out, starts, err = client2(toy_policy(), "auto", [ADD])
     check_modern(out)
     assert starts == 2, starts
+    # the copy only answered server/discover: it started no server, no
+    # runtime and no sandbox; the tools started once, in the other
+    assert err.count("the image, the sandbox runtime and the servers start when the first "
+                     "request needs them") == 2, err[-3000:]
+    assert err.count("a request needs the tools: starting them") == 1, err[-3000:]
+    assert err.count("upstream toy: ready") == 1, err[-3000:]
 
 
 @test

@@ -4,12 +4,13 @@ lines, with policies signed for the test."""
 
 import json
 import os
+import re
 import subprocess
 import time
 
 from harness import main, test
-from cellkit import APPLIANCE, ROOT, runsc_pids_of
-from policykit import INIT, INITIALIZED, Signer, call
+from cellkit import APPLIANCE, ROOT, digest, runsc_pids_of
+from policykit import INIT, INITIALIZED, START_INPUT, Signer, call
 
 _kit = Signer("appliance-run-test.")
 CLIENT = os.path.join(ROOT, "tests", "mcp-client.mjs")
@@ -220,7 +221,7 @@ def an_expired_policy_stops_new_cells():
     p.stdout.close()
     p.stderr.close()
     # a policy that expired before the start is refused outright
-    r = subprocess.run(run_argv(policy(expires="2020-01-01T00:00:00Z")), input=b"",
+    r = subprocess.run(run_argv(policy(expires="2020-01-01T00:00:00Z")), input=START_INPUT,
                        capture_output=True)
     assert r.returncode == 1 and b"expire" in r.stderr, r.stderr
 
@@ -234,13 +235,13 @@ def calendar_seconds(rfc3339):
 def run_takes_keys_only_from_a_trust_directory():
     sig = policy()
     r = subprocess.run([APPLIANCE, "run", "--policy", sig, "--trust",
-                        os.path.join(work(), "trusted.d", "k.pub")], input=b"",
+                        os.path.join(work(), "trusted.d", "k.pub")], input=START_INPUT,
                        capture_output=True)
     assert r.returncode == 2 and b"spelled out" in r.stderr, r.stderr
     d = os.path.join(work(), "trusted.d")
     os.chmod(d, 0o777)
     try:
-        r = subprocess.run(run_argv(sig), input=b"", capture_output=True)
+        r = subprocess.run(run_argv(sig), input=START_INPUT, capture_output=True)
         assert r.returncode == 1 and d.encode() in r.stderr, r.stderr
     finally:
         os.chmod(d, 0o755)
@@ -249,8 +250,110 @@ def run_takes_keys_only_from_a_trust_directory():
 @test
 def an_approver_that_cannot_run_is_refused():
     doc = {"approvals": {"command": "/nonexistent/approver"}}
-    r = subprocess.run(run_argv(policy(extra=doc)), input=b"", capture_output=True)
+    r = subprocess.run(run_argv(policy(extra=doc)), input=START_INPUT, capture_output=True)
     assert r.returncode == 1 and b"approvals.command /nonexistent/approver" in r.stderr, r.stderr
+
+
+def ids(out):
+    """Answers (bytes, one per line) by their id."""
+    return {a.get("id"): a for a in map(json.loads, out.splitlines())}
+
+
+def scripted(sig, lines, stdin=None):
+    """`appliance run` reading lines from a file (the last one without its
+    newline), to its end: (exit status, answers by id, stderr)."""
+    path = os.path.join(work(), "script-%d.jsonl" % time.monotonic_ns())
+    with open(path, "w") as f:
+        f.write("\n".join(json.dumps(x) for x in lines))
+    with open(stdin or path, "rb") as f:
+        r = subprocess.run(run_argv(sig), stdin=f, capture_output=True, timeout=120)
+    os.unlink(path)
+    return r.returncode, ids(r.stdout), r.stderr.decode()
+
+
+@test
+def a_script_read_from_a_file_runs_to_its_end_and_exits_0():
+    # the slow run is still in flight when the file ends: it finishes and
+    # is answered, and so is the last line, which has no newline
+    rc, ans, err = scripted(policy(), [INIT, INITIALIZED,
+                                       call(1, "import asyncio\nawait asyncio.sleep(1)\n"
+                                               "print('slow')"),
+                                       call(2, "print(6 * 7)")])
+    assert rc == 0, err
+    assert ans[1]["result"]["structuredContent"]["stdout"] == "slow\n", ans
+    assert ans[2]["result"]["structuredContent"]["stdout"] == "42\n", ans
+    assert re.search(r"end of the input file: [12] runs? in flight", err), err
+    assert "client closed" not in err and "cancelled" not in err, err
+
+
+@test
+def dev_null_is_an_empty_input_and_starts_nothing():
+    rc, ans, err = scripted(policy(), [], stdin=os.devnull)
+    assert rc == 0 and ans == {}, (rc, ans, err)
+    assert "end of the input file: 0 runs in flight" in err, err
+    assert "starting them" not in err and "runsc" not in err, err
+
+
+DISCOVER = {"jsonrpc": "2.0", "id": 1, "method": "server/discover",
+            "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                 "io.modelcontextprotocol/clientCapabilities": {}}}}
+
+
+@test
+def a_process_that_only_answers_discover_starts_no_server_and_no_sandbox():
+    toy = {"toy": {"command": [os.path.join(ROOT, "build", "toy-server")]}}
+    sig = policy({"pool": 2}, extra={"servers": toy, "tools": {"toy.*": {"access": "read"}},
+                                     "roles": {"r": {"tools": ["toy.*"]}},
+                                     "clients": {"default_role": "r"}})
+    rc, ans, err = scripted(sig, [DISCOVER])
+    assert rc == 0 and "2026-07-28" in ans[1]["result"]["supportedVersions"], (ans, err)
+    assert "upstream" not in err and "pool" not in err and "starting them" not in err, err
+    # the same with a tools/list after it: now everything starts
+    rc, ans, err = scripted(sig, [DISCOVER, dict(DISCOVER, id=2, method="tools/list")])
+    assert rc == 0 and ans[2]["result"]["tools"][0]["name"] == "run_python", (ans, err)
+    assert "a request needs the tools: starting them" in err, err
+    assert "upstream toy: ready" in err, err
+
+
+@test
+def a_start_that_fails_answers_the_clients_first_request_with_why():
+    # refused before serving (the policy has expired): the first request,
+    # initialize, gets the reason that stderr gives
+    r = subprocess.run(run_argv(policy(expires="2020-01-01T00:00:00Z")), input=START_INPUT,
+                       capture_output=True, timeout=60)
+    why = r.stderr.decode().splitlines()[-1]
+    assert r.returncode == 1 and why.startswith("appliance: "), r.stderr
+    first = json.loads(r.stdout.splitlines()[0])
+    assert first["id"] == 0 and first["error"] == {
+        "code": -32603, "message": "the appliance could not start: " + why[len("appliance: "):]
+    }, first
+    assert len(r.stdout.splitlines()) == 1, r.stdout
+    # refused when the tools start (a runtime that is not there): initialize
+    # was answered, the request that needed the tools gets the reason
+    sig = policy(extra={"runtime": {"runsc": "/nonexistent/runsc"}})
+    r = subprocess.run(run_argv(sig), input=START_INPUT, capture_output=True, timeout=60)
+    ans = ids(r.stdout)
+    assert r.returncode == 1 and "result" in ans[0], (ans, r.stderr)
+    assert ans[1]["error"] == {
+        "code": -32603, "message": "the appliance could not start: runsc /nonexistent/runsc: "
+                                   "No such file or directory"}, ans
+    assert r.stderr.decode().endswith(
+        "appliance: runsc /nonexistent/runsc: No such file or directory\n"), r.stderr
+
+
+@test
+def cell_reads_its_code_from_a_file_or_dev_null():
+    argv = [APPLIANCE, "cell", "--image", os.path.join(ROOT, "build", "image"), "--digest",
+            digest(), "-"]
+    path = os.path.join(work(), "cell.py")
+    with open(path, "w") as f:
+        f.write("print(6 * 7)")
+    with open(path, "rb") as f:
+        r = subprocess.run(argv, stdin=f, capture_output=True, timeout=120)
+    assert r.returncode == 0 and json.loads(r.stdout)["stdout"] == "42\n", r
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=120)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["stdout"] == "" and out["error"] is None, r
 
 
 if __name__ == "__main__":

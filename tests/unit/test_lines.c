@@ -1,7 +1,8 @@
 #define _GNU_SOURCE
 /* test_lines.c: the framing primitive (pkg/loop/lines.h): lines across
  * reads, the cap and each over-long policy, end of input mid-line, the
- * per-round share and fairness between peers, the bounded writer. */
+ * per-round share and fairness between peers, the bounded writer, input
+ * from a file, holding. */
 #include <errno.h>
 #include <fcntl.h>
 #include <setjmp.h>
@@ -27,8 +28,9 @@ struct peer {
 	char head[64];
 	size_t head_len;
 	const char *ended;
-	unsigned flushed;
+	unsigned flushed, input_ends;
 	bool destroy_on_line;
+	bool hold_on_line; /* lines_hold after each line */
 };
 
 static void on_line(struct lines *l, const char *line, size_t len, void *data)
@@ -43,6 +45,14 @@ static void on_line(struct lines *l, const char *line, size_t len, void *data)
 		lines_destroy(l);
 		p->l = NULL;
 	}
+	if (p->hold_on_line)
+		lines_hold(l, true);
+}
+
+static void on_input_end(struct lines *l, void *data)
+{
+	(void)l;
+	((struct peer *)data)->input_ends++;
 }
 
 static void on_overlong(struct lines *l, const char *head, size_t len, void *data)
@@ -412,6 +422,105 @@ static void test_pump_takes_everything(void **state)
 	loop_free(loop);
 }
 
+/* A regular file as input (epoll refuses it): read a share a round to its
+ * end; with on_input_end the end leaves the output open. */
+static void test_file_input_read_to_its_end(void **state)
+{
+	struct loop *loop = loop_make();
+	struct lines_config cfg = {
+		.line_max = 64, .queue_max = 64, .round_lines = 2, .final_line = true};
+	struct peer p = {0};
+	struct lines_hooks h = peer_hooks(&p);
+	struct appl_err err = {0};
+	char path[] = "/tmp/appl-lines-file.XXXXXX";
+	int fd = mkstemp(path), out[2];
+	char buf[16];
+	(void)state;
+
+	assert_true(fd >= 0);
+	unlink(path);
+	assert_int_equal(write(fd, "a\nb\nc\nd\nlast", 13), 13);
+	assert_int_equal(lseek(fd, 0, SEEK_SET), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	h.on_input_end = on_input_end;
+	p.loop = loop;
+	p.l = lines_new(loop, fd, out[1], &cfg, &h, &err);
+	assert_non_null(p.l);
+	rounds(loop, 1);
+	assert_int_equal(p.lines, 2); /* its share, no more */
+	rounds(loop, 5);
+	assert_int_equal(p.lines, 5);
+	assert_string_equal(p.last, "last");
+	assert_int_equal(p.input_ends, 1);
+	assert_null(p.ended);
+	/* the output goes on after the input's end */
+	assert_int_equal(lines_write(p.l, "x\n", 2), 0);
+	assert_int_equal(read(out[0], buf, sizeof(buf)), 2);
+	lines_free(p.l);
+	close(fd);
+	close(out[0]);
+	close(out[1]);
+	/* /dev/null: an empty input; without on_input_end its end is the peer's */
+	memset(&p, 0, sizeof(p));
+	h = peer_hooks(&p);
+	fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	p.l = lines_new(loop, fd, -1, &cfg, &h, &err);
+	assert_non_null(p.l);
+	rounds(loop, 2);
+	assert_int_equal(p.lines, 0);
+	assert_string_equal(p.ended, "end of input");
+	lines_free(p.l);
+	close(fd);
+	loop_free(loop);
+}
+
+/* Held from a line's hook: nothing more is read or delivered, the end of
+ * input included, until it goes on; then the rest comes in order. */
+static void test_hold_and_go_on(void **state)
+{
+	struct loop *loop = loop_make();
+	struct lines_config cfg = {.line_max = 64, .final_line = true};
+	struct peer p = {0};
+	(void)state;
+
+	peer_open(&p, loop, &cfg);
+	p.hold_on_line = true;
+	put(&p, "one\ntwo\nthree");
+	close(p.p[1]);
+	p.p[1] = -1;
+	rounds(loop, 3);
+	assert_int_equal(p.lines, 1);
+	assert_string_equal(p.last, "one");
+	assert_null(p.ended);
+	lines_hold(p.l, false);
+	rounds(loop, 3);
+	assert_int_equal(p.lines, 2);
+	assert_string_equal(p.last, "two");
+	p.hold_on_line = false;
+	lines_hold(p.l, false);
+	rounds(loop, 3);
+	assert_int_equal(p.lines, 3);
+	assert_string_equal(p.last, "three");
+	assert_string_equal(p.ended, "end of input");
+	peer_close(&p);
+	/* the last line without its newline, held: the end waits for it */
+	peer_open(&p, loop, &cfg);
+	put(&p, "only");
+	close(p.p[1]);
+	p.p[1] = -1;
+	p.hold_on_line = true;
+	rounds(loop, 3);
+	assert_int_equal(p.lines, 1);
+	assert_null(p.ended);
+	p.hold_on_line = false;
+	lines_hold(p.l, false);
+	rounds(loop, 3);
+	assert_int_equal(p.lines, 1);
+	assert_string_equal(p.ended, "end of input");
+	peer_close(&p);
+	loop_free(loop);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -425,6 +534,8 @@ int main(void)
 		cmocka_unit_test(test_write_error_reads_the_last_words),
 		cmocka_unit_test(test_cap_lowered_and_destroy_from_a_hook),
 		cmocka_unit_test(test_pump_takes_everything),
+		cmocka_unit_test(test_file_input_read_to_its_end),
+		cmocka_unit_test(test_hold_and_go_on),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -81,7 +81,8 @@ static int setup(void **state)
 	hooks.data = &e->f;
 	e->f.srv = mcp_server_new(e->loop, &hooks, &err);
 	assert_non_null(e->f.srv);
-	e->f.st = mcp_stdio_open(e->f.srv, e->loop, in[0], out[1], &p, &err);
+	struct mcp_stdio_config sc = {.in_fd = in[0], .out_fd = out[1], .principal = &p};
+	e->f.st = mcp_stdio_open(e->f.srv, e->loop, &sc, &err);
 	assert_non_null(e->f.st);
 	e->to_srv = in[1];
 	e->from_srv = out[0];

@@ -44,6 +44,7 @@ struct env {
 	char req_rev[16];
 	char req_role[16];
 	bool had_token;
+	bool holding; /* the hold hook's answer */
 	int cancels;
 	/* what progress reports */
 	struct mcp_progress prog;
@@ -125,6 +126,11 @@ static const char *description(const char *role, void *data)
 	return role && strcmp(role, "ops") == 0 ? "the ops description" : "a test description";
 }
 
+static bool hold(void *data)
+{
+	return ((struct env *)data)->holding;
+}
+
 static void client_open(struct env *e, struct client *c, const char *role)
 {
 	struct mcp_transport t = {.send = t_send, .close = t_close, .t = c};
@@ -153,6 +159,7 @@ static int setup(void **state)
 					 .on_cancel = on_cancel,
 					 .progress = progress,
 					 .description = description,
+					 .hold = hold,
 					 .data = e};
 
 	e->loop = loop_new(&err);
@@ -461,6 +468,44 @@ static void test_discover_before_and_after_initialize(void **state)
 	   "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"server/discover\",\"params\":{" MODERN_META
 	   "}}");
 	check_discover(out(&e->a));
+	none(&e->a);
+}
+
+/* An owner that starts its tools on first use: what needs them is held,
+ * unanswered, and everything else is answered meanwhile. */
+static void test_requests_for_the_tools_are_held(void **state)
+{
+	struct env *e = *state;
+	const char *list = "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/list\"}";
+	const char *run = "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":"
+			  "{\"name\":\"run_python\",\"arguments\":{\"code\":\"1\"}}}";
+	json_t *v;
+
+	e->holding = true;
+	legacy_init(&e->a, "2025-11-25");
+	in(&e->a, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	result_of(out(&e->a));
+	in(&e->a,
+	   "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"server/discover\",\"params\":{" MODERN_META
+	   "}}");
+	check_discover(out(&e->a));
+	assert_true(mcp_session_input(e->a.s, list, strlen(list)));
+	assert_true(mcp_session_input(e->a.s, run, strlen(run)));
+	none(&e->a);
+	assert_int_equal(e->nruns, 0);
+	/* refused: the reason is the error's message, under the request's id */
+	mcp_session_refuse(e->a.s, run, strlen(run), "could not start: no runtime");
+	v = out(&e->a);
+	assert_int_equal(code_of(v), -32603);
+	assert_string_equal(str(json_object_get(v, "error"), "message"),
+			    "could not start: no runtime");
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 6);
+	/* ready: given again, it is answered */
+	e->holding = false;
+	assert_false(mcp_session_input(e->a.s, list, strlen(list)));
+	v = out(&e->a);
+	assert_int_equal(json_integer_value(json_object_get(v, "id")), 5);
+	result_of(v);
 	none(&e->a);
 }
 
@@ -1401,6 +1446,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_legacy_shapes_per_revision, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_errors_and_serving_goes_on, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_modern_needs_no_handshake, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_requests_for_the_tools_are_held, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_discover_before_and_after_initialize, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_meta_must_be_whole, setup, teardown),
