@@ -77,6 +77,7 @@ RESERVED = (frozenset(["ToolError", "asyncio", "tools", RESULT_NAME, "exit", "qu
 
 ERROR_KINDS = ("refused", "error", "timeout", "unavailable", "declined")
 READ_FN = "read_resource"        # every namespace's resource reader; no tool takes the name
+SUGGEST_MAX = 5                  # tools a missing tool's message names
 
 
 class ToolError(Exception):
@@ -665,9 +666,38 @@ class ToolNamespace:
         ToolError (kind "refused")."""
         return await self._chan.read(self._server, "%s.%s" % (self._name, READ_FN), uri)
 
+    def __getattr__(self, fn):
+        # Only for a name the namespace does not have: say which it has.
+        if fn.startswith("_"):
+            raise AttributeError(fn)
+        raise AttributeError(_no_such_tool(self._name, fn, self._fns()))
+
+    def _fns(self):
+        return sorted(k for k in vars(self) if not k.startswith("_"))
+
     def __repr__(self):
-        fns = sorted(k for k in vars(self) if not k.startswith("_"))
-        return "<tools %s: %s>" % (self._name, ", ".join(fns))
+        return "<tools %s: %s>" % (self._name, ", ".join(self._fns()))
+
+
+def _no_such_tool(ns, fn, fns):
+    """Why ns.fn is not there: the server's closest tool names, else a few
+    of its tools, and how to list them all."""
+    import difflib  # here only: most cells never need it
+    fn = fn[:200]  # the matcher's cost grows with the name's length
+    close = difflib.get_close_matches(fn, fns, n=3)
+    names = ["%s.%s" % (ns, f) for f in (close or fns[:SUGGEST_MAX])]
+    listed = ", ".join(names[:-1]) + (" or " if close else " and ") + names[-1] \
+        if len(names) > 1 else "".join(names)
+    if not names:  # the code deleted them
+        hint = "it has none;"
+    elif close:
+        hint = "did you mean %s?" % listed
+    elif len(fns) > SUGGEST_MAX:
+        hint = "it has %s, and %d more;" % (", ".join(names), len(fns) - SUGGEST_MAX)
+    else:
+        hint = "it has %s;" % listed
+    return '%s has no tool %r; %s print(tools.search("%s.")) shows all its tools' % (
+        ns, fn, hint, ns)
 
 
 class AbsentNamespace(ToolNamespace):

@@ -442,6 +442,31 @@ def tool_misuse_fails_in_the_cell():
 
 
 @test
+def a_missing_tool_names_the_closest_and_how_to_list_them():
+    fs = [{"tool": "fs." + n, "ns": "fs", "fn": n}
+          for n in ("list_directory", "list_allowed_directories", "directory_tree",
+                    "read_file", "read_text_file", "write_file")]
+    want = {
+        "fs.list_dir": "fs has no tool 'list_dir'; did you mean fs.list_directory?",
+        "fs.list_directories": ("fs has no tool 'list_directories'; did you mean "
+                                "fs.list_directory, fs.list_allowed_directories or "
+                                "fs.directory_tree?"),
+        "fs.frob": ("fs has no tool 'frob'; it has fs.directory_tree, "
+                    "fs.list_allowed_directories, fs.list_directory, fs.read_file, "
+                    "fs.read_text_file, and 1 more;"),
+        "toy.nope": "toy has no tool 'nope'; it has toy.add and toy.echo;",
+    }
+    for code, head in want.items():
+        _, _, done = run_cell(code, tools=TOY + fs)
+        ns = code.split(".")[0]
+        last = done["error"].splitlines()[-1]
+        assert last == ('AttributeError: %s print(tools.search("%s.")) shows all its tools'
+                        % (head, ns)), last
+    _, _, done = run_cell("[hasattr(toy, 'nope'), hasattr(toy, '_x')]")
+    assert done["result"] == [False, False], done
+
+
+@test
 def unsafe_values_are_made_safe():
     code = ("print('a\\udcffb\\x00c')\n"
             "r = await toy.echo(v=[float('nan'), 2**64, 'x\\ud800'])\n"
