@@ -31,6 +31,7 @@ import builtins
 import ctypes
 import fcntl
 import io
+import itertools
 import json
 import keyword
 import linecache
@@ -42,6 +43,8 @@ import sys
 import threading
 import time
 import traceback
+import types
+import warnings
 
 asyncio = None  # imported by _need_asyncio(), only when a cell needs it
 
@@ -77,6 +80,7 @@ RESERVED = (frozenset(["ToolError", "asyncio", "tools", RESULT_NAME, "exit", "qu
 
 ERROR_KINDS = ("refused", "error", "timeout", "unavailable", "declined")
 READ_FN = "read_resource"        # every namespace's resource reader; no tool takes the name
+SUGGEST_MAX = 5                  # tools a missing tool's message names
 
 
 class ToolError(Exception):
@@ -665,9 +669,38 @@ class ToolNamespace:
         ToolError (kind "refused")."""
         return await self._chan.read(self._server, "%s.%s" % (self._name, READ_FN), uri)
 
+    def __getattr__(self, fn):
+        # Only for a name the namespace does not have: say which it has.
+        if fn.startswith("_"):
+            raise AttributeError(fn)
+        raise AttributeError(_no_such_tool(self._name, fn, self._fns()))
+
+    def _fns(self):
+        return sorted(k for k in vars(self) if not k.startswith("_"))
+
     def __repr__(self):
-        fns = sorted(k for k in vars(self) if not k.startswith("_"))
-        return "<tools %s: %s>" % (self._name, ", ".join(fns))
+        return "<tools %s: %s>" % (self._name, ", ".join(self._fns()))
+
+
+def _no_such_tool(ns, fn, fns):
+    """Why ns.fn is not there: the server's closest tool names, else a few
+    of its tools, and how to list them all."""
+    import difflib  # here only: most cells never need it
+    fn = fn[:200]  # the matcher's cost grows with the name's length
+    close = difflib.get_close_matches(fn, fns, n=3)
+    names = ["%s.%s" % (ns, f) for f in (close or fns[:SUGGEST_MAX])]
+    listed = ", ".join(names[:-1]) + (" or " if close else " and ") + names[-1] \
+        if len(names) > 1 else "".join(names)
+    if not names:  # the code deleted them
+        hint = "it has none;"
+    elif close:
+        hint = "did you mean %s?" % listed
+    elif len(fns) > SUGGEST_MAX:
+        hint = "it has %s, and %d more;" % (", ".join(names), len(fns) - SUGGEST_MAX)
+    else:
+        hint = "it has %s;" % listed
+    return '%s has no tool %r; %s print(tools.search("%s.")) shows all its tools' % (
+        ns, fn, hint, ns)
 
 
 class AbsentNamespace(ToolNamespace):
@@ -696,6 +729,106 @@ def _make_tool(chan, tool, ns, fn, doc):
     call.__qualname__ = qualname
     call.__doc__ = doc or None
     return call
+
+
+# ---- tool calls never awaited ---------------------------------------------------
+# A tool function is `async def`: calling it makes a coroutine, and the call
+# goes to the host only when that coroutine runs, so one never awaited is a
+# call never made. Python would show it as "<coroutine object ...>" in the
+# result, or warn "coroutine ... was never awaited" once it is freed (if it
+# is before the runner exits); each becomes a line naming the tool and the
+# fix. The choice of error or warning is in docs/decisions.md.
+
+UNAWAITED = "%s(...) was not awaited: write await %s(...)"
+UNAWAITED_WARNING = ("RuntimeWarning: %s(...) was not awaited, so the call was not made:"
+                     " write await %s(...)\n")
+SCAN_MAX = 10000                 # values looked at for calls left in names at the end
+_TOOL_CODE = _make_tool(None, "", "", "", None).__code__  # shared by every tool function
+_READ_CODE = ToolNamespace.read_resource.__code__
+
+
+def _tool_call_name(v):
+    """"ns.fn" when v is a tool call (a coroutine of a tool function or of
+    read_resource) that has not started, else None."""
+    if (type(v) is not types.CoroutineType or v.cr_frame is None or v.cr_running
+            or v.cr_suspended):
+        return None
+    if v.cr_code is _TOOL_CODE:
+        return v.__qualname__
+    if v.cr_code is _READ_CODE:
+        ns = v.cr_frame.f_locals.get("self")
+        if issubclass(type(ns), ToolNamespace):
+            return "%s.%s" % (object.__getattribute__(ns, "_name"), READ_FN)
+    return None
+
+
+def _items(v):
+    """Up to SCAN_MAX of the values a list, tuple or dict holds, else []."""
+    try:
+        if type(v) in (list, tuple):
+            return list(v[:SCAN_MAX])
+        if type(v) is dict:
+            return list(itertools.islice(v.values(), SCAN_MAX))
+    except RuntimeError:  # a thread of the code's changed it meanwhile
+        pass
+    return []
+
+
+def _unawaited(values):
+    """The names of the tool calls not started among values, or one level
+    down in a list, tuple or dict's values, in order and once each (at most
+    SCAN_MAX values are looked at). Each is closed: it can never run."""
+    names, looked = [], 0
+    for v in values:
+        for x in [v] + _items(v):
+            looked += 1
+            if looked > SCAN_MAX:
+                return names
+            name = _tool_call_name(x)
+            if name is not None:
+                x.close()
+                if name not in names:
+                    names.append(name)
+    return names
+
+
+class _Unawaited:
+    """Tool calls the code made and never awaited: a warning line each
+    (once per tool) as they are freed and for those left in the code's
+    globals at the end; a final value that is or holds one is the error."""
+
+    def __init__(self, chan):
+        self._chan = chan
+        self._warned = set()
+
+    def watch(self):
+        # The interpreter calls this for each coroutine freed without having
+        # run (from the warnings module, if imported: it is, above).
+        warnings._warn_unawaited_coroutine = self._freed
+
+    def _freed(self, coro):
+        name = _tool_call_name(coro)
+        if name is not None:
+            self._warn([name])
+        else:
+            # Python's own warning, at the line that dropped the coroutine
+            # (called from here, Python's function would point at this one).
+            warnings.warn("coroutine %r was never awaited" % coro.__qualname__,
+                          RuntimeWarning, stacklevel=2, source=coro)
+
+    def _warn(self, names):
+        for name in names:
+            if name not in self._warned:
+                self._warned.add(name)
+                self._chan.out_write(UNAWAITED_WARNING % (name, name))
+
+    def finish(self, g, error, value):
+        """(error, value) of the run, once its unawaited calls are told."""
+        names = _unawaited([value])
+        if names and error is None:
+            error, value = "\n".join(UNAWAITED % (n, n) for n in names), None
+        self._warn(_unawaited(_items(g)))
+        return error, value
 
 
 class _StubList(list):
@@ -919,7 +1052,10 @@ def main():
         _finish(chan, "runner: bad cell message: %s" % e, None)
     chan.out_flusher_go()
     try:
-        error, value = _run(code, _cell_globals(chan, tools))
+        unawaited = _Unawaited(chan)
+        unawaited.watch()
+        g = _cell_globals(chan, tools)
+        error, value = unawaited.finish(g, *_run(code, g))
     except BaseException as e:  # the runner's own fault: still say done
         error, value = "runner: internal error: %s" % type(e).__name__, None
     _finish(chan, error, value)

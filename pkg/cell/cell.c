@@ -195,13 +195,20 @@ static void on_ready(struct cell *c)
 static void on_out(struct cell *c, const json_t *data)
 {
 	size_t len = json_string_length(data);
+	char why[128];
 
 	c->printed += len;
 	stdout_keep(c, json_string_value(data), len);
-	if (c->printed >= c->lim.stop_output)
-		finish(c, CELL_OUTPUT, NULL);
-	else if (len && c->hooks.on_progress)
-		c->hooks.on_progress(c, c->hooks.data);
+	if (c->printed < c->lim.stop_output) {
+		if (len && c->hooks.on_progress)
+			c->hooks.on_progress(c, c->hooks.data);
+		return;
+	}
+	snprintf(why, sizeof(why),
+		 "the cell was stopped when its output reached %zu bytes "
+		 "(limits.stop_output_bytes): print less",
+		 c->lim.stop_output);
+	finish(c, CELL_OUTPUT, why);
 }
 
 static void on_call(struct cell *c, const struct cell_msg *m)

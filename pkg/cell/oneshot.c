@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,9 +98,16 @@ static int run_in(struct sandbox_rt *rt, const char *rootfs, const char *image,
 		rc = err->code ? err->code : -EIO;
 	if (st.cell && (rc = cell_loop(loop, &st)) == 0) {
 		struct cell_outcome out = *cell_outcome(st.cell);
+		char why[64];
 
-		if (st.signalled)
+		/* Cancelled by the signal; a run that ended by itself first keeps
+		 * its own outcome. */
+		if (st.signalled && out.reason == CELL_CANCELLED) {
+			snprintf(why, sizeof(why),
+				 "the run was stopped: appliance cell got signal %d", st.signalled);
 			out.reason = CELL_SIGNAL;
+			out.error = why;
+		}
 		if (!(*result = cell_outcome_json(&out)))
 			rc = appl_err_set(err, -ENOMEM, "out of memory");
 	}

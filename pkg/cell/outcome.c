@@ -51,7 +51,8 @@ static json_t *schema_build(void)
 		      "s:[ssssssss],s:b}",
 		      "type", "object", "properties", "stdout", "type", "string", "description",
 		      "what the program printed", "error", "type", "string", "null", "description",
-		      "the traceback tail when the code raised, or why the run was stopped",
+		      "the traceback tail when the code raised, the fix for a tool call it "
+		      "did not await, or why the run was stopped",
 		      "result", "description", "the value of a final expression, or null",
 		      "truncated", "type", "boolean", "stopped", "type", "boolean", "reason",
 		      "enum", reasons, "description", "null, or why the run was stopped", "calls",

@@ -676,6 +676,8 @@ def endless_loop_stops_at_the_deadline(mode):
 def output_flood_stops_and_only_8k_comes_back(mode):
     r = run_cell("line = 'x' * 1023\nwhile True:\n    print(line)\n", mode, deadline=20)
     assert r["stopped"] and r["reason"] == "output" and r["truncated"], r
+    assert r["error"] == ("the cell was stopped when its output reached 1048576 bytes "
+                          "(limits.stop_output_bytes): print less"), r
     assert len(r["stdout"].encode()) <= 8192 and r["stdout"].startswith("x" * 1023), r
 
 
@@ -849,6 +851,7 @@ def sigterm_destroys_the_sandbox(mode):
     r = finish_cell(p, timeout=20)
     assert time.time() - t < 8, "SIGTERM took %.1f s" % (time.time() - t)
     assert r["stopped"] and r["reason"] == "signal", r
+    assert r["error"] == "the run was stopped: appliance cell got signal 15", r
     assert not os.path.exists(instance), "instance directory left behind"
     name = os.path.basename(instance)
     assert not glob.glob("/sys/fs/cgroup/*/appliance/%s" % name), "cgroups left behind"

@@ -187,9 +187,20 @@ print(json.dumps(out))
 """
 
 
+# A tool name a model might guess for server-filesystem's list_directory.
+MISSPELT = """
+import json
+try:
+    files.list_dir
+except AttributeError as e:
+    print(json.dumps(str(e)))
+"""
+
+
 def reader():
     """The reading role's session, once: its description, the output of code
-    written from it, and one probe cell's JSON."""
+    written from it, one probe cell's JSON, what a misspelt tool raises and
+    the result of a call not awaited."""
     def make():
         sig, root, text = reader_policy()
         new = os.path.join(root, "new.txt")
@@ -198,9 +209,13 @@ def reader():
             line, src = code_from_description(description, root)
             first = s.cell(src)
             probe = s.cell_json(READER_PROBE % {"new": new})
+            misspelt = s.cell_json(MISSPELT)
+            unawaited = s.result(s.start_cell("files.read_text_file(path=%r)"
+                                              % os.path.join(root, "a.txt")))
         return {"root": root, "text": text, "description": description,
                 "line": line, "first": first, "probe": probe,
-                "new_exists": os.path.exists(new)}
+                "new_exists": os.path.exists(new), "misspelt": misspelt,
+                "unawaited": unawaited}
     return _once(_reader, make)
 
 
@@ -388,6 +403,18 @@ def tool_errors_name_the_python_name_and_their_kind():
     msg = err(p["reference_bad"], "error", "everything.get_resource_reference",
               "everything.get-resource-reference")
     assert "Invalid resourceId: 0. Must be a finite positive integer." in msg, msg
+
+
+@test
+def a_misspelt_or_unawaited_tool_says_what_to_write():
+    r = reader()
+    assert r["misspelt"] == ("files has no tool 'list_dir'; did you mean files.list_directory? "
+                             'print(tools.search("files.")) shows all its tools'), r["misspelt"]
+    u = r["unawaited"]
+    # never sent: no call, and the value is the fix, as the error
+    assert u["error"] == ("files.read_text_file(...) was not awaited: "
+                          "write await files.read_text_file(...)"), u
+    assert u["calls"] == 0 and u["result"] is None and not u["stopped"], u
 
 
 @test

@@ -114,6 +114,8 @@ def output_caps_come_from_the_policy():
     sig = write_policy("output.json", 5, {"max_output_bytes": 100, "stop_output_bytes": 1000})
     r = cell(sig, "while True:\n    print('y' * 99)\n")
     assert r["reason"] == "output" and len(r["stdout"]) <= 100 and r["truncated"], r
+    assert r["error"] == ("the cell was stopped when its output reached 1000 bytes "
+                          "(limits.stop_output_bytes): print less"), r
 
 
 @test

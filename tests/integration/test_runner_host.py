@@ -441,6 +441,75 @@ def tool_misuse_fails_in_the_cell():
     assert done["result"] == "<tools toy: add, echo>", done
 
 
+def not_awaited(name):
+    return "%s(...) was not awaited: write await %s(...)" % (name, name)
+
+
+def not_awaited_warning(name):
+    return ("RuntimeWarning: %s(...) was not awaited, so the call was not made:"
+            " write await %s(...)\n" % (name, name))
+
+
+@test
+def a_final_tool_call_not_awaited_is_the_error_and_never_sent():
+    out, calls, done = run_cell("toy.add(a=1, b=2)", answer=add)
+    assert calls == [] and out == "", (calls, out)
+    assert done == {"t": "done", "error": not_awaited("toy.add"), "result": None}, done
+    _, calls, done = run_cell("[toy.add(a=1, b=2), toy.echo(s='x'), toy.add(a=2, b=3)]",
+                              answer=add)
+    assert calls == [] and done["result"] is None, done
+    assert done["error"] == not_awaited("toy.add") + "\n" + not_awaited("toy.echo"), done
+    _, calls, done = run_cell("{'r': toy.read_resource('file:///x')}")
+    assert calls == [] and done["error"] == not_awaited("toy.read_resource"), done
+    # An error the code raised stays the error.
+    _, _, done = run_cell("x = toy.add(a=1, b=2)\nraise KeyError(x is None)")
+    assert done["error"].endswith("KeyError: False"), done
+
+
+@test
+def a_tool_call_dropped_or_left_unawaited_is_a_warning_line():
+    # Dropped at once, five times: one line, where it happened; the run goes on.
+    out, calls, done = run_cell("for i in range(5):\n    toy.add(a=i, b=1)\nprint('next')\n"
+                                "await toy.add(a=1, b=1)", answer=add)
+    assert out == not_awaited_warning("toy.add") + "next\n", repr(out)
+    assert [c["args"] for c in calls] == [{"a": 1, "b": 1}] and done["result"] == 2, done
+    # Left in a name (the function keeps the globals alive) or a container.
+    out, calls, done = run_cell("def f():\n    pass\nx = toy.add(a=1, b=2)\n"
+                                "d = {'k': toy.read_resource('file:///x')}\nprint('end')\n7")
+    assert out == ("end\n" + not_awaited_warning("toy.add")
+                   + not_awaited_warning("toy.read_resource")), repr(out)
+    assert calls == [] and done == {"t": "done", "error": None, "result": 7}, done
+    # The code's own coroutines keep Python's warning, at the line that dropped one.
+    out, _, done = run_cell("async def f():\n    return 1\nf()\n3")
+    assert out.startswith("<cell>:3: RuntimeWarning: coroutine 'f' was never awaited\n"), out
+    assert done["result"] == 3, done
+
+
+@test
+def a_missing_tool_names_the_closest_and_how_to_list_them():
+    fs = [{"tool": "fs." + n, "ns": "fs", "fn": n}
+          for n in ("list_directory", "list_allowed_directories", "directory_tree",
+                    "read_file", "read_text_file", "write_file")]
+    want = {
+        "fs.list_dir": "fs has no tool 'list_dir'; did you mean fs.list_directory?",
+        "fs.list_directories": ("fs has no tool 'list_directories'; did you mean "
+                                "fs.list_directory, fs.list_allowed_directories or "
+                                "fs.directory_tree?"),
+        "fs.frob": ("fs has no tool 'frob'; it has fs.directory_tree, "
+                    "fs.list_allowed_directories, fs.list_directory, fs.read_file, "
+                    "fs.read_text_file, and 1 more;"),
+        "toy.nope": "toy has no tool 'nope'; it has toy.add and toy.echo;",
+    }
+    for code, head in want.items():
+        _, _, done = run_cell(code, tools=TOY + fs)
+        ns = code.split(".")[0]
+        last = done["error"].splitlines()[-1]
+        assert last == ('AttributeError: %s print(tools.search("%s.")) shows all its tools'
+                        % (head, ns)), last
+    _, _, done = run_cell("[hasattr(toy, 'nope'), hasattr(toy, '_x')]")
+    assert done["result"] == [False, False], done
+
+
 @test
 def unsafe_values_are_made_safe():
     code = ("print('a\\udcffb\\x00c')\n"
