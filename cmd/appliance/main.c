@@ -17,6 +17,7 @@
 #include "cell_cmd.h"
 #include "check_cmd.h"
 #include "cli.h"
+#include "init_cmd.h"
 #include "run_cmd.h"
 #include "policy_cmds.h"
 #include "token_cmd.h"
@@ -52,6 +53,11 @@ static const char usage_text[] =
 	"  cell --image DIR --digest sha256:HEX [--deadline SECONDS] [--rootless]\n"
 	"       [--runsc PATH] [--cache DIR] [--runtime-dir DIR] FILE|-\n"
 	"        the same without a policy (for development)\n"
+	"  init --server NAME=PROGRAM[,ARG]... [--image DIR] [--output FILE]\n"
+	"       [--deployment NAME] [--server-uids FIRST-LAST]\n"
+	"        start each server once, confined as run would, and write a\n"
+	"        starting policy (unsigned) naming its command and every tool it\n"
+	"        lists, with a reading and a writing role\n"
 	"  keygen --public FILE --secret FILE\n"
 	"        make a signing key pair (minisign format; the secret key is\n"
 	"        unencrypted, mode 0600)\n"
@@ -117,8 +123,9 @@ static const char help_help_text[] =
 	"\n"
 	"Print the general usage, or COMMAND's own text: its synopsis, what each of\n"
 	"its options does and its exit status. The commands are image, run, stubs,\n"
-	"check, cell, keygen, sign, verify, audit, token, version and help; image\n"
-	"has the subcommand verify, audit the subcommands init, verify and show.\n"
+	"check, cell, init, keygen, sign, verify, audit, token, version and help;\n"
+	"image has the subcommand verify, audit the subcommands init, verify and\n"
+	"show.\n"
 	"-h is the same as --help.\n"
 	"\n"
 	"options:\n"
@@ -221,6 +228,7 @@ static const struct command {
 	{"audit", cmd_audit, false, audit_help},
 	{"check", cmd_check, true, check_help},
 	{"token", cmd_token, false, token_help},
+	{"init", cmd_init, true, init_help},
 };
 
 /* The subcommands with a help text of their own. */
@@ -256,7 +264,7 @@ static int cmd_help(int argc, char **argv)
 	if (!(c = command_find(argv[1]))) {
 		appl_err_set(&err, -EINVAL,
 			     "no command \"%.*s\" (the commands: image, run, stubs, check, cell, "
-			     "keygen, sign, verify, audit, token, version, help)",
+			     "init, keygen, sign, verify, audit, token, version, help)",
 			     64, argv[1]);
 		return cli_usage_cmd("help", err.msg);
 	}

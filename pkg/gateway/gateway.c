@@ -1287,3 +1287,67 @@ out:
 		;
 	return rc;
 }
+
+/* Why name is not among the ready servers of s, or NULL when it is (*u set);
+ * never naming the server, which found is told apart. buf holds what is
+ * made here. */
+static const char *server_why(const struct upstream_set *s, const char *name,
+			      const struct upstream **u, char *buf, size_t cap)
+{
+	const char *why, *failed;
+	size_t n = strlen(name);
+
+	for (size_t i = 0; (failed = upstream_set_failed(s, i, &why)); i++) {
+		if (strcmp(failed, name) != 0)
+			continue;
+		/* the setup's messages start with "servers.NAME: " */
+		if (strncmp(why, "servers.", 8) == 0 && strncmp(why + 8, name, n) == 0 &&
+		    strncmp(why + 8 + n, ": ", 2) == 0)
+			why += 8 + n + 2;
+		return why;
+	}
+	for (size_t i = 0; i < upstream_set_count(s); i++) {
+		*u = upstream_set_get(s, i);
+		if (strcmp(upstream_name(*u), name) != 0)
+			continue;
+		if (upstream_state(*u) == UPSTREAM_READY)
+			return NULL;
+		snprintf(buf, cap, "it did not start and list its tools: %s",
+			 *upstream_last_error(*u) ? upstream_last_error(*u) : "not ready in time");
+		return buf;
+	}
+	return "not started";
+}
+
+int gateway_servers_try(const struct policy *p, const char *const *hide, gateway_found_fn found,
+			void *data, struct appl_err *err)
+{
+	struct upstream_opts opts = {.result_max = APPL_MAX_RESULT_BYTES_DEF};
+	struct gateway_confine confine;
+	struct upstream_set *s = NULL;
+	struct loop *loop;
+	int rc = 0;
+
+	memset(&confine, 0, sizeof(confine));
+	if (!(loop = loop_new(err)))
+		return err->code;
+	if ((rc = gateway_confine_prepare(&confine, p, hide, NULL, err)) == 0) {
+		gateway_confine_opts(&confine, &opts);
+		if (!(s = upstream_set_open_each(loop, p, &opts, err)))
+			rc = err->code;
+	}
+	for (size_t i = 0; s && i < policy_server_count(p); i++) {
+		const char *name = policy_server_get(p, i)->name, *why;
+		const struct upstream *u = NULL;
+		char buf[APPL_ERR_MSG_MAX + 64];
+
+		why = server_why(s, name, &u, buf, sizeof(buf));
+		found(data, name, why ? NULL : u, why);
+	}
+	upstream_set_free(s);
+	gateway_confine_release(&confine);
+	loop_free(loop);
+	while (waitpid(-1, NULL, WNOHANG) > 0)
+		;
+	return rc;
+}

@@ -81,6 +81,20 @@ void gateway_confine_release(struct gateway_confine *c);
 
 int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err);
 
+/* `appliance init`: start each server of p (borrowed) once, confined as run
+ * confines them (hide: as extra for gateway_confine_prepare), each on its
+ * own, and tell what came of each, in p's order: found(data, name, u, NULL)
+ * with u (borrowed for the call) when it listed its tools, else
+ * found(data, name, NULL, why) with why it did not (a command that cannot
+ * be run as its user, an exit, a timeout...; not naming the server). 0
+ * once each was told, or
+ * negative with err when none could be tried. */
+struct upstream;
+typedef void (*gateway_found_fn)(void *data, const char *name, const struct upstream *u,
+				 const char *why);
+int gateway_servers_try(const struct policy *p, const char *const *hide, gateway_found_fn found,
+			void *data, struct appl_err *err);
+
 /* `appliance check`: open the policy's HTTP front as `run` opens it (its
  * TLS certificate and key loaded, every listener bound) and close it again.
  * 0, or what `run` would fail with. */

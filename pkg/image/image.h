@@ -45,6 +45,14 @@ int image_digest_parse(const char *s, char *hex, struct appl_err *err);
 int image_manifest_parse(const char *buf, size_t len, struct image_manifest *m,
 			 struct appl_err *err);
 
+/* Parse an OCI layout's index.json from buf[0..len) (untrusted; not
+ * NUL-terminated) into the descriptor of the one image manifest it names.
+ * Only tools that choose an image read it (`appliance init`); verifying one
+ * never does. Strict about what it reads: schemaVersion 2, exactly one
+ * manifest, of the manifest media type. Pure. */
+int image_index_parse(const char *buf, size_t len, struct image_desc *manifest,
+		      struct appl_err *err);
+
 /* Check a config blob: a JSON object for linux/amd64 whose rootfs is
  * "layers" with one diff_id per layer. Everything else in it is ignored. */
 int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err);
@@ -71,6 +79,32 @@ int image_layer_extract(int fd, const struct image_desc *desc, int dirfd,
  */
 int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
 			char *rootfs, size_t rootfs_len, struct appl_err *err);
+
+/* Check the layout at layout_dir against digest as image_layout_verify
+ * does (the manifest, the config and every layer hashed, each against what
+ * names it), unpacking nothing. */
+int image_layout_check(const char *layout_dir, const char *digest, struct appl_err *err);
+
+/* The manifest digest of the layout at layout_dir, found through its
+ * index.json (image_index_parse) and then checked as image_layout_check
+ * checks it: "sha256:HEX" into digest (IMAGE_DIGEST_STR bytes). For a tool
+ * writing a policy, which an administrator reads before signing: the
+ * appliance itself only ever takes the digest from the signed policy. */
+int image_layout_digest(const char *layout_dir, char digest[IMAGE_DIGEST_STR],
+			struct appl_err *err);
+
+/* Where `make install` puts the cell image, relative to the installed
+ * binary: PREFIX/bin/appliance has its layout in PREFIX/share/appliance/image
+ * and the layout's digest in PREFIX/share/appliance/image.digest. */
+#define IMAGE_INSTALLED_LAYOUT "../share/appliance/image"
+#define IMAGE_INSTALLED_DIGEST "../share/appliance/image.digest"
+
+/* The installed image of the running binary (/proc/self/exe): its layout's
+ * canonical path into layout (PATH_MAX bytes) and the digest its digest
+ * file names into digest, the layout checked against it
+ * (image_layout_check). -ENOENT when this binary has no installed image
+ * beside it. */
+int image_installed_find(char *layout, char digest[IMAGE_DIGEST_STR], struct appl_err *err);
 
 /* The default cache directory for this user: /var/cache/appliance/images as
  * root, else $XDG_CACHE_HOME/appliance/images or ~/.cache/appliance/images. */

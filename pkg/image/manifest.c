@@ -9,6 +9,7 @@
 
 #define MT_MANIFEST "application/vnd.oci.image.manifest.v1+json"
 #define MT_CONFIG   "application/vnd.oci.image.config.v1+json"
+#define MT_INDEX    "application/vnd.oci.image.index.v1+json"
 
 static const struct {
 	const char *media_type;
@@ -165,6 +166,61 @@ int image_manifest_parse(const char *buf, size_t len, struct image_manifest *m,
 	json_decref(root);
 	if (rc < 0)
 		memset(m, 0, sizeof(*m));
+	return rc;
+}
+
+/* index.json: {schemaVersion 2, mediaType?, manifests: [one manifest
+ * descriptor], annotations?}. A layout of several images would leave the
+ * choice to us: refused. */
+static int index_check(const json_t *root, struct image_desc *out, struct appl_err *err)
+{
+	static const char *const keys[] = {"schemaVersion", "mediaType", "manifests", "annotations",
+					   NULL};
+	const json_t *v;
+	const char *mt;
+	int rc;
+
+	if (!json_is_object(root))
+		return appl_err_set(err, -EINVAL, "index.json: must be a JSON object");
+	if ((rc = appl_json_keys_check(root, keys, "index.json", err)) < 0)
+		return rc;
+	v = json_object_get(root, "schemaVersion");
+	if (!json_is_integer(v) || json_integer_value(v) != 2)
+		return appl_err_set(err, -EINVAL, "index.json: schemaVersion must be 2");
+	v = json_object_get(root, "mediaType");
+	if (v && !(json_is_string(v) && strcmp(json_string_value(v), MT_INDEX) == 0))
+		return appl_err_set(err, -EINVAL, "index.json: mediaType must be %s", MT_INDEX);
+	v = json_object_get(root, "annotations");
+	if (v && !json_is_object(v))
+		return appl_err_set(err, -EINVAL, "index.json: annotations must be an object");
+	v = json_object_get(root, "manifests");
+	if (!json_is_array(v) || json_array_size(v) != 1)
+		return appl_err_set(err, -EINVAL,
+				    "index.json: manifests must name exactly one image, not %zu",
+				    json_is_array(v) ? json_array_size(v) : 0);
+	rc = desc_parse(json_array_get(v, 0), "index.json: manifests[0]", APPL_IMAGE_MANIFEST_MAX,
+			out, &mt, err);
+	if (rc == 0 && strcmp(mt, MT_MANIFEST) != 0)
+		return appl_err_set(err, -EINVAL, "index.json: manifests[0].mediaType must be %s",
+				    MT_MANIFEST);
+	return rc;
+}
+
+int image_index_parse(const char *buf, size_t len, struct image_desc *manifest,
+		      struct appl_err *err)
+{
+	json_t *root;
+	int rc;
+
+	memset(manifest, 0, sizeof(*manifest));
+	root = appl_json_load(buf, len, APPL_IMAGE_INDEX_MAX, APPL_JSON_DEPTH_MAX, "index.json",
+			      err);
+	if (!root)
+		return err->code;
+	rc = index_check(root, manifest, err);
+	json_decref(root);
+	if (rc < 0)
+		memset(manifest, 0, sizeof(*manifest));
 	return rc;
 }
 

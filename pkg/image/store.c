@@ -189,27 +189,119 @@ static int layers_check(int blobs, const struct image_manifest *m, struct appl_e
 	return 0;
 }
 
+/* The layout's directory and its blob store, both new descriptors. */
+static int layout_open(const char *layout_dir, int *layout, int *blobs, struct appl_err *err)
+{
+	if (sodium_init() < 0)
+		return appl_err_set(err, -EIO, "libsodium failed to initialise");
+	*layout = open(layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*layout < 0)
+		return appl_err_errno(err, -errno, errno, "image layout %s", layout_dir);
+	*blobs = openat(*layout, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*blobs < 0) {
+		int rc = appl_err_errno(err, -errno, errno, "image layout %s: blobs/sha256",
+					layout_dir);
+
+		close(*layout);
+		return rc;
+	}
+	return 0;
+}
+
+int image_layout_check(const char *layout_dir, const char *digest, struct appl_err *err)
+{
+	char hex[IMAGE_DIGEST_HEX + 1];
+	struct image_manifest m;
+	int layout, blobs, rc;
+
+	if ((rc = image_digest_parse(digest, hex, err)) < 0 ||
+	    (rc = layout_open(layout_dir, &layout, &blobs, err)) < 0)
+		return rc;
+	if ((rc = manifest_load(blobs, hex, &m, err)) == 0)
+		rc = layers_check(blobs, &m, err);
+	close(blobs);
+	close(layout);
+	if (rc < 0)
+		appl_err_prefix(err, "image layout %s", layout_dir);
+	return rc;
+}
+
+int image_layout_digest(const char *layout_dir, char digest[IMAGE_DIGEST_STR], struct appl_err *err)
+{
+	struct image_desc d;
+	char path[PATH_MAX];
+	char *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (appl_path_join(path, sizeof(path), layout_dir, "/index.json", "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "image layout %s: path too long",
+				    layout_dir);
+	if ((rc = appl_file_read(path, APPL_IMAGE_INDEX_MAX, &buf, &len, err)) < 0)
+		return rc;
+	rc = image_index_parse(buf, len, &d, err);
+	free(buf);
+	if (rc < 0) {
+		appl_err_prefix(err, "image layout %s", layout_dir);
+		return rc;
+	}
+	snprintf(digest, IMAGE_DIGEST_STR, "sha256:%s", d.hex);
+	return image_layout_check(layout_dir, digest, err);
+}
+
+/* A digest file: "sha256:HEX", a newline after it or not. */
+static int digest_file_read(const char *path, char digest[IMAGE_DIGEST_STR], struct appl_err *err)
+{
+	char hex[IMAGE_DIGEST_HEX + 1], *buf = NULL;
+	size_t len = 0;
+	int rc;
+
+	if ((rc = appl_file_read(path, IMAGE_DIGEST_STR + 1, &buf, &len, err)) < 0)
+		return rc;
+	if (len > 0 && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	rc = strlen(buf) == len ? image_digest_parse(buf, hex, err)
+				: appl_err_set(err, -EINVAL, "a NUL byte");
+	free(buf);
+	if (rc < 0)
+		return appl_err_prefix(err, "%s", path);
+	snprintf(digest, IMAGE_DIGEST_STR, "sha256:%s", hex);
+	return 0;
+}
+
+int image_installed_find(char *layout, char digest[IMAGE_DIGEST_STR], struct appl_err *err)
+{
+	char exe[PATH_MAX], path[PATH_MAX], *slash;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	int rc;
+
+	if (n < 0)
+		return appl_err_errno(err, -errno, errno, "/proc/self/exe");
+	exe[n] = '\0';
+	if ((slash = strrchr(exe, '/')))
+		slash[1] = '\0';
+	if (appl_path_join(path, sizeof(path), exe, IMAGE_INSTALLED_LAYOUT, "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "%s: path too long", exe);
+	if (!realpath(path, layout))
+		return appl_err_errno(err, -errno, errno, "no installed image at %s", path);
+	if (appl_path_join(path, sizeof(path), exe, IMAGE_INSTALLED_DIGEST, "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "%s: path too long", exe);
+	if ((rc = digest_file_read(path, digest, err)) < 0)
+		return rc;
+	return image_layout_check(layout, digest, err);
+}
+
 int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
 			char *rootfs, size_t rootfs_len, struct appl_err *err)
 {
 	char hex[IMAGE_DIGEST_HEX + 1], final[PATH_MAX];
 	struct image_manifest m;
 	struct stat st;
-	int layout, blobs = -1, rc;
+	int layout, blobs, rc;
 
-	if ((rc = image_digest_parse(digest, hex, err)) < 0)
+	if ((rc = image_digest_parse(digest, hex, err)) < 0 ||
+	    (rc = layout_open(layout_dir, &layout, &blobs, err)) < 0)
 		return rc;
-	if (sodium_init() < 0)
-		return appl_err_set(err, -EIO, "libsodium failed to initialise");
-	layout = open(layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (layout < 0)
-		return appl_err_errno(err, -errno, errno, "image layout %s", layout_dir);
-	blobs = openat(layout, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (blobs < 0) {
-		rc = appl_err_errno(err, -errno, errno, "image layout %s: blobs/sha256",
-				    layout_dir);
-		goto out;
-	}
 	if ((rc = manifest_load(blobs, hex, &m, err)) < 0)
 		goto out;
 	if ((rc = appl_private_dir(cache_dir, "cache", err)) < 0)
@@ -225,8 +317,7 @@ int image_layout_verify(const char *layout_dir, const char *digest, const char *
 	if (rc == 0 && snprintf(rootfs, rootfs_len, "%s", final) >= (int)rootfs_len)
 		rc = appl_err_set(err, -ENAMETOOLONG, "rootfs path too long");
 out:
-	if (blobs >= 0)
-		close(blobs);
+	close(blobs);
 	close(layout);
 	return rc;
 }

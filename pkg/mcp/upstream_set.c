@@ -13,6 +13,11 @@ struct upstream_set {
 	upstream_set_changed_fn changed;
 	void *data;
 	bool opened; /* past the start: changes are told */
+	/* upstream_set_open_each: the servers left out, and why. */
+	struct {
+		char *name, *why;
+	} * failed;
+	size_t nfailed;
 };
 
 static void on_ready(struct upstream *u, void *data)
@@ -48,10 +53,25 @@ static const char *set_why(const struct upstream *u, const struct appl_err *werr
 	return *upstream_last_error(u) ? upstream_last_error(u) : "not available";
 }
 
-struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p,
-				       const struct upstream_opts *opts,
-				       upstream_set_changed_fn changed, void *data,
-				       struct appl_err *err)
+/* Keep why server could not be set up; -ENOMEM when it cannot be kept. */
+static int failed_add(struct upstream_set *s, const char *server, const char *why)
+{
+	char *name = strdup(server), *text = strdup(why);
+
+	if (!name || !text) {
+		free(name);
+		free(text);
+		return -ENOMEM;
+	}
+	s->failed[s->nfailed].name = name;
+	s->failed[s->nfailed++].why = text;
+	return 0;
+}
+
+static struct upstream_set *set_open(struct loop *loop, const struct policy *p,
+				     const struct upstream_opts *opts,
+				     upstream_set_changed_fn changed, void *data, bool each,
+				     struct appl_err *err)
 {
 	struct upstream_set *s = calloc(1, sizeof(*s));
 	struct upstream_hooks hooks = {.on_ready = on_ready,
@@ -60,8 +80,9 @@ struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p
 				       .data = s};
 	size_t n = policy_server_count(p);
 
-	if (!s || !(s->ups = calloc(n ? n : 1, sizeof(*s->ups)))) {
-		free(s);
+	if (!s || !(s->ups = calloc(n ? n : 1, sizeof(*s->ups))) ||
+	    !(s->failed = calloc(n ? n : 1, sizeof(*s->failed)))) {
+		upstream_set_free(s);
 		appl_err_set(err, -ENOMEM, "out of memory");
 		return NULL;
 	}
@@ -69,12 +90,21 @@ struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p
 	s->data = data;
 	for (size_t i = 0; i < n; i++) {
 		const struct policy_server *srv = policy_server_get(p, i);
+		struct appl_err merr = {0};
 
-		if (!(s->ups[s->n] = upstream_new(loop, srv, &hooks, opts, err))) {
-			upstream_set_free(s);
-			return NULL;
+		if ((s->ups[s->n] = upstream_new(loop, srv, &hooks, opts, &merr))) {
+			s->n++;
+			continue;
 		}
-		s->n++;
+		/* A server that cannot be set up fails the set, unless each
+		 * is to be tried on its own; running out of memory always does. */
+		if (each && merr.code != -ENOMEM && failed_add(s, srv->name, merr.msg) == 0)
+			continue;
+		*err = merr;
+		if (each && merr.code != -ENOMEM)
+			appl_err_set(err, -ENOMEM, "out of memory");
+		upstream_set_free(s);
+		return NULL;
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		struct appl_err werr = {0};
@@ -88,12 +118,39 @@ struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p
 	return s;
 }
 
+struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p,
+				       const struct upstream_opts *opts,
+				       upstream_set_changed_fn changed, void *data,
+				       struct appl_err *err)
+{
+	return set_open(loop, p, opts, changed, data, false, err);
+}
+
+struct upstream_set *upstream_set_open_each(struct loop *loop, const struct policy *p,
+					    const struct upstream_opts *opts, struct appl_err *err)
+{
+	return set_open(loop, p, opts, NULL, NULL, true, err);
+}
+
+const char *upstream_set_failed(const struct upstream_set *s, size_t i, const char **why)
+{
+	if (!s || i >= s->nfailed)
+		return NULL;
+	*why = s->failed[i].why;
+	return s->failed[i].name;
+}
+
 void upstream_set_free(struct upstream_set *s)
 {
 	if (!s)
 		return;
 	for (size_t i = 0; i < s->n; i++)
 		upstream_free(s->ups[i]);
+	for (size_t i = 0; i < s->nfailed; i++) {
+		free(s->failed[i].name);
+		free(s->failed[i].why);
+	}
+	free(s->failed);
 	free(s->ups);
 	free(s);
 }

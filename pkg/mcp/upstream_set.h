@@ -32,6 +32,18 @@ struct upstream_set *upstream_set_open(struct loop *loop, const struct policy *p
 				       upstream_set_changed_fn changed, void *data,
 				       struct appl_err *err);
 
+/* upstream_set_open without a changed hook, except that a server that
+ * cannot be set up (its command cannot be run as its user, it lies under a
+ * hidden path, ...) is left out of the set instead of failing it, with why
+ * kept for upstream_set_failed; only running out of memory fails it. For
+ * `appliance init`, which reports each server it could not start. */
+struct upstream_set *upstream_set_open_each(struct loop *loop, const struct policy *p,
+					    const struct upstream_opts *opts, struct appl_err *err);
+
+/* The i-th server upstream_set_open_each left out: its name, and why into
+ * *why (both borrowed from s); NULL past the last. */
+const char *upstream_set_failed(const struct upstream_set *s, size_t i, const char **why);
+
 /* Stop every server (pending calls are cancelled). Safe on NULL; never
  * from a callback. */
 void upstream_set_free(struct upstream_set *s);

@@ -468,7 +468,7 @@ static int header_value_check(const char *s, size_t len, const char *path, struc
 }
 
 /* A tool name as MCP suggests them; "*" is never one. */
-static bool tool_name_ok(const char *s)
+bool policy_tool_name_valid(const char *s)
 {
 	size_t len = strlen(s);
 
@@ -1604,7 +1604,7 @@ static int pattern_check(struct ctx *c, const char *pat, const char *path)
 	server[n] = '\0';
 	if (!policy_server_find(c->p, server))
 		return appl_err_set(c->err, -EINVAL, "%s: no server named %s", path, server);
-	if (strcmp(dot + 1, "*") != 0 && !tool_name_ok(dot + 1))
+	if (strcmp(dot + 1, "*") != 0 && !policy_tool_name_valid(dot + 1))
 		return appl_err_set(c->err, -EINVAL,
 				    "%s: the tool must be * or 1 to %d of A-Z a-z 0-9 _ - . /",
 				    path, APPL_POLICY_TOOL_NAME_MAX);

@@ -52,6 +52,11 @@ const char *policy_deployment(const struct policy *p);
 /* Whether s[0..len) is a deployment name a policy may carry. Pure. */
 bool policy_deployment_valid(const char *s, size_t len);
 
+/* Whether s is a tool name a `tools` pattern can hold: 1 to
+ * APPL_POLICY_TOOL_NAME_MAX characters of A-Z a-z 0-9 _ - . / (MCP's own
+ * advice for tool names). Pure. */
+bool policy_tool_name_valid(const char *s);
+
 /* `expires` in unix seconds, UTC. */
 int64_t policy_expires(const struct policy *p);
 

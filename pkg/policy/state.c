@@ -418,8 +418,10 @@ static int dir_sync(const char *path)
 	return rc;
 }
 
-int policy_file_replace(const char *path, const void *data, size_t len, mode_t mode,
-			struct appl_err *err)
+/* A temporary file beside path, written and synced, then renamed over path
+ * or (replace false) linked to it, which fails when path exists. */
+static int file_put(const char *path, const void *data, size_t len, mode_t mode, bool replace,
+		    struct appl_err *err)
 {
 	char tmp[PATH_MAX];
 	int fd, rc;
@@ -430,16 +432,30 @@ int policy_file_replace(const char *path, const void *data, size_t len, mode_t m
 	if (fd < 0)
 		return appl_err_errno(err, -errno, errno, "%s", tmp);
 	rc = tmp_write(fd, data, len, mode);
-	if (rc == 0 && rename(tmp, path) < 0)
+	if (rc == 0 && (replace ? rename(tmp, path) : link(tmp, path)) < 0)
 		rc = -errno;
-	if (rc < 0) {
+	if (rc < 0 || !replace)
 		unlink(tmp);
+	if (rc == -EEXIST)
+		return appl_err_set(err, rc, "%s exists", path);
+	if (rc < 0)
 		return appl_err_errno(err, rc, -rc, "writing %s", path);
-	}
 	/* The rename is durable only once the directory is on disk too. */
 	if ((rc = dir_sync(path)) < 0)
 		return appl_err_errno(err, rc, -rc, "syncing the directory of %s", path);
 	return 0;
+}
+
+int policy_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+			struct appl_err *err)
+{
+	return file_put(path, data, len, mode, true, err);
+}
+
+int policy_file_create(const char *path, const void *data, size_t len, mode_t mode,
+		       struct appl_err *err)
+{
+	return file_put(path, data, len, mode, false, err);
 }
 
 /* Replace the floor in dfd, whose lock the caller holds (so the temporary

@@ -98,4 +98,10 @@ int policy_state_commit(const char *dir, const char *deployment, uint64_t serial
 int policy_file_replace(const char *path, const void *data, size_t len, mode_t mode,
 			struct appl_err *err);
 
+/* The same for a path that must not exist: the temporary file is linked to
+ * path instead, so an existing file (or one made meanwhile) is never
+ * replaced: -EEXIST ("PATH exists"). */
+int policy_file_create(const char *path, const void *data, size_t len, mode_t mode,
+		       struct appl_err *err);
+
 #endif

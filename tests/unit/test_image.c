@@ -341,6 +341,94 @@ static void test_index_json_ignored(void **state)
 	assert_non_null(strstr(err.msg, "0000000000"));
 }
 
+static void index_write(const struct fixture *f, const char *text)
+{
+	char path[PATH_MAX * 2];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/index.json", f->layout);
+	fp = fopen(path, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+}
+
+/* init finds the digest through index.json, then checks the layout against
+ * it as verify would, unpacking nothing. */
+static void test_layout_digest(void **state)
+{
+	struct fixture *f = *state;
+	struct appl_err err = {0};
+	char index[1024], digest[IMAGE_DIGEST_STR];
+
+	layout_make(f, good, sizeof(good) / sizeof(good[0]), 0);
+	snprintf(index, sizeof(index),
+		 "{\"schemaVersion\":2,\"mediaType\":\"application/vnd.oci.image.index.v1+json\","
+		 "\"manifests\":[{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\","
+		 "\"digest\":\"%s\",\"size\":1}]}",
+		 f->digest);
+	index_write(f, index);
+	assert_int_equal(image_layout_digest(f->layout, digest, &err), 0);
+	assert_string_equal(digest, f->digest);
+	assert_int_equal(cache_has_entries(f), 0);
+	assert_int_equal(image_layout_check(f->layout, f->digest, &err), 0);
+	/* a layer changed after the index was written is caught */
+	flip_byte(f, f->layer_hex, blob_find(f, f->layer_hex, "print(1)"));
+	assert_int_equal(image_layout_digest(f->layout, digest, &err), -EBADMSG);
+	assert_non_null(strstr(err.msg, f->layer_hex));
+	assert_non_null(strstr(err.msg, "image layout "));
+	/* an index naming a manifest the layout lacks */
+	index_write(f, "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci."
+		       "image.manifest.v1+json\",\"digest\":\"sha256:"
+		       "0000000000000000000000000000000000000000000000000000000000000000\","
+		       "\"size\":1}]}");
+	assert_int_equal(image_layout_digest(f->layout, digest, &err), -ENOENT);
+	/* no index at all */
+	snprintf(index, sizeof(index), "%s/index.json", f->layout);
+	unlink(index);
+	assert_int_equal(image_layout_digest(f->layout, digest, &err), -ENOENT);
+}
+
+static void test_index_parse(void **state)
+{
+	static const char *const bad[] = {
+		"[]",
+		"{\"schemaVersion\":1,\"manifests\":[]}",
+		"{\"schemaVersion\":2,\"manifests\":[]}",
+		"{\"schemaVersion\":2,\"extra\":1,\"manifests\":[]}",
+		"{\"schemaVersion\":2,\"mediaType\":\"x\",\"manifests\":[]}",
+		"{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image."
+		"config.v1+json\",\"digest\":\"sha256:"
+		"0000000000000000000000000000000000000000000000000000000000000000\",\"size\":1}]}",
+		"{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image."
+		"manifest.v1+json\",\"digest\":\"sha256:0\",\"size\":1}]}",
+		NULL,
+	};
+	static const char two[] =
+		"{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image."
+		"manifest.v1+json\",\"digest\":\"sha256:"
+		"0000000000000000000000000000000000000000000000000000000000000000\",\"size\":1},"
+		"{\"mediaType\":\"application/vnd.oci.image.manifest.v1+json\",\"digest\":\"sha256:"
+		"1111111111111111111111111111111111111111111111111111111111111111\",\"size\":1}]}";
+	static const char one[] =
+		"{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci.image."
+		"manifest.v1+json\",\"digest\":\"sha256:"
+		"abcdef0000000000000000000000000000000000000000000000000000000000\",\"size\":406,"
+		"\"annotations\":{\"org.opencontainers.image.ref.name\":\"cell\"}}]}";
+	struct appl_err err = {0};
+	struct image_desc d;
+	(void)state;
+
+	for (size_t i = 0; bad[i]; i++)
+		assert_int_equal(image_index_parse(bad[i], strlen(bad[i]), &d, &err), -EINVAL);
+	assert_int_equal(image_index_parse(two, strlen(two), &d, &err), -EINVAL);
+	assert_string_equal(err.msg, "index.json: manifests must name exactly one image, not 2");
+	assert_int_equal(image_index_parse(one, strlen(one), &d, &err), 0);
+	assert_string_equal(d.hex,
+			    "abcdef0000000000000000000000000000000000000000000000000000000000");
+	assert_int_equal(d.size, 406);
+}
+
 static void test_bad_digests_refused(void **state)
 {
 	struct fixture *f = *state;
@@ -598,6 +686,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_trailing_bytes_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_json_ignored, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_bad_digests_refused, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_layout_digest, setup, teardown),
+		cmocka_unit_test(test_index_parse),
 		cmocka_unit_test_setup_teardown(test_absolute_name_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_dotdot_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_symlink_then_write_refused, setup, teardown),

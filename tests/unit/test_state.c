@@ -1,6 +1,7 @@
 /* test_state.c: the rollback floor: reading without change, committing per
  * deployment, refusals, the file's form, the earlier format, the cap, and
  * the protection of the directory, its parents and the file. */
+#include <dirent.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -368,6 +369,41 @@ static void test_file_replace(void **state)
 			 -ENOENT);
 }
 
+/* init's --output: never over a file that is there, nothing left behind. */
+static void test_file_create(void **state)
+{
+	struct fix *f = *state;
+	struct appl_err err = {0};
+	char p[4096], *buf;
+	size_t len;
+	struct stat st;
+	DIR *d;
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(p, sizeof(p), "%s", kit_path(f->tmp, "made"));
+	assert_int_equal(policy_file_create(p, "first", 5, 0644, &err), 0);
+	assert_int_equal(stat(p, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0644);
+	assert_int_equal(policy_file_create(p, "second", 6, 0644, &err), -EEXIST);
+	assert_string_equal(err.msg, kit_path(f->tmp, "made exists"));
+	assert_int_equal(appl_file_read(p, 64, &buf, &len, &err), 0);
+	assert_int_equal(len, 5);
+	assert_memory_equal(buf, "first", 5);
+	free(buf);
+	/* a dangling symlink is there too */
+	assert_int_equal(symlink(kit_path(f->tmp, "nowhere"), kit_path(f->tmp, "dangling")), 0);
+	assert_int_equal(policy_file_create(kit_path(f->tmp, "dangling"), "x", 1, 0644, &err),
+			 -EEXIST);
+	assert_int_equal(access(kit_path(f->tmp, "nowhere"), F_OK), -1);
+	/* no temporary file stays */
+	assert_non_null(d = opendir(f->tmp));
+	while ((e = readdir(d)))
+		n += strstr(e->d_name, ".tmp.") != NULL;
+	closedir(d);
+	assert_int_equal(n, 0);
+}
+
 static void test_default_dir(void **state)
 {
 	struct appl_err err = {0};
@@ -396,6 +432,7 @@ int main(void)
 		T(test_protection),
 		T(test_parents_are_checked),
 		T(test_file_replace),
+		T(test_file_create),
 		T(test_default_dir),
 	};
 #undef T
