@@ -187,6 +187,11 @@ int proc_confine_become(const struct proc_confine *c, struct proc_fail *f)
 			return failed(f, "changing to gid", NULL, (long)c->gid);
 		if (setresuid(c->uid, c->uid, c->uid) < 0)
 			return failed(f, "changing to uid", NULL, (long)c->uid);
+		/* A uid of its own may be another one at the next start: what
+		 * it makes in a directory given to the servers' group stays
+		 * that group's to write (and no one else's to read). */
+		if (c->ngroups)
+			umask(S_IRWXO);
 	}
 	if (c->drop_caps && (rc = caps_clear()) < 0) {
 		errno = -rc;

@@ -35,6 +35,7 @@ static const char SCRIPT[] =
 	"echo $(grep ^CapBnd: /proc/self/status | tr -d '\\t ')\n"
 	"echo $(grep ^NoNewPrivs: /proc/self/status | tr -d '\\t ')\n"
 	"echo $(grep ^Seccomp: /proc/self/status | tr -d '\\t ')\n"
+	"echo $(grep ^Umask: /proc/self/status | tr -d '\\t ')\n"
 	"echo cgroups=$(grep -c upstream-confine /proc/self/cgroup)\n"
 	"echo ifaces=$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | tr '\\n' ,)\n"
 	"echo home=$HOME tmp=$TMPDIR\n"
@@ -212,6 +213,8 @@ static void test_the_jail_holds(void **state)
 	assert_string_equal(field(out, "CapBnd:", buf, sizeof(buf)), "0000000000000000");
 	assert_string_equal(field(out, "NoNewPrivs:", buf, sizeof(buf)), "1");
 	assert_string_equal(field(out, "Seccomp:", buf, sizeof(buf)), "2");
+	/* what it makes stays its group's: the uid may differ next time */
+	assert_string_equal(field(out, "Umask:", buf, sizeof(buf)), "0007");
 	/* its own cgroup(s); only loopback */
 	assert_string_not_equal(field(out, "cgroups=", buf, sizeof(buf)), "0");
 	assert_string_equal(field(out, "ifaces=", buf, sizeof(buf)), "lo,");
