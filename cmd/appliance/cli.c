@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 
 #include "base/fs.h"
+#include "image/image.h"
 #include "mcp/upstream.h"
 #include "policy/trust.h"
 
@@ -104,6 +105,16 @@ int cli_policy_supported(const struct policy *p, const char *path, struct appl_e
 		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
 				      policy_approvals_command(p));
 	return cli_policy_runnable(p, path, err);
+}
+
+int cli_policy_startable(const struct policy *p, const char *path, struct appl_err *err)
+{
+	int rc = cli_policy_supported(p, path, err);
+
+	if (rc == 0 &&
+	    (rc = image_layout_check(policy_image_layout(p), policy_image_digest(p), err)) < 0)
+		appl_err_prefix(err, "%s", path);
+	return rc;
 }
 
 int cli_secrets_take(const struct policy *p, struct appl_err *err)

@@ -49,6 +49,11 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
  * with it too. */
 int cli_policy_supported(const struct policy *p, const char *path, struct appl_err *err);
 
+/* What `run` requires before it says it serves: cli_policy_supported, and
+ * an image layout that holds the pinned manifest (image_layout_check), so
+ * a wrong digest is refused before the start, not at the first cell. */
+int cli_policy_startable(const struct policy *p, const char *path, struct appl_err *err);
+
 /* Make the process not dumpable, then take the values of the variables
  * the HTTP servers' headers name out of the environment
  * (upstream_env_take). Before the upstreams start; upstream_env_wipe when

@@ -3,8 +3,10 @@
  *
  * Trust flows only from the digest the caller passes (which the signed
  * policy carries): the manifest must hash to it, the config and every layer
- * must hash to what that manifest names. index.json is never read, and the
- * image config's Env, User and Cmd are ignored: the appliance decides those.
+ * must hash to what that manifest names. index.json never decides anything:
+ * it is read only when the layout lacks the pinned manifest, to say which
+ * digests it holds instead. The image config's Env, User and Cmd are
+ * ignored: the appliance decides those.
  */
 #ifndef APPL_IMAGE_IMAGE_H
 #define APPL_IMAGE_IMAGE_H
@@ -45,6 +47,12 @@ int image_digest_parse(const char *s, char *hex, struct appl_err *err);
 int image_manifest_parse(const char *buf, size_t len, struct image_manifest *m,
 			 struct appl_err *err);
 
+/* The manifest digests ("sha256:HEX") an OCI index (index.json, untrusted,
+ * buf[0..len), not NUL-terminated) names, in order: the first max of them
+ * copied into out, the count of all returned. Anything malformed counts as
+ * naming none: the result only words a message. Pure. */
+size_t image_index_digests(const char *buf, size_t len, char (*out)[IMAGE_DIGEST_STR], size_t max);
+
 /* Check a config blob: a JSON object for linux/amd64 whose rootfs is
  * "layers" with one diff_id per layer. Everything else in it is ignored. */
 int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err);
@@ -71,6 +79,13 @@ int image_layer_extract(int fd, const struct image_desc *desc, int dirfd,
  */
 int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
 			char *rootfs, size_t rootfs_len, struct appl_err *err);
+
+/* The cheap part of image_layout_verify, for a command to run before it
+ * serves: the layout holds a manifest that hashes to digest, it parses, and
+ * so does its config. The layers are not read. A layout without that
+ * manifest is refused with -ENOENT and "no manifest with digest D in the
+ * image layout L (it holds D')", as image_layout_verify refuses it. */
+int image_layout_check(const char *layout_dir, const char *digest, struct appl_err *err);
 
 /* The default cache directory for this user: /var/cache/appliance/images as
  * root, else $XDG_CACHE_HOME/appliance/images or ~/.cache/appliance/images. */
