@@ -243,8 +243,6 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	if (optind != argc - 1)
 		return cli_usage_cmd("verify", "needs one POLICY.sig");
 	a->sig_path = argv[optind];
-	if (!a->trust_file && !a->trust_dir)
-		a->trust_dir = POLICY_TRUST_DIR_DEFAULT;
 	return 0;
 }
 
@@ -281,15 +279,13 @@ int cmd_verify(int argc, char **argv)
 	if (cli_state_dir(a.state_dir, a.state_buf, sizeof(a.state_buf), &err) < 0)
 		return cli_fail_cmd("verify", &err);
 	a.state_dir = a.state_buf;
-	if (a.trust_file)
-		rc = policy_trust_file_load(a.trust_file, &trust, &err);
-	else
-		rc = policy_trust_dir_load(a.trust_dir, &trust, &err);
-	if (rc < 0)
+	if (cli_policy_files_check(a.sig_path, &err) < 0 ||
+	    cli_trust_load(a.trust_file, a.trust_dir, &trust, &err) < 0)
 		return cli_fail_cmd("verify", &err);
 	/* commit false: verify judges the rollback but never moves it. */
 	rc = policy_load(a.sig_path, trust, a.state_dir, (int64_t)time(NULL), false, NULL, &info,
 			 &err);
+	cli_untrusted_hint(a.trust_file, a.trust_dir, rc, &err);
 	policy_trust_free(trust);
 	if (rc < 0 || policy_state_read(a.state_dir, info.deployment, &st, &err) < 0)
 		return cli_fail_cmd("verify", &err);

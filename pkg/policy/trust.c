@@ -169,7 +169,10 @@ static int trust_dir_scan(int dfd, const char *dir, uid_t owner, struct policy_t
 		rc = appl_err_errno(err, -errno, errno, "trust directory %s", dir);
 	closedir(d);
 	if (rc == 0 && t->n == 0)
-		rc = appl_err_set(err, -ENOKEY, "trust directory %s: no key (*.pub) in it", dir);
+		rc = appl_err_set(err, -ENOKEY,
+				  "trust directory %s: no key (*.pub) in it; put the public key "
+				  "of the policy's signer there",
+				  dir);
 	return rc;
 }
 

@@ -953,6 +953,38 @@ static void test_depth_cap(void **state)
 	assert_null(p);
 }
 
+/* An unknown key names the known one it is a slip of, and only when it is
+ * close: a third of the name's length in edits, case and '-' for free. */
+static void test_unknown_key_names_the_closest(void **state)
+{
+	static const struct {
+		const char *body, *want;
+	} cases[] = {
+		{", \"limits\": {\"deadline\": 5}}",
+		 "limits.deadline: unknown key; did you mean deadline_s?"},
+		{", \"limits\": {\"memory-MB\": 64}}",
+		 "limits.memory-MB: unknown key; did you mean memory_mb?"},
+		{", \"serail\": 5}", "serail: unknown key; did you mean serial?"},
+		{", \"runtime\": {\"rootles\": true}}",
+		 "runtime.rootles: unknown key; did you mean rootless?"},
+		{", \"limits\": {\"cell\": 2}}", "limits.cell: unknown key; did you mean cells?"},
+		{", \"limits\": {\"timeout\": 5}}", "limits.timeout: unknown key"},
+		{", \"a\": 1}", "a: unknown key"},
+	};
+	char doc[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct appl_err err = {0};
+
+		snprintf(doc, sizeof(doc), "%s%s", HEAD, cases[i].body);
+		assert_null(parse_str(doc, BASEDIR, &err));
+		if (strcmp(err.msg, cases[i].want) != 0)
+			fail_msg("%s:\n  got  %s\n  want %s", cases[i].body, err.msg,
+				 cases[i].want);
+	}
+}
+
 static void test_json_errors(void **state)
 {
 	static const char *const docs[] = {
@@ -1822,6 +1854,7 @@ int main(void)
 		cmocka_unit_test(test_serial_max),
 		cmocka_unit_test(test_size_cap),
 		cmocka_unit_test(test_depth_cap),
+		cmocka_unit_test(test_unknown_key_names_the_closest),
 		cmocka_unit_test(test_json_errors),
 		cmocka_unit_test(test_not_nul_terminated),
 		cmocka_unit_test(test_duplicate_paths),
