@@ -481,6 +481,62 @@ def trust_directory_rules():
         assert verify(w, "--trust-dir", d).returncode == 0
 
 
+# ---- sign --serial --------------------------------------------------------------------
+
+@test
+def sign_writes_the_serial_into_the_file_and_nothing_else():
+    with Work(serial=3) as w:
+        pub, sec = keygen(w)
+        with open(w.policy) as f:
+            before = f.read()
+        os.chmod(w.policy, 0o640)
+        r = appliance("sign", "--secret", sec, "--serial", "next", w.policy)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("wrote serial 4 into %s (it was 3)\n" % w.policy), r.stdout
+        with open(w.policy) as f:
+            assert f.read() == before.replace('"serial": 3,', '"serial": 4,')
+        assert stat.S_IMODE(os.stat(w.policy).st_mode) == 0o640
+        assert "serial 4" in verify(w, "--trust", pub).stdout
+        # now: the clock, or the file's + 1 when two signings share a second
+        first = int(time.time())
+        serials = []
+        for _ in range(2):
+            r = appliance("sign", "--secret", sec, "--serial", "now", w.policy)
+            assert r.returncode == 0, r.stderr
+            with open(w.policy) as f:
+                serials.append(json.load(f)["serial"])
+        assert first <= serials[0] <= int(time.time()) + 1 and serials[1] > serials[0], serials
+        r = appliance("sign", "--secret", sec, "--serial", "42", w.policy)
+        assert r.returncode == 0 and "serial 42" in verify(w, "--trust", pub).stdout, r.stderr
+
+
+@test
+def sign_refuses_a_serial_it_cannot_write():
+    with Work() as w:
+        _, sec = keygen(w)
+        for value in ("later", "0", "07", "-1", "9223372036854775808"):
+            r = appliance("sign", "--secret", sec, "--serial", value, w.policy)
+            assert r.returncode == 2 and r.stderr.startswith(
+                "appliance: sign: --serial takes now, next or a number of 1 to "
+                "9223372036854775807\n"), (value, r.stderr)
+        text = '{"policy_version": 1, "serial": "3"}\n'
+        with open(w.policy, "w") as f:
+            f.write(text)
+        r = appliance("sign", "--secret", sec, "--serial", "next", w.policy)
+        assert r.returncode == 1 and r.stderr == (
+            "appliance: sign: %s: serial: must be an integer of 1 to 9223372036854775807 to be "
+            "replaced\n" % w.policy), r.stderr
+        with open(w.policy, "w") as f:
+            f.write(text.replace('"serial": "3"', '"version": 3'))
+        r = appliance("sign", "--secret", sec, "--serial", "now", w.policy)
+        assert r.returncode == 1 and r.stderr == (
+            'appliance: sign: %s: no top-level serial to replace; add "serial": 1 to the '
+            'policy\n' % w.policy), r.stderr
+        with open(w.policy) as f:
+            assert f.read() == text.replace('"serial": "3"', '"version": 3')
+        assert not os.path.exists(w.sig)
+
+
 # ---- what a refusal says to do ---------------------------------------------------
 
 @test
