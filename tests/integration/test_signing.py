@@ -461,16 +461,28 @@ def trust_directory_rules():
         d, key = trust_dir(w, pub)
         assert verify(w, "--trust-dir", d).returncode == 0
         os.chmod(d, 0o757)
-        refused(verify(w, "--trust-dir", d), d, "writable by group or others")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust directory: %s is writable by group or "
+                            "others; chmod go-w %s\n" % (d, d)), r.stderr
         os.chmod(d, 0o755)
         os.chmod(key, 0o666)
-        refused(verify(w, "--trust-dir", d), key, "writable by group or others")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust key %s: writable by group or others; "
+                            "chmod go-w %s\n" % (key, key)), r.stderr
         os.chmod(key, 0o644)
         os.chown(key, 65534, 65534)
-        refused(verify(w, "--trust-dir", d), key, "owned by uid 65534")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust key %s: owned by uid 65534, not root; "
+                            "chown root %s\n" % (key, key)), r.stderr
         os.chown(key, 0, 0)
         os.chown(d, 65534, 65534)
-        refused(verify(w, "--trust-dir", d), d, "owned by uid 65534")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust directory: %s is owned by uid 65534, not "
+                            "root; chown root %s\n" % (d, d)), r.stderr
         os.chown(d, 0, 0)
         link = w.path("link.d")
         os.symlink(d, link)
