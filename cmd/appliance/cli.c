@@ -104,9 +104,12 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
 
 int cli_policy_supported(const struct policy *p, const char *path, struct appl_err *err)
 {
-	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0)
-		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
-				      policy_approvals_command(p));
+	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0) {
+		appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
+			       policy_approvals_command(p));
+		return appl_err_append(err, "; install the approver there, or name the one meant "
+					    "and sign the policy again");
+	}
 	return cli_policy_runnable(p, path, err);
 }
 

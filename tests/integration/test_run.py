@@ -249,8 +249,12 @@ def run_takes_keys_only_from_a_trust_directory():
 @test
 def an_approver_that_cannot_run_is_refused():
     doc = {"approvals": {"command": "/nonexistent/approver"}}
-    r = subprocess.run(run_argv(policy(extra=doc)), input=b"", capture_output=True)
-    assert r.returncode == 1 and b"approvals.command /nonexistent/approver" in r.stderr, r.stderr
+    sig = policy(extra=doc)
+    r = subprocess.run(run_argv(sig), input=b"", capture_output=True)
+    want = ("appliance: %s: approvals.command /nonexistent/approver: No such file or directory; "
+            "install the approver there, or name the one meant and sign the policy again\n"
+            % sig)
+    assert r.returncode == 1 and r.stderr.decode() == want, (want, r.stderr)
 
 
 @test
