@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include <sys/prctl.h>
+#include <sys/stat.h>
 
 #include "base/fs.h"
+#include "image/image.h"
 #include "mcp/upstream.h"
 #include "policy/trust.h"
 
@@ -93,17 +95,32 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
 		return appl_err_set(
 			err, -EPERM,
 			"%s: not running as root, and the policy does not opt in to the "
-			"weaker rootless mode (runtime.rootless)",
+			"weaker rootless mode (runtime.rootless); run it as root, or set "
+			"runtime.rootless to true and sign it again (SECURITY.md says what "
+			"that mode gives up)",
 			path);
 	return 0;
 }
 
 int cli_policy_supported(const struct policy *p, const char *path, struct appl_err *err)
 {
-	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0)
-		return appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
-				      policy_approvals_command(p));
+	if (policy_approvals_command(p) && access(policy_approvals_command(p), X_OK) < 0) {
+		appl_err_errno(err, -errno, errno, "%s: approvals.command %s", path,
+			       policy_approvals_command(p));
+		return appl_err_append(err, "; install the approver there, or name the one meant "
+					    "and sign the policy again");
+	}
 	return cli_policy_runnable(p, path, err);
+}
+
+int cli_policy_startable(const struct policy *p, const char *path, struct appl_err *err)
+{
+	int rc = cli_policy_supported(p, path, err);
+
+	if (rc == 0 &&
+	    (rc = image_layout_check(policy_image_layout(p), policy_image_digest(p), err)) < 0)
+		appl_err_prefix(err, "%s", path);
+	return rc;
 }
 
 int cli_secrets_take(const struct policy *p, struct appl_err *err)
@@ -122,7 +139,7 @@ int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err)
 		return appl_err_set(err, -EPERM,
 				    "--state-dir is refused as root: the rollback floor is always "
 				    "%s, so that no command line can point the appliance at a "
-				    "fresh, empty one",
+				    "fresh, empty one; leave --state-dir out",
 				    POLICY_STATE_DIR);
 	if (!arg)
 		return policy_state_dir_default(out, len, err);
@@ -131,22 +148,99 @@ int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err)
 	return 0;
 }
 
+static bool ends_with(const char *s, const char *tail)
+{
+	size_t n = strlen(s), t = strlen(tail);
+
+	return n > t && strcmp(s + n - t, tail) == 0;
+}
+
+int cli_policy_files_check(const char *sig, struct appl_err *err)
+{
+	char other[PATH_MAX];
+	struct stat st;
+
+	if (!ends_with(sig, ".sig")) {
+		if (!ends_with(sig, ".json") || stat(sig, &st) < 0)
+			return 0;
+		if (appl_path_join(other, sizeof(other), sig, ".sig", "") == 0 &&
+		    stat(other, &st) == 0)
+			return appl_err_set(err, -EINVAL,
+					    "%s is the unsigned policy; pass its signature, %s",
+					    sig, other);
+		return appl_err_set(err, -EINVAL,
+				    "%s is the unsigned policy; sign it with `appliance sign "
+				    "--secret KEY %s`, which writes %s.sig, and pass that",
+				    sig, sig, sig);
+	}
+	if (policy_sig_path_policy(sig, other, sizeof(other), NULL) < 0)
+		return 0;
+	if (stat(sig, &st) < 0 && errno == ENOENT)
+		return stat(other, &st) < 0
+			       ? 0
+			       : appl_err_set(err, -ENOENT,
+					      "%s: no such file; sign the policy with `appliance "
+					      "sign --secret KEY %s`",
+					      sig, other);
+	if (stat(other, &st) < 0 && errno == ENOENT)
+		return appl_err_set(err, -ENOENT,
+				    "%s: no such file; the policy %s signs must be beside it, "
+				    "under the name it was signed with",
+				    other, sig);
+	return 0;
+}
+
+int cli_trust_load(const char *file, const char *dir, struct policy_trust **out,
+		   struct appl_err *err)
+{
+	int rc;
+
+	if (file)
+		return policy_trust_file_load(file, out, err);
+	rc = policy_trust_dir_load(dir ? dir : POLICY_TRUST_DIR_DEFAULT, out, err);
+	if (rc == -ENOENT && !dir)
+		return appl_err_set(err, rc,
+				    "trust directory %s does not exist: `make install` makes it; "
+				    "put the public key of the policy's signer there, or name "
+				    "another directory with --trust-dir DIR",
+				    POLICY_TRUST_DIR_DEFAULT);
+	if (rc == -ENOENT)
+		return appl_err_set(err, rc,
+				    "trust directory %s does not exist: check --trust-dir, or make "
+				    "it (root's, not writable by group or others) and put the "
+				    "public key of the policy's signer there",
+				    dir);
+	return rc;
+}
+
+void cli_untrusted_hint(const char *file, const char *dir, int rc, struct appl_err *err)
+{
+	if (rc != -ENOKEY)
+		return;
+	if (file)
+		appl_err_append(err, "; name the signer's public key with --trust");
+	else
+		appl_err_append(err,
+				"; put the signer's public key in %s, or sign with a key that is "
+				"there",
+				dir ? dir : POLICY_TRUST_DIR_DEFAULT);
+}
+
 int cli_policy_accept(const struct cli_policy_opts *o, struct cli_policy *out, struct appl_err *err)
 {
 	struct policy_trust *trust = NULL;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if ((rc = cli_state_dir(o->state_dir, out->state_dir, sizeof(out->state_dir), err)) < 0)
+	if ((rc = cli_state_dir(o->state_dir, out->state_dir, sizeof(out->state_dir), err)) < 0 ||
+	    (rc = cli_policy_files_check(o->sig, err)) < 0)
 		return rc;
-	if (o->trust_file)
-		rc = policy_trust_file_load(o->trust_file, &trust, err);
-	else
-		rc = policy_trust_dir_load(o->trust_dir ? o->trust_dir : POLICY_TRUST_DIR_DEFAULT,
-					   &trust, err);
-	if (rc == 0)
+	rc = cli_trust_load(o->trust_file, o->trust_dir, &trust, err);
+	if (rc == 0) {
 		rc = policy_load(o->sig, trust, out->state_dir, (int64_t)time(NULL), false,
 				 &out->policy, &out->info, err);
+		cli_untrusted_hint(o->trust_file, o->trust_dir, rc, err);
+	}
 	policy_trust_free(trust);
 	if (rc == 0 && o->check)
 		rc = o->check(out->policy, o->sig, err);

@@ -8,6 +8,7 @@
 
 #include "base/err.h"
 #include "policy/load.h"
+#include "policy/trust.h"
 
 /* getopt_long accepts any unambiguous prefix of a long option (`--trust`
  * for `--trust-dir`, `--root` for `--rootless`). For a security tool an
@@ -49,6 +50,11 @@ int cli_policy_runnable(const struct policy *p, const char *path, struct appl_er
  * with it too. */
 int cli_policy_supported(const struct policy *p, const char *path, struct appl_err *err);
 
+/* What `run` requires before it says it serves: cli_policy_supported, and
+ * an image layout that holds the pinned manifest (image_layout_check), so
+ * a wrong digest is refused before the start, not at the first cell. */
+int cli_policy_startable(const struct policy *p, const char *path, struct appl_err *err);
+
 /* Make the process not dumpable, then take the values of the variables
  * the HTTP servers' headers name out of the environment
  * (upstream_env_take). Before the upstreams start; upstream_env_wipe when
@@ -80,6 +86,24 @@ struct cli_policy {
  * command line must not be able to name a fresh, empty floor. An ordinary
  * user's floor is that user's own, so there it may be moved. */
 int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err);
+
+/* The mistakes a first start makes most, caught before any key is read,
+ * each saying what to run: the unsigned policy (a name ending in .json)
+ * named instead of its signature, a signature not made yet beside its
+ * policy, a signature whose policy is not beside it. 0 when none of them
+ * (anything else is policy_load's to find and word). */
+int cli_policy_files_check(const char *sig, struct appl_err *err);
+
+/* Load the keys: the one key file when file is given, else the trust
+ * directory dir (NULL: the default). A directory that does not exist is
+ * refused saying how to make it (make install, for the default) and that
+ * --trust-dir names another. New *out. */
+int cli_trust_load(const char *file, const char *dir, struct policy_trust **out,
+		   struct appl_err *err);
+
+/* After policy_load returned rc with the same file and dir: a signature by
+ * a key not trusted (-ENOKEY) gets what to do appended. */
+void cli_untrusted_hint(const char *file, const char *dir, int rc, struct appl_err *err);
 
 /* Verify the signed policy and judge it: keys from o->trust_file when
  * given, else from the trust directory; expiry, and the rollback floor of

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "policy/load.h"
 #include "policy/minisign.h"
+#include "policy/serial.h"
 #include "policy/state.h"
 #include "policy/trust.h"
 
@@ -42,7 +43,7 @@ static const char keygen_help_text[] =
 	"line on stderr saying why); 2 on a usage error.\n";
 
 static const char sign_help_text[] =
-	"usage: appliance sign --secret FILE POLICY\n"
+	"usage: appliance sign --secret FILE [--serial now|next|N] POLICY\n"
 	"\n"
 	"Sign the policy document POLICY into POLICY.sig, a minisign signature\n"
 	"whose trusted comment holds the file's name, the policy's serial and the\n"
@@ -51,8 +52,16 @@ static const char sign_help_text[] =
 	"seen offline: no default role and no token, a role that can call\n"
 	"nothing, a tools entry no role can use.\n"
 	"\n"
+	"With --serial, the policy's top-level serial is first rewritten in\n"
+	"POLICY (only its digits change; the file is replaced atomically and\n"
+	"keeps its mode): now is the seconds since 1970 UTC, or the file's serial\n"
+	"+ 1 where that is higher, so two signings in one second never share a\n"
+	"serial; next is the file's serial + 1; N is that number.\n"
+	"\n"
 	"options:\n"
 	"  --secret FILE  the secret key to sign with (not readable by group or others)\n"
+	"  --serial now|next|N\n"
+	"                 write this serial into POLICY before signing it\n"
 	"  --help, -h     print this text\n"
 	"\n"
 	"exit status: 0 when POLICY.sig was written (warnings or not); 1 when it\n"
@@ -166,10 +175,46 @@ static void sign_warn(const char *policy_path, const struct policy_verified *inf
 			err.msg);
 }
 
+/* --serial's value: now, next, or a decimal number without sign or
+ * leading zero. */
+static int serial_arg(const char *s, enum policy_serial_how *how, uint64_t *n)
+{
+	uint64_t v = 0;
+
+	if (strcmp(s, "now") == 0 || strcmp(s, "next") == 0) {
+		*how = s[1] == 'o' ? POLICY_SERIAL_NOW : POLICY_SERIAL_NEXT;
+		return 0;
+	}
+	if (s[0] < '1' || s[0] > '9')
+		return -1;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9' || v > (POLICY_SERIAL_MAX - (uint64_t)(*s - '0')) / 10)
+			return -1;
+		v = v * 10 + (uint64_t)(*s - '0');
+	}
+	*how = POLICY_SERIAL_SET;
+	*n = v;
+	return 0;
+}
+
+/* sign --serial: the serial written into the file before it is signed. */
+static int sign_serial(const char *policy, enum policy_serial_how how, uint64_t given, int64_t now,
+		       struct appl_err *err)
+{
+	uint64_t old, new;
+
+	if (policy_serial_write(policy, how, given, now, &old, &new, err) < 0)
+		return err->code;
+	if (old != new)
+		printf("wrote serial %" PRIu64 " into %s (it was %" PRIu64 ")\n", new, policy, old);
+	return 0;
+}
+
 int cmd_sign(int argc, char **argv)
 {
 	static const struct option opts[] = {
 		{"secret", required_argument, NULL, 's'},
+		{"serial", required_argument, NULL, 'n'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *sec = NULL;
@@ -178,6 +223,9 @@ int cmd_sign(int argc, char **argv)
 	struct policy_verified info;
 	char sig_path[PATH_MAX];
 	int64_t now = (int64_t)time(NULL);
+	enum policy_serial_how how = POLICY_SERIAL_NOW;
+	uint64_t given = 0;
+	bool serial = false;
 	int c, rc;
 
 	if (cli_help_wanted(argc, argv, opts))
@@ -186,14 +234,26 @@ int cmd_sign(int argc, char **argv)
 		return cli_usage_cmd("sign", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c != 's')
+		if (c == 's')
+			sec = optarg;
+		else if (c == 'n' && serial_arg(optarg, &how, &given) == 0)
+			serial = true;
+		else if (c == 'n')
+			return cli_usage_cmd("sign", "--serial takes now, next or a number of 1 to "
+						     "9223372036854775807");
+		else
 			return cli_usage_cmd("sign", "unknown option");
-		sec = optarg;
 	}
 	if (!sec || optind != argc - 1)
 		return cli_usage_cmd("sign", "needs --secret FILE and one POLICY");
 	if (policy_seckey_file_read(sec, &sk, &err) < 0)
 		return cli_fail_cmd("sign", &err);
+	/* The key is read first: a key that cannot sign must not leave the
+	 * file with a serial no signature carries. */
+	if (serial && sign_serial(argv[optind], how, given, now, &err) < 0) {
+		policy_seckey_free(sk);
+		return cli_fail_cmd("sign", &err);
+	}
 	rc = policy_file_sign(argv[optind], sk, now, sig_path, sizeof(sig_path), &info, &err);
 	policy_seckey_free(sk);
 	if (rc < 0)
@@ -243,8 +303,6 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 	if (optind != argc - 1)
 		return cli_usage_cmd("verify", "needs one POLICY.sig");
 	a->sig_path = argv[optind];
-	if (!a->trust_file && !a->trust_dir)
-		a->trust_dir = POLICY_TRUST_DIR_DEFAULT;
 	return 0;
 }
 
@@ -281,15 +339,13 @@ int cmd_verify(int argc, char **argv)
 	if (cli_state_dir(a.state_dir, a.state_buf, sizeof(a.state_buf), &err) < 0)
 		return cli_fail_cmd("verify", &err);
 	a.state_dir = a.state_buf;
-	if (a.trust_file)
-		rc = policy_trust_file_load(a.trust_file, &trust, &err);
-	else
-		rc = policy_trust_dir_load(a.trust_dir, &trust, &err);
-	if (rc < 0)
+	if (cli_policy_files_check(a.sig_path, &err) < 0 ||
+	    cli_trust_load(a.trust_file, a.trust_dir, &trust, &err) < 0)
 		return cli_fail_cmd("verify", &err);
 	/* commit false: verify judges the rollback but never moves it. */
 	rc = policy_load(a.sig_path, trust, a.state_dir, (int64_t)time(NULL), false, NULL, &info,
 			 &err);
+	cli_untrusted_hint(a.trust_file, a.trust_dir, rc, &err);
 	policy_trust_free(trust);
 	if (rc < 0 || policy_state_read(a.state_dir, info.deployment, &st, &err) < 0)
 		return cli_fail_cmd("verify", &err);

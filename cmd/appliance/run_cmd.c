@@ -210,7 +210,7 @@ int cmd_run(int argc, char **argv)
 	struct cli_policy_opts o = {.sig = a.policy,
 				    .trust_dir = a.trust_dir,
 				    .state_dir = a.state_dir,
-				    .check = cli_policy_supported};
+				    .check = cli_policy_startable};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return start_fail(&err, false);
 	http = policy_http(cp.policy) != NULL;

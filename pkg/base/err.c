@@ -87,6 +87,22 @@ int appl_err_prefix(struct appl_err *err, const char *fmt, ...)
 	return err->code;
 }
 
+int appl_err_append(struct appl_err *err, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+
+	if (!err)
+		return 0;
+	n = strnlen(err->msg, sizeof(err->msg) - 1);
+	va_start(ap, fmt);
+	/* Truncation is wanted here: the message has a fixed cap. */
+	vsnprintf(err->msg + n, sizeof(err->msg) - n, fmt, ap);
+	va_end(ap);
+	err_sanitize(err->msg);
+	return err->code;
+}
+
 void appl_err_clear(struct appl_err *err)
 {
 	if (!err)

@@ -31,6 +31,11 @@ int appl_err_errno(struct appl_err *err, int code, int errnum, const char *fmt, 
 int appl_err_prefix(struct appl_err *err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Add text to the end of the message already in err (what to do about
+ * it, say); cut at APPL_ERR_MSG_MAX. Returns err->code. */
+int appl_err_append(struct appl_err *err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 void appl_err_clear(struct appl_err *err);
 
 #endif

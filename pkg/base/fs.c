@@ -83,15 +83,20 @@ static int strict_mode_check(const struct stat *st, uid_t owner, bool parent, co
 {
 	if (!S_ISDIR(st->st_mode))
 		return appl_err_set(err, -ENOTDIR, "%s: %.*s is not a directory", what, plen, path);
+	if (st->st_uid != owner && !(parent && st->st_uid == 0) && owner == 0)
+		return appl_err_set(err, -EPERM,
+				    "%s: %.*s is owned by uid %u, not root; chown root %.*s", what,
+				    plen, path, (unsigned)st->st_uid, plen, path);
 	if (st->st_uid != owner && !(parent && st->st_uid == 0))
-		return appl_err_set(err, -EPERM, "%s: %.*s is owned by uid %u, not %s", what, plen,
-				    path, (unsigned)st->st_uid,
-				    owner == 0 ? "root" : "the required owner");
+		return appl_err_set(err, -EPERM,
+				    "%s: %.*s is owned by uid %u, not the required owner", what,
+				    plen, path, (unsigned)st->st_uid);
 	/* A parent others may write to could have the directory renamed away
 	 * and replaced, unless its sticky bit keeps them to their own entries. */
 	if ((st->st_mode & (S_IWGRP | S_IWOTH)) && !(parent && (st->st_mode & S_ISVTX)))
-		return appl_err_set(err, -EPERM, "%s: %.*s is writable by group or others", what,
-				    plen, path);
+		return appl_err_set(err, -EPERM,
+				    "%s: %.*s is writable by group or others; chmod go-w %.*s",
+				    what, plen, path, plen, path);
 	return 0;
 }
 

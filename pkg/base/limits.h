@@ -48,7 +48,7 @@
 /* ---- OCI image layout ---------------------------------------------------- */
 #define APPL_IMAGE_MANIFEST_MAX (64u * 1024)		    /* manifest blob */
 #define APPL_IMAGE_CONFIG_MAX	(256u * 1024)		    /* config blob */
-#define APPL_IMAGE_INDEX_MAX	(64u * 1024)		    /* index.json (only read by tools) */
+#define APPL_IMAGE_INDEX_MAX	(64u * 1024)		    /* index.json (read for messages) */
 #define APPL_IMAGE_LAYERS_MAX	16			    /* layers per manifest */
 #define APPL_IMAGE_LAYER_MAX	(1024ull * 1024 * 1024)	    /* one layer blob */
 #define APPL_IMAGE_UNPACKED_MAX (4ull * 1024 * 1024 * 1024) /* all files unpacked */

@@ -3,8 +3,10 @@
  *
  * Trust flows only from the digest the caller passes (which the signed
  * policy carries): the manifest must hash to it, the config and every layer
- * must hash to what that manifest names. index.json is never read, and the
- * image config's Env, User and Cmd are ignored: the appliance decides those.
+ * must hash to what that manifest names. index.json never decides anything:
+ * it is read only when the layout lacks the pinned manifest, to say which
+ * digests it holds instead. The image config's Env, User and Cmd are
+ * ignored: the appliance decides those.
  */
 #ifndef APPL_IMAGE_IMAGE_H
 #define APPL_IMAGE_IMAGE_H
@@ -53,6 +55,12 @@ int image_manifest_parse(const char *buf, size_t len, struct image_manifest *m,
 int image_index_parse(const char *buf, size_t len, struct image_desc *manifest,
 		      struct appl_err *err);
 
+/* The manifest digests ("sha256:HEX") an OCI index (index.json, untrusted,
+ * buf[0..len), not NUL-terminated) names, in order: the first max of them
+ * copied into out, the count of all returned. Anything malformed counts as
+ * naming none: the result only words a message. Pure. */
+size_t image_index_digests(const char *buf, size_t len, char (*out)[IMAGE_DIGEST_STR], size_t max);
+
 /* Check a config blob: a JSON object for linux/amd64 whose rootfs is
  * "layers" with one diff_id per layer. Everything else in it is ignored. */
 int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err);
@@ -80,13 +88,20 @@ int image_layer_extract(int fd, const struct image_desc *desc, int dirfd,
 int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
 			char *rootfs, size_t rootfs_len, struct appl_err *err);
 
+/* The cheap part of image_layout_verify, for a command to run before it
+ * serves: the layout holds a manifest that hashes to digest, it parses, and
+ * so does its config. The layers are not read. A layout without that
+ * manifest is refused with -ENOENT and "no manifest with digest D in the
+ * image layout L (it holds D')", as image_layout_verify refuses it. */
+int image_layout_check(const char *layout_dir, const char *digest, struct appl_err *err);
+
 /* Check the layout at layout_dir against digest as image_layout_verify
  * does (the manifest, the config and every layer hashed, each against what
  * names it), unpacking nothing. */
-int image_layout_check(const char *layout_dir, const char *digest, struct appl_err *err);
+int image_layout_check_all(const char *layout_dir, const char *digest, struct appl_err *err);
 
 /* The manifest digest of the layout at layout_dir, found through its
- * index.json (image_index_parse) and then checked as image_layout_check
+ * index.json (image_index_parse) and then checked as image_layout_check_all
  * checks it: "sha256:HEX" into digest (IMAGE_DIGEST_STR bytes). For a tool
  * writing a policy, which an administrator reads before signing: the
  * appliance itself only ever takes the digest from the signed policy. */
@@ -102,7 +117,7 @@ int image_layout_digest(const char *layout_dir, char digest[IMAGE_DIGEST_STR],
 /* The installed image of the running binary (/proc/self/exe): its layout's
  * canonical path into layout (PATH_MAX bytes) and the digest its digest
  * file names into digest, the layout checked against it
- * (image_layout_check). -ENOENT when this binary has no installed image
+ * (image_layout_check_all). -ENOENT when this binary has no installed image
  * beside it. */
 int image_installed_find(char *layout, char digest[IMAGE_DIGEST_STR], struct appl_err *err);
 

@@ -270,3 +270,28 @@ int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_
 	json_decref(root);
 	return rc;
 }
+
+size_t image_index_digests(const char *buf, size_t len, char (*out)[IMAGE_DIGEST_STR], size_t max)
+{
+	const json_t *manifests, *d;
+	json_t *root;
+	size_t i, n = 0;
+
+	root = appl_json_load(buf, len, APPL_IMAGE_INDEX_MAX, APPL_JSON_DEPTH_MAX, "index.json",
+			      NULL);
+	if (!root)
+		return 0;
+	manifests = json_is_object(root) ? json_object_get(root, "manifests") : NULL;
+	json_array_foreach(manifests, i, d) {
+		const json_t *dg = json_is_object(d) ? json_object_get(d, "digest") : NULL;
+		char hex[IMAGE_DIGEST_HEX + 1];
+
+		if (!json_is_string(dg) || image_digest_parse(json_string_value(dg), hex, NULL) < 0)
+			continue;
+		if (n < max)
+			snprintf(out[n], IMAGE_DIGEST_STR, "sha256:%s", hex);
+		n++;
+	}
+	json_decref(root);
+	return n;
+}

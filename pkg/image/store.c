@@ -106,13 +106,58 @@ static int desc_hash(int blobs, const struct image_desc *d, char **buf, struct a
 	return rc;
 }
 
-static int manifest_load(int blobs, const char *hex, struct image_manifest *m, struct appl_err *err)
+/* How many of the digests index.json names a message lists. */
+#define INDEX_SHOWN 3
+
+/* What the layout holds instead, in words: from index.json, which is read
+ * only here, for the message, and never decides anything. */
+static void index_words(int layout, const char *hex, char *out, size_t out_len)
 {
-	char *buf = NULL, *config = NULL;
+	char held[INDEX_SHOWN][IMAGE_DIGEST_STR], *buf = NULL;
+	size_t len, n = 0, used;
+	int fd = openat(layout, "index.json",
+			O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+
+	if (fd < 0 && errno == ENOENT) {
+		snprintf(out, out_len, "it has no index.json");
+		return;
+	}
+	if (fd >= 0 && appl_fd_read(fd, APPL_IMAGE_INDEX_MAX, "index.json", &buf, &len, NULL) == 0)
+		n = image_index_digests(buf, len, held, INDEX_SHOWN);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	for (size_t i = 0; i < n && i < INDEX_SHOWN; i++)
+		if (strcmp(held[i] + 7, hex) == 0) {
+			snprintf(out, out_len,
+				 "its index.json names it, but blobs/sha256/%s is missing", hex);
+			return;
+		}
+	if (n == 0) {
+		snprintf(out, out_len, "its index.json names no manifest");
+		return;
+	}
+	used = (size_t)snprintf(out, out_len, "it holds %s", held[0]);
+	for (size_t i = 1; i < n && i < INDEX_SHOWN && used < out_len; i++)
+		used += (size_t)snprintf(out + used, out_len - used, ", %s", held[i]);
+	if (n > INDEX_SHOWN && used < out_len)
+		snprintf(out + used, out_len - used, " and %zu more", n - INDEX_SHOWN);
+}
+
+static int manifest_load(int layout, int blobs, const char *layout_dir, const char *hex,
+			 struct image_manifest *m, struct appl_err *err)
+{
+	char *buf = NULL, *config = NULL, held[INDEX_SHOWN * (IMAGE_DIGEST_STR + 2) + 96];
 	size_t len = 0;
 	int rc;
 
 	rc = blob_hash(blobs, hex, APPL_IMAGE_MANIFEST_MAX, &buf, &len, err);
+	if (rc == -ENOENT) {
+		index_words(layout, hex, held, sizeof(held));
+		return appl_err_set(err, rc,
+				    "no manifest with digest sha256:%s in the image layout %s (%s)",
+				    hex, layout_dir, held);
+	}
 	if (rc < 0)
 		return rc == -EBADMSG ? appl_err_set(err, rc,
 						     "manifest sha256:%s: content does not "
@@ -189,20 +234,32 @@ static int layers_check(int blobs, const struct image_manifest *m, struct appl_e
 	return 0;
 }
 
-/* The layout's directory and its blob store, both new descriptors. */
-static int layout_open(const char *layout_dir, int *layout, int *blobs, struct appl_err *err)
+/* Open the layout and its blob directory; both descriptors new. */
+static int layout_open(const char *layout_dir, const char *digest, char *hex, int *layout,
+		       int *blobs, struct appl_err *err)
 {
+	int rc;
+
+	*layout = *blobs = -1;
+	if ((rc = image_digest_parse(digest, hex, err)) < 0)
+		return rc;
 	if (sodium_init() < 0)
 		return appl_err_set(err, -EIO, "libsodium failed to initialise");
 	*layout = open(layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (*layout < 0)
 		return appl_err_errno(err, -errno, errno, "image layout %s", layout_dir);
 	*blobs = openat(*layout, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*blobs < 0 && errno == ENOENT)
+		rc = appl_err_set(
+			err, -ENOENT,
+			"image layout %s: not an OCI image layout (it has no blobs/sha256)",
+			layout_dir);
+	else if (*blobs < 0)
+		rc = appl_err_errno(err, -errno, errno, "image layout %s: blobs/sha256",
+				    layout_dir);
 	if (*blobs < 0) {
-		int rc = appl_err_errno(err, -errno, errno, "image layout %s: blobs/sha256",
-					layout_dir);
-
 		close(*layout);
+		*layout = -1;
 		return rc;
 	}
 	return 0;
@@ -214,15 +271,27 @@ int image_layout_check(const char *layout_dir, const char *digest, struct appl_e
 	struct image_manifest m;
 	int layout, blobs, rc;
 
-	if ((rc = image_digest_parse(digest, hex, err)) < 0 ||
-	    (rc = layout_open(layout_dir, &layout, &blobs, err)) < 0)
+	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
 		return rc;
-	if ((rc = manifest_load(blobs, hex, &m, err)) == 0)
-		rc = layers_check(blobs, &m, err);
+	rc = manifest_load(layout, blobs, layout_dir, hex, &m, err);
 	close(blobs);
 	close(layout);
-	if (rc < 0)
+	return rc;
+}
+
+int image_layout_check_all(const char *layout_dir, const char *digest, struct appl_err *err)
+{
+	char hex[IMAGE_DIGEST_HEX + 1];
+	struct image_manifest m;
+	int layout, blobs, rc;
+
+	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
+		return rc;
+	if ((rc = manifest_load(layout, blobs, layout_dir, hex, &m, err)) == 0 &&
+	    (rc = layers_check(blobs, &m, err)) < 0)
 		appl_err_prefix(err, "image layout %s", layout_dir);
+	close(blobs);
+	close(layout);
 	return rc;
 }
 
@@ -246,7 +315,7 @@ int image_layout_digest(const char *layout_dir, char digest[IMAGE_DIGEST_STR], s
 		return rc;
 	}
 	snprintf(digest, IMAGE_DIGEST_STR, "sha256:%s", d.hex);
-	return image_layout_check(layout_dir, digest, err);
+	return image_layout_check_all(layout_dir, digest, err);
 }
 
 /* A digest file: "sha256:HEX", a newline after it or not. */
@@ -288,7 +357,7 @@ int image_installed_find(char *layout, char digest[IMAGE_DIGEST_STR], struct app
 		return appl_err_set(err, -ENAMETOOLONG, "%s: path too long", exe);
 	if ((rc = digest_file_read(path, digest, err)) < 0)
 		return rc;
-	return image_layout_check(layout, digest, err);
+	return image_layout_check_all(layout, digest, err);
 }
 
 int image_layout_verify(const char *layout_dir, const char *digest, const char *cache_dir,
@@ -299,10 +368,9 @@ int image_layout_verify(const char *layout_dir, const char *digest, const char *
 	struct stat st;
 	int layout, blobs, rc;
 
-	if ((rc = image_digest_parse(digest, hex, err)) < 0 ||
-	    (rc = layout_open(layout_dir, &layout, &blobs, err)) < 0)
+	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
 		return rc;
-	if ((rc = manifest_load(blobs, hex, &m, err)) < 0)
+	if ((rc = manifest_load(layout, blobs, layout_dir, hex, &m, err)) < 0)
 		goto out;
 	if ((rc = appl_private_dir(cache_dir, "cache", err)) < 0)
 		goto out;

@@ -157,8 +157,10 @@ static int take_one(const char *var, const struct take_ctx *c)
 		return 0;
 	if (!(v = getenv(var)))
 		return appl_err_set(c->err, -ENOENT,
-				    "servers.%s.headers.%s: the environment has no %s", c->server,
-				    c->header, var);
+				    "servers.%s.headers.%s: the environment has no %s; set it "
+				    "where the appliance starts (for the systemd unit, in an "
+				    "EnvironmentFile)",
+				    c->server, c->header, var);
 	if (!(s = realloc(secrets, (nsecrets + 1) * sizeof(*s))))
 		return appl_err_set(c->err, -ENOMEM, "out of memory");
 	secrets = s;

@@ -113,7 +113,9 @@ static int load_verify(struct load *l, const char *sig_path, const struct policy
 	/* The name is signed too: a policy signed for another file (another
 	 * appliance's) with a higher serial must not pass for this one. */
 	if (strcmp(l->tc.file, l->name) != 0)
-		return appl_err_set(err, -EBADMSG, "%s: signed for file \"%s\", not \"%s\"",
+		return appl_err_set(err, -EBADMSG,
+				    "%s: signed for file \"%s\", not \"%s\"; sign it again under "
+				    "its new name, or give it back its old one",
 				    sig_path, l->tc.file, l->name);
 	return 0;
 }
@@ -141,7 +143,10 @@ static int load_judge(struct load *l, int64_t now, struct policy_verified *info,
 	if (info->expires <= now) {
 		if (policy_sig_time_format(info->expires, when, sizeof(when)) < 0)
 			memcpy(when, "(out of range)", 15);
-		return appl_err_set(err, -EKEYEXPIRED, "%s: expired at %s", l->policy_path, when);
+		return appl_err_set(err, -EKEYEXPIRED,
+				    "%s: expired at %s; sign it again with a later expires and a "
+				    "higher serial",
+				    l->policy_path, when);
 	}
 	return 0;
 }

@@ -366,7 +366,8 @@ int policy_sig_verify(const struct policy_sig *sig, const struct policy_pubkey *
 	if (crypto_sign_ed25519_verify_detached(sig->sig, hash, sizeof(hash), key->pk) != 0)
 		return appl_err_set(err, -EBADMSG,
 				    "signature does not match the file: it was changed, or "
-				    "another key with the same key id signed it");
+				    "another key with the same key id signed it; a policy must be "
+				    "signed again after every change");
 	/* The trusted comment carries the serial: without this check anyone
 	 * could edit it on a good signature. */
 	memcpy(covered, sig->sig, POLICY_SIG_BYTES);

@@ -12,9 +12,11 @@
 #include "base/pyname.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdint.h>
 #include <netinet/in.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -552,6 +554,64 @@ static const struct field *field_find(const struct field *tab, size_t n, const c
 	return NULL;
 }
 
+/* Keys longer than this get no suggestion: the distance table is on the
+ * stack, and no field name comes close to it. */
+#define SUGGEST_KEY_MAX 40
+
+/* A case difference, or '-' for '_', is no slip worth counting. */
+static int key_fold(char ch)
+{
+	return ch == '-' ? '_' : tolower((unsigned char)ch);
+}
+
+/* The Levenshtein distance between a and b, SIZE_MAX when either is longer
+ * than SUGGEST_KEY_MAX. */
+static size_t key_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b), row[SUGGEST_KEY_MAX + 1];
+
+	if (la > SUGGEST_KEY_MAX || lb > SUGGEST_KEY_MAX)
+		return SIZE_MAX;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; i <= la; i++) {
+		size_t diag = row[0];
+
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (key_fold(a[i - 1]) != key_fold(b[j - 1]));
+
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+/* The name in tab closest to an unknown key, when it is close enough to be
+ * a slip (at most a third of the name's length in edits, and at least one
+ * allowed), else NULL: "deadline" for deadline_s, never "a" for cells. */
+static const char *field_closest(const struct field *tab, size_t n, const char *key)
+{
+	const char *best = NULL;
+	size_t best_d = SIZE_MAX;
+
+	for (size_t i = 0; i < n; i++) {
+		size_t d = key_distance(key, tab[i].name), len = strlen(tab[i].name);
+
+		if (d <= (len >= 6 ? len / 3 : 1) && d < best_d) {
+			best = tab[i].name;
+			best_d = d;
+		}
+	}
+	return best;
+}
+
 static void fields_default(const struct field *tab, size_t n, void *base)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -621,7 +681,12 @@ static int fields_parse(struct ctx *c, const json_t *obj, const struct field *ta
 		return appl_err_set(c->err, -EINVAL, "%s: must be an object", path);
 	json_object_foreach((json_t *)obj, key, v) {
 		if (!field_find(tab, n, key)) {
+			const char *near = field_closest(tab, n, key);
+
 			path_key(sub, path, key);
+			if (near)
+				return appl_err_set(c->err, -EINVAL,
+						    "%s: unknown key; did you mean %s?", sub, near);
 			return appl_err_set(c->err, -EINVAL, "%s: unknown key", sub);
 		}
 	}

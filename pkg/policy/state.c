@@ -366,7 +366,9 @@ int policy_state_check(const struct policy_state *st, uint64_t serial,
 	if (serial < st->serial)
 		return appl_err_set(err, -ESTALE,
 				    "rollback refused: serial %" PRIu64
-				    " is lower than serial %" PRIu64 ", already accepted",
+				    " is lower than serial %" PRIu64
+				    ", already accepted; sign the policy again with a higher "
+				    "serial",
 				    serial, st->serial);
 	/* One serial, one document: otherwise a signer's two versions of a
 	 * serial could be swapped for each other at will. */

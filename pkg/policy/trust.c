@@ -108,12 +108,18 @@ static int key_fd_check(int fd, const char *path, uid_t owner, struct appl_err *
 		return appl_err_errno(err, -errno, errno, "trust key %s", path);
 	if (!S_ISREG(st.st_mode))
 		return appl_err_set(err, -EPERM, "trust key %s: not a regular file", path);
+	if (st.st_uid != owner && owner == 0)
+		return appl_err_set(err, -EPERM,
+				    "trust key %s: owned by uid %u, not root; chown root %s", path,
+				    (unsigned)st.st_uid, path);
 	if (st.st_uid != owner)
-		return appl_err_set(err, -EPERM, "trust key %s: owned by uid %u, not %s", path,
-				    (unsigned)st.st_uid,
-				    owner == 0 ? "root" : "the required owner");
+		return appl_err_set(err, -EPERM,
+				    "trust key %s: owned by uid %u, not the required owner", path,
+				    (unsigned)st.st_uid);
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return appl_err_set(err, -EPERM, "trust key %s: writable by group or others", path);
+		return appl_err_set(err, -EPERM,
+				    "trust key %s: writable by group or others; chmod go-w %s",
+				    path, path);
 	return 0;
 }
 
@@ -169,7 +175,10 @@ static int trust_dir_scan(int dfd, const char *dir, uid_t owner, struct policy_t
 		rc = appl_err_errno(err, -errno, errno, "trust directory %s", dir);
 	closedir(d);
 	if (rc == 0 && t->n == 0)
-		rc = appl_err_set(err, -ENOKEY, "trust directory %s: no key (*.pub) in it", dir);
+		rc = appl_err_set(err, -ENOKEY,
+				  "trust directory %s: no key (*.pub) in it; put the public key "
+				  "of the policy's signer there",
+				  dir);
 	return rc;
 }
 

@@ -1,4 +1,5 @@
-/* fuzz_manifest.c: the OCI manifest and config parsers on arbitrary bytes. */
+/* fuzz_manifest.c: the OCI manifest, config and index parsers on arbitrary
+ * bytes. */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -10,7 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct image_manifest m;
 	struct appl_err err = {0};
-	char hex[IMAGE_DIGEST_HEX + 1];
+	char hex[IMAGE_DIGEST_HEX + 1], held[2][IMAGE_DIGEST_STR];
 
 	if (image_manifest_parse((const char *)data, size, &m, &err) == 0) {
 		/* a manifest that parses stays within the caps */
@@ -19,6 +20,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 	}
 	image_config_check((const char *)data, size, 1, &err);
+	/* every digest copied out is one image_digest_parse accepts */
+	size_t n = image_index_digests((const char *)data, size, held, 2);
+	for (size_t i = 0; i < n && i < 2; i++)
+		if (image_digest_parse(held[i], hex, &err) < 0)
+			__builtin_trap();
 	if (size < 80) {
 		char s[80];
 		for (size_t i = 0; i < size; i++)

@@ -6,13 +6,16 @@
  * of policy.h: every limit in its range, absolute paths, names within their
  * caps, roles that exist. Each accepted policy is then asked about every
  * tool its own patterns name, for every role, so the access rules run on
- * what the parser let through. Seeds: tests/data/policy and policy/.
+ * what the parser let through. The serial's bytes, as `sign --serial`
+ * finds them, must be in the input, digits only, and say the serial the
+ * parser read. Seeds: tests/data/policy and policy/.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "policy/policy.h"
+#include "policy/serial.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -97,11 +100,27 @@ static void roles_check(const struct policy *p)
 	}
 }
 
+static void serial_span_check(const uint8_t *data, size_t size, const struct policy *p)
+{
+	struct appl_err err = {0};
+	size_t off, n;
+	uint64_t v;
+
+	if (policy_serial_find((const char *)data, size, &off, &n, &v, &err) < 0)
+		return;
+	CHECK(n >= 1 && off <= size && n <= size - off && v >= 1);
+	for (size_t i = off; i < off + n; i++)
+		CHECK(data[i] >= '0' && data[i] <= '9');
+	CHECK(!p || v == policy_serial(p));
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct appl_err err = {0};
 	struct policy *p = NULL;
 	int rc = policy_parse((const char *)data, size, "/etc/appliance", &p, &err);
+
+	serial_span_check(data, size, p);
 
 	if (rc < 0) {
 		CHECK(p == NULL && err.code == rc && err.msg[0] != '\0');

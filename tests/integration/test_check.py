@@ -321,7 +321,9 @@ def a_wrong_image_digest_is_named():
     r = check(sig)
     assert r.returncode == 1, r.stdout
     got = lines_of(r, "problem")
-    assert len(got) == 1 and got[0].startswith("image.digest: "), r.stdout
+    want = ("image.digest: no manifest with digest sha256:%s in the image layout %s "
+            "(it holds %s)" % ("ab" * 32, LAYOUT, digest()))
+    assert got == [want], (want, r.stdout)
     assert "must work" not in r.stdout, r.stdout
 
 

@@ -459,8 +459,9 @@ def a_header_naming_an_unset_variable_refuses_the_start_by_name():
     env = {k: v for k, v in os.environ.items() if k != "NO_SUCH_TOKEN_VAR"}
     r = subprocess.run(gk.run_argv(sig), input=START_INPUT, capture_output=True, env=env)
     assert r.returncode == 1, r
-    assert b"servers.web.headers.Authorization: the environment has no NO_SUCH_TOKEN_VAR" \
-        in r.stderr, r.stderr
+    assert r.stderr.decode().endswith(
+        "servers.web.headers.Authorization: the environment has no NO_SUCH_TOKEN_VAR; set it "
+        "where the appliance starts (for the systemd unit, in an EnvironmentFile)\n"), r.stderr
 
 
 @test

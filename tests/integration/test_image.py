@@ -181,7 +181,8 @@ def verify_refuses_another_digest_with_one_line():
         r = subprocess.run([APPLIANCE, "image", "verify", "--image", LAYOUT, "--digest",
                             wrong, "--cache", cache], capture_output=True, text=True)
         assert r.returncode != 0 and r.stdout == ""
-        assert r.stderr.count("\n") == 1 and "0" * 64 in r.stderr, r.stderr
+        assert r.stderr == ("appliance: no manifest with digest %s in the image layout %s "
+                            "(it holds %s)\n" % (wrong, LAYOUT, digest())), r.stderr
         assert os.listdir(cache) == []
     finally:
         shutil.rmtree(cache)
@@ -210,6 +211,39 @@ def verify_refuses_a_tampered_copy():
         assert left == [], left
     finally:
         shutil.rmtree(work)
+
+
+@test
+def fill_policies_says_when_they_already_hold_the_digest():
+    """scripts/fill-policies on copies of the examples (it fills the
+    policy/ beside its own scripts/): the digest written, then found."""
+    top = tempfile.mkdtemp(prefix="appliance-fill-test.")
+    try:
+        os.mkdir(os.path.join(top, "scripts"))
+        script = os.path.join(top, "scripts", "fill-policies")
+        shutil.copy(os.path.join(ROOT, "scripts", "fill-policies"), script)
+        shutil.copytree(os.path.join(ROOT, "policy"), os.path.join(top, "policy"))
+        names = sorted(n for n in os.listdir(os.path.join(top, "policy")) if n.endswith(".json"))
+        with open(os.path.join(top, "policy", "extra.json"), "w") as f:
+            f.write('{"serial": 1}\n')
+        total = len(names) + 1
+        d = "sha256:" + "5" * 64
+
+        def fill():
+            r = subprocess.run([script, d], capture_output=True, text=True)
+            assert r.returncode == 0, r.stderr
+            return r.stderr.splitlines()[-1]
+
+        got = fill()
+        assert got == ("fill-policies: wrote %s into %d of %d policies, 1 has no "
+                       "image.digest" % (d, len(names), total)), got
+        os.remove(os.path.join(top, "policy", "extra.json"))
+        got = fill()
+        assert got == "fill-policies: all %d policies already hold %s" % (len(names), d), got
+        with open(os.path.join(top, "policy", names[0])) as f:
+            assert json.load(f)["image"]["digest"] == d
+    finally:
+        shutil.rmtree(top)
 
 
 if __name__ == "__main__":

@@ -250,8 +250,27 @@ def run_takes_keys_only_from_a_trust_directory():
 @test
 def an_approver_that_cannot_run_is_refused():
     doc = {"approvals": {"command": "/nonexistent/approver"}}
-    r = subprocess.run(run_argv(policy(extra=doc)), input=START_INPUT, capture_output=True)
-    assert r.returncode == 1 and b"approvals.command /nonexistent/approver" in r.stderr, r.stderr
+    sig = policy(extra=doc)
+    r = subprocess.run(run_argv(sig), input=b"", capture_output=True)
+    want = ("appliance: %s: approvals.command /nonexistent/approver: No such file or directory; "
+            "install the approver there, or name the one meant and sign the policy again\n"
+            % sig)
+    assert r.returncode == 1 and r.stderr.decode() == want, (want, r.stderr)
+
+
+@test
+def a_wrong_image_digest_is_refused_before_serving():
+    """The layout is asked for the pinned manifest before the start is
+    announced, and the refusal says which digest the layout holds."""
+    layout = os.path.join(ROOT, "build", "image")
+    wrong = "sha256:" + "ab" * 32
+    sig = _kit.policy(image=(layout, wrong))
+    r = subprocess.run(run_argv(sig), input=b"", capture_output=True, timeout=60)
+    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+        held = f.read().strip()
+    want = ("appliance: %s: no manifest with digest %s in the image layout %s (it holds %s)\n"
+            % (sig, wrong, layout, held))
+    assert r.returncode == 1 and r.stderr.decode() == want, (want, r.stderr)
 
 
 def ids(out):

@@ -303,7 +303,11 @@ def tampered_policy_refused():
         pub, sec = minisign_keygen(w)
         minisign_sign(w, sec)
         flip_last_byte(w.policy)
-        refused(verify(w, "--trust", pub), "policy.json.sig", "does not match")
+        r = verify(w, "--trust", pub)
+        refused(r)
+        assert r.stderr == ("appliance: verify: %s: signature does not match the file: it was "
+                            "changed, or another key with the same key id signed it; a policy "
+                            "must be signed again after every change\n" % w.sig), r.stderr
         assert minisign_verify(w, pub).returncode != 0
 
 
@@ -350,7 +354,11 @@ def untrusted_key_refused():
         pub, _ = keygen(w, "trusted")
         other_pub, other_sec = minisign_keygen(w, "other")
         minisign_sign(w, other_sec)
-        refused(verify(w, "--trust", pub), keyid_of(other_pub), "not trusted")
+        r = verify(w, "--trust", pub)
+        refused(r)
+        assert r.stderr == ("appliance: verify: %s: signed by key id %s, which is not trusted; "
+                            "name the signer's public key with --trust\n"
+                            % (w.sig, keyid_of(other_pub))), r.stderr
 
 
 @test
@@ -358,7 +366,10 @@ def expired_refused():
     with Work(expires="2020-01-01T00:00:00Z") as w:
         pub, sec = minisign_keygen(w)
         minisign_sign(w, sec)
-        refused(verify(w, "--trust", pub), "expired at 2020-01-01T00:00:00Z")
+        r = verify(w, "--trust", pub)
+        refused(r)
+        assert r.stderr == ("appliance: verify: %s: expired at 2020-01-01T00:00:00Z; sign it "
+                            "again with a later expires and a higher serial\n" % w.policy), r.stderr
 
 
 @test
@@ -390,7 +401,11 @@ def rollback_judged_without_changing_state():
                                    state, w.sig], capture_output=True, text=True,
                                   user=user.pw_uid, group=user.pw_gid, extra_groups=[],
                                   env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir}, cwd="/")
-        refused(user_verify(), "rollback", "serial 3")
+        r = user_verify()
+        refused(r)
+        assert r.stderr == ("appliance: verify: %s: rollback refused: serial 3 is lower than "
+                            "serial 5, already accepted; sign the policy again with a higher "
+                            "serial\n" % w.policy), r.stderr
         # serial 5 with other bytes than those accepted
         w.write_policy(5)
         minisign_sign(w, sec, "file:policy.json serial:5 signed:" + now_rfc3339())
@@ -416,7 +431,11 @@ def verify_as_root_takes_no_state_directory():
         assert appliance("sign", "--secret", sec, w.policy).returncode == 0
         fresh = w.path("fresh")
         r = appliance("verify", "--trust", pub, "--state-dir", fresh, w.sig)
-        refused(r, "--state-dir is refused as root", "/var/lib/appliance")
+        refused(r)
+        assert r.stderr == ("appliance: verify: --state-dir is refused as root: the rollback "
+                            "floor is always /var/lib/appliance, so that no command line can "
+                            "point the appliance at a fresh, empty one; leave --state-dir out\n"
+                            ), r.stderr
         assert not os.path.exists(fresh)
 
 
@@ -442,16 +461,28 @@ def trust_directory_rules():
         d, key = trust_dir(w, pub)
         assert verify(w, "--trust-dir", d).returncode == 0
         os.chmod(d, 0o757)
-        refused(verify(w, "--trust-dir", d), d, "writable by group or others")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust directory: %s is writable by group or "
+                            "others; chmod go-w %s\n" % (d, d)), r.stderr
         os.chmod(d, 0o755)
         os.chmod(key, 0o666)
-        refused(verify(w, "--trust-dir", d), key, "writable by group or others")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust key %s: writable by group or others; "
+                            "chmod go-w %s\n" % (key, key)), r.stderr
         os.chmod(key, 0o644)
         os.chown(key, 65534, 65534)
-        refused(verify(w, "--trust-dir", d), key, "owned by uid 65534")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust key %s: owned by uid 65534, not root; "
+                            "chown root %s\n" % (key, key)), r.stderr
         os.chown(key, 0, 0)
         os.chown(d, 65534, 65534)
-        refused(verify(w, "--trust-dir", d), d, "owned by uid 65534")
+        r = verify(w, "--trust-dir", d)
+        refused(r)
+        assert r.stderr == ("appliance: verify: trust directory: %s is owned by uid 65534, not "
+                            "root; chown root %s\n" % (d, d)), r.stderr
         os.chown(d, 0, 0)
         link = w.path("link.d")
         os.symlink(d, link)
@@ -460,6 +491,141 @@ def trust_directory_rules():
         refused(verify(w, "--trust-dir", d), w.dir, "writable by group or others")
         os.chmod(w.dir, 0o700)
         assert verify(w, "--trust-dir", d).returncode == 0
+
+
+# ---- sign --serial --------------------------------------------------------------------
+
+@test
+def sign_writes_the_serial_into_the_file_and_nothing_else():
+    with Work(serial=3) as w:
+        pub, sec = keygen(w)
+        with open(w.policy) as f:
+            before = f.read()
+        os.chmod(w.policy, 0o640)
+        r = appliance("sign", "--secret", sec, "--serial", "next", w.policy)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("wrote serial 4 into %s (it was 3)\n" % w.policy), r.stdout
+        with open(w.policy) as f:
+            assert f.read() == before.replace('"serial": 3,', '"serial": 4,')
+        assert stat.S_IMODE(os.stat(w.policy).st_mode) == 0o640
+        assert "serial 4" in verify(w, "--trust", pub).stdout
+        # now: the clock, or the file's + 1 when two signings share a second
+        first = int(time.time())
+        serials = []
+        for _ in range(2):
+            r = appliance("sign", "--secret", sec, "--serial", "now", w.policy)
+            assert r.returncode == 0, r.stderr
+            with open(w.policy) as f:
+                serials.append(json.load(f)["serial"])
+        assert first <= serials[0] <= int(time.time()) + 1 and serials[1] > serials[0], serials
+        r = appliance("sign", "--secret", sec, "--serial", "42", w.policy)
+        assert r.returncode == 0 and "serial 42" in verify(w, "--trust", pub).stdout, r.stderr
+
+
+@test
+def sign_refuses_a_serial_it_cannot_write():
+    with Work() as w:
+        _, sec = keygen(w)
+        for value in ("later", "0", "07", "-1", "9223372036854775808"):
+            r = appliance("sign", "--secret", sec, "--serial", value, w.policy)
+            assert r.returncode == 2 and r.stderr.startswith(
+                "appliance: sign: --serial takes now, next or a number of 1 to "
+                "9223372036854775807\n"), (value, r.stderr)
+        text = '{"policy_version": 1, "serial": "3"}\n'
+        with open(w.policy, "w") as f:
+            f.write(text)
+        r = appliance("sign", "--secret", sec, "--serial", "next", w.policy)
+        assert r.returncode == 1 and r.stderr == (
+            "appliance: sign: %s: serial: must be an integer of 1 to 9223372036854775807 to be "
+            "replaced\n" % w.policy), r.stderr
+        with open(w.policy, "w") as f:
+            f.write(text.replace('"serial": "3"', '"version": 3'))
+        r = appliance("sign", "--secret", sec, "--serial", "now", w.policy)
+        assert r.returncode == 1 and r.stderr == (
+            'appliance: sign: %s: no top-level serial to replace; add "serial": 1 to the '
+            'policy\n' % w.policy), r.stderr
+        with open(w.policy) as f:
+            assert f.read() == text.replace('"serial": "3"', '"version": 3')
+        assert not os.path.exists(w.sig)
+
+
+# ---- what a refusal says to do ---------------------------------------------------
+
+@test
+def an_unsigned_policy_or_a_missing_signature_says_how_to_sign():
+    with Work() as w:
+        sign = "`appliance sign --secret KEY %s`" % w.policy
+        for argv in (["verify", w.policy], ["run", "--policy", w.policy]):
+            r = appliance(*argv)
+            want = ("%s is the unsigned policy; sign it with %s, which writes %s, and pass "
+                    "that\n" % (w.policy, sign, w.sig))
+            assert r.returncode == 1 and r.stderr.endswith(": " + want), (argv, r.stderr)
+        r = appliance("verify", w.sig)
+        assert r.stderr == ("appliance: verify: %s: no such file; sign the policy with %s\n"
+                            % (w.sig, sign)), r.stderr
+        pub, sec = keygen(w)
+        assert appliance("sign", "--secret", sec, w.policy).returncode == 0
+        r = appliance("verify", "--trust", pub, w.policy)
+        assert r.stderr == ("appliance: verify: %s is the unsigned policy; pass its signature, "
+                            "%s\n" % (w.policy, w.sig)), r.stderr
+        os.rename(w.policy, w.path("other.json"))
+        r = appliance("verify", "--trust", pub, w.sig)
+        assert r.stderr == ("appliance: verify: %s: no such file; the policy %s signs must be "
+                            "beside it, under the name it was signed with\n"
+                            % (w.policy, w.sig)), r.stderr
+        # and a signed pair renamed together was signed for the old name
+        os.rename(w.sig, w.path("other.json.sig"))
+        r = appliance("verify", "--trust", pub, w.path("other.json.sig"))
+        assert r.stderr == ('appliance: verify: %s: signed for file "policy.json", not '
+                            '"other.json"; sign it again under its new name, or give it back '
+                            'its old one\n' % w.path("other.json.sig")), r.stderr
+
+
+@test
+def an_unknown_key_names_the_one_meant():
+    with Work() as w:
+        _, sec = keygen(w)
+        with open(w.policy, "w") as f:
+            f.write(policy_text(3, deployment=w.deployment)[:-2]
+                    + ', "limits": {"deadline": 5}}\n')
+        r = appliance("sign", "--secret", sec, w.policy)
+        assert r.returncode == 1 and r.stderr == (
+            "appliance: sign: %s: limits.deadline: unknown key; did you mean deadline_s?\n"
+            % w.policy), r.stderr
+
+
+@test
+def a_missing_or_empty_trust_directory_says_what_to_do():
+    if os.geteuid() != 0:
+        skip("a trust directory must belong to root")
+    with Work() as w:
+        pub, sec = keygen(w)
+        assert appliance("sign", "--secret", sec, w.policy).returncode == 0
+        missing = w.path("nowhere.d")
+        r = verify(w, "--trust-dir", missing)
+        assert r.stderr == ("appliance: verify: trust directory %s does not exist: check "
+                            "--trust-dir, or make it (root's, not writable by group or others) "
+                            "and put the public key of the policy's signer there\n" % missing), \
+            r.stderr
+        # the default one, with /etc/appliance out of sight
+        script = ('if [ -e /etc/appliance ]; then mount -t tmpfs none /etc/appliance; fi; '
+                  'exec "$@"')
+        r = run("unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh",
+                APPLIANCE, "run", "--policy", w.sig)
+        assert r.stderr == ("appliance: trust directory /etc/appliance/trusted.d does not exist: "
+                            "`make install` makes it; put the public key of the policy's signer "
+                            "there, or name another directory with --trust-dir DIR\n"), r.stderr
+        empty = w.path("empty.d")
+        os.mkdir(empty, 0o755)
+        r = verify(w, "--trust-dir", empty)
+        assert r.stderr == ("appliance: verify: trust directory %s: no key (*.pub) in it; put "
+                            "the public key of the policy's signer there\n" % empty), r.stderr
+        other_pub, _ = keygen(w, "other")
+        shutil.copy(other_pub, os.path.join(empty, "other.pub"))
+        r = verify(w, "--trust-dir", empty)
+        assert r.stderr == ("appliance: verify: %s: signed by key id %s, which is not trusted; "
+                            "put the signer's public key in %s, or sign with a key that is "
+                            "there\n" % (w.sig, keyid_of(pub), empty)), r.stderr
 
 
 @test

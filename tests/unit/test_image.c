@@ -338,7 +338,11 @@ static void test_index_json_ignored(void **state)
 	/* and a digest that is not in the layout is refused, naming it */
 	snprintf(f->digest, sizeof(f->digest), "sha256:%064d", 0);
 	assert_int_equal(verify(f, NULL, &err), -ENOENT);
-	assert_non_null(strstr(err.msg, "0000000000"));
+	snprintf(path, sizeof(path),
+		 "no manifest with digest sha256:%064d in the image layout %s (its index.json "
+		 "names it, but blobs/sha256/%064d is missing)",
+		 0, f->layout, 0);
+	assert_string_equal(err.msg, path);
 }
 
 static void index_write(const struct fixture *f, const char *text)
@@ -351,6 +355,72 @@ static void index_write(const struct fixture *f, const char *text)
 	assert_non_null(fp);
 	fputs(text, fp);
 	fclose(fp);
+}
+
+/* A digest the layout lacks is refused before anything is unpacked, saying
+ * what the layout holds; image_layout_check (run's, before it serves) and
+ * image_layout_verify say it alike. */
+static void test_missing_manifest_says_what_the_layout_holds(void **state)
+{
+	struct fixture *f = *state;
+	struct appl_err err = {0}, err2 = {0};
+	char index[1024], want[1024], held[IMAGE_DIGEST_STR], wrong[IMAGE_DIGEST_STR];
+
+	layout_make(f, good, sizeof(good) / sizeof(good[0]), 1);
+	snprintf(held, sizeof(held), "%s", f->digest);
+	assert_int_equal(image_layout_check(f->layout, held, &err), 0);
+	snprintf(wrong, sizeof(wrong), "sha256:%064d", 7);
+	snprintf(f->digest, sizeof(f->digest), "%s", wrong);
+	/* no index.json */
+	assert_int_equal(verify(f, NULL, &err), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "no manifest with digest %s in the image layout %s (it has no index.json)", wrong,
+		 f->layout);
+	assert_string_equal(err.msg, want);
+	/* an index that names the manifest the layout holds */
+	snprintf(index, sizeof(index),
+		 "{\"schemaVersion\":2,\"manifests\":[{\"mediaType\":\"application/vnd.oci."
+		 "image.manifest.v1+json\",\"digest\":\"%s\",\"size\":1}]}",
+		 held);
+	index_write(f, index);
+	assert_int_equal(verify(f, NULL, &err), -ENOENT);
+	assert_int_equal(image_layout_check(f->layout, wrong, &err2), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "no manifest with digest %s in the image layout %s (it holds %s)", wrong,
+		 f->layout, held);
+	assert_string_equal(err.msg, want);
+	assert_string_equal(err2.msg, want);
+	/* one it cannot read says none */
+	index_write(f, "{\"manifests\": 1}");
+	assert_int_equal(verify(f, NULL, &err), -ENOENT);
+	snprintf(want, sizeof(want),
+		 "no manifest with digest %s in the image layout %s (its index.json names no "
+		 "manifest)",
+		 wrong, f->layout);
+	assert_string_equal(err.msg, want);
+	assert_int_equal(cache_has_entries(f), 0);
+}
+
+/* The digests an index names, for the message only: malformed entries are
+ * skipped, the count goes on past the room given. */
+static void test_index_digests(void **state)
+{
+	char out[2][IMAGE_DIGEST_STR];
+	char buf[512];
+	int len = snprintf(buf, sizeof(buf),
+			   "{\"manifests\":[{\"digest\":\"sha256:%064d\"},{\"digest\":1},\"x\","
+			   "{\"digest\":\"sha256:AB\"},{\"digest\":\"sha256:%064d\"},"
+			   "{\"digest\":\"sha256:%064d\"}]}",
+			   1, 2, 3);
+
+	(void)state;
+	assert_int_equal(image_index_digests(buf, (size_t)len, out, 2), 3);
+	snprintf(buf, sizeof(buf), "sha256:%064d", 1);
+	assert_string_equal(out[0], buf);
+	snprintf(buf, sizeof(buf), "sha256:%064d", 2);
+	assert_string_equal(out[1], buf);
+	assert_int_equal(image_index_digests("[]", 2, out, 2), 0);
+	assert_int_equal(image_index_digests("{\"manifests\":[", 14, out, 2), 0);
 }
 
 /* init finds the digest through index.json, then checks the layout against
@@ -371,7 +441,7 @@ static void test_layout_digest(void **state)
 	assert_int_equal(image_layout_digest(f->layout, digest, &err), 0);
 	assert_string_equal(digest, f->digest);
 	assert_int_equal(cache_has_entries(f), 0);
-	assert_int_equal(image_layout_check(f->layout, f->digest, &err), 0);
+	assert_int_equal(image_layout_check_all(f->layout, f->digest, &err), 0);
 	/* a layer changed after the index was written is caught */
 	flip_byte(f, f->layer_hex, blob_find(f, f->layer_hex, "print(1)"));
 	assert_int_equal(image_layout_digest(f->layout, digest, &err), -EBADMSG);
@@ -685,6 +755,9 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_edited_layer_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_trailing_bytes_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_index_json_ignored, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_missing_manifest_says_what_the_layout_holds,
+						setup, teardown),
+		cmocka_unit_test(test_index_digests),
 		cmocka_unit_test_setup_teardown(test_bad_digests_refused, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_layout_digest, setup, teardown),
 		cmocka_unit_test(test_index_parse),

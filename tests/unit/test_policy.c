@@ -23,6 +23,7 @@
 #include "base/fs.h"
 #include "base/limits.h"
 #include "policy/policy.h"
+#include "policy/serial.h"
 
 #define DATA	"tests/data/policy"
 #define DIGEST	"sha256:3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c3c"
@@ -953,6 +954,158 @@ static void test_depth_cap(void **state)
 	assert_null(p);
 }
 
+/* An unknown key names the known one it is a slip of, and only when it is
+ * close: a third of the name's length in edits, case and '-' for free. */
+static void test_unknown_key_names_the_closest(void **state)
+{
+	static const struct {
+		const char *body, *want;
+	} cases[] = {
+		{", \"limits\": {\"deadline\": 5}}",
+		 "limits.deadline: unknown key; did you mean deadline_s?"},
+		{", \"limits\": {\"memory-MB\": 64}}",
+		 "limits.memory-MB: unknown key; did you mean memory_mb?"},
+		{", \"serail\": 5}", "serail: unknown key; did you mean serial?"},
+		{", \"runtime\": {\"rootles\": true}}",
+		 "runtime.rootles: unknown key; did you mean rootless?"},
+		{", \"limits\": {\"cell\": 2}}", "limits.cell: unknown key; did you mean cells?"},
+		{", \"limits\": {\"timeout\": 5}}", "limits.timeout: unknown key"},
+		{", \"a\": 1}", "a: unknown key"},
+	};
+	char doc[512];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct appl_err err = {0};
+
+		snprintf(doc, sizeof(doc), "%s%s", HEAD, cases[i].body);
+		assert_null(parse_str(doc, BASEDIR, &err));
+		if (strcmp(err.msg, cases[i].want) != 0)
+			fail_msg("%s:\n  got  %s\n  want %s", cases[i].body, err.msg,
+				 cases[i].want);
+	}
+}
+
+/* The serial as `sign --serial` finds it: only the top-level key written
+ * "serial", never one inside another object or a string. */
+static void test_serial_found_in_the_text(void **state)
+{
+	static const char doc[] = "{\"x\": {\"serial\": 1}, \"y\": \"\\\"serial\\\": 2\", "
+				  "\"z\": [{\"serial\": 3}], \"serial\" :  42 , \"w\": 0}";
+	static const struct {
+		const char *doc, *want;
+	} bad[] = {
+		{"{\"a\": 1}", "no top-level serial to replace; add \"serial\": 1 to the policy"},
+		{"{\"serial\": \"5\"}",
+		 "serial: must be an integer of 1 to 9223372036854775807 to be replaced"},
+		{"{\"serial\": 0}",
+		 "serial: must be an integer of 1 to 9223372036854775807 to be replaced"},
+		{"{\"serial\": 5.0}",
+		 "serial: must be an integer of 1 to 9223372036854775807 to be replaced"},
+		{"{\"seri\\u0061l\": 5}",
+		 "serial: its key is not written plainly as \"serial\"; write it so to have it "
+		 "replaced"},
+		{"[1]", "no top-level serial to replace; add \"serial\": 1 to the policy"},
+	};
+	struct appl_err err = {0};
+	size_t off, n;
+	uint64_t v;
+
+	(void)state;
+	assert_int_equal(policy_serial_find(doc, strlen(doc), &off, &n, &v, &err), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(n, 2);
+	assert_memory_equal(doc + off, "42 ,", 4);
+	/* jansson steps over a raw NUL after a number; the span stops before it */
+	static const char nul[] = "{\"serial\": 7\0, \"a\": 1}";
+	assert_int_equal(policy_serial_find(nul, sizeof(nul) - 1, &off, &n, &v, &err), 0);
+	assert_int_equal(v, 7);
+	assert_int_equal(n, 1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(
+			policy_serial_find(bad[i].doc, strlen(bad[i].doc), &off, &n, &v, &err),
+			-EINVAL);
+		assert_string_equal(err.msg, bad[i].want);
+	}
+}
+
+/* now is the clock or the file's + 1, whichever is higher: two signings in
+ * one second never share a serial. */
+static void test_serial_pick(void **state)
+{
+	struct appl_err err = {0};
+	uint64_t out;
+
+	(void)state;
+	assert_int_equal(policy_serial_pick(POLICY_SERIAL_NOW, 5, 1000, 0, &out, &err), 0);
+	assert_int_equal(out, 1000);
+	assert_int_equal(policy_serial_pick(POLICY_SERIAL_NOW, 1000, 1000, 0, &out, &err), 0);
+	assert_int_equal(out, 1001);
+	assert_int_equal(policy_serial_pick(POLICY_SERIAL_NEXT, 5, 1000, 0, &out, &err), 0);
+	assert_int_equal(out, 6);
+	assert_int_equal(policy_serial_pick(POLICY_SERIAL_SET, 5, 1000, 3, &out, &err), 0);
+	assert_int_equal(out, 3);
+	assert_int_equal(policy_serial_pick(POLICY_SERIAL_NEXT, INT64_MAX, 0, 0, &out, &err),
+			 -ERANGE);
+	assert_string_equal(err.msg,
+			    "serial: 9223372036854775807 is the highest there is; none follows it");
+	assert_int_equal(policy_serial_pick(POLICY_SERIAL_SET, 5, 0, 0, &out, &err), -ERANGE);
+}
+
+/* The file keeps every other byte and its mode; a policy that would not be
+ * signed, or a symlink, is left as it was. */
+static void test_serial_written_in_place(void **state)
+{
+	char dir[] = "/tmp/test_policy.XXXXXX", path[128], link[128], *text;
+	static const char before[] =
+		"{\n  \"policy_version\": 1,\n\t\"serial\":7 ,\n  \"expires\": "
+		"\"2027-01-31T00:00:00Z\",\n  \"image\": {\"layout\": \"img\", \"digest\": "
+		"\"" DIGEST "\"}\n}\n";
+	static const char after[] =
+		"{\n  \"policy_version\": 1,\n\t\"serial\":1234 ,\n  \"expires\": "
+		"\"2027-01-31T00:00:00Z\",\n  \"image\": {\"layout\": \"img\", \"digest\": "
+		"\"" DIGEST "\"}\n}\n";
+	struct appl_err err = {0};
+	uint64_t old, new;
+	struct stat st;
+	size_t len;
+	FILE *f;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/p.json", dir);
+	snprintf(link, sizeof(link), "%s/l.json", dir);
+	f = fopen(path, "w");
+	fputs(before, f);
+	fclose(f);
+	chmod(path, 0640);
+	assert_int_equal(policy_serial_write(path, POLICY_SERIAL_NOW, 0, 1234, &old, &new, &err),
+			 0);
+	assert_int_equal(old, 7);
+	assert_int_equal(new, 1234);
+	assert_int_equal(appl_file_read(path, 4096, &text, &len, &err), 0);
+	assert_string_equal(text, after);
+	free(text);
+	assert_int_equal(stat(path, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	/* a symlink is refused, naming what to do */
+	assert_int_equal(symlink(path, link), 0);
+	assert_int_equal(policy_serial_write(link, POLICY_SERIAL_NEXT, 0, 0, NULL, NULL, &err),
+			 -EINVAL);
+	unlink(link);
+	/* a policy the parser refuses is not touched */
+	f = fopen(path, "w");
+	fputs("{\"serial\": 3, \"x\": 1}", f);
+	fclose(f);
+	assert_int_equal(policy_serial_write(path, POLICY_SERIAL_NEXT, 0, 0, NULL, NULL, &err),
+			 -EINVAL);
+	assert_int_equal(appl_file_read(path, 4096, &text, &len, &err), 0);
+	assert_string_equal(text, "{\"serial\": 3, \"x\": 1}");
+	free(text);
+	unlink(path);
+	rmdir(dir);
+}
+
 static void test_json_errors(void **state)
 {
 	static const char *const docs[] = {
@@ -1822,6 +1975,10 @@ int main(void)
 		cmocka_unit_test(test_serial_max),
 		cmocka_unit_test(test_size_cap),
 		cmocka_unit_test(test_depth_cap),
+		cmocka_unit_test(test_unknown_key_names_the_closest),
+		cmocka_unit_test(test_serial_found_in_the_text),
+		cmocka_unit_test(test_serial_pick),
+		cmocka_unit_test(test_serial_written_in_place),
 		cmocka_unit_test(test_json_errors),
 		cmocka_unit_test(test_not_nul_terminated),
 		cmocka_unit_test(test_duplicate_paths),
