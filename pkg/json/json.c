@@ -50,11 +50,20 @@ json_t *appl_json_load(const char *buf, size_t len, size_t max_len, unsigned max
 		       const char *what, struct appl_err *err)
 {
 	json_error_t jerr;
+	const char *nul;
 	json_t *v;
 
 	if (len > max_len) {
 		appl_err_set(err, -EFBIG, "%s: %zu bytes, more than the cap of %zu", what, len,
 			     max_len);
+		return NULL;
+	}
+	/* No JSON text holds a raw NUL byte, yet jansson steps over one
+	 * between tokens: a reader of the text and the parser would not agree
+	 * on what it says. */
+	if ((nul = memchr(buf, '\0', len))) {
+		appl_err_set(err, -EINVAL, "%s: a NUL byte at offset %zu (JSON text holds none)",
+			     what, (size_t)(nul - buf));
 		return NULL;
 	}
 	if (appl_json_depth_check(buf, len, max_depth) < 0) {

@@ -3,8 +3,9 @@
  * Every JSON document the appliance reads (a manifest, a policy, a JSON-RPC
  * message, a runner line) comes through appl_json_load: the size is checked
  * before jansson allocates anything, nesting depth is checked by a byte scan
- * (jansson's own limit is a build-time 2048), duplicate keys and \u0000 in
- * strings are rejected, and trailing bytes after the value are an error.
+ * (jansson's own limit is a build-time 2048), duplicate keys, \u0000 in
+ * strings and a raw NUL byte anywhere are rejected, and trailing bytes after
+ * the value are an error.
  */
 #ifndef APPL_JSON_JSON_H
 #define APPL_JSON_JSON_H

@@ -66,6 +66,9 @@ static void test_trailing_and_nul_refused(void **state)
 	assert_null(load("{} {}", &err));
 	assert_null(load("[\"a\\u0000b\"]", &err));
 	assert_null(appl_json_load("[1]\0", 4, 1024, 4, "doc", &err));
+	/* between tokens too, where jansson itself would step over it */
+	assert_null(appl_json_load("{\"a\": 7\0, \"b\": 1}", 17, 1024, 4, "doc", &err));
+	assert_string_equal(err.msg, "doc: a NUL byte at offset 7 (JSON text holds none)");
 	assert_null(load("", &err));
 }
 
