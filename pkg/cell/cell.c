@@ -361,7 +361,15 @@ static void on_exit_event(struct loop *loop, int fd, uint32_t events, void *data
 
 static void on_deadline(void *data)
 {
-	finish(data, CELL_DEADLINE, "the cell ran past its deadline");
+	struct cell *c = data;
+	unsigned long long ms = c->lim.deadline_ms;
+	char why[160];
+
+	snprintf(why, sizeof(why),
+		 "the cell was stopped at its deadline, %llu %s after the request came "
+		 "(limits.deadline_s): do less in one cell, or split the work across cells",
+		 ms % 1000 ? ms : ms / 1000, ms % 1000 ? "ms" : "s");
+	finish(c, CELL_DEADLINE, why);
 }
 
 static void on_boot_timer(void *data)

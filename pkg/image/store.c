@@ -246,6 +246,12 @@ static int layout_open(const char *layout_dir, const char *digest, char *hex, in
 	if (sodium_init() < 0)
 		return appl_err_set(err, -EIO, "libsodium failed to initialise");
 	*layout = open(layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (*layout < 0 && errno == ENOENT)
+		return appl_err_set(err, -ENOENT,
+				    "image layout %s does not exist: name an OCI image layout "
+				    "(make image builds build/image; make install puts one in "
+				    "PREFIX/share/appliance/image)",
+				    layout_dir);
 	if (*layout < 0)
 		return appl_err_errno(err, -errno, errno, "image layout %s", layout_dir);
 	*blobs = openat(*layout, "blobs/sha256", O_RDONLY | O_DIRECTORY | O_CLOEXEC);

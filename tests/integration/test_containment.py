@@ -667,6 +667,9 @@ while True:
 def endless_loop_stops_at_the_deadline(mode):
     r = run_cell("while True:\n    pass\n", mode, deadline=2)
     assert r["stopped"] is True and r["reason"] == "deadline", r
+    assert r["error"] == ("the cell was stopped at its deadline, 2 s after the request came "
+                          "(limits.deadline_s): do less in one cell, or split the work across "
+                          "cells"), r
     assert 2000 <= r["duration_ms"] <= 4000, r["duration_ms"]
 
 

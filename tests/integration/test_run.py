@@ -271,6 +271,14 @@ def a_wrong_image_digest_is_refused_before_serving():
     want = ("appliance: %s: no manifest with digest %s in the image layout %s (it holds %s)\n"
             % (sig, wrong, layout, held))
     assert r.returncode == 1 and r.stderr.decode() == want, (want, r.stderr)
+    # a layout that is not there says what one is and where one comes from
+    missing = os.path.join(work(), "no-such-image")
+    sig = _kit.policy(image=(missing, held))
+    r = subprocess.run(run_argv(sig), input=b"", capture_output=True, timeout=60)
+    want = ("appliance: %s: image layout %s does not exist: name an OCI image layout (make image "
+            "builds build/image; make install puts one in PREFIX/share/appliance/image)\n"
+            % (sig, missing))
+    assert r.returncode == 1 and r.stderr.decode() == want, (want, r.stderr)
 
 
 def ids(out):

@@ -686,7 +686,9 @@ static void test_run_result_validates_against_its_output_schema(void **state)
 		 .truncated = true,
 		 .reason = CELL_OUTPUT,
 		 .error = NULL},
-		{.out = "", .reason = CELL_DEADLINE, .error = "the cell ran past its deadline"},
+		{.out = "",
+		 .reason = CELL_DEADLINE,
+		 .error = "the cell was stopped at its deadline, 20 s after the request came"},
 		{.out = "", .reason = CELL_CANCELLED, .error = "the run was cancelled"},
 		{.out = "", .reason = CELL_SIGNAL},
 	};
