@@ -2,7 +2,7 @@
 #include "mcp/stdio.h"
 
 #include <errno.h>
-#include <poll.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +16,8 @@
 /* Of a line over the cap, the first bytes are read for its id: clients
  * write "id" near the start, before params. */
 #define MCP_OVERLONG_HEAD 4096u
+/* The one answer a failed start writes: an id and a capped message. */
+#define MCP_REFUSAL_QUEUE (16u * 1024)
 
 struct mcp_stdio {
 	struct lines *io;
@@ -184,89 +186,76 @@ void mcp_stdio_free(struct mcp_stdio *st, int timeout_ms)
 
 /* ---- before a session: a start that failed ------------------------------------ */
 
-static int write_all(int fd, const char *buf, size_t len, uint64_t until)
-{
-	while (len > 0) {
-		struct pollfd p = {.fd = fd, .events = POLLOUT};
-		uint64_t now = loop_now_ms();
-		ssize_t n = write(fd, buf, len);
+struct refusal {
+	const char *why;
+	int rc; /* 1 while waiting for a request; then 0 or a negative code */
+};
 
-		if (n > 0) {
-			buf += n;
-			len -= (size_t)n;
-			continue;
-		}
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n == 0 || errno != EAGAIN || now >= until ||
-		    poll(&p, 1, (int)(until - now)) <= 0)
-			return -EPIPE;
-	}
-	return 0;
-}
-
-/* The line in head[0..len) (maybe only its start) is a request: answer it. */
-static int refuse_line(const char *head, size_t len, int out_fd, const char *why, uint64_t until)
+/* head[0..len) is a line, or the start of one over the cap: a request gets
+ * the error and nothing more is read; a notification or an answer is
+ * passed over. */
+static void refuse_judge(struct lines *l, const char *head, size_t len, void *data)
 {
-	json_t *id = jsonrpc_id_sniff(head, len);
+	struct refusal *r = data;
 	char *line = NULL;
 	size_t n;
-	int rc;
+	json_t *id;
 
-	if (!id || !jsonrpc_method_sniffed(head, len)) {
-		json_decref(id);
-		return -EAGAIN; /* a notification, or an answer: not what waits for one */
-	}
-	rc = jsonrpc_error_encode(id, JSONRPC_INTERNAL_ERROR, why, NULL, APPL_RPC_MESSAGE_MAX,
-				  &line, &n, NULL);
+	if (r->rc != 1 || !jsonrpc_method_sniffed(head, len) || !(id = jsonrpc_id_sniff(head, len)))
+		return;
+	r->rc = jsonrpc_error_encode(id, JSONRPC_INTERNAL_ERROR, r->why, NULL, MCP_REFUSAL_QUEUE,
+				     &line, &n, NULL);
 	json_decref(id);
-	if (rc == 0)
-		rc = write_all(out_fd, line, n, until);
+	if (r->rc == 0)
+		r->rc = lines_write(l, line, n);
 	free(line);
-	return rc;
+	lines_hold(l, true);
+}
+
+static void refuse_end(struct lines *l, const char *why, void *data)
+{
+	struct refusal *r = data;
+	(void)l;
+	(void)why;
+
+	if (r->rc == 1)
+		r->rc = -EPIPE;
 }
 
 int mcp_stdio_refuse_first(int in_fd, int out_fd, const char *why, int timeout_ms)
 {
-	char buf[MCP_OVERLONG_HEAD];
-	size_t have = 0;
-	bool skipping = false; /* the rest of a line whose head was judged */
-	uint64_t until = loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	struct refusal r = {.why = why, .rc = 1};
+	struct lines_hooks h = {.on_line = refuse_judge,
+				.on_overlong = refuse_judge,
+				.on_end = refuse_end,
+				.data = &r};
+	struct lines_config cfg = {.line_max = MCP_OVERLONG_HEAD,
+				   .queue_max = MCP_REFUSAL_QUEUE,
+				   .overlong = LINES_OVERLONG_SKIP,
+				   .head_max = MCP_OVERLONG_HEAD};
+	uint64_t until = loop_now_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0), now;
+	/* lines makes both non-blocking; what comes after (stderr may share
+	 * stdout's description) expects them as they were */
+	int in_flags = fcntl(in_fd, F_GETFL), out_flags = fcntl(out_fd, F_GETFL);
+	struct loop *loop;
+	struct lines *l;
 
 	if (isatty(in_fd))
 		return -ENOTTY;
-	for (;;) {
-		struct pollfd p = {.fd = in_fd, .events = POLLIN};
-		uint64_t now = loop_now_ms();
-		char *nl;
-		ssize_t n;
-
-		if (now >= until || poll(&p, 1, (int)(until - now)) <= 0)
-			return -ETIMEDOUT;
-		n = read(in_fd, buf + have, sizeof(buf) - have);
-		if (n < 0 && (errno == EINTR || errno == EAGAIN))
-			continue;
-		if (n <= 0)
-			return -EPIPE;
-		have += (size_t)n;
-		while ((nl = memchr(buf, '\n', have))) {
-			size_t len = (size_t)(nl - buf);
-			int rc = skipping ? -EAGAIN : refuse_line(buf, len, out_fd, why, until);
-
-			if (rc != -EAGAIN)
-				return rc;
-			skipping = false;
-			memmove(buf, nl + 1, have - len - 1);
-			have -= len + 1;
-		}
-		if (have == sizeof(buf)) {
-			/* A line longer than the head: its start decides. */
-			int rc = skipping ? -EAGAIN : refuse_line(buf, have, out_fd, why, until);
-
-			if (rc != -EAGAIN)
-				return rc;
-			skipping = true;
-			have = 0;
-		}
+	if (!(loop = loop_new(NULL)))
+		return -ENOMEM;
+	if (!(l = lines_new(loop, in_fd, out_fd, &cfg, &h, NULL))) {
+		loop_free(loop);
+		return -EIO;
 	}
+	while (r.rc == 1 && (now = loop_now_ms()) < until)
+		loop_run_once(loop, (int)(until - now));
+	if (r.rc == 0 &&
+	    lines_drain(l, (int)(until > loop_now_ms() ? until - loop_now_ms() : 0)) < 0)
+		r.rc = -EPIPE;
+	lines_free(l);
+	loop_free(loop);
+	fcntl(in_fd, F_SETFL, in_flags);
+	fcntl(out_fd, F_SETFL, out_flags);
+	return r.rc == 1 ? -ETIMEDOUT : r.rc;
 }

@@ -246,6 +246,55 @@ static void test_end_of_input_is_reported(void **state)
 	assert_int_equal(e->f.closes, 1);
 }
 
+/* A start that failed before any session: the first request, past
+ * notifications and a notification longer than any head, gets the reason;
+ * nothing after it is read. The end of input, and a terminal, get nothing. */
+static void test_a_failed_start_answers_the_first_request(void **state)
+{
+	static const char why[] = "the appliance could not start: expired";
+	char big[6000], got[512];
+	int in[2], out[2];
+	ssize_t n;
+	(void)state;
+
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+	memset(big, 'x', sizeof(big));
+	memcpy(big, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\",\"params\":\"", 54);
+	big[sizeof(big) - 1] = '\n';
+	assert_int_equal(write(in[1],
+			       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+			       55),
+			 55);
+	assert_int_equal(write(in[1], big, sizeof(big)), (ssize_t)sizeof(big));
+	assert_int_equal(write(in[1],
+			       "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\"}\n"
+			       "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"ping\"}\n",
+			       88),
+			 88);
+	assert_int_equal(mcp_stdio_refuse_first(in[0], out[1], why, 5000), 0);
+	n = read(out[0], got, sizeof(got) - 1);
+	assert_true(n > 0);
+	got[n] = '\0';
+	assert_string_equal(got,
+			    "{\"jsonrpc\":\"2.0\",\"id\":7,\"error\":{\"code\":-32603,\"message\":"
+			    "\"the appliance could not start: expired\"}}\n");
+	close(in[0]);
+	close(in[1]);
+	/* the end of input before any request: nothing to answer */
+	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+	assert_int_equal(write(in[1],
+			       "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+			       55),
+			 55);
+	close(in[1]);
+	assert_int_equal(mcp_stdio_refuse_first(in[0], out[1], why, 5000), -EPIPE);
+	close(in[0]);
+	close(out[1]);
+	assert_int_equal(read(out[0], got, sizeof(got)), 0);
+	close(out[0]);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -253,6 +302,7 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_overlong_line_gets_its_error, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_end_of_input_is_reported, setup, teardown),
+		cmocka_unit_test(test_a_failed_start_answers_the_first_request),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
