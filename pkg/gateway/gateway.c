@@ -96,9 +96,8 @@ struct gateway {
 	const struct gateway_config *cfg;
 	char stop_why[32];
 	bool stop;
-	bool started;	   /* the image, runtime, servers and pool (engine_start) */
-	bool start_wanted; /* a request is held until they have started */
-	bool input_done;   /* a script read from a file has ended */
+	bool started;	 /* the image, runtime, servers and pool (engine_start) */
+	bool input_done; /* a script read from a file has ended */
 };
 
 void gateway_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
@@ -1120,12 +1119,7 @@ static int engine_start(struct gateway *gw, struct appl_err *err)
  * started (serve starts them between loop rounds). */
 static bool hold(void *data)
 {
-	struct gateway *gw = data;
-
-	if (gw->started)
-		return false;
-	gw->start_wanted = true;
-	return true;
+	return !((struct gateway *)data)->started;
 }
 
 static void on_input_end(void *data)
@@ -1195,7 +1189,7 @@ static int serve(struct gateway *gw, struct appl_err *err)
 	while (!gw->stop) {
 		if (loop_run_once(gw->loop, -1) < 0)
 			break;
-		if (!gw->start_wanted || gw->started || gw->stop)
+		if (gw->started || gw->stop || !mcp_stdio_holds(gw->stdio))
 			continue;
 		log_line(LOG_INFO, NULL, "a request needs the tools: starting them");
 		if (engine_start(gw, err) < 0) {

@@ -146,6 +146,11 @@ bool mcp_stdio_from_file(const struct mcp_stdio *st)
 	return st->from_file;
 }
 
+bool mcp_stdio_holds(const struct mcp_stdio *st)
+{
+	return st && st->held;
+}
+
 void mcp_stdio_release(struct mcp_stdio *st)
 {
 	char *line = st->held;

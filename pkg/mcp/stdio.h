@@ -34,6 +34,9 @@ struct mcp_stdio *mcp_stdio_open(struct mcp_server *srv, struct loop *loop,
 /* Whether the input is a script read from a file (mcp_stdio_config). */
 bool mcp_stdio_from_file(const struct mcp_stdio *st);
 
+/* Whether a request the session held waits (safe on NULL: false). */
+bool mcp_stdio_holds(const struct mcp_stdio *st);
+
 /* The request the session held (its hold hook) is given to it again, and
  * reading goes on. Nothing when none is held. */
 void mcp_stdio_release(struct mcp_stdio *st);
