@@ -2,6 +2,7 @@
  * bytes. */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "image/image.h"
 
@@ -10,6 +11,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct image_manifest m;
+	struct image_desc d;
 	struct appl_err err = {0};
 	char hex[IMAGE_DIGEST_HEX + 1], held[2][IMAGE_DIGEST_STR];
 
@@ -25,6 +27,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (size_t i = 0; i < n && i < 2; i++)
 		if (image_digest_parse(held[i], hex, &err) < 0)
 			__builtin_trap();
+	/* init's strict reading: one manifest, whose digest parses */
+	if (image_index_parse((const char *)data, size, &d, &err) == 0) {
+		char dg[IMAGE_DIGEST_STR + 8];
+
+		snprintf(dg, sizeof(dg), "sha256:%s", d.hex);
+		if (image_digest_parse(dg, hex, &err) < 0 || d.size > APPL_IMAGE_MANIFEST_MAX)
+			__builtin_trap();
+	}
 	if (size < 80) {
 		char s[80];
 		for (size_t i = 0; i < size; i++)
