@@ -11,11 +11,10 @@
 #include <unistd.h>
 
 #include "base/fs.h"
-#include "cell/oneshot.h"
-#include "gateway/gateway.h"
+#include "engine/engine.h"
 
 struct cell_args {
-	struct cell_oneshot o;
+	struct engine_config o;
 	const char *policy, *trust_file, *trust_dir, *state_dir;
 	bool dev_flags; /* --image, --digest, --deadline, --rootless or --runsc given */
 	bool help;	/* --help: print help_text, do nothing else */
@@ -113,7 +112,7 @@ static int option_take(struct cell_args *a, int c)
 		a->o.digest = optarg;
 		break;
 	case 't':
-		if (deadline_parse(optarg, &a->o.lim.deadline_ms) < 0)
+		if (deadline_parse(optarg, &a->o.cell.deadline_ms) < 0)
 			return usage("--deadline takes whole seconds, 1 to 3600");
 		break;
 	case 'r':
@@ -193,20 +192,6 @@ static int args_parse(int argc, char **argv, struct cell_args *a)
 	return 0;
 }
 
-/* Take image, runtime and limits from the verified policy. */
-static void policy_apply(const struct policy *p, struct cell_oneshot *o)
-{
-	struct policy_limits l;
-
-	policy_limits_get(p, &l);
-	o->image = policy_image_layout(p);
-	o->digest = policy_image_digest(p);
-	o->runsc = policy_runtime_runsc(p);
-	o->platform = policy_runtime_platform(p);
-	o->rootless = policy_runtime_rootless(p);
-	gateway_limits_split(&l, &o->oci, &o->lim);
-}
-
 static int on_started(void *data, struct appl_err *err)
 {
 	return cli_policy_commit(data, err);
@@ -224,6 +209,19 @@ static int cell_policy_check(const struct policy *p, const char *path, struct ap
 	return cli_policy_runnable(p, path, err);
 }
 
+/* The engine with one sandbox, one run of code, everything down. */
+static int cell_run_one(const struct engine_config *cfg, const char *code, size_t len,
+			json_t **result, struct appl_err *err)
+{
+	struct engine *e = engine_open(cfg, err);
+	int rc = e ? engine_start(e, err) : err->code;
+
+	if (rc == 0)
+		rc = engine_run_wait(e, code, len, "appliance cell", result, err);
+	engine_close(e);
+	return rc;
+}
+
 int cmd_cell(int argc, char **argv)
 {
 	struct cell_args a;
@@ -231,10 +229,14 @@ int cmd_cell(int argc, char **argv)
 	struct cli_policy cp = {0};
 	json_t *result = NULL;
 	char *code = NULL;
+	size_t len = 0;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
-	cell_oneshot_init(&a.o);
+	/* No servers, no pool, no audit log: one sandbox for this code. */
+	a.o.parts = ENGINE_SANDBOX;
+	sandbox_oci_params_init(&a.o.oci);
+	cell_limits_init(&a.o.cell);
 	if ((rc = args_parse(argc, argv, &a)) != 0)
 		return rc;
 	if (a.help)
@@ -247,16 +249,15 @@ int cmd_cell(int argc, char **argv)
 					    .check = cell_policy_check};
 		if (cli_policy_accept(&o, &cp, &err) < 0)
 			return cli_fail(&err);
-		policy_apply(cp.policy, &a.o);
-		/* Recorded once the image has verified: see run. */
+		/* Image, runtime and limits are the policy's. Recorded once the
+		 * image has verified: see run. */
+		a.o.policy = cp.policy;
 		a.o.on_started = on_started;
 		a.o.data = &cp;
 	}
-	rc = code_read(argv[optind], &code, &a.o.code_len, &err);
-	if (rc == 0) {
-		a.o.code = code;
-		rc = cell_oneshot_run(&a.o, &result, &err);
-	}
+	rc = code_read(argv[optind], &code, &len, &err);
+	if (rc == 0)
+		rc = cell_run_one(&a.o, code, len, &result, &err);
 	free(code);
 	rc = rc < 0 ? cli_fail(&err) : cell_print(result);
 	json_decref(result);

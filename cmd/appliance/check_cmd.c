@@ -38,6 +38,8 @@
 #include "base/fs.h"
 #include "bridge/bridge.h"
 #include "cell/cell.h"
+#include "engine/confine.h"
+#include "engine/engine.h"
 #include "gateway/gateway.h"
 #include "image/image.h"
 #include "json/json.h"
@@ -667,7 +669,7 @@ struct check {
 	struct loop *loop;
 	struct sandbox_rt *rt;
 	struct upstream_set *ups;
-	struct gateway_confine confine; /* the servers are confined as run confines them */
+	struct engine_confine confine; /* the servers are confined as run confines them */
 	struct cli_hide hide;
 	struct bridge_tool_in *tools; /* every ready server's tools, borrowed from ups */
 	size_t ntools;
@@ -739,7 +741,7 @@ static void policy_requirements(struct check *c)
 			    "no client)",
 			    policy_http(p)->tls_cert ? ", the TLS certificate and key load" : "");
 	}
-	if (gateway_audit_check(p, c->cp.state_dir, &err) < 0)
+	if (engine_audit_check(p, c->cp.state_dir, &err) < 0)
 		say(c, MARK_PROBLEM, "audit.path: %s", err.msg);
 	else if (policy_audit_path(p))
 		say(c, MARK_OK, "audit.path: %s would be %s as it is (check writes none)",
@@ -998,12 +1000,11 @@ static int part_servers(struct check *c)
 	struct appl_err err = {0};
 
 	cli_hide_paths(&c->hide, c->a->policy, c->a->trust_dir, c->cp.state_dir);
-	if (gateway_confine_prepare(&c->confine, c->cp.policy, c->hide.v, c->a->run_dir, &err) <
-	    0) {
+	if (engine_confine_prepare(&c->confine, c->cp.policy, c->hide.v, c->a->run_dir, &err) < 0) {
 		say(c, MARK_PROBLEM, "servers: %s", err.msg);
 		return -1;
 	}
-	gateway_confine_opts(&c->confine, &opts);
+	engine_confine_opts(&c->confine, &opts);
 	if (cli_secrets_take(c->cp.policy, &err) < 0) {
 		say(c, MARK_PROBLEM, "servers: %s", err.msg);
 		upstream_env_wipe();
@@ -2097,7 +2098,7 @@ static void part_cells(struct check *c)
 {
 	int rc;
 
-	gateway_limits_split(&c->lim, &c->oci, &c->cell_lim);
+	engine_limits_split(&c->lim, &c->oci, &c->cell_lim);
 	bridge_limits_from_policy(&c->lim, &c->blim);
 	c->oci.rootfs = c->rootfs;
 	c->oci.rootfs_image = c->rootfs_image[0] ? c->rootfs_image : NULL;
@@ -2152,7 +2153,7 @@ static void check_done(struct check *c)
 	free(c->probes);
 	bridge_catalog_unref(c->client);
 	upstream_set_free(c->ups);
-	gateway_confine_release(&c->confine);
+	engine_confine_release(&c->confine);
 	free(c->tools);
 	if (c->rt && c->loop)
 		sandbox_rt_settle(c->rt);

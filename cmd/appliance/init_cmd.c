@@ -1,5 +1,5 @@
 /* init_cmd.c: `appliance init` (see init_cmd.h): argument parsing, the
- * report, and the wiring of pkg/image (the image's digest), pkg/gateway
+ * report, and the wiring of pkg/image (the image's digest), pkg/engine
  * (the servers started as run starts them), pkg/bridge (which tools a cell
  * could be offered) and pkg/policy/draft.h (the document). */
 #include "init_cmd.h"
@@ -20,7 +20,7 @@
 #include "base/err.h"
 #include "bridge/bridge.h"
 #include "cli.h"
-#include "gateway/gateway.h"
+#include "engine/engine.h"
 #include "image/image.h"
 #include "log/log.h"
 #include "mcp/upstream.h"
@@ -485,7 +485,7 @@ int cmd_init(int argc, char **argv)
 	if ((rc = image_resolve(a.image, layout, digest)) != 0 ||
 	    (rc = draft_start(&in, layout, digest, &p)) != 0)
 		goto out;
-	if (gateway_servers_try(p, NULL, on_found, &in, &err) < 0) {
+	if (engine_servers_try(p, NULL, on_found, &in, &err) < 0) {
 		rc = cli_fail_cmd("init", &err);
 		goto out;
 	}

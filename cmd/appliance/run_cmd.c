@@ -11,10 +11,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bridge/bridge.h"
+#include "engine/engine.h"
 #include "gateway/gateway.h"
 #include "mcp/stdio.h"
 #include "mcp/upstream.h"
 #include "policy/trust.h"
+#include "stubs/stubs.h"
 
 struct run_args {
 	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
@@ -246,6 +249,50 @@ int cmd_run(int argc, char **argv)
 	return rc < 0 ? cli_fail(&err) : 0;
 }
 
+/* What role sees, as out shows it: run_python's description, every stub,
+ * and each tool not offered with why. */
+static int stubs_write(FILE *out, const char *role, const char *desc,
+		       const struct bridge_catalog *cat, struct appl_err *err)
+{
+	const struct stubs *st = bridge_catalog_stubs(cat);
+	struct bridge_tool_info info;
+
+	fprintf(out, "# role: %s\n# run_python's description:\n\n%s\n", role ? role : "(none)",
+		desc);
+	fprintf(out, "\n# %zu tool stubs:\n", stubs_count(st));
+	for (size_t i = 0; i < stubs_count(st); i++)
+		fprintf(out, "\n# %s\n%s", stubs_mcp_name(st, i), stubs_text(st, i));
+	for (size_t i = 0; bridge_catalog_info(cat, i, &info) == 0; i++)
+		if (info.why_not)
+			fprintf(out, "\n# not offered: %s.%s: %s", info.server, info.name,
+				info.why_not);
+	fputs("\n", out);
+	return fflush(out) == 0 ? 0 : appl_err_errno(err, -EIO, errno, "writing the stubs");
+}
+
+/* Start the policy's servers (nothing else) and write role's view. */
+static int stubs_print(const struct policy *p, const char *role, struct appl_err *err)
+{
+	struct engine_config ec = {.parts = ENGINE_SERVERS, .policy = p};
+	struct bridge_catalog *cat = NULL;
+	const char *desc = NULL;
+	struct engine *e;
+	int rc;
+
+	role = role ? role : policy_client_default_role(p);
+	if (role && !policy_role_find(p, role))
+		return appl_err_set(err, -EINVAL, "the policy has no role \"%s\"", role);
+	if (!(e = engine_open(&ec, err)))
+		return err->code;
+	rc = engine_start(e, err);
+	if (rc == 0 && !(desc = engine_role_view(e, role, &cat, err)))
+		rc = err->code;
+	if (rc == 0)
+		rc = stubs_write(stdout, role, desc, cat, err);
+	engine_close(e);
+	return rc;
+}
+
 /* stubs only reads the policy: it is held to the floor and never moves it. */
 int cmd_stubs(int argc, char **argv)
 {
@@ -268,7 +315,7 @@ int cmd_stubs(int argc, char **argv)
 		return cli_fail(&err);
 	rc = cli_secrets_take(cp.policy, &err);
 	if (rc == 0)
-		rc = gateway_stubs(cp.policy, a.role, stdout, &err);
+		rc = stubs_print(cp.policy, a.role, &err);
 	upstream_env_wipe();
 	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;

@@ -48,7 +48,6 @@ struct bridge_run {
 	struct upstream_set *ups;
 	struct cell *cell;
 	char log_id[RUN_LOG_ID_MAX + 1];
-	unsigned long calls; /* every call the code made */
 	struct call_list waiting, inflight;
 	unsigned peak;
 	bool pumping;
@@ -617,7 +616,7 @@ static void call_refuse_as(struct bridge_run *r, json_int_t id, const char *tool
 			   const json_t *args, bool read, enum cell_error_kind kind,
 			   const char *msg, const char *logged)
 {
-	if (r->calls <= (unsigned long)r->lim.max_calls + 1)
+	if (cell_calls(r->cell) <= (unsigned long)r->lim.max_calls + 1)
 		audit_refusal(r, id, tool, args, logged ? logged : msg, read);
 	say_no(r, id, kind, msg);
 }
@@ -635,7 +634,9 @@ static bool run_admits(struct bridge_run *r, json_int_t id, const char *tool, co
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 
-	if (r->calls > r->lim.max_calls)
+	/* The cell counts every call line (the run's one counter); this one
+	 * is among them. */
+	if (cell_calls(r->cell) > r->lim.max_calls)
 		snprintf(msg, sizeof(msg), "refused: %s: call budget exhausted (%u calls per run)",
 			 label, r->lim.max_calls);
 	else if (r->waiting.n >= APPL_BRIDGE_WAITING_MAX)
@@ -675,7 +676,6 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 	struct bridge_call *c;
 	int rc;
 
-	r->calls++;
 	rc = bridge_check(r->cat, tool, args, r->lim.max_args_bytes, &server, &name, msg,
 			  sizeof(msg), logged, sizeof(logged));
 	if (rc < 0) {
@@ -725,7 +725,6 @@ void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, co
 	json_t *args = json_pack("{s:s?}", "uri", uri);
 	struct bridge_call *c;
 
-	r->calls++;
 	snprintf(label, sizeof(label), "%.*s.%s", APPL_RUNNER_TOOL_NAME_MAX, ns ? ns : server,
 		 CELL_PROTO_READ_FN);
 	appl_utf8_trim(label);

@@ -215,7 +215,7 @@ static void on_call(struct cell *c, const struct cell_msg *m)
 {
 	json_int_t id = m->u.call.id;
 
-	c->calls++; /* the budget is the bridge's */
+	c->calls++; /* the run's one counter: the bridge's budget reads it */
 	if (c->hooks.on_progress)
 		c->hooks.on_progress(c, c->hooks.data);
 	if (!c->caller) {

@@ -149,8 +149,10 @@ bool cell_finished(const struct cell *c);
 /* How the run ended (borrowed; valid until cell_free), NULL until it did. */
 const struct cell_outcome *cell_outcome(const struct cell *c);
 
-/* While it runs: the calls made and what was printed so far (borrowed,
- * *len bytes, kept up to max_output). */
+/* While it runs: the calls made (every call line, refused ones too: the
+ * one counter of a run, which the bridge's budget and the run's progress
+ * read) and what was printed so far (borrowed, *len bytes, kept up to
+ * max_output). */
 unsigned long cell_calls(const struct cell *c);
 const char *cell_output(const struct cell *c, size_t *len);
 

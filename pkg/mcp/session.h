@@ -33,7 +33,6 @@
 #include <stddef.h>
 
 #include "base/err.h"
-#include "cell/cell.h"
 #include "loop/loop.h"
 #include "mcp/revision.h"
 
@@ -121,6 +120,10 @@ struct mcp_server_hooks {
 	 * transport gives it again once the owner is ready, or refuses it
 	 * (mcp_session_refuse). May be NULL: nothing waits. */
 	bool (*hold)(void *data);
+	/* run_python's outputSchema, where the revision has one: the schema
+	 * of the result object mcp_run_finish is given (borrowed; may be
+	 * NULL: none). */
+	const json_t *output_schema;
 	void *data;
 };
 
@@ -157,12 +160,14 @@ void mcp_session_ended(struct mcp_session *s, const char *why);
  * NULL. */
 void mcp_session_free(struct mcp_session *s);
 
-/* Answer run with the cell's outcome (borrowed): the result object as
- * structuredContent (where the revision has it) and as text; isError when
- * the code raised or was stopped. The owner is done with run; a run that
- * waits for its client's retry (2026-07-28) keeps the answer for it until
- * its requestState expires. */
-void mcp_run_finish(struct mcp_run *run, const struct cell_outcome *o);
+/* Answer run with its result object (borrowed): as structuredContent
+ * (where the revision has it) and as its compact JSON text; isError as
+ * is_error says (the code raised or was stopped). Its reason, calls and
+ * duration_ms, when it has them, go into the log message a client that set
+ * a level hears. The owner is done with run; a run that waits for its
+ * client's retry (2026-07-28) keeps the answer for it until its
+ * requestState expires. */
+void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error);
 
 /* Answer run with a tool error text (isError: true), e.g. a refusal before
  * any cell ran. As mcp_run_finish. */

@@ -8,7 +8,8 @@
 
 #include "base/limits.h"
 
-json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description)
+json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
+			const json_t *output_schema)
 {
 	json_t *t = json_pack(
 		"{s:s,s:s,s:{s:s,s:{s:{s:s,s:s,s:I}},s:[s],s:b}}", "name", MCP_TOOL_NAME,
@@ -24,8 +25,9 @@ json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description)
 						     "readOnlyHint", 0, "openWorldHint", 1));
 	if (!bad && mcp_revision_has(rev, MCP_HAS_STRUCTURED)) {
 		bad |= json_object_set_new(t, "title", json_string("Run Python"));
-		bad |= json_object_set_new(t, "outputSchema",
-					   json_deep_copy(cell_outcome_schema()));
+		if (output_schema)
+			bad |= json_object_set_new(t, "outputSchema",
+						   json_deep_copy(output_schema));
 	}
 	if (bad) {
 		json_decref(t);
@@ -40,19 +42,17 @@ json_t *mcp_tool_text_result(const char *text, bool is_error)
 			 is_error);
 }
 
-json_t *mcp_tool_result(const struct mcp_revision *rev, const struct cell_outcome *o)
+json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error)
 {
-	json_t *obj = cell_outcome_json(o);
-	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
-	json_t *res = text ? mcp_tool_text_result(text, cell_outcome_is_error(o)) : NULL;
+	char *text = json_dumps(result, JSON_COMPACT);
+	json_t *res = text ? mcp_tool_text_result(text, is_error) : NULL;
 
 	free(text);
 	if (res && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
-	    json_object_set(res, "structuredContent", obj) < 0) {
+	    json_object_set_new(res, "structuredContent", json_deep_copy(result)) < 0) {
 		json_decref(res);
 		res = NULL;
 	}
-	json_decref(obj);
 	return res;
 }
 

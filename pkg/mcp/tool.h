@@ -8,22 +8,22 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-#include "cell/cell.h"
 #include "mcp/revision.h"
 #include "mcp/session.h"
 
 #define MCP_TOOL_NAME "run_python"
 
 /* The tool object of tools/list under rev, with description (borrowed; NULL
- * as ""). inputSchema always; annotations, title and outputSchema (the
- * result object's schema, cell_outcome_schema) where rev has them. New, or
- * NULL on out of memory. */
-json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description);
+ * as ""). inputSchema always; annotations, title and outputSchema
+ * (output_schema, borrowed, copied in; NULL: none) where rev has them. New,
+ * or NULL on out of memory. */
+json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
+			const json_t *output_schema);
 
-/* The tools/call result of an outcome under rev: the result object as JSON
- * text, and as structuredContent where rev has it; isError per
- * cell_outcome_is_error. New, or NULL on out of memory. */
-json_t *mcp_tool_result(const struct mcp_revision *rev, const struct cell_outcome *o);
+/* The tools/call result of a result object (borrowed) under rev: its JSON
+ * text, and itself as structuredContent where rev has it; isError as given.
+ * New, or NULL on out of memory. */
+json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error);
 
 /* {content: [{type: text, text}], isError}. New, or NULL. */
 json_t *mcp_tool_text_result(const char *text, bool is_error);

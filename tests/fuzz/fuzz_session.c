@@ -20,6 +20,7 @@
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
+#include <sodium.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,16 @@
 
 #include "jsonrpc/jsonrpc.h"
 #include "mcp/session.h"
+#include "cell/cell.h"
+
+/* The owner's answer, as the run renders it: the outcome's result object. */
+static void finish_outcome(struct mcp_run *run, const struct cell_outcome *o)
+{
+	json_t *obj = cell_outcome_json(o);
+
+	mcp_run_finish(run, obj, cell_outcome_is_error(o));
+	json_decref(obj);
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -201,7 +212,7 @@ static void act(uint8_t b)
 	st.era = st.eras[b % 6 == 4 ? st.nruns - 1 : 0]; /* the run acted on */
 	switch (b % 6) {
 	case 0:
-		mcp_run_finish(st.runs[0], &o);
+		finish_outcome(st.runs[0], &o);
 		drop(0);
 		break;
 	case 1:
@@ -254,13 +265,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct mcp_server_hooks hooks = {.on_run = on_run,
 					 .on_cancel = on_cancel,
 					 .progress = progress,
-					 .description = description};
+					 .description = description,
+					 .output_schema = cell_outcome_schema()};
 	struct mcp_transport t = {.send = t_send, .close = t_close};
 	struct appl_err err = {0};
 	struct mcp_server *srv;
 	struct mcp_session *s;
 	size_t at = 0;
 
+	if (!loop && sodium_init() < 0)
+		return 0;
 	if (!loop && !(loop = loop_new(&err)))
 		return 0;
 	memset(&st, 0, sizeof(st));

@@ -1,4 +1,4 @@
-/* test_admit.c: which waiting run gets a free cell slot (pkg/gateway/admit.h):
+/* test_admit.c: which waiting run gets a free cell slot (pkg/run/admit.h):
  * round robin between principals, first come first served within one, each
  * principal held to its cap; runs that leave while waiting. No clock: the
  * order is the test. */
@@ -11,14 +11,14 @@
 #include <cmocka.h>
 
 #include "base/limits.h"
-#include "gateway/admit.h"
+#include "run/admit.h"
 
 #define RUNS_MAX 64
 
 /* A run is named by its principal and its number within it: "A3". */
 struct fx {
-	struct gateway_queue *q;
-	struct gateway_ticket *t[RUNS_MAX];
+	struct run_queue *q;
+	struct run_ticket *t[RUNS_MAX];
 	char name[RUNS_MAX][8];
 	size_t n;
 };
@@ -32,9 +32,9 @@ static size_t join(struct fx *fx, const char *principal)
 	for (size_t j = 0; j < i; j++)
 		k += fx->name[j][0] == principal[0];
 	snprintf(fx->name[i], sizeof(fx->name[i]), "%s%u", principal, k);
-	fx->t[i] = gateway_queue_join(fx->q, principal, fx->name[i]);
+	fx->t[i] = run_queue_join(fx->q, principal, fx->name[i]);
 	assert_non_null(fx->t[i]);
-	assert_false(gateway_ticket_running(fx->t[i]));
+	assert_false(run_ticket_running(fx->t[i]));
 	return i;
 }
 
@@ -48,14 +48,14 @@ static void join_n(struct fx *fx, const char *principal, unsigned n)
 static const char *started(struct fx *fx)
 {
 	static char out[512];
-	struct gateway_ticket *t;
+	struct run_ticket *t;
 	size_t o = 0;
 
 	out[0] = '\0';
-	while ((t = gateway_queue_next(fx->q))) {
-		assert_true(gateway_ticket_running(t));
+	while ((t = run_queue_next(fx->q))) {
+		assert_true(run_ticket_running(t));
 		o += (size_t)snprintf(out + o, sizeof(out) - o, "%s%s", o ? " " : "",
-				      (const char *)gateway_ticket_data(t));
+				      (const char *)run_ticket_data(t));
 		assert_true(o < sizeof(out));
 	}
 	return out;
@@ -65,7 +65,7 @@ static void leave(struct fx *fx, const char *name)
 {
 	for (size_t i = 0; i < fx->n; i++)
 		if (fx->t[i] && strcmp(fx->name[i], name) == 0) {
-			gateway_queue_leave(fx->q, fx->t[i]);
+			run_queue_leave(fx->q, fx->t[i]);
 			fx->t[i] = NULL;
 			return;
 		}
@@ -75,10 +75,10 @@ static void leave(struct fx *fx, const char *name)
 static void fx_done(struct fx *fx)
 {
 	for (size_t i = 0; i < fx->n; i++)
-		gateway_queue_leave(fx->q, fx->t[i]);
-	assert_int_equal(gateway_queue_waiting(fx->q, NULL), 0);
-	assert_int_equal(gateway_queue_running(fx->q, NULL), 0);
-	gateway_queue_free(fx->q);
+		run_queue_leave(fx->q, fx->t[i]);
+	assert_int_equal(run_queue_waiting(fx->q, NULL), 0);
+	assert_int_equal(run_queue_running(fx->q, NULL), 0);
+	run_queue_free(fx->q);
 }
 
 /* The defaults (4 slots, 3 per client) and one client sending 16 cells:
@@ -86,17 +86,17 @@ static void fx_done(struct fx *fx)
  * of the 13 still waiting. */
 static void test_a_burst_leaves_a_slot_for_another_client(void **state)
 {
-	struct fx fx = {.q = gateway_queue_new(APPL_CELLS_DEF, APPL_HTTP_CELLS_PER_CLIENT_DEF)};
+	struct fx fx = {.q = run_queue_new(APPL_CELLS_DEF, APPL_HTTP_CELLS_PER_CLIENT_DEF)};
 
 	(void)state;
 	assert_int_equal(APPL_HTTP_CELLS_PER_CLIENT_DEF, 3);
 	join_n(&fx, "A", 16);
 	assert_string_equal(started(&fx), "A1 A2 A3");
-	assert_int_equal(gateway_queue_running(fx.q, "A"), 3);
-	assert_int_equal(gateway_queue_waiting(fx.q, "A"), 13);
+	assert_int_equal(run_queue_running(fx.q, "A"), 3);
+	assert_int_equal(run_queue_waiting(fx.q, "A"), 13);
 	join(&fx, "B");
 	assert_string_equal(started(&fx), "B1");
-	assert_int_equal(gateway_queue_running(fx.q, NULL), 4);
+	assert_int_equal(run_queue_running(fx.q, NULL), 4);
 	/* the burst goes on in its order as its own cells end */
 	leave(&fx, "A2");
 	assert_string_equal(started(&fx), "A4");
@@ -112,7 +112,7 @@ static void test_a_burst_leaves_a_slot_for_another_client(void **state)
  * next one in turn, newcomers at the end of the round. */
 static void test_freed_slots_go_round_the_clients(void **state)
 {
-	struct fx fx = {.q = gateway_queue_new(2, 2)};
+	struct fx fx = {.q = run_queue_new(2, 2)};
 
 	(void)state;
 	join_n(&fx, "A", 4);
@@ -139,7 +139,7 @@ static void test_freed_slots_go_round_the_clients(void **state)
  * ones already waiting are served first. */
 static void test_a_newcomer_waits_its_turn(void **state)
 {
-	struct fx fx = {.q = gateway_queue_new(1, 0)};
+	struct fx fx = {.q = run_queue_new(1, 0)};
 
 	(void)state;
 	join_n(&fx, "A", 2);
@@ -162,7 +162,7 @@ static void test_a_newcomer_waits_its_turn(void **state)
  * all the slots its. */
 static void test_one_principal_is_first_come_first_served(void **state)
 {
-	struct fx fx = {.q = gateway_queue_new(2, 0)};
+	struct fx fx = {.q = run_queue_new(2, 0)};
 
 	(void)state;
 	join_n(&fx, "S", 5);
@@ -179,7 +179,7 @@ static void test_one_principal_is_first_come_first_served(void **state)
  * handed a slot, and the turn stays where it was. */
 static void test_runs_that_leave_while_waiting(void **state)
 {
-	struct fx fx = {.q = gateway_queue_new(1, 0)};
+	struct fx fx = {.q = run_queue_new(1, 0)};
 
 	(void)state;
 	join_n(&fx, "A", 3);
@@ -188,8 +188,8 @@ static void test_runs_that_leave_while_waiting(void **state)
 	assert_string_equal(started(&fx), "A1");
 	leave(&fx, "A2"); /* the middle of A's line */
 	leave(&fx, "B1"); /* B's only run: B is out of the round */
-	assert_int_equal(gateway_queue_waiting(fx.q, NULL), 2);
-	assert_int_equal(gateway_queue_waiting(fx.q, "B"), 0);
+	assert_int_equal(run_queue_waiting(fx.q, NULL), 2);
+	assert_int_equal(run_queue_waiting(fx.q, "B"), 0);
 	leave(&fx, "A1");
 	assert_string_equal(started(&fx), "C1");
 	leave(&fx, "C1");
@@ -206,7 +206,7 @@ static void test_runs_that_leave_while_waiting(void **state)
  * with slots free, and no one is started twice. */
 static void test_caps_hold(void **state)
 {
-	struct fx fx = {.q = gateway_queue_new(3, 1)};
+	struct fx fx = {.q = run_queue_new(3, 1)};
 
 	(void)state;
 	join_n(&fx, "A", 3);
@@ -215,8 +215,8 @@ static void test_caps_hold(void **state)
 	join_n(&fx, "C", 2);
 	join_n(&fx, "D", 2);
 	assert_string_equal(started(&fx), "B1 C1");
-	assert_int_equal(gateway_queue_running(fx.q, NULL), 3);
-	assert_int_equal(gateway_queue_waiting(fx.q, NULL), 6);
+	assert_int_equal(run_queue_running(fx.q, NULL), 3);
+	assert_int_equal(run_queue_waiting(fx.q, NULL), 6);
 	leave(&fx, "A1");
 	assert_string_equal(started(&fx), "D1");
 	leave(&fx, "C1");

@@ -11,11 +11,22 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "base/limits.h"
 #include "mcp/session.h"
 #include "mcp/tool.h"
 #include "schema/schema.h"
+#include "cell/cell.h"
+
+/* The owner's answer, as the run renders it: the outcome's result object. */
+static void finish_outcome(struct mcp_run *run, const struct cell_outcome *o)
+{
+	json_t *obj = cell_outcome_json(o);
+
+	mcp_run_finish(run, obj, cell_outcome_is_error(o));
+	json_decref(obj);
+}
 
 #define MODERN_META                                                                                \
 	"\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                   \
@@ -160,6 +171,7 @@ static int setup(void **state)
 					 .progress = progress,
 					 .description = description,
 					 .hold = hold,
+					 .output_schema = cell_outcome_schema(),
 					 .data = e};
 
 	e->loop = loop_new(&err);
@@ -320,7 +332,7 @@ static void test_legacy_shapes_per_revision(void **state)
 	call(&e->a, "2", NULL);
 	assert_int_equal(e->nruns, 1);
 	assert_string_equal(e->req_rev, "2024-11-05");
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	e->nruns = 0;
 	r = result_of(out(&e->a));
 	assert_null(json_object_get(r, "structuredContent"));
@@ -337,7 +349,7 @@ static void test_legacy_shapes_per_revision(void **state)
 	assert_non_null(json_object_get(tool, "outputSchema"));
 	assert_string_equal(str(tool, "title"), "Run Python");
 	call(&e->a, "2", NULL);
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	e->nruns = 0;
 	r = result_of(out(&e->a));
 	assert_non_null(json_object_get(r, "structuredContent"));
@@ -406,7 +418,7 @@ static void test_modern_needs_no_handshake(void **state)
 	assert_int_equal(e->nruns, 1);
 	assert_string_equal(e->req_rev, "2026-07-28");
 	assert_string_equal(e->req_role, "reader");
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	e->nruns = 0;
 	r = result_of(out(&e->a));
 	check_modern_result(r);
@@ -618,10 +630,10 @@ static void test_mixed_eras_on_one_connection(void **state)
 	call(&e->a, "1", MODERN_META);
 	call(&e->a, "2", NULL);
 	assert_int_equal(e->nruns, 2);
-	mcp_run_finish(e->runs[1], &o); /* id 2: legacy */
+	finish_outcome(e->runs[1], &o); /* id 2: legacy */
 	r = result_of(out(&e->a));
 	assert_null(json_object_get(r, "resultType"));
-	mcp_run_finish(e->runs[0], &o); /* id 1: modern */
+	finish_outcome(e->runs[0], &o); /* id 1: modern */
 	e->nruns = 0;
 	r = result_of(out(&e->a));
 	assert_string_equal(str(r, "resultType"), "complete");
@@ -655,7 +667,7 @@ static void test_ids_in_flight_are_unique(void **state)
 	call(&e->a, "1", MODERN_META);
 	call(&e->a, "\"1\"", MODERN_META);
 	assert_int_equal(e->nruns, 3);
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	forget(e, e->runs[0]);
 	v = out(&e->a);
 	assert_string_equal(json_string_value(json_object_get(v, "id")), "r");
@@ -705,7 +717,7 @@ static void test_run_result_validates_against_its_output_schema(void **state)
 		json_t *r;
 
 		call(&e->a, "1", MODERN_META);
-		mcp_run_finish(e->runs[0], &outcomes[i]);
+		finish_outcome(e->runs[0], &outcomes[i]);
 		e->nruns = 0;
 		r = result_of(out(&e->a));
 		if (schema_validate(sc, json_object_get(r, "structuredContent"), &err) != 0)
@@ -744,7 +756,7 @@ static void test_set_level_decides_what_runs_log(void **state)
 	assert_non_null(e->a.s);
 	legacy_init(&e->a, "2025-11-25");
 	call(&e->a, "1", NULL);
-	mcp_run_finish(e->runs[0], &ok);
+	finish_outcome(e->runs[0], &ok);
 	e->nruns = 0;
 	result_of(out(&e->a)); /* the answer alone */
 	none(&e->a);
@@ -755,7 +767,7 @@ static void test_set_level_decides_what_runs_log(void **state)
 		  "\"params\":{\"level\":\"info\"}}");
 	assert_int_equal(json_object_size(result_of(out(&e->a))), 0);
 	call(&e->a, "4", NULL);
-	mcp_run_finish(e->runs[0], &ok);
+	finish_outcome(e->runs[0], &ok);
 	e->nruns = 0;
 	v = out(&e->a);
 	assert_string_equal(str(v, "method"), "notifications/message");
@@ -770,11 +782,11 @@ static void test_set_level_decides_what_runs_log(void **state)
 		  "\"params\":{\"level\":\"warning\"}}");
 	result_of(out(&e->a));
 	call(&e->a, "6", NULL);
-	mcp_run_finish(e->runs[0], &ok); /* info: below the level */
+	finish_outcome(e->runs[0], &ok); /* info: below the level */
 	e->nruns = 0;
 	result_of(out(&e->a));
 	call(&e->a, "7", NULL);
-	mcp_run_finish(e->runs[0], &bad);
+	finish_outcome(e->runs[0], &bad);
 	e->nruns = 0;
 	assert_string_equal(str(json_object_get(out(&e->a), "params"), "level"), "warning");
 	result_of(out(&e->a));
@@ -888,7 +900,7 @@ static void test_progress_while_a_run_goes_on(void **state)
 		json_integer_value(json_object_get(json_object_get(v, "params"), "progress")), 3);
 	assert_true(t2 - t1 >= MCP_PROGRESS_GAP_MS - 5);
 	/* answered: no report after the answer */
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	e->nruns = 0;
 	v = out(&e->a);
 	assert_int_equal(json_integer_value(json_object_get(v, "id")), 5);
@@ -914,8 +926,8 @@ static void test_progress_per_revision_and_only_when_asked(void **state)
 	assert_int_equal(json_integer_value(json_object_get(p, "progressToken")), 7);
 	/* 2024-11-05 has no message */
 	assert_null(json_object_get(p, "message"));
-	mcp_run_finish(e->runs[0], &o);
-	mcp_run_finish(e->runs[1], &o);
+	finish_outcome(e->runs[0], &o);
+	finish_outcome(e->runs[1], &o);
 	e->nruns = 0;
 	assert_int_equal(json_integer_value(json_object_get(out(&e->a), "id")), 1);
 	assert_int_equal(json_integer_value(json_object_get(out(&e->a), "id")), 2);
@@ -1061,7 +1073,7 @@ static void test_legacy_elicitation_answers(void **state)
 	/* the run ending answers what is still open: cancelled */
 	assert_non_null(ask(e->runs[0], 60000, why, sizeof(why)));
 	(void)elicit_request(&e->a, true);
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	forget(e, e->runs[0]);
 	assert_string_equal(answers[nanswers - 1], "cancelled");
 	assert_non_null(result_of(out(&e->a)));
@@ -1205,7 +1217,7 @@ static void test_modern_input_required_round_trip(void **state)
 	assert_int_equal(nanswers, 2);
 	assert_string_equal(answers[1], "declined");
 	none(&e->a); /* the run goes on, attached to 5 */
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	forget(e, e->runs[0]);
 	v = out(&e->a);
 	assert_int_equal(json_integer_value(json_object_get(v, "id")), 5);
@@ -1265,7 +1277,7 @@ static void test_request_state_is_authentic_and_bound(void **state)
 	assert_int_equal(code_of(out(&e->a)), -32602);
 	assert_int_equal(nanswers, 0);
 	/* the run ends while it waits: its answer is kept for the retry */
-	mcp_run_finish(e->runs[0], &o);
+	finish_outcome(e->runs[0], &o);
 	forget(e, e->runs[0]);
 	assert_string_equal(answers[0], "cancelled");
 	none(&e->a);
@@ -1485,5 +1497,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_prompts_and_resources_are_empty, setup,
 						teardown),
 	};
+	/* main's duty in the appliance: the library relies on it. */
+	if (sodium_init() < 0)
+		return 1;
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

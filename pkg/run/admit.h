@@ -14,43 +14,42 @@
  * wait behind all of them: the other starts when the next slot frees (at
  * once, when the burst's client is at its cap and a slot is free).
  */
-#ifndef APPL_GATEWAY_ADMIT_H
-#define APPL_GATEWAY_ADMIT_H
+#ifndef APPL_RUN_ADMIT_H
+#define APPL_RUN_ADMIT_H
 
 #include <stdbool.h>
 
-struct gateway_queue;
-struct gateway_ticket; /* one run, waiting or holding a slot */
+struct run_queue;
+struct run_ticket; /* one run, waiting or holding a slot */
 
 /* A queue for cells slots (at least 1), per_principal of them at most for
  * one principal (0: no such cap). NULL on -ENOMEM. */
-struct gateway_queue *gateway_queue_new(unsigned cells, unsigned per_principal);
+struct run_queue *run_queue_new(unsigned cells, unsigned per_principal);
 /* Every ticket must have left first. Safe on NULL. */
-void gateway_queue_free(struct gateway_queue *q);
+void run_queue_free(struct run_queue *q);
 
 /* A run of principal (copied) arrives: it waits at the end of its
- * principal's line until gateway_queue_next hands it a slot. data is the
- * caller's, given back by gateway_ticket_data. A new ticket, freed by
- * gateway_queue_leave; NULL on -ENOMEM. */
-struct gateway_ticket *gateway_queue_join(struct gateway_queue *q, const char *principal,
-					  void *data);
+ * principal's line until run_queue_next hands it a slot. data is the
+ * caller's, given back by run_ticket_data. A new ticket, freed by
+ * run_queue_leave; NULL on -ENOMEM. */
+struct run_ticket *run_queue_join(struct run_queue *q, const char *principal, void *data);
 
 /* The next run to start (round robin, above), now counted as holding a
  * slot; NULL when no slot is free or no waiting run may take one. Call it
  * until NULL whenever a run joined or left. Borrowed. */
-struct gateway_ticket *gateway_queue_next(struct gateway_queue *q);
+struct run_ticket *run_queue_next(struct run_queue *q);
 
 /* The run is gone, waiting (cancelled, or past its deadline) or holding a
  * slot (ended): its place or slot is free, and t is freed. Safe on NULL. */
-void gateway_queue_leave(struct gateway_queue *q, struct gateway_ticket *t);
+void run_queue_leave(struct run_queue *q, struct run_ticket *t);
 
 /* Runs waiting (principal NULL: of every principal). */
-unsigned gateway_queue_waiting(const struct gateway_queue *q, const char *principal);
+unsigned run_queue_waiting(const struct run_queue *q, const char *principal);
 /* Runs holding a slot (principal NULL: of every principal). */
-unsigned gateway_queue_running(const struct gateway_queue *q, const char *principal);
+unsigned run_queue_running(const struct run_queue *q, const char *principal);
 
-void *gateway_ticket_data(const struct gateway_ticket *t);
+void *run_ticket_data(const struct run_ticket *t);
 /* Whether t holds a slot (else it waits). */
-bool gateway_ticket_running(const struct gateway_ticket *t);
+bool run_ticket_running(const struct run_ticket *t);
 
 #endif

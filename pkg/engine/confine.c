@@ -1,7 +1,8 @@
 /* confine.c: what every upstream server is confined by, and the servers of
- * a policy started one by one for `appliance init` (see gateway.h). */
+ * a policy started one by one for `appliance init` (see confine.h,
+ * engine.h). */
 #define _GNU_SOURCE
-#include "gateway/gateway.h"
+#include "engine/confine.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,10 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "base/fs.h"
 #include "base/limits.h"
+#include "engine/engine.h"
+#include "engine/process.h"
 #include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/upstream.h"
@@ -20,19 +22,19 @@
 #include "proc/confine.h"
 #include "proc/seccomp.h"
 
-static void hide_add(struct gateway_confine *c, const char *path)
+static void hide_add(struct engine_confine *c, const char *path)
 {
 	for (size_t i = 0; i < c->n; i++)
 		if (strcmp(c->hide[i], path) == 0)
 			return;
-	if (path && path[0] == '/' && c->n < GATEWAY_HIDE_MAX)
+	if (path && path[0] == '/' && c->n < ENGINE_HIDE_MAX)
 		c->hide[c->n++] = path;
 	c->hide[c->n] = NULL;
 }
 
-static void hide_add_copy(struct gateway_confine *c, const char *path)
+static void hide_add_copy(struct engine_confine *c, const char *path)
 {
-	char *dup = c->nowned < GATEWAY_HIDE_MAX ? strdup(path) : NULL;
+	char *dup = c->nowned < ENGINE_HIDE_MAX ? strdup(path) : NULL;
 
 	if (dup) {
 		c->owned[c->nowned++] = dup;
@@ -41,7 +43,7 @@ static void hide_add_copy(struct gateway_confine *c, const char *path)
 }
 
 /* The audit log and the rotated files beside it (PATH.N). */
-static void hide_audit(struct gateway_confine *c, const char *log)
+static void hide_audit(struct engine_confine *c, const char *log)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
 	const char *base = strrchr(log, '/');
@@ -67,8 +69,8 @@ static void hide_audit(struct gateway_confine *c, const char *log)
 	closedir(d);
 }
 
-int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
-			    const char *const *extra, const char *run_dir, struct appl_err *err)
+int engine_confine_prepare(struct engine_confine *c, const struct policy *p,
+			   const char *const *extra, const char *run_dir, struct appl_err *err)
 {
 	const char *const *def = proc_jail_default_masks();
 
@@ -95,7 +97,7 @@ int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
 	return 0;
 }
 
-void gateway_confine_release(struct gateway_confine *c)
+void engine_confine_release(struct engine_confine *c)
 {
 	proc_filter_free(c->filter);
 	for (size_t i = 0; i < c->nowned; i++)
@@ -103,7 +105,7 @@ void gateway_confine_release(struct gateway_confine *c)
 	memset(c, 0, sizeof(*c));
 }
 
-void gateway_confine_opts(const struct gateway_confine *c, struct upstream_opts *o)
+void engine_confine_opts(const struct engine_confine *c, struct upstream_opts *o)
 {
 	o->confine = true;
 	o->hide = c->hide;
@@ -141,11 +143,11 @@ static const char *server_why(const struct upstream_set *s, const char *name,
 	return "not started";
 }
 
-int gateway_servers_try(const struct policy *p, const char *const *hide, gateway_found_fn found,
-			void *data, struct appl_err *err)
+int engine_servers_try(const struct policy *p, const char *const *hide, engine_found_fn found,
+		       void *data, struct appl_err *err)
 {
 	struct upstream_opts opts = {.result_max = APPL_MAX_RESULT_BYTES_DEF};
-	struct gateway_confine confine;
+	struct engine_confine confine;
 	struct upstream_set *s = NULL;
 	struct loop *loop;
 	int rc = 0;
@@ -153,8 +155,8 @@ int gateway_servers_try(const struct policy *p, const char *const *hide, gateway
 	memset(&confine, 0, sizeof(confine));
 	if (!(loop = loop_new(err)))
 		return err->code;
-	if ((rc = gateway_confine_prepare(&confine, p, hide, NULL, err)) == 0) {
-		gateway_confine_opts(&confine, &opts);
+	if ((rc = engine_confine_prepare(&confine, p, hide, NULL, err)) == 0) {
+		engine_confine_opts(&confine, &opts);
 		if (!(s = upstream_set_open_each(loop, p, &opts, err)))
 			rc = err->code;
 	}
@@ -167,9 +169,8 @@ int gateway_servers_try(const struct policy *p, const char *const *hide, gateway
 		found(data, name, why ? NULL : u, why);
 	}
 	upstream_set_free(s);
-	gateway_confine_release(&confine);
+	engine_confine_release(&confine);
 	loop_free(loop);
-	while (waitpid(-1, NULL, WNOHANG) > 0)
-		;
+	engine_reap_children();
 	return rc;
 }

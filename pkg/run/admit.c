@@ -5,7 +5,7 @@
  * A principal with nothing left leaves the ring, so the ring holds at most
  * the clients with work in the appliance.
  */
-#include "gateway/admit.h"
+#include "run/admit.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -13,27 +13,27 @@
 struct principal {
 	struct principal *next, *prev; /* the ring */
 	char *name;
-	struct gateway_ticket *head, *tail; /* waiting, oldest first */
+	struct run_ticket *head, *tail; /* waiting, oldest first */
 	unsigned waiting, running;
 };
 
-struct gateway_ticket {
-	struct gateway_ticket *next; /* in its principal's line while waiting */
+struct run_ticket {
+	struct run_ticket *next; /* in its principal's line while waiting */
 	struct principal *p;
 	void *data;
 	bool running;
 };
 
-struct gateway_queue {
+struct run_queue {
 	unsigned cells, per_principal;
 	unsigned waiting, running;
 	struct principal *ring; /* any member; NULL: no principal has work */
 	struct principal *last; /* served last; NULL: none yet */
 };
 
-struct gateway_queue *gateway_queue_new(unsigned cells, unsigned per_principal)
+struct run_queue *run_queue_new(unsigned cells, unsigned per_principal)
 {
-	struct gateway_queue *q = calloc(1, sizeof(*q));
+	struct run_queue *q = calloc(1, sizeof(*q));
 
 	if (q) {
 		q->cells = cells ? cells : 1;
@@ -42,12 +42,12 @@ struct gateway_queue *gateway_queue_new(unsigned cells, unsigned per_principal)
 	return q;
 }
 
-void gateway_queue_free(struct gateway_queue *q)
+void run_queue_free(struct run_queue *q)
 {
 	free(q);
 }
 
-static struct principal *principal_find(const struct gateway_queue *q, const char *name)
+static struct principal *principal_find(const struct run_queue *q, const char *name)
 {
 	struct principal *p = q->ring;
 
@@ -62,7 +62,7 @@ static struct principal *principal_find(const struct gateway_queue *q, const cha
 
 /* Insert p at the end of the round: just before the principal served
  * last, so everyone already waiting is offered a slot before it. */
-static void ring_insert(struct gateway_queue *q, struct principal *p)
+static void ring_insert(struct run_queue *q, struct principal *p)
 {
 	struct principal *before = q->last ? q->last : q->ring;
 
@@ -77,7 +77,7 @@ static void ring_insert(struct gateway_queue *q, struct principal *p)
 	before->prev = p;
 }
 
-static void ring_remove(struct gateway_queue *q, struct principal *p)
+static void ring_remove(struct run_queue *q, struct principal *p)
 {
 	bool alone = p->next == p;
 
@@ -93,7 +93,7 @@ static void ring_remove(struct gateway_queue *q, struct principal *p)
 	free(p);
 }
 
-static struct principal *principal_get(struct gateway_queue *q, const char *name)
+static struct principal *principal_get(struct run_queue *q, const char *name)
 {
 	struct principal *p = principal_find(q, name);
 
@@ -107,10 +107,9 @@ static struct principal *principal_get(struct gateway_queue *q, const char *name
 	return p;
 }
 
-struct gateway_ticket *gateway_queue_join(struct gateway_queue *q, const char *principal,
-					  void *data)
+struct run_ticket *run_queue_join(struct run_queue *q, const char *principal, void *data)
 {
-	struct gateway_ticket *t = calloc(1, sizeof(*t));
+	struct run_ticket *t = calloc(1, sizeof(*t));
 	struct principal *p = t ? principal_get(q, principal) : NULL;
 
 	if (!p) {
@@ -130,14 +129,14 @@ struct gateway_ticket *gateway_queue_join(struct gateway_queue *q, const char *p
 }
 
 /* Whether p has a run waiting and room under its own cap. */
-static bool may_start(const struct gateway_queue *q, const struct principal *p)
+static bool may_start(const struct run_queue *q, const struct principal *p)
 {
 	return p->head && (!q->per_principal || p->running < q->per_principal);
 }
 
-static struct gateway_ticket *start(struct gateway_queue *q, struct principal *p)
+static struct run_ticket *start(struct run_queue *q, struct principal *p)
 {
-	struct gateway_ticket *t = p->head;
+	struct run_ticket *t = p->head;
 
 	p->head = t->next;
 	if (!p->head)
@@ -152,7 +151,7 @@ static struct gateway_ticket *start(struct gateway_queue *q, struct principal *p
 	return t;
 }
 
-struct gateway_ticket *gateway_queue_next(struct gateway_queue *q)
+struct run_ticket *run_queue_next(struct run_queue *q)
 {
 	struct principal *first, *p;
 
@@ -169,11 +168,11 @@ struct gateway_ticket *gateway_queue_next(struct gateway_queue *q)
 }
 
 /* Take waiting t out of its principal's line. */
-static void line_remove(struct principal *p, const struct gateway_ticket *t)
+static void line_remove(struct principal *p, const struct run_ticket *t)
 {
-	struct gateway_ticket *prev = NULL;
+	struct run_ticket *prev = NULL;
 
-	for (struct gateway_ticket *it = p->head; it; prev = it, it = it->next) {
+	for (struct run_ticket *it = p->head; it; prev = it, it = it->next) {
 		if (it != t)
 			continue;
 		if (prev)
@@ -186,7 +185,7 @@ static void line_remove(struct principal *p, const struct gateway_ticket *t)
 	}
 }
 
-void gateway_queue_leave(struct gateway_queue *q, struct gateway_ticket *t)
+void run_queue_leave(struct run_queue *q, struct run_ticket *t)
 {
 	struct principal *p;
 
@@ -207,7 +206,7 @@ void gateway_queue_leave(struct gateway_queue *q, struct gateway_ticket *t)
 }
 
 /* principal's runs waiting or running (principal NULL: everyone's). */
-static unsigned count_of(const struct gateway_queue *q, const char *principal, bool running)
+static unsigned count_of(const struct run_queue *q, const char *principal, bool running)
 {
 	const struct principal *p;
 
@@ -217,22 +216,22 @@ static unsigned count_of(const struct gateway_queue *q, const char *principal, b
 	return !p ? 0 : running ? p->running : p->waiting;
 }
 
-unsigned gateway_queue_waiting(const struct gateway_queue *q, const char *principal)
+unsigned run_queue_waiting(const struct run_queue *q, const char *principal)
 {
 	return count_of(q, principal, false);
 }
 
-unsigned gateway_queue_running(const struct gateway_queue *q, const char *principal)
+unsigned run_queue_running(const struct run_queue *q, const char *principal)
 {
 	return count_of(q, principal, true);
 }
 
-void *gateway_ticket_data(const struct gateway_ticket *t)
+void *run_ticket_data(const struct run_ticket *t)
 {
 	return t->data;
 }
 
-bool gateway_ticket_running(const struct gateway_ticket *t)
+bool run_ticket_running(const struct run_ticket *t)
 {
 	return t->running;
 }

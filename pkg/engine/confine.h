@@ -1,0 +1,31 @@
+/* confine.h: what every upstream server is confined by (proc/confine.h):
+ * the system call filter, and the paths hidden from it: the defaults,
+ * extra (NULL-ended; may be NULL: the policy file, trust and state
+ * directories), the policy's audit log and its rotated files, run_dir (may
+ * be NULL). For every command that starts servers. */
+#ifndef APPL_ENGINE_CONFINE_H
+#define APPL_ENGINE_CONFINE_H
+
+#include <stddef.h>
+
+#include "base/err.h"
+#include "policy/policy.h"
+
+#define ENGINE_HIDE_MAX 56
+
+struct proc_filter;
+struct upstream_opts;
+struct engine_confine {
+	struct proc_filter *filter;
+	const char *hide[ENGINE_HIDE_MAX + 1];
+	char *owned[ENGINE_HIDE_MAX]; /* the entries made here */
+	size_t n, nowned;
+};
+
+int engine_confine_prepare(struct engine_confine *c, const struct policy *p,
+			   const char *const *extra, const char *run_dir, struct appl_err *err);
+/* Point o at c (which must outlive the servers started with o). */
+void engine_confine_opts(const struct engine_confine *c, struct upstream_opts *o);
+void engine_confine_release(struct engine_confine *c);
+
+#endif

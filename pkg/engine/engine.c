@@ -1,0 +1,537 @@
+/* engine.c: what every command that runs cells or starts servers builds,
+ * once (see engine.h). */
+#define _GNU_SOURCE
+#include "engine/engine.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sodium.h>
+#include <time.h>
+
+#include "audit/audit.h"
+#include "base/version.h"
+#include "engine/confine.h"
+#include "engine/process.h"
+#include "engine/roles.h"
+#include "image/image.h"
+#include "log/log.h"
+#include "mcp/upstream_set.h"
+#include "pool/pool.h"
+#include "proc/proc.h"
+#include "sandbox/runsc.h"
+
+struct engine {
+	struct engine_config cfg;
+	const struct policy *policy; /* NULL: `cell --image` */
+	struct policy_limits lim;
+	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
+	struct cell_limits cell_lim;   /* every run's */
+	struct bridge_limits blim;
+	struct loop *loop;
+	struct engine_confine confine;
+	struct sandbox_rt *rt;
+	struct pool *pool; /* warm sandboxes; size limits.pool */
+	char rootfs[PATH_MAX];
+	char rootfs_image[PATH_MAX]; /* "" when the rootfs is served as a directory */
+	struct upstream_set *ups;
+	struct bridge_gate *gate; /* each server's slots, shared by every run */
+	struct engine_roles *roles;
+	struct run_set *runs;
+	struct audit *audit;  /* NULL: none */
+	unsigned long served; /* runs asked for, for the stop line */
+	char stop_why[32];
+	bool stop;
+	bool started;
+};
+
+void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
+			 struct cell_limits *cell)
+{
+	const char *rootfs = oci->rootfs, *image = oci->rootfs_image;
+
+	sandbox_oci_params_init(oci);
+	oci->rootfs = rootfs;
+	oci->rootfs_image = image;
+	oci->memory_mb = l->memory_mb;
+	oci->pids = l->pids;
+	oci->nofile = l->nofile;
+	oci->tmpfs_mb = l->tmpfs_mb;
+	cell_limits_init(cell);
+	cell->deadline_ms = l->deadline_s * 1000ull;
+	cell->max_output = l->max_output_bytes;
+	cell->stop_output = l->stop_output_bytes;
+	cell->max_lines = l->max_runner_lines;
+}
+
+/* ---- signals ----------------------------------------------------------------- */
+
+static void on_stop_signal(int signo, void *data)
+{
+	struct engine *e = data;
+	char why[32];
+
+	log_line(LOG_INFO, NULL, "signal %d: stopping", signo);
+	snprintf(why, sizeof(why), "signal %d", signo);
+	engine_stop(e, why);
+}
+
+/* Orphaned sandbox processes are ours to reap (we are a subreaper): runsc
+ * delete waits for them to vanish. */
+static void on_sigchld(int signo, void *data)
+{
+	(void)signo;
+	(void)data;
+	proc_reap_orphans();
+}
+
+/* The stop signals were blocked before anything started (main): one that
+ * came while servers and sandboxes were starting is pending, and the
+ * signalfd delivers it now. */
+static int signals_watch(struct engine *e, struct appl_err *err)
+{
+	static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
+
+	if (proc_signals_check(err) < 0)
+		return err->code;
+	for (size_t i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+		if (loop_signal(e->loop, stops[i], on_stop_signal, e, err) < 0)
+			return err->code;
+	return loop_signal(e->loop, SIGCHLD, on_sigchld, e, err);
+}
+
+void engine_stop(struct engine *e, const char *why)
+{
+	if (!e->stop)
+		snprintf(e->stop_why, sizeof(e->stop_why), "%s", why);
+	e->stop = true;
+}
+
+bool engine_stopping(const struct engine *e, const char **why)
+{
+	if (why)
+		*why = e->stop_why;
+	return e->stop;
+}
+
+/* ---- the audit log ------------------------------------------------------------ */
+
+/* The audit log's configuration from the policy: for start and check alike. */
+static struct audit_config audit_config_of(const struct policy *p, const struct policy_limits *l,
+					   const char *state_dir)
+{
+	return (struct audit_config){.path = policy_audit_path(p),
+				     .state_dir = state_dir,
+				     .seal = policy_audit_seal(p),
+				     .seal_lines = l->audit_seal_lines,
+				     .seal_s = l->audit_seal_s,
+				     .rotate_bytes = (uint64_t)l->audit_rotate_kb * 1024u};
+}
+
+int engine_audit_check(const struct policy *p, const char *state_dir, struct appl_err *err)
+{
+	struct policy_limits l;
+	struct audit_config ac;
+
+	policy_limits_get(p, &l);
+	ac = audit_config_of(p, &l, state_dir);
+	if (!ac.path)
+		return 0;
+	if (!ac.state_dir)
+		return appl_err_set(err, -EINVAL, "audit: no state directory");
+	return audit_check(&ac, err);
+}
+
+static int audit_start(struct engine *e, struct appl_err *err)
+{
+	struct audit_config ac = audit_config_of(e->policy, &e->lim, e->cfg.state_dir);
+
+	if (!ac.path) {
+		log_line(LOG_WARN, NULL, "no audit log: the policy has no audit.path");
+		return 0;
+	}
+	if (!ac.state_dir)
+		return appl_err_set(err, -EINVAL, "audit: no state directory");
+	e->audit = audit_open(e->loop, &ac, err);
+	if (!e->audit)
+		return appl_err_prefix(err, "audit log");
+	run_set_audit(e->runs, e->audit);
+	log_line(LOG_INFO, NULL, "audit log %s%s", ac.path, ac.seal ? " (sealed)" : "");
+	return 0;
+}
+
+/* The start line, on disk before the first request is served. */
+static int audit_started(struct engine *e, struct appl_err *err)
+{
+	const struct policy_verified *v = e->cfg.verified;
+	char policy_digest[8 + 2 * POLICY_HASH_BYTES + 1] = "sha256:";
+	json_t *body;
+	int rc;
+
+	if (!e->audit)
+		return 0;
+	if (v)
+		sodium_bin2hex(policy_digest + 7, sizeof(policy_digest) - 7, v->hash,
+			       POLICY_HASH_BYTES);
+	/* seal_s tells an auditor how old the newest seal of a log being
+	 * written may be (docs/audit.md, the age of the newest seal). */
+	body = json_pack("{ss? ss? sI ss ss ss ss sb sI}", "deployment", v ? v->deployment : NULL,
+			 "key", v ? v->keyid_hex : NULL, "serial", (json_int_t)(v ? v->serial : 0),
+			 "policy", v ? policy_digest : "", "image", policy_image_digest(e->policy),
+			 "runsc", sandbox_rt_version(e->rt), "version", APPL_VERSION, "seal",
+			 policy_audit_seal(e->policy), "seal_s", (json_int_t)e->lim.audit_seal_s);
+	rc = audit_event_sync(e->audit, "start", body);
+	json_decref(body);
+	if (rc < 0)
+		return appl_err_set(err, rc, "audit log: %s", audit_why(e->audit));
+	return 0;
+}
+
+/* The stop line and a last seal, then the log closed. */
+static void audit_stop(struct engine *e)
+{
+	json_t *body;
+
+	if (!e->audit)
+		return;
+	body = json_pack("{ss sI}", "reason", e->stop_why[0] ? e->stop_why : "start failed", "runs",
+			 (json_int_t)e->served);
+	audit_event(e->audit, "stop", body);
+	json_decref(body);
+	audit_seal_now(e->audit);
+	if (audit_flush(e->audit, true) < 0)
+		log_line(LOG_ERR, NULL, "the audit log's stop line was not written: %s",
+			 audit_why(e->audit));
+	audit_free(e->audit);
+	e->audit = NULL;
+}
+
+/* ---- starting ------------------------------------------------------------------- */
+
+static int servers_open(struct engine *e, struct appl_err *err)
+{
+	/* An answer past the result cap is dropped as it is read (upstream.h). */
+	struct upstream_opts opts = {.result_max = e->lim.max_result_bytes};
+
+	if (engine_confine_prepare(&e->confine, e->policy, e->cfg.hide, e->cfg.run_dir, err) < 0)
+		return err->code;
+	engine_confine_opts(&e->confine, &opts);
+	if (!(e->gate = bridge_gate_new(e->policy)))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	e->ups = upstream_set_open(e->loop, e->policy, &opts, engine_roles_changed, e->roles, err);
+	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
+	if (!e->ups)
+		return err->code;
+	engine_roles_servers(e->roles, e->ups);
+	return 0;
+}
+
+static int image_open(struct engine *e, struct appl_err *err)
+{
+	struct sandbox_rt_config rc = {.runsc = e->cfg.runsc,
+				       .state_dir = e->cfg.run_dir,
+				       .platform = e->cfg.platform,
+				       .rootless = e->cfg.rootless};
+	const char *image = e->cfg.image, *digest = e->cfg.digest, *dir = e->cfg.cache;
+	char cache[PATH_MAX];
+
+	if (e->policy) {
+		image = policy_image_layout(e->policy);
+		digest = policy_image_digest(e->policy);
+		rc.runsc = policy_runtime_runsc(e->policy);
+		rc.platform = policy_runtime_platform(e->policy);
+		rc.rootless = policy_runtime_rootless(e->policy);
+	}
+	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
+		return err->code;
+	if (image_layout_verify(image, digest, dir ? dir : cache, e->rootfs, sizeof(e->rootfs),
+				err) < 0)
+		return err->code;
+	/* The audit log before the runtime: as run has always opened them. */
+	if ((e->cfg.parts & ENGINE_AUDIT) && audit_start(e, err) < 0)
+		return err->code;
+	if (!(e->rt = sandbox_rt_open(&rc, err)) ||
+	    sandbox_rootfs_image(e->rt, e->rootfs, e->rootfs_image, sizeof(e->rootfs_image), err) <
+		    0)
+		return err->code;
+	e->oci.rootfs = e->rootfs;
+	e->oci.rootfs_image = e->rootfs_image[0] ? e->rootfs_image : NULL;
+	return 0;
+}
+
+int engine_start(struct engine *e, struct appl_err *err)
+{
+	unsigned parts = e->cfg.parts;
+	/* Restored from a checkpoint only where sandboxes are made ahead. */
+	bool restore = (parts & ENGINE_POOL) && e->policy && policy_runtime_restore(e->policy);
+
+	if ((parts & ENGINE_SANDBOX) && image_open(e, err) < 0)
+		return err->code;
+	if (!(parts & ENGINE_SANDBOX) && (parts & ENGINE_AUDIT) && audit_start(e, err) < 0)
+		return err->code;
+	if ((parts & ENGINE_SERVERS) &&
+	    (servers_open(e, err) < 0 ||
+	     (e->cfg.start_role && !engine_role_view(e, e->cfg.role, NULL, err))))
+		return err->code;
+	if (parts & ENGINE_SANDBOX) {
+		if (!(e->pool = pool_new(e->loop, e->rt, &e->oci, &e->cell_lim,
+					 (parts & ENGINE_POOL) ? e->lim.pool : 0, restore, err)))
+			return err->code;
+		pool_fill(e->pool);
+	}
+	/* The serial is recorded only once all of this has passed: a policy
+	 * that cannot start must not lock out the one that can. */
+	if ((e->cfg.on_started && e->cfg.on_started(e->cfg.data, err) < 0) ||
+	    audit_started(e, err) < 0)
+		return err->code;
+	e->started = true;
+	return 0;
+}
+
+bool engine_started(const struct engine *e)
+{
+	return e->started;
+}
+
+/* ---- runs ------------------------------------------------------------------------ */
+
+/* The one place a run gets its cell and its bridge: a warm sandbox when
+ * one is ready, else one made for it; the bridge takes the cell's calls
+ * before any code runs. */
+static int run_start(struct run *r, void *data, struct appl_err *err)
+{
+	struct engine *e = data;
+	const struct run_client *rc = run_client(r);
+	struct bridge_run *br = NULL;
+	struct cell *cell = pool_take(e->pool);
+
+	if (!cell && !(cell = pool_cold(e->pool, err)))
+		return err->code;
+	if (e->ups && run_catalog(r)) {
+		struct bridge_approvals ap = {.loop = e->loop,
+					      .command = policy_approvals_command(e->policy),
+					      .asker = run_asker(r),
+					      .timeout_ms = e->lim.approval_timeout_s * 1000u,
+					      .max = e->lim.max_approvals,
+					      .client = rc->name};
+
+		if (!(br = bridge_run_new(run_catalog(r), &e->blim, e->ups, cell, run_id(r),
+					  err))) {
+			cell_free(cell);
+			return err->code;
+		}
+		bridge_run_audit(br, e->audit, rc->role);
+		bridge_run_approvals(br, &ap);
+		bridge_run_gate(br, e->gate);
+	}
+	return run_begin(r, cell, br, err);
+}
+
+/* Replacements boot once a run has ended and its answer is out, not while
+ * that run's own sandbox still runs its code (other runs may). */
+static void on_reaped(void *data, unsigned n)
+{
+	struct engine *e = data;
+
+	if (n)
+		pool_fill(e->pool);
+}
+
+/* Why a run must not start now, or NULL. */
+static const char *run_refusal(struct engine *e, const struct run_client *client,
+			       unsigned waiting_cap, unsigned total_cap, char *why, size_t cap)
+{
+	if (e->policy && (int64_t)time(NULL) >= policy_expires(e->policy))
+		return "the appliance's policy has expired: no new cells run";
+	/* Fail closed: no cell runs that the log could not record. */
+	if (e->audit && !audit_ok(e->audit) && audit_flush(e->audit, false) < 0) {
+		snprintf(why, cap, "the run could not start: the audit log cannot be written (%s)",
+			 audit_why(e->audit));
+		log_line(LOG_ERR, NULL, "%s", why);
+		return why;
+	}
+	if (waiting_cap && run_set_waiting(e->runs, client->name) >= waiting_cap) {
+		log_line(LOG_WARN, NULL, "%s: refused a run: %u of its runs wait already",
+			 client->name, waiting_cap);
+		return "too many of this client's runs are waiting: try again later";
+	}
+	if (run_set_waiting(e->runs, NULL) >= total_cap)
+		return "too many runs are waiting: try again when some have ended";
+	return NULL;
+}
+
+struct run *engine_run_new(struct engine *e, const char *code, size_t len,
+			   const struct run_client *client, unsigned waiting_cap,
+			   unsigned total_cap)
+{
+	struct bridge_catalog *cat = NULL;
+	struct appl_err err = {0};
+	const char *no;
+	struct run *r;
+	char why[640];
+
+	e->served++;
+	if ((no = run_refusal(e, client, waiting_cap, total_cap, why, sizeof(why)))) {
+		run_set_refuse(e->runs, client, no);
+		return NULL;
+	}
+	if (e->ups && !engine_role_view(e, client->role, &cat, &err)) {
+		log_line(LOG_ERR, NULL, "the tool list of a role could not be built: %s", err.msg);
+		run_set_refuse(e->runs, client, "the run could not start: host fault");
+		return NULL;
+	}
+	if (e->ups)
+		upstream_set_wake(e->ups);
+	if (!(r = run_new(e->runs, code, len, client, cat, &err)))
+		client->answer(client->c, NULL, true, "out of memory");
+	return r;
+}
+
+/* The answer of a run waited for in process. */
+struct waited {
+	bool answered;
+	json_t *result;
+	char fail[APPL_ERR_MSG_MAX];
+};
+
+static void waited_answer(void *c, const json_t *result, bool is_error, const char *text)
+{
+	struct waited *w = c;
+	(void)is_error;
+
+	w->answered = true;
+	if (result)
+		w->result = json_deep_copy(result);
+	else
+		snprintf(w->fail, sizeof(w->fail), "%s", text);
+}
+
+int engine_run_wait(struct engine *e, const char *code, size_t len, const char *who,
+		    json_t **result, struct appl_err *err)
+{
+	struct waited w = {0};
+	struct run_client c = {.name = who, .answer = waited_answer, .c = &w};
+	struct run *r = engine_run_new(e, code, len, &c, 0, APPL_RUNS_WAITING_MAX);
+	char why[96];
+	bool stopped = false;
+	int rc = 0;
+
+	*result = NULL;
+	while (!w.answered && rc >= 0) {
+		if (r && e->stop && !stopped) {
+			snprintf(why, sizeof(why), "the run was stopped: %s got %s", who,
+				 e->stop_why);
+			run_interrupt(r, why);
+			stopped = true;
+		}
+		rc = loop_run_once(e->loop, -1);
+	}
+	if (rc < 0)
+		return appl_err_errno(err, rc, -rc, "the event loop");
+	if (!w.result)
+		return appl_err_set(err, -EIO, "%s", w.fail[0] ? w.fail : "out of memory");
+	*result = w.result;
+	return 0;
+}
+
+unsigned engine_runs(const struct engine *e)
+{
+	return run_set_count(e->runs);
+}
+
+void engine_runs_stop(struct engine *e)
+{
+	run_set_stop(e->runs);
+}
+
+const char *engine_role_view(struct engine *e, const char *role, struct bridge_catalog **cat,
+			     struct appl_err *err)
+{
+	return engine_roles_view(e->roles, role, cat, err);
+}
+
+/* ---- lifetime -------------------------------------------------------------------- */
+
+/* The limits, the run set and the roles: what needs no loop round. */
+static int parts_make(struct engine *e, struct appl_err *err)
+{
+	struct run_set_config rc = {
+		.cell = &e->cell_lim, .start = run_start, .reaped = on_reaped, .data = e};
+	struct engine_roles_config ro = {.policy = e->policy,
+					 .lim = &e->lim,
+					 .changed = e->cfg.tools_changed,
+					 .data = e->cfg.data};
+
+	if (e->policy) {
+		policy_limits_get(e->policy, &e->lim);
+		engine_limits_split(&e->lim, &e->oci, &e->cell_lim);
+	} else {
+		policy_limits_default(&e->lim);
+		e->oci = e->cfg.oci;
+		e->cell_lim = e->cfg.cell;
+	}
+	bridge_limits_from_policy(&e->lim, &e->blim);
+	rc.loop = e->loop;
+	rc.cells = e->lim.cells;
+	rc.per_client = e->cfg.per_client;
+	rc.approval_timeout_ms = e->lim.approval_timeout_s * 1000u;
+	if (!(e->runs = run_set_new(&rc, err)))
+		return err->code;
+	if (e->policy && !(e->roles = engine_roles_new(&ro, err)))
+		return err->code;
+	return 0;
+}
+
+struct engine *engine_open(const struct engine_config *cfg, struct appl_err *err)
+{
+	struct engine *e = calloc(1, sizeof(*e));
+
+	if (!e) {
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	e->cfg = *cfg;
+	e->policy = cfg->policy;
+	if (!(e->loop = loop_new(err)) || signals_watch(e, err) < 0 || parts_make(e, err) < 0) {
+		engine_close(e);
+		return NULL;
+	}
+	return e;
+}
+
+struct loop *engine_loop(const struct engine *e)
+{
+	return e->loop;
+}
+
+const struct policy_limits *engine_limits(const struct engine *e)
+{
+	return &e->lim;
+}
+
+struct audit *engine_audit(const struct engine *e)
+{
+	return e->audit;
+}
+
+void engine_close(struct engine *e)
+{
+	if (!e)
+		return;
+	run_set_stop(e->runs);
+	run_set_free(e->runs); /* each run's last line */
+	e->runs = NULL;
+	pool_free(e->pool);
+	upstream_set_free(e->ups);
+	bridge_gate_free(e->gate);
+	engine_roles_free(e->roles);
+	audit_stop(e);
+	sandbox_rt_close(e->rt); /* before the loop: it finishes teardowns from it */
+	engine_confine_release(&e->confine);
+	loop_free(e->loop);
+	engine_reap_children();
+	free(e);
+}

@@ -1,0 +1,162 @@
+/* engine.h: what every command that runs cells or starts servers builds,
+ * built once, in one place (DESIGN.md section 14).
+ *
+ * engine_open makes the event loop and watches the stop signals and
+ * SIGCHLD on it (the signals were blocked by main before anything
+ * started, so one that came early is pending and delivered now);
+ * engine_start then starts the parts the command asked for, in this
+ * order: the image verified against its digest, the audit log opened,
+ * the sandbox runtime opened (and the image made an EROFS file when runsc
+ * can mount one), the servers started confined and their tool lists
+ * awaited, the warm pool, and last the caller's on_started (where `run`
+ * records the policy's serial) and the audit log's start line. Runs are
+ * the engine's clients: engine_run_new admits one (or refuses it with
+ * the reason), and engine's start hook is the one place a run gets its
+ * cell and its bridge. engine_close stops every run, writes the audit
+ * log's stop line and a last seal, stops the servers and the sandboxes,
+ * and reaps every child left.
+ *
+ * `run` (pkg/gateway), `cell`, `stubs` and `check` use it; cmd/ parses
+ * arguments, calls it and prints.
+ */
+#ifndef APPL_ENGINE_ENGINE_H
+#define APPL_ENGINE_ENGINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "base/err.h"
+#include "bridge/bridge.h"
+#include "cell/cell.h"
+#include "loop/loop.h"
+#include "policy/load.h"
+#include "policy/policy.h"
+#include "run/run.h"
+#include "sandbox/ociconfig.h"
+
+struct engine;
+struct audit;
+struct upstream_set;
+
+/* The parts engine_start starts. */
+#define ENGINE_SANDBOX 0x1u /* the image and the sandbox runtime: runs get cells */
+#define ENGINE_SERVERS 0x2u /* the policy's servers: runs get their tools */
+#define ENGINE_POOL    0x4u /* limits.pool sandboxes made ahead (with SANDBOX) */
+#define ENGINE_AUDIT   0x8u /* the policy's audit log, when it has one */
+
+struct engine_config {
+	unsigned parts;
+	/* Verified; borrowed. NULL only for `cell --image`: then image,
+	 * digest, the runtime's fields, oci and cell below say it all. */
+	const struct policy *policy;
+	const char *image, *digest;    /* without a policy */
+	const char *runsc, *platform;  /* without a policy; NULL: defaults */
+	bool rootless;		       /* without a policy */
+	struct sandbox_oci_params oci; /* without a policy (rootfs set here) */
+	struct cell_limits cell;       /* without a policy */
+	const char *cache;	       /* the image cache; NULL: the default */
+	const char *run_dir;	       /* runsc instances; NULL: the default */
+	/* For the audit log: what was verified, and the state directory
+	 * that holds the log's head and keys. */
+	const struct policy_verified *verified;
+	const char *state_dir;
+	/* Paths hidden from the servers besides the defaults and the audit
+	 * log: the policy file, the trust and state directories. NULL-ended;
+	 * may be NULL. */
+	const char *const *hide;
+	/* Called last in engine_start, once everything else has passed.
+	 * Non-zero stops the start with err. May be NULL. */
+	int (*on_started)(void *data, struct appl_err *err);
+	/* role's view changed (a server's tool list): its clients are told.
+	 * May be NULL. */
+	void (*tools_changed)(void *data, const char *role);
+	/* With SERVERS: the role whose view (engine_role_view) is built as
+	 * part of the start, so that one that cannot be built fails it (the
+	 * stdio client's; NULL: a role that may call nothing). */
+	bool start_role;
+	const char *role;
+	/* Admission: only HTTP clients are held to a share of the slots. */
+	unsigned per_client;
+	void *data;
+};
+
+/* Split a policy's limits into what the sandbox gets (oci; rootfs left as
+ * it was) and what the cell gets: the one mapping from policy limits to
+ * the running parts. */
+void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
+			 struct cell_limits *cell);
+
+/* The loop and the signals (nothing started yet). cfg is copied; what it
+ * points to is borrowed and must outlive the engine. NULL with err. */
+struct engine *engine_open(const struct engine_config *cfg, struct appl_err *err);
+
+/* Start cfg->parts (above). 0, or negative with err saying what failed;
+ * the engine is then only good for engine_close. */
+int engine_start(struct engine *e, struct appl_err *err);
+bool engine_started(const struct engine *e);
+
+struct loop *engine_loop(const struct engine *e);
+/* The policy's limits (the defaults without a policy). */
+const struct policy_limits *engine_limits(const struct engine *e);
+/* The audit log, or NULL (none, or not started). */
+struct audit *engine_audit(const struct engine *e);
+
+/* A stop: a signal came (why "signal N"), or the caller asked (why copied,
+ * the first reason kept). engine_stopping says whether one came, and why. */
+void engine_stop(struct engine *e, const char *why);
+bool engine_stopping(const struct engine *e, const char **why);
+
+/* The run_python description role (NULL: a role that may call nothing)
+ * sees, and its catalog (borrowed; valid until the servers' tool lists
+ * change). NULL with err when it could not be built. */
+const char *engine_role_view(struct engine *e, const char *role, struct bridge_catalog **cat,
+			     struct appl_err *err);
+
+/* A run of code[0..len) for client (run.h). Refused, answered through
+ * client->answer at once and NULL returned, when the policy has expired,
+ * the audit log cannot be written, too many runs wait (of client's:
+ * waiting_cap, 0 none; of all: total_cap), or its role's view cannot be
+ * built; NULL too on out of memory (answered). */
+struct run *engine_run_new(struct engine *e, const char *code, size_t len,
+			   const struct run_client *client, unsigned waiting_cap,
+			   unsigned total_cap);
+
+/* One run of code[0..len) for this call alone (`appliance cell`), waited
+ * for: 0 with *result its result object (new reference), or negative with
+ * err when it could not run (why). A stop signal stops it, and its result
+ * says so: reason "signal", error "the run was stopped: WHO got signal N". */
+int engine_run_wait(struct engine *e, const char *code, size_t len, const char *who,
+		    json_t **result, struct appl_err *err);
+
+/* Runs listed (waiting, running, or ended and not yet answered). */
+unsigned engine_runs(const struct engine *e);
+
+/* Stop every run now: their sandboxes go down together, and no run is
+ * answered any more (the clients are going). */
+void engine_runs_stop(struct engine *e);
+
+/* Everything down (above), every child reaped. reason goes into the audit
+ * log's stop line (NULL: the stop's why, or "start failed"). Safe on
+ * NULL. */
+void engine_close(struct engine *e);
+
+/* ---- one-off uses ------------------------------------------------------------ */
+
+/* `appliance init`: start each server of p (borrowed) once, confined as
+ * run confines them (hide: as engine_config's), each on its own, and tell
+ * what came of each, in p's order: found(data, name, u, NULL) with u
+ * (borrowed for the call) when it listed its tools, else found(data, name,
+ * NULL, why). 0 once each was told, or negative with err when none could
+ * be tried. */
+struct upstream;
+typedef void (*engine_found_fn)(void *data, const char *name, const struct upstream *u,
+				const char *why);
+int engine_servers_try(const struct policy *p, const char *const *hide, engine_found_fn found,
+		       void *data, struct appl_err *err);
+
+/* `appliance check`: judge the policy's audit log (state_dir holds its
+ * head and keys) as engine_start judges it, writing nothing. 0 without an
+ * audit log. */
+int engine_audit_check(const struct policy *p, const char *state_dir, struct appl_err *err);
+
+#endif

@@ -1,0 +1,549 @@
+/* run.c: one run from admission to answer, and the set of them (see
+ * run.h). */
+#include "run/run.h"
+
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "audit/audit.h"
+#include "log/log.h"
+#include "run/admit.h"
+
+enum run_state {
+	RUN_WAITING, /* in line for a slot, its admission timer set */
+	RUN_RUNNING, /* its cell has its code */
+	RUN_ENDED,   /* to be answered and freed at the end of the round */
+};
+
+struct run {
+	struct run *next, *prev;
+	struct run_set *set;
+	enum run_state state;
+	struct run_client client;
+	bool live;  /* the client waits for the answer (not cancelled) */
+	char *name; /* client.name's copy */
+	struct bridge_catalog *cat;
+	struct run_ticket *ticket; /* its place in line, then its slot */
+	struct loop_timer *admit;  /* while waiting: fires at the deadline */
+	struct cell *cell;	   /* NULL while waiting */
+	struct bridge_run *br;
+	uint64_t arrival;
+	char *code;
+	size_t code_len;
+	const char *fail; /* why it never ran (static), or NULL */
+	char *stopped;	  /* run_interrupt's why */
+	char id[RUN_ID_LEN + 1];
+};
+
+struct run_set {
+	struct run_set_config cfg;
+	struct cell_limits cell; /* cfg.cell's copy */
+	struct run_queue *queue;
+	struct run *runs; /* newest first */
+	struct audit *audit;
+	struct loop_task reap;
+};
+
+/* ---- the audit log's lines of a run ------------------------------------------ */
+
+static void id_new(char out[RUN_ID_LEN + 1])
+{
+	unsigned char b[RUN_ID_BYTES];
+
+	randombytes_buf(b, sizeof(b));
+	sodium_bin2hex(out, RUN_ID_LEN + 1, b, sizeof(b));
+}
+
+/* The first line, with a keyed digest of the code, never the code. */
+static void audit_start(struct run *r)
+{
+	char digest[AUDIT_HASH_HEX];
+	json_t *body;
+
+	audit_digest_of(r->set->audit, r->code, r->code_len, digest);
+	body = json_pack("{ss ss ss? ss? ss sI}", "run", r->id, "client", r->name, "role",
+			 r->client.role, "revision", r->client.revision, "code", digest,
+			 "code_bytes", (json_int_t)r->code_len);
+	audit_event(r->set->audit, "run.start", body);
+	json_decref(body);
+}
+
+/* The last line: run.end for a run that ran, run.refused for one that never
+ * got a cell. On disk before the answer leaves: 0, or the log's failure. */
+static int audit_end(struct run *r, const struct cell_outcome *o)
+{
+	struct audit *a = r->set->audit;
+	const char *reason;
+	json_t *body;
+	int rc;
+
+	if (!a)
+		return 0;
+	if (!o) {
+		body = json_pack("{ss ss ss}", "run", r->id, "client", r->name, "reason",
+				 r->fail ? r->fail : "it could not start");
+		audit_event(a, "run.refused", body);
+		json_decref(body);
+		return audit_flush(a, false);
+	}
+	reason = cell_reason_name(o->reason);
+	body = json_pack("{ss ss sI sI sI sb}", "run", r->id, "reason",
+			 reason	    ? reason
+			 : o->error ? "error"
+				    : "done",
+			 "ms", (json_int_t)(loop_now_ms() - r->arrival), "calls",
+			 (json_int_t)o->calls, "out_bytes", (json_int_t)o->out_len, "answered",
+			 r->live);
+	if (!r->live) {
+		audit_event(a, "run.end", body);
+		json_decref(body);
+		return 0;
+	}
+	rc = audit_event_sync(a, "run.end", body);
+	if (rc < 0) {
+		/* Queued for when the log can be written again: not answered. */
+		log_line(LOG_ERR, r->id, "the run's end could not be logged: %s", audit_why(a));
+		json_object_set_new(body, "answered", json_false());
+		json_object_set_new(body, "withheld", json_true());
+		audit_event(a, "run.end", body);
+	}
+	json_decref(body);
+	return rc;
+}
+
+/* A run the appliance's stop ended before it was answered. */
+static void audit_shutdown(struct run *r)
+{
+	json_t *body;
+
+	if (!r->set->audit)
+		return;
+	body = json_pack("{ss ss sI sI sI sb}", "run", r->id, "reason", "shutdown", "ms",
+			 (json_int_t)(loop_now_ms() - r->arrival), "calls",
+			 (json_int_t)run_calls(r), "out_bytes", (json_int_t)0, "answered", 0);
+	audit_event(r->set->audit, "run.end", body);
+	json_decref(body);
+}
+
+void run_set_refuse(struct run_set *s, const struct run_client *client, const char *why)
+{
+	char id[RUN_ID_LEN + 1];
+	json_t *body;
+
+	if (s->audit) {
+		id_new(id);
+		body = json_pack("{ss ss ss}", "run", id, "client", client->name, "reason", why);
+		audit_event(s->audit, "run.refused", body);
+		json_decref(body);
+	}
+	client->answer(client->c, NULL, true, why);
+}
+
+/* ---- the answer ---------------------------------------------------------------- */
+
+static void end_log(const struct run *r, const struct cell_outcome *o)
+{
+	const char *reason = cell_reason_name(o->reason);
+	char text[512];
+
+	/* Why a run was stopped is the host's own text (a violation quotes at
+	 * most 32 printable bytes of the runner's), escaped all the same; the
+	 * code's own traceback is not logged. */
+	text[0] = '\0';
+	if (reason && o->error)
+		log_escape(o->error, strlen(o->error), text, sizeof(text), NULL);
+	log_line(LOG_INFO, r->id, "ended: %s%s%s, %lu calls, %llu ms%s", reason ? reason : "done",
+		 text[0] ? ": " : "", text, o->calls,
+		 (unsigned long long)(loop_now_ms() - r->arrival), r->live ? "" : " (cancelled)");
+}
+
+static void say(struct run *r, const json_t *result, bool is_error, const char *text)
+{
+	r->live = false;
+	r->client.answer(r->client.c, result, is_error, text);
+}
+
+/* The outcome as the client sees it: a run stopped by run_interrupt says
+ * so rather than "cancelled". */
+static void outcome_of(const struct run *r, struct cell_outcome *o)
+{
+	*o = *cell_outcome(r->cell);
+	if (r->stopped && o->reason == CELL_CANCELLED) {
+		o->reason = CELL_SIGNAL;
+		o->error = r->stopped;
+	}
+}
+
+static void answer_outcome(struct run *r, const struct cell_outcome *o)
+{
+	json_t *obj = cell_outcome_json(o);
+
+	if (!obj)
+		say(r, NULL, true, "out of memory");
+	else
+		say(r, obj, cell_outcome_is_error(o), NULL);
+	json_decref(obj);
+}
+
+/* Logged, recorded, answered: once, at the end of the round it ended in. */
+static void answer(struct run *r)
+{
+	struct cell_outcome o;
+	bool ran = r->cell && cell_outcome(r->cell);
+	char msg[640];
+
+	if (ran) {
+		outcome_of(r, &o);
+		end_log(r, &o);
+	} else {
+		log_line(LOG_INFO, r->id, "ended without a run: %s",
+			 r->fail ? r->fail : "it could not start");
+	}
+	if (audit_end(r, ran ? &o : NULL) < 0 && r->live && ran) {
+		/* Fail closed: what the log does not hold, the client does not get. */
+		snprintf(msg, sizeof(msg),
+			 "the run's answer is withheld: the audit log cannot be written (%s)",
+			 audit_why(r->set->audit));
+		say(r, NULL, true, msg);
+	}
+	if (!r->live)
+		return;
+	if (ran)
+		answer_outcome(r, &o);
+	else
+		say(r, NULL, true,
+		    r->cell   ? "the run ended without a result"
+		    : r->fail ? r->fail
+			      : "the run could not start");
+}
+
+/* ---- states ---------------------------------------------------------------------- */
+
+/* r's place in line, or its slot, is free. */
+static void release(struct run *r)
+{
+	run_queue_leave(r->set->queue, r->ticket);
+	r->ticket = NULL;
+}
+
+/* r ended (or never started): answered and freed at the end of the round,
+ * outside every handler of its cell. A run that never got a cell leaves
+ * the line now, so it is never handed a slot; a cell's slot frees with
+ * the cell. */
+static void ended(struct run *r)
+{
+	if (r->state == RUN_ENDED)
+		return;
+	r->state = RUN_ENDED;
+	loop_timer_set(r->admit, 0);
+	if (!r->cell)
+		release(r);
+	loop_defer(r->set->cfg.loop, &r->set->reap);
+}
+
+static void run_unlink(struct run *r)
+{
+	struct run_set *s = r->set;
+
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		s->runs = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+}
+
+static void run_free(struct run *r)
+{
+	run_unlink(r);
+	/* In-flight calls are cancelled upstream before the cell goes. */
+	bridge_run_free(r->br);
+	loop_timer_free(r->admit);
+	cell_free(r->cell);
+	release(r);
+	bridge_catalog_unref(r->cat);
+	free(r->code);
+	free(r->name);
+	free(r->stopped);
+	free(r);
+}
+
+static void on_cell_done(struct cell *c, void *data)
+{
+	(void)c;
+	ended(data);
+}
+
+static void on_cell_progress(struct cell *c, void *data)
+{
+	struct run *r = data;
+	(void)c;
+
+	if (r->live && r->client.progress)
+		r->client.progress(r->client.c);
+}
+
+/* Waiting runs start while there are free slots, the clients with runs
+ * waiting taking turns (admit.h). */
+static void advance(struct run_set *s)
+{
+	struct run_ticket *t;
+
+	while ((t = run_queue_next(s->queue))) {
+		struct run *r = run_ticket_data(t);
+		struct appl_err err = {0};
+
+		if (s->cfg.start(r, s->cfg.data, &err) < 0) {
+			log_line(LOG_ERR, r->id, "starting a sandbox failed: %s", err.msg);
+			r->fail = "the run could not start: the sandbox failed to boot";
+			ended(r);
+		}
+	}
+}
+
+/* Answer and free every run that ended this round, then start the next. */
+static void reap(void *data)
+{
+	struct run_set *s = data;
+	unsigned n = 0;
+
+	for (struct run *r = s->runs, *next; r; r = next) {
+		next = r->next;
+		if (r->state != RUN_ENDED)
+			continue;
+		answer(r);
+		run_free(r);
+		n++;
+	}
+	advance(s);
+	if (s->cfg.reaped)
+		s->cfg.reaped(s->cfg.data, n);
+}
+
+/* A run that waited for a slot until its deadline never starts. */
+static void on_admit_timeout(void *data)
+{
+	struct run *r = data;
+
+	if (r->state != RUN_WAITING)
+		return;
+	r->fail = "the run waited for a free slot until its deadline passed";
+	ended(r);
+}
+
+int run_begin(struct run *r, struct cell *cell, struct bridge_run *br, struct appl_err *err)
+{
+	struct cell_hooks hooks = {
+		.on_done = on_cell_done, .on_progress = on_cell_progress, .data = r};
+	const json_t *tools = r->cat ? bridge_catalog_runner_tools(r->cat) : NULL;
+
+	r->cell = cell;
+	r->br = br;
+	if (cell_run(cell, r->code, r->code_len, tools, &r->set->cell, &hooks, r->arrival, err) <
+	    0) {
+		bridge_run_free(br);
+		cell_free(cell);
+		r->br = NULL;
+		r->cell = NULL;
+		return err->code;
+	}
+	r->state = RUN_RUNNING;
+	loop_timer_set(r->admit, 0);
+	log_line(LOG_INFO, r->id, "sandbox %s", cell_sandbox_id(cell));
+	return 0;
+}
+
+void run_cancel(struct run *r)
+{
+	r->live = false; /* no answer goes out for a cancelled request */
+	if (r->state == RUN_RUNNING)
+		cell_cancel(r->cell);
+	else if (r->state == RUN_WAITING)
+		r->fail = "cancelled while it waited for a free slot";
+	ended(r);
+}
+
+void run_interrupt(struct run *r, const char *why)
+{
+	if (r->state == RUN_ENDED)
+		return;
+	free(r->stopped);
+	r->stopped = strdup(why);
+	if (r->state == RUN_RUNNING) {
+		cell_cancel(r->cell);
+		ended(r);
+		return;
+	}
+	r->fail = "the appliance stopped before the run could start";
+	ended(r);
+}
+
+/* ---- approvals: the bridge asks the person at the client through the run ---------- */
+
+static void *ask(void *a, const char *text, const unsigned char bind[32], bridge_answer_fn fn,
+		 void *token, char *why, size_t cap)
+{
+	struct run *r = a;
+	struct run_question q = {.text = text,
+				 .bind = bind,
+				 .label = r->id,
+				 .timeout_ms = r->set->cfg.approval_timeout_ms,
+				 .fn = fn,
+				 .token = token};
+
+	if (!r->live) {
+		snprintf(why, cap, "the client has gone");
+		return NULL;
+	}
+	return r->client.ask(r->client.c, &q, why, cap);
+}
+
+static void withdraw(void *a, void *handle)
+{
+	struct run *r = a;
+
+	r->client.withdraw(r->client.c, handle);
+}
+
+struct bridge_asker run_asker(struct run *r)
+{
+	if (!r->client.ask)
+		return (struct bridge_asker){0};
+	return (struct bridge_asker){ask, withdraw, r};
+}
+
+/* ---- a new run ------------------------------------------------------------------------ */
+
+struct run *run_new(struct run_set *s, const char *code, size_t len,
+		    const struct run_client *client, struct bridge_catalog *cat,
+		    struct appl_err *err)
+{
+	struct run *r = calloc(1, sizeof(*r));
+
+	if (!r || !(r->code = malloc(len + 1)) || !(r->name = strdup(client->name)) ||
+	    !(r->admit = loop_timer_new(s->cfg.loop, on_admit_timeout, r, err)) ||
+	    !(r->ticket = run_queue_join(s->queue, client->name, r))) {
+		if (r) {
+			loop_timer_free(r->admit);
+			free(r->name);
+			free(r->code);
+		}
+		free(r);
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	r->set = s;
+	r->client = *client;
+	r->client.name = r->name;
+	r->live = true;
+	r->cat = cat ? bridge_catalog_ref(cat) : NULL;
+	memcpy(r->code, code, len);
+	r->code[len] = '\0';
+	r->code_len = len;
+	r->arrival = loop_now_ms();
+	id_new(r->id);
+	log_line(LOG_INFO, r->id, "run_python: %zu bytes of code (%s, %s)", len, r->name,
+		 client->revision ? client->revision : "in process");
+	if (s->audit)
+		audit_start(r);
+	loop_timer_set(r->admit, s->cell.deadline_ms);
+	r->next = s->runs;
+	if (s->runs)
+		s->runs->prev = r;
+	s->runs = r;
+	advance(s);
+	return r;
+}
+
+/* ---- reading a run ------------------------------------------------------------------- */
+
+const char *run_id(const struct run *r)
+{
+	return r->id;
+}
+
+const struct run_client *run_client(const struct run *r)
+{
+	return &r->client;
+}
+
+struct bridge_catalog *run_catalog(const struct run *r)
+{
+	return r->cat;
+}
+
+bool run_waiting(const struct run *r)
+{
+	return !r->cell;
+}
+
+unsigned long run_calls(const struct run *r)
+{
+	return r->cell ? cell_calls(r->cell) : 0;
+}
+
+const char *run_output(const struct run *r, size_t *len)
+{
+	*len = 0;
+	return r->cell ? cell_output(r->cell, len) : NULL;
+}
+
+/* ---- the set ---------------------------------------------------------------------------- */
+
+struct run_set *run_set_new(const struct run_set_config *cfg, struct appl_err *err)
+{
+	struct run_set *s = calloc(1, sizeof(*s));
+
+	if (!s || !(s->queue = run_queue_new(cfg->cells, cfg->per_client))) {
+		free(s);
+		appl_err_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	s->cfg = *cfg;
+	s->cell = *cfg->cell;
+	loop_task_init(&s->reap, reap, s);
+	return s;
+}
+
+void run_set_audit(struct run_set *s, struct audit *a)
+{
+	s->audit = a;
+}
+
+unsigned run_set_waiting(const struct run_set *s, const char *client)
+{
+	return run_queue_waiting(s->queue, client);
+}
+
+unsigned run_set_count(const struct run_set *s)
+{
+	unsigned n = 0;
+
+	for (const struct run *r = s->runs; r; r = r->next)
+		n++;
+	return n;
+}
+
+void run_set_stop(struct run_set *s)
+{
+	for (struct run *r = s ? s->runs : NULL; r; r = r->next)
+		if (r->state == RUN_RUNNING)
+			cell_cancel(r->cell);
+}
+
+void run_set_free(struct run_set *s)
+{
+	if (!s)
+		return;
+	while (s->runs) {
+		s->runs->live = false;
+		audit_shutdown(s->runs);
+		run_free(s->runs);
+	}
+	loop_task_cancel(s->cfg.loop, &s->reap);
+	run_queue_free(s->queue);
+	free(s);
+}

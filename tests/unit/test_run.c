@@ -1,0 +1,511 @@
+/* test_run.c: one run from admission to answer (pkg/run/run.h): the
+ * admission timeout, cancelling in each state, the one call counter,
+ * progress and questions reaching the client, a stop that still answers.
+ *
+ * The cell is a fake defined here (the linker then leaves pkg/cell/cell.c
+ * out): the run only hands it its code and hears back from it, and the
+ * test plays the sandbox's part. Waits are for events on a real loop
+ * (timers, deferred tasks), never for a time.
+ */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+#include <sodium.h>
+
+#include "bridge/bridge.h"
+#include "cell/cell.h"
+#include "loop/loop.h"
+#include "run/run.h"
+
+/* ---- the fake cell ---------------------------------------------------------- */
+
+struct cell {
+	struct cell_hooks hooks;
+	struct cell_outcome outcome;
+	bool given, ended, cancelled, freed;
+	unsigned long calls; /* the one counter */
+	char out[64];
+	size_t out_len;
+};
+
+int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
+	     const struct cell_limits *lim, const struct cell_hooks *hooks, uint64_t arrival_ms,
+	     struct appl_err *err)
+{
+	(void)code;
+	(void)len;
+	(void)tools;
+	(void)lim;
+	(void)arrival_ms;
+	(void)err;
+	c->given = true;
+	c->hooks = *hooks;
+	return 0;
+}
+
+static void cell_end(struct cell *c, enum cell_reason reason)
+{
+	c->ended = true;
+	c->outcome = (struct cell_outcome){
+		.out = c->out, .out_len = c->out_len, .reason = reason, .calls = c->calls};
+	c->hooks.on_done(c, c->hooks.data);
+}
+
+void cell_cancel(struct cell *c)
+{
+	c->cancelled = true;
+	if (!c->ended)
+		cell_end(c, CELL_CANCELLED);
+}
+
+void cell_free(struct cell *c)
+{
+	if (c)
+		c->freed = true;
+}
+
+const struct cell_outcome *cell_outcome(const struct cell *c)
+{
+	return c->ended ? &c->outcome : NULL;
+}
+
+const char *cell_sandbox_id(const struct cell *c)
+{
+	(void)c;
+	return "fake";
+}
+
+unsigned long cell_calls(const struct cell *c)
+{
+	return c->calls;
+}
+
+const char *cell_output(const struct cell *c, size_t *len)
+{
+	*len = c->out_len;
+	return c->out;
+}
+
+/* What pkg/bridge's run.c links against; no bridge run is made here. */
+void cell_set_caller(struct cell *c, cell_call_fn fn, void *data)
+{
+	(void)c;
+	(void)fn;
+	(void)data;
+}
+
+void cell_call_answer(struct cell *c, json_int_t id, const json_t *value)
+{
+	(void)c;
+	(void)id;
+	(void)value;
+}
+
+void cell_call_refuse(struct cell *c, json_int_t id, enum cell_error_kind kind, const char *msg)
+{
+	(void)c;
+	(void)id;
+	(void)kind;
+	(void)msg;
+}
+
+/* ---- the client and the owner ------------------------------------------------ */
+
+#define CELLS_MAX 8
+
+struct fx {
+	struct loop *loop;
+	struct run_set *set;
+	struct cell_limits lim;
+	struct cell cells[CELLS_MAX];
+	size_t ncells;
+	bool fail_start;
+	unsigned reaped;
+	/* the client */
+	unsigned answers, progress;
+	bool is_error;
+	json_t *result;
+	char text[256];
+	struct run_question asked;
+	bool withdrawn;
+};
+
+static void c_progress(void *c)
+{
+	((struct fx *)c)->progress++;
+}
+
+static void *c_ask(void *c, const struct run_question *q, char *why, size_t cap)
+{
+	struct fx *fx = c;
+	(void)why;
+	(void)cap;
+
+	fx->asked = *q;
+	return fx;
+}
+
+static void c_withdraw(void *c, void *handle)
+{
+	assert_ptr_equal(c, handle);
+	((struct fx *)c)->withdrawn = true;
+}
+
+static void c_answer(void *c, const json_t *result, bool is_error, const char *text)
+{
+	struct fx *fx = c;
+
+	fx->answers++;
+	fx->is_error = is_error;
+	json_decref(fx->result);
+	fx->result = result ? json_deep_copy(result) : NULL;
+	snprintf(fx->text, sizeof(fx->text), "%s", text ? text : "");
+}
+
+static int start(struct run *r, void *data, struct appl_err *err)
+{
+	struct fx *fx = data;
+
+	if (fx->fail_start)
+		return appl_err_set(err, -EIO, "no sandbox today");
+	assert_true(fx->ncells < CELLS_MAX);
+	return run_begin(r, &fx->cells[fx->ncells++], NULL, err);
+}
+
+static void reaped(void *data, unsigned n)
+{
+	((struct fx *)data)->reaped += n;
+}
+
+static struct fx *fx_new(unsigned cells, uint64_t deadline_ms)
+{
+	struct fx *fx = calloc(1, sizeof(*fx));
+	struct appl_err err = {0};
+	struct run_set_config cfg = {.cell = &fx->lim,
+				     .cells = cells,
+				     .approval_timeout_ms = 7000,
+				     .start = start,
+				     .reaped = reaped,
+				     .data = fx};
+
+	fx->lim.deadline_ms = deadline_ms;
+	fx->loop = loop_new(&err);
+	assert_non_null(fx->loop);
+	cfg.loop = fx->loop;
+	fx->set = run_set_new(&cfg, &err);
+	assert_non_null(fx->set);
+	return fx;
+}
+
+static void fx_free(struct fx *fx)
+{
+	run_set_free(fx->set);
+	loop_free(fx->loop);
+	json_decref(fx->result);
+	free(fx);
+}
+
+static struct run *run_of(struct fx *fx, const char *code)
+{
+	struct run_client c = {.name = "client-a",
+			       .role = "reader",
+			       .revision = "2025-11-25",
+			       .progress = c_progress,
+			       .ask = c_ask,
+			       .withdraw = c_withdraw,
+			       .answer = c_answer,
+			       .c = fx};
+	struct appl_err err = {0};
+	struct run *r = run_new(fx->set, code, strlen(code), &c, NULL, &err);
+
+	assert_non_null(r);
+	return r;
+}
+
+/* Loop rounds until n answers have come (each round ends with its
+ * deferred tasks: the reap). A run that never answers fails the test at
+ * the bound, which counts rounds, not time. */
+static void until_answers(struct fx *fx, unsigned n)
+{
+	for (int i = 0; i < 10000 && fx->answers < n; i++)
+		assert_true(loop_run_once(fx->loop, 1000) >= 0);
+	assert_int_equal(fx->answers, n);
+}
+
+/* One round with nothing pending: what ended is answered and freed. */
+static void one_round(struct fx *fx)
+{
+	assert_true(loop_run_once(fx->loop, 0) >= 0);
+}
+
+/* ---- tests ------------------------------------------------------------------- */
+
+static void test_a_run_that_ends_is_answered_with_its_result(void **state)
+{
+	struct fx *fx = fx_new(2, 60000);
+	struct run *r = run_of(fx, "print(1)");
+	(void)state;
+
+	assert_false(run_waiting(r));
+	assert_true(fx->cells[0].given);
+	memcpy(fx->cells[0].out, "1\n", 2);
+	fx->cells[0].out_len = 2;
+	cell_end(&fx->cells[0], CELL_RAN);
+	assert_int_equal(fx->answers, 0); /* never from inside the cell's hook */
+	one_round(fx);
+	assert_int_equal(fx->answers, 1);
+	assert_false(fx->is_error);
+	assert_non_null(fx->result);
+	assert_string_equal(json_string_value(json_object_get(fx->result, "stdout")), "1\n");
+	assert_true(fx->cells[0].freed);
+	assert_int_equal(fx->reaped, 1);
+	assert_int_equal(run_set_count(fx->set), 0);
+	fx_free(fx);
+}
+
+/* A run that finds no slot waits with its deadline running; past it, it
+ * ends without a cell, and its place in line is given up. */
+static void test_a_waiting_run_ends_at_its_deadline(void **state)
+{
+	struct fx *fx = fx_new(1, 30);
+	struct run *first = run_of(fx, "first");
+	struct run *second;
+	(void)state;
+
+	second = run_of(fx, "second");
+	assert_false(run_waiting(first));
+	assert_true(run_waiting(second));
+	assert_int_equal(run_set_waiting(fx->set, "client-a"), 1);
+	until_answers(fx, 1);
+	assert_true(fx->is_error);
+	assert_null(fx->result);
+	assert_string_equal(fx->text, "the run waited for a free slot until its deadline passed");
+	assert_int_equal(run_set_waiting(fx->set, NULL), 0);
+	assert_int_equal(fx->ncells, 1); /* it was never given a cell */
+	fx_free(fx);
+}
+
+/* A slot that frees goes to the run waiting: the second starts when the
+ * first has been answered. */
+static void test_a_freed_slot_starts_the_next_run(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *second;
+	(void)state;
+
+	run_of(fx, "first");
+	second = run_of(fx, "second");
+	assert_true(run_waiting(second));
+	cell_end(&fx->cells[0], CELL_RAN);
+	one_round(fx);
+	assert_int_equal(fx->answers, 1);
+	assert_false(run_waiting(second));
+	assert_true(fx->cells[1].given);
+	fx_free(fx);
+}
+
+static void test_cancel_while_waiting(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *second;
+	(void)state;
+
+	run_of(fx, "first");
+	second = run_of(fx, "second");
+	run_cancel(second);
+	assert_int_equal(run_set_waiting(fx->set, NULL), 0);
+	one_round(fx);
+	assert_int_equal(fx->answers, 0); /* a cancelled request gets no answer */
+	assert_int_equal(run_set_count(fx->set), 1);
+	assert_int_equal(fx->ncells, 1);
+	fx_free(fx);
+}
+
+static void test_cancel_while_running(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r = run_of(fx, "running");
+	(void)state;
+
+	run_cancel(r);
+	assert_true(fx->cells[0].cancelled);
+	one_round(fx);
+	assert_int_equal(fx->answers, 0);
+	assert_true(fx->cells[0].freed);
+	assert_int_equal(run_set_count(fx->set), 0);
+	fx_free(fx);
+}
+
+/* Ended but not yet answered (the answer goes out at the round's end): a
+ * cancel then still means no answer. */
+static void test_cancel_after_it_ended(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r = run_of(fx, "ended");
+	(void)state;
+
+	cell_end(&fx->cells[0], CELL_RAN);
+	run_cancel(r);
+	assert_false(fx->cells[0].cancelled);
+	one_round(fx);
+	assert_int_equal(fx->answers, 0);
+	assert_int_equal(run_set_count(fx->set), 0);
+	fx_free(fx);
+}
+
+/* Every call line counts once, in the cell; the run's count, its
+ * progress and its result all read that one counter. */
+static void test_one_call_counter(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r = run_of(fx, "calls");
+	(void)state;
+
+	assert_int_equal(run_calls(r), 0);
+	fx->cells[0].calls = 3;
+	assert_int_equal(run_calls(r), 3);
+	cell_end(&fx->cells[0], CELL_RAN);
+	one_round(fx);
+	assert_int_equal(json_integer_value(json_object_get(fx->result, "calls")), 3);
+	fx_free(fx);
+}
+
+static void test_progress_reaches_the_client_until_it_cancels(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r = run_of(fx, "progress");
+	struct cell *c = &fx->cells[0];
+	size_t len;
+	(void)state;
+
+	memcpy(c->out, "abc", 3);
+	c->out_len = 3;
+	c->hooks.on_progress(c, c->hooks.data);
+	assert_int_equal(fx->progress, 1);
+	assert_memory_equal(run_output(r, &len), "abc", 3);
+	assert_int_equal(len, 3);
+	run_cancel(r);
+	c->hooks.on_progress(c, c->hooks.data);
+	assert_int_equal(fx->progress, 1);
+	one_round(fx);
+	fx_free(fx);
+}
+
+/* The bridge's questions reach the client through the run, labelled with
+ * its id and the approval timeout; once cancelled, nobody is asked. */
+static void test_questions_reach_the_client_through_the_run(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r = run_of(fx, "asks");
+	struct bridge_asker k = run_asker(r);
+	unsigned char bind[32] = {1};
+	char why[64] = "";
+	void *h;
+	(void)state;
+
+	assert_non_null(k.ask);
+	h = k.ask(k.a, "may it write?", bind, NULL, NULL, why, sizeof(why));
+	assert_ptr_equal(h, fx);
+	assert_string_equal(fx->asked.text, "may it write?");
+	assert_string_equal(fx->asked.label, run_id(r));
+	assert_int_equal(strlen(run_id(r)), RUN_ID_LEN);
+	assert_int_equal(fx->asked.timeout_ms, 7000);
+	k.cancel(k.a, h);
+	assert_true(fx->withdrawn);
+	run_cancel(r);
+	assert_null(k.ask(k.a, "again?", bind, NULL, NULL, why, sizeof(why)));
+	assert_string_equal(why, "the client has gone");
+	one_round(fx);
+	fx_free(fx);
+}
+
+/* The appliance's own stop still answers, saying why. */
+static void test_interrupt_answers_with_the_reason(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r = run_of(fx, "stop");
+	(void)state;
+
+	run_interrupt(r, "the run was stopped: test got signal 15");
+	one_round(fx);
+	assert_int_equal(fx->answers, 1);
+	assert_true(fx->is_error);
+	assert_string_equal(json_string_value(json_object_get(fx->result, "reason")), "signal");
+	assert_string_equal(json_string_value(json_object_get(fx->result, "error")),
+			    "the run was stopped: test got signal 15");
+	fx_free(fx);
+}
+
+static void test_a_start_that_fails_answers_why(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	(void)state;
+
+	fx->fail_start = true;
+	run_of(fx, "no sandbox");
+	one_round(fx);
+	assert_int_equal(fx->answers, 1);
+	assert_true(fx->is_error);
+	assert_string_equal(fx->text, "the run could not start: the sandbox failed to boot");
+	fx_free(fx);
+}
+
+static void test_a_refused_request_is_answered(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run_client c = {.name = "client-a", .answer = c_answer, .c = fx};
+	(void)state;
+
+	run_set_refuse(fx->set, &c, "too many runs are waiting");
+	assert_int_equal(fx->answers, 1);
+	assert_string_equal(fx->text, "too many runs are waiting");
+	fx_free(fx);
+}
+
+/* The appliance stops: every cell is stopped, and the runs still listed
+ * are freed without an answer. */
+static void test_stop_frees_without_answers(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	(void)state;
+
+	run_of(fx, "one");
+	run_of(fx, "two");
+	run_set_stop(fx->set);
+	assert_true(fx->cells[0].cancelled);
+	run_set_free(fx->set);
+	fx->set = NULL;
+	assert_int_equal(fx->answers, 0);
+	assert_true(fx->cells[0].freed);
+	fx_free(fx);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_a_run_that_ends_is_answered_with_its_result),
+		cmocka_unit_test(test_a_waiting_run_ends_at_its_deadline),
+		cmocka_unit_test(test_a_freed_slot_starts_the_next_run),
+		cmocka_unit_test(test_cancel_while_waiting),
+		cmocka_unit_test(test_cancel_while_running),
+		cmocka_unit_test(test_cancel_after_it_ended),
+		cmocka_unit_test(test_one_call_counter),
+		cmocka_unit_test(test_progress_reaches_the_client_until_it_cancels),
+		cmocka_unit_test(test_questions_reach_the_client_through_the_run),
+		cmocka_unit_test(test_interrupt_answers_with_the_reason),
+		cmocka_unit_test(test_a_start_that_fails_answers_why),
+		cmocka_unit_test(test_a_refused_request_is_answered),
+		cmocka_unit_test(test_stop_frees_without_answers),
+	};
+
+	/* main's duty in the appliance (run ids are random). */
+	if (sodium_init() < 0)
+		return 1;
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
