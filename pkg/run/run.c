@@ -398,6 +398,8 @@ static void *ask(void *a, const char *text, const unsigned char bind[32], bridge
 		snprintf(why, cap, "the client has gone");
 		return NULL;
 	}
+	/* The handle is the client's; q is copied there, not kept. */
+	// cppcheck-suppress returnDanglingLifetime
 	return r->client.ask(r->client.c, &q, why, cap);
 }
 
