@@ -43,7 +43,7 @@
 #include "json/json.h"
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream_set.h"
+#include "upstream/set.h"
 #include "policy/load.h"
 #include "policy/policy.h"
 #include "proc/proc.h"

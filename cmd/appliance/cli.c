@@ -14,7 +14,7 @@
 
 #include "base/fs.h"
 #include "image/image.h"
-#include "mcp/upstream.h"
+#include "upstream/upstream.h"
 #include "policy/trust.h"
 
 static const struct option *option_find(const char *arg, const struct option *opts)

@@ -23,7 +23,7 @@
 #include "gateway/gateway.h"
 #include "image/image.h"
 #include "log/log.h"
-#include "mcp/upstream.h"
+#include "upstream/upstream.h"
 #include "policy/draft.h"
 #include "policy/state.h"
 #include "proc/confine.h"

@@ -13,7 +13,7 @@
 
 #include "gateway/gateway.h"
 #include "mcp/stdio.h"
-#include "mcp/upstream.h"
+#include "upstream/upstream.h"
 #include "policy/trust.h"
 
 struct run_args {

@@ -15,8 +15,8 @@
 #include "base/limits.h"
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream.h"
-#include "mcp/upstream_set.h"
+#include "upstream/upstream.h"
+#include "upstream/set.h"
 #include "proc/confine.h"
 #include "proc/seccomp.h"
 

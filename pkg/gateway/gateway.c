@@ -26,7 +26,7 @@
 #include "mcp/session.h"
 #include "mcp/http.h"
 #include "mcp/stdio.h"
-#include "mcp/upstream_set.h"
+#include "upstream/set.h"
 #include "pool/pool.h"
 #include "base/fs.h"
 #include "proc/proc.h"

@@ -20,7 +20,7 @@
 #include "bridge/internal.h"
 #include "cell/cell.h"
 #include "loop/loop.h"
-#include "mcp/upstream_set.h"
+#include "upstream/set.h"
 #include "policy/policy.h"
 
 /* Server a: its read tools, plus a.put as a write. Server b: everything.

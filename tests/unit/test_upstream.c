@@ -28,8 +28,8 @@
 
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream.h"
-#include "mcp/upstream_set.h"
+#include "upstream/upstream.h"
+#include "upstream/set.h"
 
 static char self_exe[PATH_MAX];
 static char toy_path[PATH_MAX];

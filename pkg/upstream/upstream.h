@@ -28,8 +28,8 @@
  * the accessors; they must not call upstream_free or run the loop
  * (upstream_wait_ready).
  */
-#ifndef APPL_MCP_UPSTREAM_H
-#define APPL_MCP_UPSTREAM_H
+#ifndef APPL_UPSTREAM_UPSTREAM_H
+#define APPL_UPSTREAM_UPSTREAM_H
 
 #include <jansson.h>
 #include <stdbool.h>

@@ -1,8 +1,8 @@
-/* upstream_stdio.c: the stdio transport of the upstream client (see
- * upstream.h, upstream_int.h): a child process, one JSON-RPC message per
+/* stdio.c: the stdio transport of the upstream client (see
+ * upstream.h, core.h): a child process, one JSON-RPC message per
  * line on its stdin and stdout, its stderr relayed to the log. */
 #define _GNU_SOURCE
-#include "mcp/upstream_int.h"
+#include "upstream/core.h"
 
 #include <errno.h>
 #include <fcntl.h>

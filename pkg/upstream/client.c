@@ -1,9 +1,9 @@
-/* upstream.c: the MCP client for one upstream server, over its transport
- * (see upstream.h, upstream_int.h, docs/upstream.md): ids, the handshake
+/* client.c: the MCP client for one upstream server, over its transport
+ * (see upstream.h, core.h, docs/upstream.md): ids, the handshake
  * (server/discover or initialize), tools/list, calls (and resource reads)
  * and their timeouts. */
 #define _GNU_SOURCE
-#include "mcp/upstream_int.h"
+#include "upstream/core.h"
 #include "base/utf8.h"
 
 #include <errno.h>

@@ -1,9 +1,9 @@
-/* upstream_http.c: the Streamable HTTP transport of the upstream client
- * (see upstream.h, upstream_int.h, docs/upstream.md): every request of ours
+/* http.c: the Streamable HTTP transport of the upstream client
+ * (see upstream.h, core.h, docs/upstream.md): every request of ours
  * is a POST whose response, JSON or an SSE stream, carries its answer;
  * libcurl runs on the loop (pkg/http/client.h). */
 #define _GNU_SOURCE
-#include "mcp/upstream_int.h"
+#include "upstream/core.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,18 +1,18 @@
-/* upstream_int.h: inside struct upstream (upstream.h). The MCP client
- * protocol (upstream.c: ids, the handshake, tools/list, calls, timeouts)
- * speaks to its server through a transport: upstream_stdio.c (a child on
- * pipes) or upstream_http.c (Streamable HTTP through libcurl). Only those
+/* core.h: inside struct upstream (upstream.h). The MCP client
+ * protocol (client.c: ids, the handshake, tools/list, calls, timeouts)
+ * speaks to its server through a transport: stdio.c (a child on
+ * pipes) or http.c (Streamable HTTP through libcurl). Only those
  * three files include this.
  *
  * A transport hands each message the server sent to up_message, says when
  * the run is over with up_lost, and may fail one request with
  * up_req_refused. It never frees a request: the core owns them.
  */
-#ifndef APPL_MCP_UPSTREAM_INT_H
-#define APPL_MCP_UPSTREAM_INT_H
+#ifndef APPL_UPSTREAM_CORE_H
+#define APPL_UPSTREAM_CORE_H
 
 #include "mcp/revision.h"
-#include "mcp/upstream.h"
+#include "upstream/upstream.h"
 
 #include "log/log.h"
 
