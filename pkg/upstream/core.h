@@ -1,37 +1,24 @@
-/* core.h: inside struct upstream (upstream.h). The MCP client
- * protocol (client.c: ids, the handshake, tools/list, calls, timeouts)
- * speaks to its server through a transport: stdio.c (a child on
- * pipes) or http.c (Streamable HTTP through libcurl). Only those
- * three files include this.
- *
- * A transport hands each message the server sent to up_message, says when
- * the run is over with up_lost, and may fail one request with
- * up_req_refused. It never frees a request: the core owns them.
+/* core.h: inside struct upstream (upstream.h), for the files of the MCP
+ * client's core: client.c (the interface), protocol.c (the handshake, the
+ * tool list, the server's messages, runs and timeouts), request.c (our
+ * requests: encoding, sending, their queue) and list.c (tools/list pages).
+ * The transports never include this: they know the core only through
+ * transport.h.
  */
 #ifndef APPL_UPSTREAM_CORE_H
 #define APPL_UPSTREAM_CORE_H
 
-#include "mcp/revision.h"
+#include "upstream/transport.h"
 #include "upstream/upstream.h"
-
-#include "log/log.h"
 
 /* Room in a call's answer besides the result itself: the envelope
  * (jsonrpc, id) and a server's stray whitespace. */
 #define UP_ENVELOPE_MAX (16u * 1024)
 
-enum req_kind {
-	REQ_CALL,     /* a caller's: tools/call, or resources/read (tool NULL) */
-	REQ_INIT,     /* initialize */
-	REQ_LIST,     /* one tools/list page */
-	REQ_DISCOVER, /* server/discover: the revision probe */
-	REQ_LISTEN,   /* subscriptions/listen: the stream of list changes */
-};
-
 /* One request of ours that awaits its answer (or, for a call, its turn). */
 struct req {
 	struct req *prev, *next;
-	enum req_kind kind;
+	enum up_req_kind kind;
 	const char *method; /* a static string: "tools/call", ... */
 	uint64_t id;
 	uint64_t deadline_ms; /* UINT64_MAX: none (a listen stream) */
@@ -47,51 +34,6 @@ struct req {
 	json_t *params; /* a call's params, kept to encode it again */
 	upstream_result_cb cb;
 	void *ctx;
-};
-
-struct up_transport {
-	const char *kind; /* "stdio", "http" */
-	/* A run begins (spawn, or nothing to do): 0, or -errno with err. The
-	 * core then probes (probe true) or sends initialize. */
-	int (*open)(struct upstream *u, struct appl_err *err);
-	/* Send one encoded message. r: the request it is, linked or about to
-	 * be (NULL for a notification or an answer to the server). call: a
-	 * caller's call, which may be told -ENOBUFS (no room now: it waits for
-	 * up_unsent_flush). Other errors: the message could not go. */
-	int (*send)(struct upstream *u, const struct req *r, const char *buf, size_t len,
-		    bool call);
-	/* r (sent, still linked) is given up (its timeout, or its caller):
-	 * tell the server as its transport says. */
-	void (*abandon)(struct upstream *u, const struct req *r, const char *reason);
-	/* The run is over: release what it holds. block: outside the loop's
-	 * hooks (upstream_free, a failed start). */
-	void (*close)(struct upstream *u, bool block);
-	/* Before close at a stop: take in what the server wrote meanwhile. */
-	void (*drain)(struct upstream *u);
-	/* The handshake is done and the tools are listed. */
-	void (*ready)(struct upstream *u);
-	/* The largest answer the server may send now changed. */
-	void (*cap_changed)(struct upstream *u, size_t cap);
-	pid_t (*pid)(const struct upstream *u);
-	/* Why tool t of a tools/list page may not be offered over this
-	 * transport, or NULL (may be NULL). */
-	const char *(*tool_check)(const struct upstream *u, const json_t *t);
-	void (*destroy)(struct upstream *u); /* after close(block) */
-	bool probe;			     /* try server/discover (2026-07-28) first */
-};
-
-extern const struct up_transport up_stdio_transport;
-
-/* Make the transport's state (u->t) for srv. */
-int up_stdio_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
-		 struct appl_err *err);
-int up_http_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
-		struct appl_err *err);
-
-enum run_state {
-	RUN_STOPPED,
-	RUN_STARTING,
-	RUN_READY,
 };
 
 /* A tools/list in progress; the list in use is replaced only when the last
@@ -111,19 +53,16 @@ struct listing {
 struct upstream {
 	struct loop *loop;
 	struct upstream_hooks hooks;
-	const struct up_transport *tp;
+	const struct upstream_transport *tp;
 	void *t; /* the transport's own */
 	char *name;
 	char *client_version;
 	uint64_t init_timeout_ms, backoff_min_ms, backoff_max_ms;
 
-	enum run_state run;
-	uint64_t epoch; /* bumped when a run starts or ends: loops over its input stop */
-	bool closing;
+	struct up_view v; /* the run, as its transport may read it */
 	struct loop_timer *timer;
 	uint64_t started_ms, retry_at_ms, backoff_ms, hs_deadline_ms;
 	size_t result_max;  /* a call's result; its answer may be this and the envelope */
-	bool modern;	    /* this run speaks 2026-07-28 (found by the probe) */
 	bool list_changed;  /* the server says its tool list may change */
 	bool resources;	    /* its last handshake declared capabilities.resources */
 	bool probe_retried; /* server/discover asked twice this start */
@@ -138,54 +77,78 @@ struct upstream {
 	struct listing list;
 	struct upstream_tool *tools;
 	size_t ntools;
-	char version[16];
 	char last_error[APPL_ERR_MSG_MAX];
 };
 
-/* ---- the core, for its transports ----------------------------------------- */
+#define ulog(u, lvl, fmt, ...) UP_LOG((u)->name, lvl, fmt, ##__VA_ARGS__)
 
-void ulog(const struct upstream *u, enum log_level lvl, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* ---- request.c: our requests ---------------------------------------------- */
 
-/* One message from the server (an answer, a request, a notification). */
-void up_message(struct upstream *u, const char *buf, size_t len);
-/* The run is over (why: for the log and on_down). */
-void up_lost(struct upstream *u, const char *why);
-/* Request id's answer was refused or cannot come (why, for the caller). */
-void up_req_refused(struct upstream *u, uint64_t id, const char *why);
-/* Call r's session ended before it was read (HTTP 404): r is sent again,
- * once, after a new initialize. */
-void up_session_over(struct upstream *u, struct req *r);
-/* Request id's answer passed its cap. */
-void up_req_too_large(struct upstream *u, uint64_t id);
-/* Over one stream that carries every answer (stdio): call r's answer passed
- * its cap, and the rest of it is still to come and be dropped. r keeps its
- * place, and so its caller's server slot, until up_dropped_end: the server
- * is sent no more calls than its slots while it still writes an answer
- * nobody will read, and its output is read at the pace it writes it. */
-void up_call_dropping(struct upstream *u, struct req *r);
+void upstream_req_free(struct req *r); /* safe on NULL */
+/* Into the queue's tail (r: new, now the queue's), and out of it (r: the
+ * caller's again). */
+void upstream_req_link(struct upstream *u, struct req *r);
+void upstream_req_unlink(struct upstream *u, struct req *r);
+struct req *upstream_req_find(const struct upstream *u, uint64_t id); /* borrowed, or NULL */
+/* The call sent first of those still waiting (borrowed), or NULL. */
+struct req *upstream_call_oldest(const struct upstream *u);
+/* r as its transport is told of it (out borrows from r). */
+void upstream_req_describe(const struct upstream *u, const struct req *r, struct up_req_info *out);
+/* The largest answer request r may get. */
+size_t upstream_answer_cap(const struct upstream *u, const struct req *r);
+/* Tell the transport the largest answer the server may send now. */
+void upstream_cap_update(struct upstream *u);
+/* Arm the timer for the earliest deadline (or none). */
+void upstream_timer_rearm(struct upstream *u);
+
+/* Encode request id (method, params: borrowed, may be NULL) for this run
+ * into *line (new) and *len: 0, or -ENOMEM, -EFBIG with err. */
+int upstream_request_encode(const struct upstream *u, uint64_t id, const char *method,
+			    const json_t *params, char **line, size_t *len, struct appl_err *err);
+/* Send one of our own lines (stolen: freed here; NULL: out of memory). */
+int upstream_control_send(struct upstream *u, char *line, size_t len);
+/* Send notifications/cancelled for request id (reason: for the server). */
+void upstream_cancelled_send(struct upstream *u, uint64_t id, const char *reason);
+/* A request of ours (params borrowed), sent now: the new request, linked
+ * (the queue's), or NULL when it could not go. */
+struct req *upstream_req_send(struct upstream *u, enum up_req_kind kind, const char *method,
+			      const json_t *params, uint64_t deadline_ms);
+/* Send the calls that wait, in order, as far as the transport takes them. */
+void upstream_unsent_flush(struct upstream *u);
+
+/* Take call r out, tell its caller, and free it. */
+void upstream_call_finish(struct upstream *u, struct req *r, int status, const json_t *result,
+			  const char *reason);
+/* Fail every call, one at a time from the head, so a callback that cancels
+ * another call or makes a new one sees a consistent list. */
+void upstream_calls_fail(struct upstream *u, int status, const char *reason);
+/* Drop our own requests (handshake, list pages, listen): nobody waits. */
+void upstream_reqs_drop(struct upstream *u);
 /* The answer being dropped has ended: every call marked dropping ends over
  * the cap. */
-void up_dropped_end(struct upstream *u);
+void upstream_dropped_end(struct upstream *u);
 
-struct req *up_req_find(const struct upstream *u, uint64_t id);
-/* The call sent first of those still waiting. */
-struct req *up_oldest_sent_call(const struct upstream *u);
-/* Take call r out and tell its caller. */
-void up_call_finish(struct upstream *u, struct req *r, int status, const json_t *result,
-		    const char *reason);
-/* Send notifications/cancelled for request id (reason: for the server). */
-void up_send_cancelled(struct upstream *u, uint64_t id, const char *reason);
-/* Send the calls that wait, in order, as far as the transport takes them. */
-void up_unsent_flush(struct upstream *u);
-/* The largest answer request r may get. */
-size_t up_answer_cap(const struct upstream *u, const struct req *r);
+/* ---- list.c: tools/list pages ----------------------------------------------- */
 
-/* What Mcp-Name carries for a caller's request r (2026-07-28): a call's
- * tool, a read's uri. Borrowed from r. */
-const char *up_req_name(const struct req *r);
+void upstream_tools_free(struct upstream_tool *t, size_t n);
+void upstream_listing_reset(struct listing *l);
+/* Take one tools/list page (result borrowed; len: the length of its
+ * message) into u->list: 0 and *next (the cursor of the next page,
+ * borrowed from the listing; NULL: that was the last), or -1 with *why
+ * (the whole list is refused). A tool that cannot be offered is skipped
+ * and logged. */
+int upstream_list_page(struct upstream *u, const json_t *result, size_t len, const char **next,
+		       const char **why);
 
-/* The input schema of the listed tool called name, or NULL. */
-const json_t *up_tool_schema(const struct upstream *u, const char *name);
+/* ---- protocol.c: the protocol ------------------------------------------------- */
+
+/* What the transport reaches the core by (transport.h). */
+extern const struct up_events upstream_core_events;
+/* Open the transport and start the handshake. On failure the upstream
+ * waits out a backoff like after a death (no hook: this runs inside the
+ * caller): -EAGAIN with err "upstream_unavailable". */
+int upstream_run_start(struct upstream *u, struct appl_err *err);
+/* The deadlines' timer fired (data: the upstream). */
+void upstream_timer_fire(void *data);
 
 #endif

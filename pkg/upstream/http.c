@@ -1,9 +1,9 @@
-/* http.c: the Streamable HTTP transport of the upstream client
- * (see upstream.h, core.h, docs/upstream.md): every request of ours
- * is a POST whose response, JSON or an SSE stream, carries its answer;
- * libcurl runs on the loop (pkg/http/client.h). */
+/* http.c: the Streamable HTTP transport of the upstream client (see
+ * upstream.h, transport.h, docs/upstream.md): every request of ours is a
+ * POST whose response, JSON or an SSE stream, carries its answer; libcurl
+ * runs on the loop (pkg/http/client.h). */
 #define _GNU_SOURCE
-#include "upstream/core.h"
+#include "upstream/transport.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -18,6 +18,7 @@
 #include "http/client.h"
 #include "http/sse.h"
 #include "jsonrpc/jsonrpc.h"
+#include "mcp/revision.h"
 
 /* Calls whose POST is in flight at once; the others wait in the core. */
 #define UP_HTTP_CALLS_MAX      32u
@@ -45,10 +46,10 @@ struct qmsg {
  * answer) or the legacy GET event stream. */
 struct post {
 	struct post *prev, *next;
-	struct upstream *u;
+	struct up_http *h;
 	struct http_call *call;
 	uint64_t id; /* the request it carries; 0: none */
-	enum req_kind kind;
+	enum up_req_kind kind;
 	bool is_get;
 	bool call_req; /* a caller's call: counts against UP_HTTP_CALLS_MAX */
 	enum body_kind body;
@@ -74,6 +75,7 @@ struct resume {
 };
 
 struct up_http {
+	struct up_link link;
 	struct http_client *client;
 	char *url;
 	char **headers; /* "Name: value" of the policy, filled; wiped when freed */
@@ -92,11 +94,6 @@ struct up_http {
 	struct resume *resumes;
 	struct loop_timer *resume_timer;
 };
-
-static struct up_http *H(const struct upstream *u)
-{
-	return u->t;
-}
 
 /* ---- the secrets of the policy's headers ------------------------------------- */
 
@@ -318,17 +315,15 @@ static void queue_clear(struct up_http *h)
 
 /* The messages read inside libcurl, one at a time: a message may end the
  * run (the queue is then cleared) or start calls. */
-static void deliver(struct upstream *u)
+static void deliver(struct up_http *h)
 {
-	struct up_http *h = H(u);
-
 	while (h->qhead) {
 		struct qmsg *m = h->qhead;
 
 		h->qhead = m->next;
 		if (!h->qhead)
 			h->qtail = NULL;
-		up_message(u, m->buf, m->len);
+		h->link.ev->message(h->link.core, m->buf, m->len);
 		free(m);
 	}
 }
@@ -341,7 +336,7 @@ static void on_deliver(void *data)
 static void on_event(void *ctx, const char *type, const char *data, size_t len, const char *last_id)
 {
 	struct post *p = ctx;
-	struct up_http *h = H(p->u);
+	struct up_http *h = p->h;
 	struct qmsg *m;
 
 	(void)last_id;
@@ -360,7 +355,7 @@ static void on_event(void *ctx, const char *type, const char *data, size_t len, 
 	else
 		h->qhead = m;
 	h->qtail = m;
-	loop_next(p->u->loop, &h->deliver);
+	loop_next(p->h->link.loop, &h->deliver);
 }
 
 /* ---- responses ------------------------------------------------------------------- */
@@ -406,7 +401,7 @@ static bool media_is(const char *v, const char *type)
 static int on_head(void *ctx, const struct http_head *hd)
 {
 	struct post *p = ctx;
-	struct up_http *h = H(p->u);
+	struct up_http *h = p->h;
 	const char *ct = http_head_get(hd, "Content-Type");
 	const char *sid = http_head_get(hd, "Mcp-Session-Id");
 	struct sse_limits lim = {.event_max = p->max, .line_max = p->max + SSE_LINE_SLACK};
@@ -475,7 +470,7 @@ static int on_data(void *ctx, const char *buf, size_t len)
 	return 0;
 }
 
-static void post_start_get(struct upstream *u);
+static void post_start_get(struct up_http *h);
 
 /* Is buf a JSON-RPC error answer (what a 4xx may carry)? */
 static bool is_error_answer(const char *buf, size_t len)
@@ -488,21 +483,19 @@ static bool is_error_answer(const char *buf, size_t len)
 	return yes;
 }
 
-static void get_done(struct upstream *u, struct post *p, int rc)
+static void get_done(struct up_http *h, struct post *p, int rc)
 {
-	struct up_http *h = H(u);
-
 	if (p->status == 405 || (rc == 0 && p->body != BODY_SSE)) {
 		h->get_refused = true;
-		ulog(u, LOG_DEBUG, "no event stream (HTTP %ld): list changes go unheard",
-		     p->status);
+		UP_LOG(h->link.name, LOG_DEBUG,
+		       "no event stream (HTTP %ld): list changes go unheard", p->status);
 		return;
 	}
-	if (u->run == RUN_READY)
+	if (h->link.view->run == UP_RUN_READY)
 		loop_timer_set(h->get_timer, UP_HTTP_GET_RETRY_MS);
 }
 
-static void resume_rearm(struct upstream *u);
+static void resume_rearm(struct up_http *h);
 
 static void resumes_drop_one(struct up_http *h, struct resume *one)
 {
@@ -513,9 +506,8 @@ static void resumes_drop_one(struct up_http *h, struct resume *one)
 		}
 }
 
-static void resume_rearm(struct upstream *u)
+static void resume_rearm(struct up_http *h)
 {
-	struct up_http *h = H(u);
 	uint64_t first = UINT64_MAX, now = loop_now_ms();
 
 	for (struct resume *rs = h->resumes; rs; rs = rs->next)
@@ -538,19 +530,19 @@ static void resumes_drop(struct up_http *h, uint64_t id, bool all)
 	}
 }
 
-static int post_start(struct upstream *u, const struct req *r, bool get, const char *buf,
+static int post_start(struct up_http *h, const struct up_req_info *r, bool get, const char *buf,
 		      size_t len, const char *last_id);
 
 /* The resumptions that are due: a GET each, with Last-Event-ID. */
 static void on_resume_timer(void *data)
 {
-	struct upstream *u = data;
-	struct up_http *h = H(u);
+	struct up_http *h = data;
 	uint64_t now = loop_now_ms();
 
 	for (;;) {
 		struct resume *rs = h->resumes;
-		struct req *r;
+		struct up_req_info r;
+		bool pending;
 		struct post *p;
 
 		while (rs && rs->at_ms > now)
@@ -558,28 +550,28 @@ static void on_resume_timer(void *data)
 		if (!rs)
 			break;
 		resumes_drop_one(h, rs);
-		r = up_req_find(u, rs->id);
-		if (r && r->sent && post_start(u, r, true, NULL, 0, rs->last_id) == 0) {
+		pending = h->link.ev->pending(h->link.core, rs->id, &r);
+		if (pending && post_start(h, &r, true, NULL, 0, rs->last_id) == 0) {
 			p = h->posts; /* the one just started */
 			p->resumed = rs->resumed;
-		} else if (r && r->sent) {
-			up_req_refused(u, rs->id, "its stream could not be resumed");
+		} else if (pending) {
+			h->link.ev->refused(h->link.core, rs->id,
+					    "its stream could not be resumed");
 		}
 		free(rs);
 	}
-	resume_rearm(u);
+	resume_rearm(h);
 }
 
 /* Resume p's stream later (legacy, with our session, an event id that may
  * be sent back, and resumptions left): 0, else -1 (the request fails). */
-static int resume_add(struct upstream *u, struct post *p)
+static int resume_add(struct up_http *h, struct post *p)
 {
-	struct up_http *h = H(u);
 	const char *id = sse_last_id(p->sse);
 	uint64_t retry = sse_retry_ms(p->sse);
 	struct resume *rs;
 
-	if (u->modern || !h->sid[0] || !*id || !upstream_sid_ok(id) ||
+	if (h->link.view->modern || !h->sid[0] || !*id || !upstream_sid_ok(id) ||
 	    p->resumed >= UP_HTTP_RESUMES_MAX || !(rs = calloc(1, sizeof(*rs))))
 		return -1;
 	rs->id = p->id;
@@ -589,9 +581,10 @@ static int resume_add(struct upstream *u, struct post *p)
 	rs->at_ms = loop_now_ms() + (retry > UP_HTTP_RETRY_MAX_MS ? UP_HTTP_RETRY_MAX_MS : retry);
 	rs->next = h->resumes;
 	h->resumes = rs;
-	ulog(u, LOG_DEBUG, "request %llu: its stream ended before its answer; resumed in %llu ms",
-	     (unsigned long long)p->id, (unsigned long long)(rs->at_ms - loop_now_ms()));
-	resume_rearm(u);
+	UP_LOG(h->link.name, LOG_DEBUG,
+	       "request %llu: its stream ended before its answer; resumed in %llu ms",
+	       (unsigned long long)p->id, (unsigned long long)(rs->at_ms - loop_now_ms()));
+	resume_rearm(h);
 	return 0;
 }
 
@@ -603,65 +596,73 @@ static bool unreachable(int rc)
 	       rc == -EPROTO;
 }
 
+/* Request p carried ended without its answer (rc, why: libcurl's word):
+ * the core is told what became of it. */
+static void answer_missed(struct up_http *h, const struct post *p, enum up_req_kind kind, int rc,
+			  const char *why)
+{
+	void *core = h->link.core;
+
+	if (p->gone && kind == REQ_CALL)
+		h->link.ev->session_over(core, p->id);
+	else if (p->gone)
+		h->link.ev->lost(core, p->why);
+	else if (rc == -EMSGSIZE)
+		h->link.ev->too_large(core, p->id);
+	else if (p->why)
+		h->link.ev->refused(core, p->id, p->why);
+	else if (rc < 0 && unreachable(rc))
+		h->link.ev->lost(core, why);
+	else
+		h->link.ev->refused(core, p->id,
+				    rc < 0 ? why : "the response ended without an answer");
+}
+
 static void on_done(void *ctx, int rc, const char *why)
 {
 	struct post *p = ctx;
-	struct upstream *u = p->u;
-	struct up_http *h = H(u);
-	uint64_t epoch = u->epoch;
-	struct req *r;
+	struct up_http *h = p->h;
+	uint64_t epoch = h->link.view->epoch;
+	struct up_req_info r;
 
 	post_unlink(h, p);
 	p->call = NULL;
-	deliver(u);
-	if (u->epoch != epoch) {
+	deliver(h);
+	if (h->link.view->epoch != epoch) {
 		post_free(p);
 		return;
 	}
 	if (p->is_get) {
-		get_done(u, p, rc);
+		get_done(h, p, rc);
 	} else if (rc == 0 && p->body == BODY_JSON && p->len && p->error_body) {
 		if (is_error_answer(p->json, p->len))
-			up_message(u, p->json, p->len);
+			h->link.ev->message(h->link.core, p->json, p->len);
 	} else if (rc == 0 && p->body == BODY_JSON && p->len) {
-		up_message(u, p->json, p->len);
+		h->link.ev->message(h->link.core, p->json, p->len);
 	} else if (rc == 0 && p->body == BODY_SSE) {
 		sse_end(p->sse);
-		deliver(u);
+		deliver(h);
 	}
 	/* A notification or an answer of ours that failed is only lost: the
 	 * next request finds out whether the server is there. */
-	if (u->epoch != epoch || p->is_get || !p->id) {
-		if (!p->is_get && rc < 0 && u->epoch == epoch)
-			ulog(u, LOG_DEBUG, "a notification of ours was not taken: %s",
-			     p->why ? p->why : why);
+	if (h->link.view->epoch != epoch || p->is_get || !p->id) {
+		if (!p->is_get && rc < 0 && h->link.view->epoch == epoch)
+			UP_LOG(h->link.name, LOG_DEBUG, "a notification of ours was not taken: %s",
+			       p->why ? p->why : why);
 		post_free(p);
-		up_unsent_flush(u);
+		h->link.ev->flush(h->link.core);
 		return;
 	}
-	r = up_req_find(u, p->id);
-	if (r && r->sent && rc == 0 && p->body == BODY_SSE && resume_add(u, p) == 0) {
-		post_free(p);
-		return;
-	}
-	if (r && r->sent) {
-		if (p->gone && r->kind == REQ_CALL)
-			up_session_over(u, r);
-		else if (p->gone)
-			up_lost(u, p->why);
-		else if (rc == -EMSGSIZE)
-			up_req_too_large(u, p->id);
-		else if (p->why)
-			up_req_refused(u, p->id, p->why);
-		else if (rc < 0 && unreachable(rc))
-			up_lost(u, why);
-		else
-			up_req_refused(u, p->id,
-				       rc < 0 ? why : "the response ended without an answer");
+	if (h->link.ev->pending(h->link.core, p->id, &r)) {
+		if (rc == 0 && p->body == BODY_SSE && resume_add(h, p) == 0) {
+			post_free(p);
+			return;
+		}
+		answer_missed(h, p, r.kind, rc, why);
 	}
 	post_free(p);
-	if (u->epoch == epoch)
-		up_unsent_flush(u);
+	if (h->link.view->epoch == epoch)
+		h->link.ev->flush(h->link.core);
 }
 
 /* ---- requests -------------------------------------------------------------------- */
@@ -764,10 +765,10 @@ const char *upstream_param_headers_check(const json_t *schema)
 
 /* Mcp-Param-NAME for each argument of call r its tool's schema marks;
  * null or absent ones are left out. */
-static void param_headers(struct upstream *u, const struct req *r, struct hdrs *o)
+static void param_headers(struct up_http *h, const struct up_req_info *r, struct hdrs *o)
 {
-	const json_t *schema = up_tool_schema(u, r->tool), *v;
-	const json_t *args = json_object_get(r->params, "arguments");
+	const json_t *schema = h->link.ev->tool_schema(h->link.core, r->tool), *v;
+	const json_t *args = r->args;
 	const char *key;
 
 	json_object_foreach((json_t *)json_object_get(schema, "properties"), key, v) {
@@ -794,48 +795,47 @@ static void param_headers(struct upstream *u, const struct req *r, struct hdrs *
 }
 
 /* Our header lines of a request of this run, into o. */
-static void own_headers(struct upstream *u, const struct req *r, bool get, struct hdrs *o)
+static void own_headers(struct up_http *h, const struct up_req_info *r, bool get, struct hdrs *o)
 {
-	struct up_http *h = H(u);
 	char *name;
 
 	hdr_add(o, "Accept", get ? "text/event-stream" : "application/json, text/event-stream");
 	if (!get)
 		hdr_add(o, "Content-Type", "application/json");
-	if (u->modern) {
+	if (h->link.view->modern) {
 		hdr_add(o, "MCP-Protocol-Version",
-			u->version[0] ? u->version : mcp_revision_latest(MCP_ERA_MODERN)->name);
+			h->link.view->version[0] ? h->link.view->version
+						 : mcp_revision_latest(MCP_ERA_MODERN)->name);
 		if (r)
 			hdr_add(o, "Mcp-Method", r->method);
 		/* Mcp-Name: a call's tool, a read's uri; x-mcp-header marks
 		 * are a tool's alone. */
 		if (r && r->kind == REQ_CALL) {
-			const char *what = up_req_name(r);
+			const char *what = r->name;
 
 			name = what ? value_encode(what, strlen(what)) : NULL;
 			hdr_add(o, "Mcp-Name", name);
 			free(name);
 			if (r->tool)
-				param_headers(u, r, o);
+				param_headers(h, r, o);
 		}
 		return;
 	}
-	if (u->version[0] && (!r || r->kind != REQ_INIT))
-		hdr_add(o, "MCP-Protocol-Version", u->version);
+	if (h->link.view->version[0] && (!r || r->kind != REQ_INIT))
+		hdr_add(o, "MCP-Protocol-Version", h->link.view->version);
 	if (h->sid[0] && (!r || r->kind != REQ_INIT))
 		hdr_add(o, "Mcp-Session-Id", h->sid);
 }
 
 /* Every header line of a request: ours (in o), then the policy's. A new
  * NULL-ended array of borrowed lines, or NULL. */
-static const char **lines_make(struct upstream *u, const struct req *r, bool get,
+static const char **lines_make(struct up_http *h, const struct up_req_info *r, bool get,
 			       const char *last_id, struct hdrs *o)
 {
-	struct up_http *h = H(u);
 	const char **lines;
 	size_t n = 0;
 
-	own_headers(u, r, get, o);
+	own_headers(h, r, get, o);
 	if (last_id)
 		hdr_add(o, "Last-Event-ID", last_id);
 	if (o->bad || !(lines = calloc(o->n + h->nheaders + 1, sizeof(*lines))))
@@ -847,12 +847,11 @@ static const char **lines_make(struct upstream *u, const struct req *r, bool get
 	return lines;
 }
 
-static int post_start(struct upstream *u, const struct req *r, bool get, const char *buf,
+static int post_start(struct up_http *h, const struct up_req_info *r, bool get, const char *buf,
 		      size_t len, const char *last_id)
 {
-	struct up_http *h = H(u);
 	struct hdrs own = {0};
-	const char **lines = lines_make(u, r, get, last_id, &own);
+	const char **lines = lines_make(h, r, get, last_id, &own);
 	struct post *p = calloc(1, sizeof(*p));
 	struct http_call_hooks hooks = {.on_head = on_head, .on_data = on_data, .done = on_done};
 	struct http_request req = {
@@ -863,7 +862,7 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 		.ca_file = h->ca_file,
 		.proxy = h->proxy,
 		.resolve = h->resolve[0] ? (const char *const *)h->resolve : NULL,
-		.connect_timeout_ms = (unsigned)u->init_timeout_ms,
+		.connect_timeout_ms = (unsigned)h->link.init_timeout_ms,
 	};
 	int rc;
 
@@ -875,13 +874,13 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 		return rc;
 	}
 	req.headers = lines;
-	p->u = u;
+	p->h = h;
 	p->is_get = get && !last_id; /* a resumed request's GET is that request's */
 	if (r) {
 		p->id = r->id;
 		p->kind = r->kind;
 		p->call_req = r->kind == REQ_CALL;
-		p->max = up_answer_cap(u, r);
+		p->max = r->cap;
 		/* A stream may carry notifications beside its answer; its whole
 		 * is capped too. A listen stream lives long: past its cap it is
 		 * opened again. */
@@ -892,7 +891,7 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 		/* Nobody's deadline covers a notification or an answer of ours:
 		 * a server that never answers it must not hold its connection. */
 		if (!get)
-			req.timeout_ms = (unsigned)u->init_timeout_ms;
+			req.timeout_ms = (unsigned)h->link.init_timeout_ms;
 	}
 	rc = http_call_start(h->client, &req, &hooks, p, &p->call, NULL);
 	free(lines);
@@ -912,19 +911,19 @@ static int post_start(struct upstream *u, const struct req *r, bool get, const c
 	return 0;
 }
 
-static int ht_send(struct upstream *u, const struct req *r, const char *buf, size_t len, bool call)
+static int ht_send(void *t, const struct up_req_info *r, const char *buf, size_t len, bool call)
 {
-	struct up_http *h = H(u);
+	struct up_http *h = t;
 
-	if (u->run == RUN_STOPPED)
+	if (h->link.view->run == UP_RUN_STOPPED)
 		return -EPIPE;
 	/* 2026-07-28 has nothing that goes from client to server but requests:
 	 * no notifications, and no requests of the server to answer. */
-	if (!r && u->modern)
+	if (!r && h->link.view->modern)
 		return 0;
 	if (call && h->ncalls >= UP_HTTP_CALLS_MAX)
 		return -ENOBUFS;
-	return post_start(u, r, false, buf, len, NULL);
+	return post_start(h, r, false, buf, len, NULL);
 }
 
 static struct post *post_of(struct up_http *h, uint64_t id)
@@ -937,28 +936,27 @@ static struct post *post_of(struct up_http *h, uint64_t id)
 
 /* 2026-07-28: closing the response is the cancellation. Before it, a
  * disconnect is not one: notifications/cancelled goes as its own POST. */
-static void ht_abandon(struct upstream *u, const struct req *r, const char *reason)
+static void ht_abandon(void *t, uint64_t id, const char *reason)
 {
-	struct up_http *h = H(u);
-	struct post *p = post_of(h, r->id);
+	struct up_http *h = t;
+	struct post *p = post_of(h, id);
 
 	if (p) {
 		http_call_cancel(p->call);
 		post_unlink(h, p);
 		post_free(p);
 	}
-	resumes_drop(h, r->id, false);
-	if (!u->modern)
-		up_send_cancelled(u, r->id, reason);
+	resumes_drop(h, id, false);
+	if (!h->link.view->modern)
+		h->link.ev->cancelled(h->link.core, id, reason);
 }
 
-static void post_start_get(struct upstream *u)
+static void post_start_get(struct up_http *h)
 {
-	struct up_http *h = H(u);
-
-	if (u->run != RUN_READY || u->modern || h->get || h->get_refused || !h->sid[0])
+	if (h->link.view->run != UP_RUN_READY || h->link.view->modern || h->get || h->get_refused ||
+	    !h->sid[0])
 		return;
-	if (post_start(u, NULL, true, NULL, 0, NULL) < 0)
+	if (post_start(h, NULL, true, NULL, 0, NULL) < 0)
 		loop_timer_set(h->get_timer, UP_HTTP_GET_RETRY_MS);
 }
 
@@ -968,28 +966,27 @@ static void on_get_timer(void *data)
 }
 
 /* The legacy era's notifications come on a GET stream of the session. */
-static void ht_ready(struct upstream *u)
+static void ht_ready(void *t)
 {
-	post_start_get(u);
+	post_start_get(t);
 }
 
-static int ht_open(struct upstream *u, struct appl_err *err)
+static int ht_open(void *t, struct appl_err *err)
 {
-	struct up_http *h = H(u);
+	struct up_http *h = t;
 
 	h->sid[0] = '\0';
 	h->get_refused = false;
-	if (!h->client && http_client_new(u->loop, &h->client, err) < 0)
+	if (!h->client && http_client_new(h->link.loop, &h->client, err) < 0)
 		return err ? err->code : -ENOMEM;
 	return 0;
 }
 
 /* DELETE ends the session (legacy): at shutdown, once, briefly. */
-static void session_delete(struct upstream *u)
+static void session_delete(struct up_http *h)
 {
-	struct up_http *h = H(u);
 	struct hdrs own = {0};
-	const char **lines = lines_make(u, NULL, true, NULL, &own);
+	const char **lines = lines_make(h, NULL, true, NULL, &own);
 	struct http_request req = {
 		.method = "DELETE",
 		.url = h->url,
@@ -1005,18 +1002,18 @@ static void session_delete(struct upstream *u)
 	if (lines) {
 		req.headers = lines;
 		if (http_request_once(&req, &status, NULL) == 0)
-			ulog(u, LOG_DEBUG, "session ended (DELETE: HTTP %ld)", status);
+			UP_LOG(h->link.name, LOG_DEBUG, "session ended (DELETE: HTTP %ld)", status);
 	}
 	free(lines);
 	hdrs_free(&own);
 }
 
-static void ht_close(struct upstream *u, bool block)
+static void ht_close(void *t, bool block)
 {
-	struct up_http *h = H(u);
+	struct up_http *h = t;
 
-	if (block && u->closing && !u->modern && h->sid[0])
-		session_delete(u);
+	if (block && h->link.view->closing && !h->link.view->modern && h->sid[0])
+		session_delete(h);
 	while (h->posts) {
 		struct post *p = h->posts;
 
@@ -1027,16 +1024,16 @@ static void ht_close(struct upstream *u, bool block)
 	h->ncalls = 0;
 	h->get = NULL;
 	queue_clear(h);
-	loop_task_cancel(u->loop, &h->deliver);
+	loop_task_cancel(h->link.loop, &h->deliver);
 	loop_timer_set(h->get_timer, 0);
 	resumes_drop(h, 0, true);
 	loop_timer_set(h->resume_timer, 0);
 	h->sid[0] = '\0';
 }
 
-static void ht_destroy(struct upstream *u)
+static void ht_destroy(void *t)
 {
-	struct up_http *h = H(u);
+	struct up_http *h = t;
 
 	if (!h)
 		return;
@@ -1049,27 +1046,18 @@ static void ht_destroy(struct upstream *u)
 	free(h->proxy);
 	free(h->resolve[0]);
 	free(h);
-	u->t = NULL;
 }
 
 /* 2026-07-28: a tool whose x-mcp-header marks cannot be honoured is not
  * offered (MCP: the client excludes it). */
-static const char *ht_tool_check(const struct upstream *u, const json_t *t)
+static const char *ht_tool_check(const void *t, const json_t *tool)
 {
-	return u->modern ? upstream_param_headers_check(json_object_get(t, "inputSchema")) : NULL;
-}
+	const struct up_http *h = t;
 
-static const struct up_transport up_http_transport = {
-	.tool_check = ht_tool_check,
-	.kind = "http",
-	.open = ht_open,
-	.send = ht_send,
-	.abandon = ht_abandon,
-	.close = ht_close,
-	.ready = ht_ready,
-	.destroy = ht_destroy,
-	.probe = true,
-};
+	return h->link.view->modern
+		       ? upstream_param_headers_check(json_object_get(tool, "inputSchema"))
+		       : NULL;
+}
 
 /* ---- making one ---------------------------------------------------------------- */
 
@@ -1098,8 +1086,8 @@ static int localhost_pin(struct up_http *h)
 	return 0;
 }
 
-int up_http_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
-		struct appl_err *err)
+static int ht_make(const struct up_link *link, const struct policy_server *srv,
+		   const struct upstream_opts *o, void **t, struct appl_err *err)
 {
 	struct up_http *h = calloc(1, sizeof(*h));
 	struct appl_err le = {0};
@@ -1107,11 +1095,11 @@ int up_http_new(struct upstream *u, const struct policy_server *srv, const struc
 	(void)o;
 	if (!h)
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	u->t = h;
-	u->tp = &up_http_transport;
-	loop_task_init(&h->deliver, on_deliver, u);
-	if (!(h->get_timer = loop_timer_new(u->loop, on_get_timer, u, err)) ||
-	    !(h->resume_timer = loop_timer_new(u->loop, on_resume_timer, u, err)))
+	*t = h;
+	h->link = *link;
+	loop_task_init(&h->deliver, on_deliver, h);
+	if (!(h->get_timer = loop_timer_new(h->link.loop, on_get_timer, h, err)) ||
+	    !(h->resume_timer = loop_timer_new(h->link.loop, on_resume_timer, h, err)))
 		return err ? err->code : -ENOMEM;
 	h->url = strdup(srv->url);
 	h->ca_file = srv->ca_file ? strdup(srv->ca_file) : NULL;
@@ -1137,3 +1125,16 @@ int up_http_new(struct upstream *u, const struct policy_server *srv, const struc
 		return appl_err_set(err, le.code, "servers.%s: %s", srv->name, le.msg);
 	return 0;
 }
+
+const struct upstream_transport upstream_http_transport = {
+	.kind = "http",
+	.probe = true,
+	.make = ht_make,
+	.open = ht_open,
+	.send = ht_send,
+	.abandon = ht_abandon,
+	.close = ht_close,
+	.ready = ht_ready,
+	.tool_check = ht_tool_check,
+	.destroy = ht_destroy,
+};
