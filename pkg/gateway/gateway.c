@@ -82,8 +82,9 @@ struct gateway {
 	char rootfs[PATH_MAX];
 	char rootfs_image[PATH_MAX]; /* "" when the rootfs is served as a directory */
 	struct upstream_set *ups;
-	struct bridge_gate *gate; /* each server's slots, shared by every run */
-	struct gw_role *roles;	  /* one per role a client has */
+	struct upstream_secrets *secrets; /* borrowed; wiped once the servers are made */
+	struct bridge_gate *gate;	  /* each server's slots, shared by every run */
+	struct gw_role *roles;		  /* one per role a client has */
 	struct bridge_limits blim;
 	struct gw_run *runs;	     /* waiting and running, oldest last */
 	struct gateway_queue *admit; /* who gets the next free cell slot */
@@ -229,13 +230,14 @@ static void on_upstreams_changed(void *data, const char *why)
 static int upstreams_open(struct gateway *gw, struct appl_err *err)
 {
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
-	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes};
+	struct upstream_opts opts = {.result_max = gw->lim.max_result_bytes,
+				     .secrets = gw->secrets};
 
 	gateway_confine_opts(&gw->confine, &opts);
 	if (!(gw->gate = bridge_gate_new(gw->policy)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	gw->ups = upstream_set_open(gw->loop, gw->policy, &opts, on_upstreams_changed, gw, err);
-	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
+	upstream_secrets_wipe(gw->secrets); /* each HTTP upstream holds its own filled copy */
 	return gw->ups ? 0 : err->code;
 }
 
@@ -1059,6 +1061,7 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 
 	gw->cfg = cfg;
 	gw->policy = cfg->policy;
+	gw->secrets = cfg->secrets;
 	gw->stdio_client = (struct mcp_principal){.client = "stdio",
 						  .role = policy_client_default_role(cfg->policy)};
 	policy_limits_get(cfg->policy, &gw->lim);
@@ -1139,7 +1142,8 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	return rc;
 }
 
-int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err)
+int gateway_stubs(const struct policy *policy, const char *role, struct upstream_secrets *secrets,
+		  FILE *out, struct appl_err *err)
 {
 	struct gateway gw;
 	const struct stubs *st;
@@ -1149,6 +1153,7 @@ int gateway_stubs(const struct policy *policy, const char *role, FILE *out, stru
 
 	memset(&gw, 0, sizeof(gw));
 	gw.policy = policy;
+	gw.secrets = secrets;
 	role = role ? role : policy_client_default_role(policy);
 	policy_limits_get(policy, &gw.lim);
 	if (role && !policy_role_find(policy, role)) {

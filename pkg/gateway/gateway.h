@@ -17,6 +17,8 @@
 #include "policy/policy.h"
 #include "sandbox/ociconfig.h"
 
+struct upstream_secrets;
+
 struct gateway_config {
 	const struct policy *policy; /* verified; borrowed */
 	const char *cache;	     /* image cache; NULL: the default */
@@ -30,6 +32,9 @@ struct gateway_config {
 	 * audit log (proc/confine.h): the policy file, the trust and state
 	 * directories. NULL-ended; may be NULL. */
 	const char *const *hide;
+	/* The values of the HTTP servers' headers (upstream_secrets_take;
+	 * borrowed; may be NULL), wiped once the servers are made. */
+	struct upstream_secrets *secrets;
 	/* Called once everything checked at start has passed (the image
 	 * verified, the sandbox runtime open, the servers started): before
 	 * the first request is read over HTTP, before the first request that
@@ -57,8 +62,9 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err);
 
 /* `appliance stubs`: start the policy's servers, build what role (NULL:
  * the stdio client's) may call, and write run_python's description, every
- * stub, and each tool not offered with why, to out. 0, or negative with err
- * (-EINVAL: no such role). */
+ * stub, and each tool not offered with why, to out (secrets as
+ * gateway_config.secrets). 0, or negative with err (-EINVAL: no such
+ * role). */
 /* What every upstream server is confined by (proc/confine.h): the system
  * call filter, and the paths hidden from it: the defaults, extra
  * (NULL-ended; may be NULL: the policy file, trust and state directories),
@@ -79,7 +85,8 @@ int gateway_confine_prepare(struct gateway_confine *c, const struct policy *p,
 void gateway_confine_opts(const struct gateway_confine *c, struct upstream_opts *o);
 void gateway_confine_release(struct gateway_confine *c);
 
-int gateway_stubs(const struct policy *policy, const char *role, FILE *out, struct appl_err *err);
+int gateway_stubs(const struct policy *policy, const char *role, struct upstream_secrets *secrets,
+		  FILE *out, struct appl_err *err);
 
 /* `appliance init`: start each server of p (borrowed) once, confined as run
  * confines them (hide: as extra for gateway_confine_prepare), each on its

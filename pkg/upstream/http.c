@@ -4,8 +4,8 @@
  * runs on the loop (pkg/http/client.h). */
 #define _GNU_SOURCE
 #include "upstream/transport.h"
+#include "upstream/headers.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,25 +13,19 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include <sodium.h>
-
 #include "http/client.h"
 #include "http/sse.h"
 #include "jsonrpc/jsonrpc.h"
 #include "mcp/revision.h"
 
 /* Calls whose POST is in flight at once; the others wait in the core. */
-#define UP_HTTP_CALLS_MAX      32u
-#define UP_HTTP_SMALL_BODY     (64u * 1024) /* an answer to a notification, a GET's events */
-#define UP_HTTP_LINE_MAX       (8u * 1024)  /* one header line of ours */
-#define UP_HTTP_GET_RETRY_MS   2000u	    /* the legacy event stream, opened again after */
-#define UP_HTTP_DELETE_MS      1000u	    /* DELETE of the session at shutdown */
-#define UP_HTTP_PARAMS_MAX     16u	    /* x-mcp-header parameters of one tool */
-#define UP_HTTP_PARAM_NAME_MAX 64u
-#define UP_HTTP_RESUMES_MAX    3u     /* resumptions of one request's stream */
-#define UP_HTTP_RETRY_MAX_MS   10000u /* the longest retry a server may ask */
-#define UP_HTTP_RETRY_DEF_MS   1000u
-#define UP_HTTP_OWN_MAX	       (8u + UP_HTTP_PARAMS_MAX) /* our header lines of a request */
+#define UP_HTTP_CALLS_MAX    32u
+#define UP_HTTP_SMALL_BODY   (64u * 1024) /* an answer to a notification, a GET's events */
+#define UP_HTTP_GET_RETRY_MS 2000u	  /* the legacy event stream, opened again after */
+#define UP_HTTP_DELETE_MS    1000u	  /* DELETE of the session at shutdown */
+#define UP_HTTP_RESUMES_MAX  3u		  /* resumptions of one request's stream */
+#define UP_HTTP_RETRY_MAX_MS 10000u	  /* the longest retry a server may ask */
+#define UP_HTTP_RETRY_DEF_MS 1000u
 
 enum body_kind { BODY_NONE, BODY_JSON, BODY_SSE };
 
@@ -95,195 +89,10 @@ struct up_http {
 	struct loop_timer *resume_timer;
 };
 
-/* ---- the secrets of the policy's headers ------------------------------------- */
-
-/* Values of the variables the headers name, taken out of the environment
- * once at start (upstream_env_take) and kept only here. */
-struct secret {
-	char *name;
-	char *value; /* sodium_malloc'd */
-	size_t len;
-};
-
-static struct secret *secrets;
-static size_t nsecrets;
-
-static const struct secret *secret_find(const char *name)
-{
-	for (size_t i = 0; i < nsecrets; i++)
-		if (strcmp(secrets[i].name, name) == 0)
-			return &secrets[i];
-	return NULL;
-}
-
-/* The next {env:NAME} of a header template at or after p: where it
- * starts, with NAME copied into var (NUL-terminated); NULL when there is
- * none. The policy has checked the template: each is closed, and NAME is a
- * variable name of at most APPL_POLICY_ENV_NAME_MAX bytes. */
-static const char *var_next(const char *p, char *var, size_t cap)
-{
-	static const char open[] = "{env:";
-	const char *at = strstr(p, open), *name, *end;
-
-	if (!at || !(end = strchr(name = at + sizeof(open) - 1, '}')) ||
-	    (size_t)(end - name) >= cap)
-		return NULL;
-	memcpy(var, name, (size_t)(end - name));
-	var[end - name] = '\0';
-	return at;
-}
-
-/* The length of the {env:...} at at (var its name). */
-static size_t var_len(const char *var)
-{
-	return strlen("{env:}") + strlen(var);
-}
-
-struct take_ctx {
-	const char *server, *header;
-	struct appl_err *err;
-};
-
-/* Take variable var out of the environment (once). */
-static int take_one(const char *var, const struct take_ctx *c)
-{
-	struct secret *s;
-	char *v;
-
-	if (secret_find(var))
-		return 0;
-	if (!(v = getenv(var)))
-		return appl_err_set(c->err, -ENOENT,
-				    "servers.%s.headers.%s: the environment has no %s; set it "
-				    "where the appliance starts (for the systemd unit, in an "
-				    "EnvironmentFile)",
-				    c->server, c->header, var);
-	if (!(s = realloc(secrets, (nsecrets + 1) * sizeof(*s))))
-		return appl_err_set(c->err, -ENOMEM, "out of memory");
-	secrets = s;
-	s = &secrets[nsecrets];
-	s->len = strlen(v);
-	s->name = strdup(var);
-	s->value = sodium_malloc(s->len + 1);
-	if (!s->name || !s->value) {
-		free(s->name);
-		if (s->value)
-			sodium_free(s->value);
-		return appl_err_set(c->err, -ENOMEM, "out of memory");
-	}
-	memcpy(s->value, v, s->len + 1);
-	nsecrets++;
-	/* Gone from the environment block too, bytes and all: /proc/PID/environ
-	 * reads the block the process started with. */
-	sodium_memzero(v, s->len);
-	unsetenv(var);
-	return 0;
-}
-
-int upstream_env_take(const struct policy *p, struct appl_err *err)
-{
-	for (size_t i = 0; i < policy_server_count(p); i++) {
-		const struct policy_server *srv = policy_server_get(p, i);
-
-		for (size_t k = 0; srv->kind == POLICY_SERVER_HTTP && k < srv->nheaders; k++) {
-			struct take_ctx c = {srv->name, srv->headers[k].name, err};
-			const char *at = srv->headers[k].value;
-			char var[APPL_POLICY_ENV_NAME_MAX + 1];
-			int rc;
-
-			while ((at = var_next(at, var, sizeof(var)))) {
-				if ((rc = take_one(var, &c)) < 0)
-					return rc;
-				at += var_len(var);
-			}
-		}
-	}
-	return 0;
-}
-
-void upstream_env_wipe(void)
-{
-	for (size_t i = 0; i < nsecrets; i++) {
-		sodium_free(secrets[i].value);
-		free(secrets[i].name);
-	}
-	free(secrets);
-	secrets = NULL;
-	nsecrets = 0;
-}
-
-/* "Name: value" with each {env:NAME} filled from what was taken (or, when
- * nothing was, from the environment), in memory that is wiped when freed
- * (line_free). NULL with err. */
-static char *header_fill(const char *server, const struct policy_header *h, struct appl_err *err)
-{
-	char *out = malloc(UP_HTTP_LINE_MAX), var[APPL_POLICY_ENV_NAME_MAX + 1];
-	const char *p = h->value, *at;
-	size_t o;
-	bool bad = false;
-
-	if (!out) {
-		appl_err_set(err, -ENOMEM, "out of memory");
-		return NULL;
-	}
-	o = (size_t)snprintf(out, UP_HTTP_LINE_MAX, "%s: ", h->name);
-	for (;;) {
-		const struct secret *sec;
-		const char *val;
-		size_t lit, vlen;
-
-		at = var_next(p, var, sizeof(var));
-		lit = at ? (size_t)(at - p) : strlen(p);
-		if (lit >= UP_HTTP_LINE_MAX - o)
-			bad = true;
-		if (bad || !at) {
-			if (!bad)
-				memcpy(out + o, p, lit), o += lit;
-			break;
-		}
-		memcpy(out + o, p, lit), o += lit;
-		sec = secret_find(var);
-		val = sec ? sec->value : getenv(var);
-		if (!val) {
-			sodium_memzero(out, UP_HTTP_LINE_MAX);
-			free(out);
-			appl_err_set(err, -ENOENT,
-				     "servers.%s.headers.%s: the environment has no %s", server,
-				     h->name, var);
-			return NULL;
-		}
-		vlen = sec ? sec->len : strlen(val);
-		/* A value that would end the header line or add one is refused:
-		 * its bytes are not quoted. */
-		if (memchr(val, '\r', vlen) || memchr(val, '\n', vlen) ||
-		    vlen >= UP_HTTP_LINE_MAX - o) {
-			bad = true;
-			break;
-		}
-		memcpy(out + o, val, vlen), o += vlen;
-		p = at + var_len(var);
-	}
-	if (bad) {
-		sodium_memzero(out, UP_HTTP_LINE_MAX);
-		free(out);
-		appl_err_set(err, -EINVAL,
-			     "servers.%s.headers.%s: the filled value is too long or holds a line "
-			     "break",
-			     server, h->name);
-		return NULL;
-	}
-	out[o] = '\0';
-	return out;
-}
-
 static void headers_free(char **v, size_t n)
 {
-	for (size_t i = 0; v && i < n; i++) {
-		if (v[i]) {
-			sodium_memzero(v[i], UP_HTTP_LINE_MAX);
-			free(v[i]);
-		}
-	}
+	for (size_t i = 0; v && i < n; i++)
+		upstream_header_free(v[i]);
 	free(v);
 }
 
@@ -665,179 +474,53 @@ static void on_done(void *ctx, int rc, const char *why)
 		h->link.ev->flush(h->link.core);
 }
 
-/* ---- requests -------------------------------------------------------------------- */
-
-/* A header value as MCP carries one: as it is when it is visible ASCII and
- * spaces with no white space at either end, else (and when it looks like
- * the escape itself) =?base64?...?= of its bytes. A new string, or NULL. */
-static char *value_encode(const char *v, size_t n)
-{
-	static const char pre[] = "=?base64?", post[] = "?=";
-	bool plain = n == 0 || (v[0] != ' ' && v[n - 1] != ' ');
-	size_t b64;
-	char *out;
-
-	for (size_t i = 0; plain && i < n; i++)
-		plain = (unsigned char)v[i] >= 0x20 && (unsigned char)v[i] <= 0x7e;
-	if (plain && n >= sizeof(pre) + sizeof(post) - 2 && strncmp(v, pre, sizeof(pre) - 1) == 0 &&
-	    memcmp(v + n - (sizeof(post) - 1), post, sizeof(post) - 1) == 0)
-		plain = false;
-	if (plain)
-		return strndup(v, n);
-	b64 = sodium_base64_ENCODED_LEN(n, sodium_base64_VARIANT_ORIGINAL);
-	if (!(out = malloc(sizeof(pre) - 1 + b64 + sizeof(post))))
-		return NULL;
-	memcpy(out, pre, sizeof(pre) - 1);
-	sodium_bin2base64(out + sizeof(pre) - 1, b64, (const unsigned char *)v, n,
-			  sodium_base64_VARIANT_ORIGINAL);
-	memcpy(out + sizeof(pre) - 1 + strlen(out + sizeof(pre) - 1), post, sizeof(post));
-	return out;
-}
-
-/* Our own header lines of one request, made as needed. */
-struct hdrs {
-	char *v[UP_HTTP_OWN_MAX];
-	size_t n;
-	bool bad; /* out of memory, too many, or a line over UP_HTTP_LINE_MAX */
-};
-
-static void hdr_add(struct hdrs *o, const char *name, const char *value)
-{
-	char *line;
-
-	if (o->bad || !value || o->n == UP_HTTP_OWN_MAX ||
-	    strlen(name) + strlen(value) + 2 > UP_HTTP_LINE_MAX ||
-	    /* "Name;" is how libcurl sends a header with an empty value */
-	    asprintf(&line, *value ? "%s: %s" : "%s;", name, value) < 0) {
-		o->bad = true;
-		return;
-	}
-	o->v[o->n++] = line;
-}
-
-static void hdrs_free(struct hdrs *o)
-{
-	for (size_t i = 0; i < o->n; i++)
-		free(o->v[i]);
-	o->n = 0;
-}
-
-/* ---- SEP-2243: tool parameters mirrored into headers ------------------------- */
-
-static bool token_ok(const char *s)
-{
-	if (!*s)
-		return false;
-	for (; *s; s++)
-		if (!(isalnum((unsigned char)*s) || strchr("!#$%&'*+-.^_`|~", *s)) || !isascii(*s))
-			return false;
-	return true;
-}
-
-const char *upstream_param_headers_check(const json_t *schema)
-{
-	const json_t *props = json_object_get(schema, "properties"), *v;
-	const char *key, *names[UP_HTTP_PARAMS_MAX];
-	size_t n = 0;
-
-	json_object_foreach((json_t *)props, key, v) {
-		const json_t *x = json_object_get(v, "x-mcp-header");
-		const char *name = json_string_value(x), *type;
-
-		if (!x)
-			continue;
-		if (!name || !token_ok(name) || strlen(name) > UP_HTTP_PARAM_NAME_MAX)
-			return "an x-mcp-header that is not a header name";
-		type = json_string_value(json_object_get(v, "type"));
-		if (!type || (strcmp(type, "string") != 0 && strcmp(type, "integer") != 0 &&
-			      strcmp(type, "boolean") != 0))
-			return "an x-mcp-header on a parameter that is not a string, integer or "
-			       "boolean";
-		for (size_t i = 0; i < n; i++)
-			if (strcasecmp(names[i], name) == 0)
-				return "two parameters with the same x-mcp-header";
-		if (n == UP_HTTP_PARAMS_MAX)
-			return "more x-mcp-header parameters than the cap";
-		names[n++] = name;
-	}
-	return NULL;
-}
-
-/* Mcp-Param-NAME for each argument of call r its tool's schema marks;
- * null or absent ones are left out. */
-static void param_headers(struct up_http *h, const struct up_req_info *r, struct hdrs *o)
-{
-	const json_t *schema = h->link.ev->tool_schema(h->link.core, r->tool), *v;
-	const json_t *args = r->args;
-	const char *key;
-
-	json_object_foreach((json_t *)json_object_get(schema, "properties"), key, v) {
-		const char *name = json_string_value(json_object_get(v, "x-mcp-header"));
-		const json_t *a = json_object_get(args, key);
-		char hname[sizeof("Mcp-Param-") + UP_HTTP_PARAM_NAME_MAX], num[32], *val = NULL;
-
-		if (!name || !a || json_is_null(a))
-			continue;
-		snprintf(hname, sizeof(hname), "Mcp-Param-%s", name);
-		if (json_is_string(a)) {
-			val = value_encode(json_string_value(a), json_string_length(a));
-		} else if (json_is_integer(a)) {
-			snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(a));
-			val = strdup(num);
-		} else if (json_is_boolean(a)) {
-			val = strdup(json_is_true(a) ? "true" : "false");
-		} else {
-			continue; /* the schema check let no other type through */
-		}
-		hdr_add(o, hname, val);
-		free(val);
-	}
-}
-
 /* Our header lines of a request of this run, into o. */
-static void own_headers(struct up_http *h, const struct up_req_info *r, bool get, struct hdrs *o)
+static void own_headers(struct up_http *h, const struct up_req_info *r, bool get, struct up_hdrs *o)
 {
 	char *name;
 
-	hdr_add(o, "Accept", get ? "text/event-stream" : "application/json, text/event-stream");
+	upstream_hdrs_add(o, "Accept",
+			  get ? "text/event-stream" : "application/json, text/event-stream");
 	if (!get)
-		hdr_add(o, "Content-Type", "application/json");
+		upstream_hdrs_add(o, "Content-Type", "application/json");
 	if (h->link.view->modern) {
-		hdr_add(o, "MCP-Protocol-Version",
-			h->link.view->version[0] ? h->link.view->version
-						 : mcp_revision_latest(MCP_ERA_MODERN)->name);
+		upstream_hdrs_add(o, "MCP-Protocol-Version",
+				  h->link.view->version[0]
+					  ? h->link.view->version
+					  : mcp_revision_latest(MCP_ERA_MODERN)->name);
 		if (r)
-			hdr_add(o, "Mcp-Method", r->method);
+			upstream_hdrs_add(o, "Mcp-Method", r->method);
 		/* Mcp-Name: a call's tool, a read's uri; x-mcp-header marks
 		 * are a tool's alone. */
 		if (r && r->kind == REQ_CALL) {
 			const char *what = r->name;
 
-			name = what ? value_encode(what, strlen(what)) : NULL;
-			hdr_add(o, "Mcp-Name", name);
+			name = what ? upstream_header_value(what, strlen(what)) : NULL;
+			upstream_hdrs_add(o, "Mcp-Name", name);
 			free(name);
 			if (r->tool)
-				param_headers(h, r, o);
+				upstream_param_headers_add(
+					h->link.ev->tool_schema(h->link.core, r->tool), r->args, o);
 		}
 		return;
 	}
 	if (h->link.view->version[0] && (!r || r->kind != REQ_INIT))
-		hdr_add(o, "MCP-Protocol-Version", h->link.view->version);
+		upstream_hdrs_add(o, "MCP-Protocol-Version", h->link.view->version);
 	if (h->sid[0] && (!r || r->kind != REQ_INIT))
-		hdr_add(o, "Mcp-Session-Id", h->sid);
+		upstream_hdrs_add(o, "Mcp-Session-Id", h->sid);
 }
 
 /* Every header line of a request: ours (in o), then the policy's. A new
  * NULL-ended array of borrowed lines, or NULL. */
 static const char **lines_make(struct up_http *h, const struct up_req_info *r, bool get,
-			       const char *last_id, struct hdrs *o)
+			       const char *last_id, struct up_hdrs *o)
 {
 	const char **lines;
 	size_t n = 0;
 
 	own_headers(h, r, get, o);
 	if (last_id)
-		hdr_add(o, "Last-Event-ID", last_id);
+		upstream_hdrs_add(o, "Last-Event-ID", last_id);
 	if (o->bad || !(lines = calloc(o->n + h->nheaders + 1, sizeof(*lines))))
 		return NULL;
 	for (size_t i = 0; i < o->n; i++)
@@ -850,7 +533,7 @@ static const char **lines_make(struct up_http *h, const struct up_req_info *r, b
 static int post_start(struct up_http *h, const struct up_req_info *r, bool get, const char *buf,
 		      size_t len, const char *last_id)
 {
-	struct hdrs own = {0};
+	struct up_hdrs own = {0};
 	const char **lines = lines_make(h, r, get, last_id, &own);
 	struct post *p = calloc(1, sizeof(*p));
 	struct http_call_hooks hooks = {.on_head = on_head, .on_data = on_data, .done = on_done};
@@ -870,7 +553,7 @@ static int post_start(struct up_http *h, const struct up_req_info *r, bool get, 
 		free(lines);
 		free(p);
 		rc = own.bad && own.n < UP_HTTP_OWN_MAX ? -E2BIG : -ENOMEM;
-		hdrs_free(&own);
+		upstream_hdrs_free(&own);
 		return rc;
 	}
 	req.headers = lines;
@@ -895,7 +578,7 @@ static int post_start(struct up_http *h, const struct up_req_info *r, bool get, 
 	}
 	rc = http_call_start(h->client, &req, &hooks, p, &p->call, NULL);
 	free(lines);
-	hdrs_free(&own);
+	upstream_hdrs_free(&own);
 	if (rc < 0) {
 		free(p);
 		return rc;
@@ -985,7 +668,7 @@ static int ht_open(void *t, struct appl_err *err)
 /* DELETE ends the session (legacy): at shutdown, once, briefly. */
 static void session_delete(struct up_http *h)
 {
-	struct hdrs own = {0};
+	struct up_hdrs own = {0};
 	const char **lines = lines_make(h, NULL, true, NULL, &own);
 	struct http_request req = {
 		.method = "DELETE",
@@ -1005,7 +688,7 @@ static void session_delete(struct up_http *h)
 			UP_LOG(h->link.name, LOG_DEBUG, "session ended (DELETE: HTTP %ld)", status);
 	}
 	free(lines);
-	hdrs_free(&own);
+	upstream_hdrs_free(&own);
 }
 
 static void ht_close(void *t, bool block)
@@ -1092,7 +775,6 @@ static int ht_make(const struct up_link *link, const struct policy_server *srv,
 	struct up_http *h = calloc(1, sizeof(*h));
 	struct appl_err le = {0};
 
-	(void)o;
 	if (!h)
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	*t = h;
@@ -1108,7 +790,8 @@ static int ht_make(const struct up_link *link, const struct policy_server *srv,
 	if (!h->url || !h->headers || (srv->ca_file && !h->ca_file) || (srv->proxy && !h->proxy))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	for (size_t i = 0; i < srv->nheaders; i++) {
-		if (!(h->headers[i] = header_fill(srv->name, &srv->headers[i], err)))
+		if (!(h->headers[i] = upstream_header_fill(o ? o->secrets : NULL, srv->name,
+							   &srv->headers[i], err)))
 			return err ? err->code : -EINVAL;
 		h->nheaders++;
 	}

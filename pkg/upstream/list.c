@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 void upstream_tools_free(struct upstream_tool *t, size_t n)
 {
 	for (size_t i = 0; t && i < n; i++) {

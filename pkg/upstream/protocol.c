@@ -23,7 +23,6 @@ static void run_end(struct upstream *u, const char *why);
 static void list_begin(struct upstream *u, bool initial);
 static void listen_send(struct upstream *u);
 
-
 /* A server's text for a caller: one line, controls and bytes that are not
  * UTF-8 as '?', cut at a character to cap - 1. */
 static void reason_clean(const char *in, char *out, size_t cap)
@@ -57,15 +56,16 @@ static void call_answered(struct upstream *u, struct req *r, const struct jsonrp
 	if (m->kind == JSONRPC_ERROR) {
 		reason_clean(m->error_message, reason, sizeof(reason));
 		upstream_call_finish(u, r, UPSTREAM_ERROR, NULL,
-			       reason[0] ? reason : "the server returned an error");
+				     reason[0] ? reason : "the server returned an error");
 	} else if (!json_is_object(m->result)) {
-		upstream_call_finish(u, r, UPSTREAM_ERROR, NULL,
-			       "the server's answer was refused: the result is not an object");
+		upstream_call_finish(
+			u, r, UPSTREAM_ERROR, NULL,
+			"the server's answer was refused: the result is not an object");
 	} else if (rt && strcmp(rt, "complete") != 0) {
 		/* input_required (2026-07-28): we declared no capability to
 		 * answer with, so the server had no business asking. */
 		upstream_call_finish(u, r, UPSTREAM_ERROR, NULL,
-			       "the server's answer was refused: it asked for input");
+				     "the server's answer was refused: it asked for input");
 	} else {
 		upstream_call_finish(u, r, UPSTREAM_OK, m->result, NULL);
 	}
@@ -242,7 +242,8 @@ static void discover_answered(struct upstream *u, const struct jsonrpc_msg *m)
 			run_end(u, "could not send initialize");
 		return;
 	}
-	snprintf(u->v.version, sizeof(u->v.version), "%s", mcp_revision_latest(MCP_ERA_MODERN)->name);
+	snprintf(u->v.version, sizeof(u->v.version), "%s",
+		 mcp_revision_latest(MCP_ERA_MODERN)->name);
 	caps_take(u, json_object_get(res, "capabilities"));
 	list_begin(u, true);
 }
@@ -501,7 +502,7 @@ static void message_refused(struct upstream *u, const char *buf, size_t len, int
 		id = jsonrpc_id_sniff(buf, len);
 	if (json_is_integer(id) && json_integer_value(id) > 0)
 		req_refused(u, (uint64_t)json_integer_value(id),
-			       rc == -E2BIG ? "nested too deeply" : "not valid JSON-RPC");
+			    rc == -E2BIG ? "nested too deeply" : "not valid JSON-RPC");
 	json_decref(id);
 }
 

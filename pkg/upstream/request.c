@@ -15,7 +15,6 @@
 #define META_CLIENT_INFO "io.modelcontextprotocol/clientInfo"
 #define META_CLIENT_CAPS "io.modelcontextprotocol/clientCapabilities"
 
-
 void upstream_req_free(struct req *r)
 {
 	if (!r)
@@ -138,7 +137,7 @@ static json_t *params_for(const struct upstream *u, const json_t *params)
 
 /* Encode request id (method, params) for this run into *line. */
 int upstream_request_encode(const struct upstream *u, uint64_t id, const char *method,
-			  const json_t *params, char **line, size_t *len, struct appl_err *err)
+			    const json_t *params, char **line, size_t *len, struct appl_err *err)
 {
 	json_t *jid = json_integer((json_int_t)id);
 	json_t *p = params_for(u, params);
@@ -174,8 +173,7 @@ void upstream_req_describe(const struct upstream *u, const struct req *r, struct
 
 /* Send line as request r (NULL: a notification or an answer of ours)
  * through the transport, which is told what r is. */
-static int tp_send(struct upstream *u, const struct req *r, const char *line, size_t len,
-		   bool call)
+static int tp_send(struct upstream *u, const struct req *r, const char *line, size_t len, bool call)
 {
 	struct up_req_info info;
 
@@ -219,7 +217,8 @@ static int call_send(struct upstream *u, struct req *r)
 		char *line = NULL;
 		size_t len;
 
-		if ((rc = upstream_request_encode(u, r->id, r->method, r->params, &line, &len, NULL)) < 0)
+		if ((rc = upstream_request_encode(u, r->id, r->method, r->params, &line, &len,
+						  NULL)) < 0)
 			return rc;
 		free(r->line);
 		r->line = line;
@@ -254,7 +253,7 @@ void upstream_unsent_flush(struct upstream *u)
 			else
 				ulog(u, LOG_WARN, "could not send a %s", r->method);
 			upstream_call_finish(u, r, UPSTREAM_UNAVAILABLE, NULL,
-				       UPSTREAM_REASON_UNAVAILABLE);
+					     UPSTREAM_REASON_UNAVAILABLE);
 			next = u->head; /* a callback may have changed the list */
 		}
 	}
@@ -262,7 +261,7 @@ void upstream_unsent_flush(struct upstream *u)
 
 /* A request of ours (new, linked), sent now. */
 struct req *upstream_req_send(struct upstream *u, enum up_req_kind kind, const char *method,
-			    const json_t *params, uint64_t deadline_ms)
+			      const json_t *params, uint64_t deadline_ms)
 {
 	struct req *r = calloc(1, sizeof(*r));
 	char *line = NULL;
@@ -292,7 +291,7 @@ struct req *upstream_req_send(struct upstream *u, enum up_req_kind kind, const c
 /* ---- calls ------------------------------------------------------------------ */
 
 void upstream_call_finish(struct upstream *u, struct req *r, int status, const json_t *result,
-		    const char *reason)
+			  const char *reason)
 {
 	upstream_req_unlink(u, r);
 	upstream_timer_rearm(u);

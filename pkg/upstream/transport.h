@@ -29,7 +29,8 @@
 /* One log line about the server called name: "upstream NAME: ...". Text
  * from the server reaches fmt only as an argument, escaped (log_escape)
  * or sanitized first. */
-#define UP_LOG(name, lvl, fmt, ...) log_line((lvl), NULL, "upstream %s: " fmt, (name), ##__VA_ARGS__)
+#define UP_LOG(name, lvl, fmt, ...)                                                                \
+	log_line((lvl), NULL, "upstream %s: " fmt, (name), ##__VA_ARGS__)
 
 enum up_run {
 	UP_RUN_STOPPED,
