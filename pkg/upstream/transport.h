@@ -5,7 +5,7 @@
  * The calls go one way only. The core picks a transport from a table by
  * the server's kind (struct upstream_transport, one per transport file)
  * and calls it through that table. A transport never names a symbol of
- * the core: it is handed, when it is made, a link (struct upstream_link)
+ * the core: it is handed, when it is made, a link (struct up_link)
  * holding the core's callbacks, the pointer they take, and a read-only
  * view of the run. It hands each message the server sent to message(),
  * says when the run is over with lost(), and may fail one request with
@@ -69,9 +69,11 @@ struct up_req_info {
 	size_t cap;	    /* the largest answer it may get */
 };
 
-/* The core, for its transport. core is the link's; each is called from
- * the loop, never from inside a call of the core into the transport,
- * unless it says otherwise. */
+/* The core, for its transport; core is the link's. Those that report
+ * what the server did (message to flush) are called from the loop, from
+ * the transport's own watches, never from inside a call of the core into
+ * the transport. cancelled, pending and tool_schema may be called from
+ * anywhere, send and abandon included. */
 struct up_events {
 	/* One message from the server (an answer, a request, a notification). */
 	void (*message)(void *core, const char *buf, size_t len);
