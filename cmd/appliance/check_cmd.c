@@ -45,12 +45,12 @@
 #include "json/json.h"
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream_set.h"
 #include "policy/load.h"
 #include "policy/policy.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
 #include "stubs/stubs.h"
+#include "upstream/set.h"
 
 #define CHECK_CALLS_MAX	    32	 /* --call options */
 #define CHECK_ADDRS_MAX	    16	 /* host addresses tried, per family and kind */
@@ -997,6 +997,7 @@ static void server_report(struct check *c, const struct upstream *u)
 static int part_servers(struct check *c)
 {
 	struct upstream_opts opts = {.result_max = c->lim.max_result_bytes};
+	struct upstream_secrets *secrets = NULL;
 	struct appl_err err = {0};
 
 	cli_hide_paths(&c->hide, c->a->policy, c->a->trust_dir, c->cp.state_dir);
@@ -1005,13 +1006,13 @@ static int part_servers(struct check *c)
 		return -1;
 	}
 	engine_confine_opts(&c->confine, &opts);
-	if (cli_secrets_take(c->cp.policy, &err) < 0) {
+	if (cli_secrets_take(c->cp.policy, &secrets, &err) < 0) {
 		say(c, MARK_PROBLEM, "servers: %s", err.msg);
-		upstream_env_wipe();
 		return -1;
 	}
+	opts.secrets = secrets;
 	c->ups = upstream_set_open(c->loop, c->cp.policy, &opts, NULL, NULL, &err);
-	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
+	upstream_secrets_free(secrets); /* each HTTP upstream holds its own filled copy */
 	if (!c->ups) {
 		say(c, MARK_PROBLEM, "servers: %s", err.msg);
 		return -1;

@@ -13,9 +13,10 @@
 #include <sys/stat.h>
 
 #include "base/fs.h"
+#include "engine/environ.h"
 #include "image/image.h"
-#include "mcp/upstream.h"
 #include "policy/trust.h"
+#include "upstream/upstream.h"
 
 static const struct option *option_find(const char *arg, const struct option *opts)
 {
@@ -123,14 +124,22 @@ int cli_policy_startable(const struct policy *p, const char *path, struct appl_e
 	return rc;
 }
 
-int cli_secrets_take(const struct policy *p, struct appl_err *err)
+/* The header values come from the appliance's environment, and leave it. */
+static int secret_from_env(void *data, const char *name, char **value, size_t *len)
 {
+	(void)data;
+	return engine_env_take(name, value, len);
+}
+
+int cli_secrets_take(const struct policy *p, struct upstream_secrets **out, struct appl_err *err)
+{
+	*out = NULL;
 	/* No core dump, and no ptrace or /proc/PID/mem for another process of
 	 * the same user: the values of the HTTP servers' headers are in this
 	 * memory. */
 	if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
 		return appl_err_errno(err, -errno, errno, "prctl(PR_SET_DUMPABLE)");
-	return upstream_env_take(p, err);
+	return upstream_secrets_take(p, secret_from_env, NULL, out, err);
 }
 
 int cli_state_dir(const char *arg, char *out, size_t len, struct appl_err *err)

@@ -56,10 +56,11 @@ int cli_policy_supported(const struct policy *p, const char *path, struct appl_e
 int cli_policy_startable(const struct policy *p, const char *path, struct appl_err *err);
 
 /* Make the process not dumpable, then take the values of the variables
- * the HTTP servers' headers name out of the environment
- * (upstream_env_take). Before the upstreams start; upstream_env_wipe when
- * done. */
-int cli_secrets_take(const struct policy *p, struct appl_err *err);
+ * the HTTP servers' headers name out of the environment into *out (new;
+ * upstream_secrets_take, engine_env_take; NULL on failure). Before the
+ * upstreams start; upstream_secrets_free when done. */
+struct upstream_secrets;
+int cli_secrets_take(const struct policy *p, struct upstream_secrets **out, struct appl_err *err);
 
 /* Where a policy comes from and what it must pass. */
 struct cli_policy_opts {
@@ -123,7 +124,7 @@ int cli_policy_commit(const struct cli_policy *cp, struct appl_err *err);
 void cli_policy_done(struct cli_policy *cp);
 
 /* What the upstream servers must not see besides the defaults
- * (gateway_confine_prepare): the policy (signed, and the text beside it it
+ * (engine_confine_prepare): the policy (signed, and the text beside it it
  * was signed from), the trust directory (NULL: the default) and the state
  * directory. out[0..4] filled, NULL-ended; strings borrowed from the
  * arguments and h. */

@@ -23,10 +23,10 @@
 #include "engine/engine.h"
 #include "image/image.h"
 #include "log/log.h"
-#include "mcp/upstream.h"
 #include "policy/draft.h"
 #include "policy/state.h"
 #include "proc/confine.h"
+#include "upstream/upstream.h"
 
 #define INIT_EXPIRES_S (30 * 86400) /* a starting policy is good for 30 days */
 

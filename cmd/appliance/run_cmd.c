@@ -15,9 +15,9 @@
 #include "engine/engine.h"
 #include "gateway/gateway.h"
 #include "mcp/stdio.h"
-#include "mcp/upstream.h"
 #include "policy/trust.h"
 #include "stubs/stubs.h"
+#include "upstream/upstream.h"
 
 struct run_args {
 	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
@@ -202,6 +202,7 @@ int cmd_run(int argc, char **argv)
 	struct appl_err err = {0};
 	struct gateway_config cfg;
 	struct cli_hide hide;
+	struct upstream_secrets *secrets = NULL;
 	bool http;
 	int rc;
 
@@ -217,7 +218,7 @@ int cmd_run(int argc, char **argv)
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return start_fail(&err, false);
 	http = policy_http(cp.policy) != NULL;
-	if (cli_secrets_take(cp.policy, &err) < 0) {
+	if (cli_secrets_take(cp.policy, &secrets, &err) < 0) {
 		cli_policy_done(&cp);
 		return start_fail(&err, http);
 	}
@@ -232,6 +233,7 @@ int cmd_run(int argc, char **argv)
 	cfg.run_dir = a.run_dir;
 	cfg.verified = &cp.info;
 	cfg.state_dir = cp.state_dir;
+	cfg.secrets = secrets;
 	/* Hidden from the servers: the policy, the keys it is checked with,
 	 * the floor and state. */
 	cli_hide_paths(&hide, a.policy, a.trust_dir, cp.state_dir);
@@ -244,7 +246,7 @@ int cmd_run(int argc, char **argv)
 	cfg.on_started = on_started;
 	cfg.data = &cp;
 	rc = gateway_run(&cfg, &err);
-	upstream_env_wipe();
+	upstream_secrets_free(secrets);
 	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }
@@ -271,9 +273,10 @@ static int stubs_write(FILE *out, const char *role, const char *desc,
 }
 
 /* Start the policy's servers (nothing else) and write role's view. */
-static int stubs_print(const struct policy *p, const char *role, struct appl_err *err)
+static int stubs_print(const struct policy *p, const char *role, struct upstream_secrets *secrets,
+		       struct appl_err *err)
 {
-	struct engine_config ec = {.parts = ENGINE_SERVERS, .policy = p};
+	struct engine_config ec = {.parts = ENGINE_SERVERS, .policy = p, .secrets = secrets};
 	struct bridge_catalog *cat = NULL;
 	const char *desc = NULL;
 	struct engine *e;
@@ -299,6 +302,7 @@ int cmd_stubs(int argc, char **argv)
 	struct run_args a;
 	struct cli_policy cp;
 	struct appl_err err = {0};
+	struct upstream_secrets *secrets = NULL;
 	int rc;
 
 	memset(&a, 0, sizeof(a));
@@ -313,10 +317,10 @@ int cmd_stubs(int argc, char **argv)
 				    .check = cli_policy_supported};
 	if (cli_policy_accept(&o, &cp, &err) < 0)
 		return cli_fail(&err);
-	rc = cli_secrets_take(cp.policy, &err);
+	rc = cli_secrets_take(cp.policy, &secrets, &err);
 	if (rc == 0)
-		rc = stubs_print(cp.policy, a.role, &err);
-	upstream_env_wipe();
+		rc = stubs_print(cp.policy, a.role, secrets, &err);
+	upstream_secrets_free(secrets);
 	cli_policy_done(&cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }

@@ -335,7 +335,7 @@
 #define APPL_STUBS_DESCRIPTION_DEF  (16u * 1024)
 #define APPL_STUBS_DESCRIPTION_CEIL (256u * 1024)
 
-/* ---- upstream client (pkg/mcp/upstream.c) ------------------------------- */
+/* ---- upstream client (pkg/upstream) ----------------------------------- */
 /* A server is started, and answers, within these; a hostile or broken one
  * costs at most a bounded wait and bounded memory (docs/upstream.md). */
 #define APPL_UPSTREAM_INIT_TIMEOUT_MS 10000 /* initialize and the whole first tools/list */
@@ -364,7 +364,7 @@
  * (servers.NAME.concurrency); the server's slots are shared fairly between
  * the cells that wait. The ceiling is 32 because the HTTP transport keeps at
  * most 32 calls in flight per server (UP_HTTP_CALLS_MAX in
- * pkg/mcp/upstream_http.c): a higher value would buy nothing. */
+ * pkg/upstream/http.c): a higher value would buy nothing. */
 #define APPL_SERVER_CONCURRENCY_MIN  1
 #define APPL_SERVER_CONCURRENCY_DEF  16
 #define APPL_SERVER_CONCURRENCY_CEIL 32

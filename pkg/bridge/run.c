@@ -15,7 +15,7 @@
 #include "json/json.h"
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream_set.h"
+#include "upstream/set.h"
 
 #define RUN_LOG_ID_MAX 32
 

@@ -17,8 +17,8 @@
 #include "engine/process.h"
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream.h"
-#include "mcp/upstream_set.h"
+#include "upstream/upstream.h"
+#include "upstream/set.h"
 #include "proc/confine.h"
 #include "proc/seccomp.h"
 

@@ -19,7 +19,7 @@
 #include "engine/roles.h"
 #include "image/image.h"
 #include "log/log.h"
-#include "mcp/upstream_set.h"
+#include "upstream/set.h"
 #include "pool/pool.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
@@ -214,7 +214,8 @@ static void audit_stop(struct engine *e)
 static int servers_open(struct engine *e, struct appl_err *err)
 {
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
-	struct upstream_opts opts = {.result_max = e->lim.max_result_bytes};
+	struct upstream_opts opts = {.result_max = e->lim.max_result_bytes,
+				     .secrets = e->cfg.secrets};
 
 	if (engine_confine_prepare(&e->confine, e->policy, e->cfg.hide, e->cfg.run_dir, err) < 0)
 		return err->code;
@@ -222,7 +223,7 @@ static int servers_open(struct engine *e, struct appl_err *err)
 	if (!(e->gate = bridge_gate_new(e->policy)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	e->ups = upstream_set_open(e->loop, e->policy, &opts, engine_roles_changed, e->roles, err);
-	upstream_env_wipe(); /* each HTTP upstream holds its own filled copy */
+	upstream_secrets_wipe(e->cfg.secrets); /* each HTTP upstream holds its own filled copy */
 	if (!e->ups)
 		return err->code;
 	engine_roles_servers(e->roles, e->ups);

@@ -37,6 +37,7 @@
 struct engine;
 struct audit;
 struct upstream_set;
+struct upstream_secrets;
 
 /* The parts engine_start starts. */
 #define ENGINE_SANDBOX 0x1u /* the image and the sandbox runtime: runs get cells */
@@ -64,6 +65,9 @@ struct engine_config {
 	 * log: the policy file, the trust and state directories. NULL-ended;
 	 * may be NULL. */
 	const char *const *hide;
+	/* The values of the HTTP servers' headers (upstream_secrets_take;
+	 * borrowed; may be NULL), wiped once the servers are made. */
+	struct upstream_secrets *secrets;
 	/* Called last in engine_start, once everything else has passed.
 	 * Non-zero stops the start with err. May be NULL. */
 	int (*on_started)(void *data, struct appl_err *err);

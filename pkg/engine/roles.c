@@ -6,8 +6,8 @@
 #include <string.h>
 
 #include "log/log.h"
-#include "mcp/upstream.h"
-#include "mcp/upstream_set.h"
+#include "upstream/set.h"
+#include "upstream/upstream.h"
 #include "stubs/stubs.h"
 
 struct role {

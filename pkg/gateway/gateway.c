@@ -307,6 +307,7 @@ static int engine_make(struct gateway *gw, const struct gateway_config *cfg, str
 				   .verified = cfg->verified,
 				   .state_dir = cfg->state_dir,
 				   .hide = cfg->hide,
+				   .secrets = cfg->secrets,
 				   .on_started = on_started,
 				   .tools_changed = tools_changed,
 				   .start_role = true,

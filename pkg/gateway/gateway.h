@@ -16,6 +16,8 @@
 #include "policy/load.h"
 #include "policy/policy.h"
 
+struct upstream_secrets;
+
 struct gateway_config {
 	const struct policy *policy; /* verified; borrowed */
 	const char *cache;	     /* image cache; NULL: the default */
@@ -29,6 +31,9 @@ struct gateway_config {
 	 * audit log (proc/confine.h): the policy file, the trust and state
 	 * directories. NULL-ended; may be NULL. */
 	const char *const *hide;
+	/* The values of the HTTP servers' headers (upstream_secrets_take;
+	 * borrowed; may be NULL), wiped once the servers are made. */
+	struct upstream_secrets *secrets;
 	/* Called once everything checked at start has passed (the image
 	 * verified, the sandbox runtime open, the servers started): before
 	 * the first request is read over HTTP, before the first request that

@@ -1,6 +1,6 @@
 /* revision.h: the MCP revisions the appliance speaks, in one table shared by
  * the server its clients talk to (pkg/mcp/session.c) and the client it talks
- * to upstream servers with (pkg/mcp/upstream.c).
+ * to upstream servers with (pkg/upstream).
  *
  * Two eras. A legacy revision (2025-11-25 and before) is chosen once per
  * connection by initialize; the modern one (2026-07-28) is named in every

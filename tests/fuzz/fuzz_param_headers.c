@@ -1,6 +1,6 @@
 /* fuzz_param_headers.c: what a hostile HTTP upstream's tools/list can put
  * in a tool's input schema for its x-mcp-header marks, and the session id
- * it can hand out (pkg/mcp/upstream.h).
+ * it can hand out (pkg/upstream/upstream.h).
  *
  * The input is JSON (the schema) or, when it does not parse, a session id.
  * A schema that is offered must keep the promises of
@@ -16,7 +16,7 @@
 
 #include <jansson.h>
 
-#include "mcp/upstream.h"
+#include "upstream/upstream.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -20,8 +20,8 @@
 #include "bridge/internal.h"
 #include "cell/cell.h"
 #include "loop/loop.h"
-#include "mcp/upstream_set.h"
 #include "policy/policy.h"
+#include "upstream/set.h"
 
 /* Server a: its read tools, plus a.put as a write. Server b: everything.
  * reader may call a's tools and never write; writer may call all. */

@@ -25,11 +25,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 #include <cmocka.h>
+#include <sodium.h>
 
 #include "log/log.h"
 #include "loop/loop.h"
-#include "mcp/upstream.h"
-#include "mcp/upstream_set.h"
+#include "upstream/upstream.h"
+#include "upstream/set.h"
 
 static char self_exe[PATH_MAX];
 static char toy_path[PATH_MAX];
@@ -1482,7 +1483,8 @@ static void test_set_read(void **state)
 struct hseen {
 	int n;
 	char method[64], name[UPSTREAM_URI_MAX * 2], version[32];
-	int params; /* Mcp-Param-* headers */
+	int params;		   /* Mcp-Param-* headers */
+	char auth[128], both[128]; /* Authorization, X-Both: the policy's */
 };
 
 struct hsrv {
@@ -1512,8 +1514,12 @@ static void h_record(struct MHD_Connection *conn, struct hseen *h)
 	const char *m = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Mcp-Method");
 	const char *n = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Mcp-Name");
 	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "MCP-Protocol-Version");
+	const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+	const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Both");
 
 	h->n++;
+	snprintf(h->auth, sizeof(h->auth), "%s", a ? a : "");
+	snprintf(h->both, sizeof(h->both), "%s", x ? x : "");
 	snprintf(h->method, sizeof(h->method), "%s", m ? m : "");
 	snprintf(h->name, sizeof(h->name), "%s", n ? n : "");
 	snprintf(h->version, sizeof(h->version), "%s", v ? v : "");
@@ -1691,6 +1697,150 @@ static void test_http_read_headers(void **state)
 	hsrv_stop(&hs);
 }
 
+/* ---- the secrets of HTTP headers ------------------------------------------------ */
+
+/* A source of values that is not the environment: a table, and how often
+ * each name was asked for. */
+struct fake_src {
+	const char *names[4], *values[4];
+	int asked[4];
+};
+
+static int fake_take(void *data, const char *name, char **value, size_t *len)
+{
+	struct fake_src *src = data;
+
+	for (size_t i = 0; i < 4 && src->names[i]; i++) {
+		if (strcmp(src->names[i], name) != 0)
+			continue;
+		src->asked[i]++;
+		*len = strlen(src->values[i]);
+		if (!(*value = sodium_malloc(*len + 1)))
+			return -ENOMEM;
+		memcpy(*value, src->values[i], *len + 1);
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static struct policy *web_policy(unsigned port)
+{
+	char text[2048];
+	struct policy *p = NULL;
+	struct appl_err err = {0};
+
+	snprintf(text, sizeof(text),
+		 "{\"policy_version\":1,\"serial\":1,\"expires\":\"2099-01-01T00:00:00Z\","
+		 "\"image\":{\"layout\":\"/img\",\"digest\":\"sha256:%064d\"},"
+		 "\"servers\":{\"web\":{\"url\":\"http://127.0.0.1:%u/mcp\",\"headers\":"
+		 "{\"Authorization\":\"Bearer {env:UPT_TOK}\","
+		 "\"X-Both\":\"{env:UPT_TOK}-{env:UPT_TWO}\"}}},"
+		 "\"tools\":{\"web.*\":{\"access\":\"read\"}},"
+		 "\"roles\":{\"reader\":{\"tools\":[\"web.*\"],\"write\":false}}}",
+		 0, port);
+	if (policy_parse(text, strlen(text), "/", &p, &err) != 0)
+		fail_msg("policy: %s", err.msg);
+	return p;
+}
+
+/* A call of the HTTP server made with opts; what its headers said. */
+static struct hseen web_call(struct hsrv *hs, const struct policy *p,
+			     const struct upstream_opts *opts, struct upstream_secrets *wipe)
+{
+	struct env_t e;
+	struct cap c = {0};
+	struct hseen seen;
+
+	start_ready(&e, policy_server_get(p, 0), opts);
+	/* the upstream keeps its own filled copy: the taken values may go */
+	upstream_secrets_wipe(wipe);
+	call_wait(&e, "t", json_pack("{s:s}", "region", "eu-1"), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	cap_clear(&c);
+	stop(&e);
+	pthread_mutex_lock(&hs->mu);
+	seen = hs->call;
+	pthread_mutex_unlock(&hs->mu);
+	return seen;
+}
+
+/* A value that would end the header line, or make it longer than its cap,
+ * is refused when the upstream is made: its bytes are not quoted. */
+static void bad_values_refused(const struct policy *p)
+{
+	static char big[9 * 1024];
+	const char *bad[] = {"a\r\nX-Evil: 1", "a\nb", big};
+	struct appl_err err = {0};
+	struct loop *l = loop_new(&err);
+
+	memset(big, 'x', sizeof(big) - 1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct fake_src src = {{"UPT_TOK", "UPT_TWO"}, {bad[i], "two"}, {0}};
+		struct upstream_secrets *s = NULL;
+		struct upstream_opts opts = {0};
+
+		assert_int_equal(upstream_secrets_take(p, fake_take, &src, &s, &err), 0);
+		opts.secrets = s;
+		assert_null(upstream_new(l, policy_server_get(p, 0), NULL, &opts, &err));
+		assert_int_equal(err.code, -EINVAL);
+		assert_string_equal(err.msg, "servers.web.headers.Authorization: the filled value "
+					     "is too long or holds a line break");
+		upstream_secrets_free(s);
+	}
+	loop_free(l);
+}
+
+/* Each variable the headers name is taken once, through the caller's
+ * function, and fills every header that names it; one the source does not
+ * have is refused, naming it; without secrets, the environment fills. */
+static void test_secrets_take(void **state)
+{
+	struct fake_src src = {{"UPT_TOK", "UPT_TWO"}, {"s3cret", "two"}, {0}};
+	struct fake_src lacking = {{"UPT_TOK"}, {"s3cret"}, {0}};
+	struct upstream_secrets *s = NULL;
+	struct upstream_opts opts = {0};
+	struct appl_err err = {0};
+	struct policy *p;
+	struct hsrv hs;
+	struct hseen seen;
+	(void)state;
+
+	assert_true(sodium_init() >= 0);
+	hsrv_start(&hs);
+	p = web_policy(hs.port);
+	assert_int_equal(upstream_secrets_take(p, fake_take, &src, &s, &err), 0);
+	assert_non_null(s);
+	assert_int_equal(src.asked[0], 1);
+	assert_int_equal(src.asked[1], 1);
+	opts.secrets = s;
+	seen = web_call(&hs, p, &opts, s);
+	assert_string_equal(seen.auth, "Bearer s3cret");
+	assert_string_equal(seen.both, "s3cret-two");
+	upstream_secrets_free(s);
+
+	/* s still holds the freed pointer: a failure must set it to NULL */
+	assert_int_equal(upstream_secrets_take(p, fake_take, &lacking, &s, &err), -ENOENT);
+	assert_null(s);
+	assert_string_equal(err.msg,
+			    "servers.web.headers.X-Both: the environment has no UPT_TWO; set it "
+			    "where the appliance starts (for the systemd unit, in an "
+			    "EnvironmentFile)");
+	assert_int_equal(lacking.asked[0], 1);
+
+	bad_values_refused(p);
+
+	setenv("UPT_TOK", "from-env", 1);
+	setenv("UPT_TWO", "2", 1);
+	seen = web_call(&hs, p, NULL, NULL);
+	assert_string_equal(seen.auth, "Bearer from-env");
+	assert_string_equal(seen.both, "from-env-2");
+	unsetenv("UPT_TOK");
+	unsetenv("UPT_TWO");
+	upstream_secrets_free(NULL);
+	policy_free(p);
+	hsrv_stop(&hs);
+}
+
 static void test_stderr_relay(void **state)
 {
 	char cut[APPL_UPSTREAM_STDERR_LINE_MAX + 64];
@@ -1770,6 +1920,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_read_bad_uri),
 		cmocka_unit_test(test_set_read),
 		cmocka_unit_test(test_http_read_headers),
+		cmocka_unit_test(test_secrets_take),
 		cmocka_unit_test(test_stderr_relay),
 	};
 

@@ -1,5 +1,5 @@
-/* upstream_set.c: the upstream servers of a policy (see upstream_set.h). */
-#include "mcp/upstream_set.h"
+/* set.c: the upstream servers of a policy (see set.h). */
+#include "upstream/set.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,9 +1,9 @@
-/* upstream_set.h: every upstream server of a policy, by name: started
+/* set.h: every upstream server of a policy, by name: started
  * together, woken when work arrives, called, read and cancelled by server
  * name (pkg/bridge sends each allowed call here, with no owner in between).
  */
-#ifndef APPL_MCP_UPSTREAM_SET_H
-#define APPL_MCP_UPSTREAM_SET_H
+#ifndef APPL_UPSTREAM_SET_H
+#define APPL_UPSTREAM_SET_H
 
 #include <jansson.h>
 #include <stddef.h>
@@ -11,7 +11,7 @@
 
 #include "base/err.h"
 #include "loop/loop.h"
-#include "mcp/upstream.h"
+#include "upstream/upstream.h"
 #include "policy/policy.h"
 
 struct upstream_set;

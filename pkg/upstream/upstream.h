@@ -28,8 +28,8 @@
  * the accessors; they must not call upstream_free or run the loop
  * (upstream_wait_ready).
  */
-#ifndef APPL_MCP_UPSTREAM_H
-#define APPL_MCP_UPSTREAM_H
+#ifndef APPL_UPSTREAM_UPSTREAM_H
+#define APPL_UPSTREAM_UPSTREAM_H
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -116,6 +116,7 @@ struct upstream_hooks {
 
 /* Tunables; a zero field takes the default. */
 struct proc_filter;
+struct upstream_secrets; /* below */
 
 struct upstream_opts {
 	const char *client_version; /* clientInfo.version: UPSTREAM_CLIENT_VERSION_DEF */
@@ -133,6 +134,10 @@ struct upstream_opts {
 	bool confine;
 	const char *const *hide;
 	const struct proc_filter *filter;
+	/* The values of the HTTP servers' headers (upstream_secrets_take;
+	 * borrowed, read while upstream_new runs). NULL, or a variable it
+	 * does not hold: read from the environment. */
+	const struct upstream_secrets *secrets;
 };
 
 /* A new upstream for srv (a stdio server; copied, so the policy may go
@@ -234,14 +239,30 @@ void upstream_call_cancel(struct upstream *u, uint64_t call_id);
 /* The longest Mcp-Session-Id a server may give; it must be visible ASCII. */
 #define UPSTREAM_SID_MAX 256u
 
-/* Take the value of each variable the policy's headers name ({env:NAME})
- * out of the environment, once, before any HTTP upstream is made: kept in
- * guarded memory, the bytes wiped from the environment block and the
- * variable unset. -ENOENT with err naming a variable (never a value) that
- * is not set. */
-int upstream_env_take(const struct policy *p, struct appl_err *err);
-/* Wipe and free what upstream_env_take kept. */
-void upstream_env_wipe(void);
+/* struct upstream_secrets (opaque): the values of the variables the
+ * policy's HTTP headers name ({env:NAME}), taken once at start and kept
+ * in guarded memory (sodium_malloc) until wiped. */
+
+/* Hand over the value of variable name (data: upstream_secrets_take's): on
+ * 0, *value is a new NUL-terminated copy in sodium_malloc memory (stolen by
+ * the secrets, freed with sodium_free) of *len bytes, and the source no
+ * longer holds it; -ENOENT when there is no such variable; -ENOMEM. The
+ * caller decides where values come from and how they are removed there
+ * (cmd/appliance: the environment, engine/environ.h). */
+typedef int (*upstream_secret_take_fn)(void *data, const char *name, char **value, size_t *len);
+
+/* Take the value of each variable p's HTTP servers' headers name, once
+ * each, through take, before any HTTP upstream is made: 0 and *out (new;
+ * upstream_secrets_free), for upstream_opts.secrets. Else *out is NULL,
+ * what was taken is wiped, and err says why: -ENOENT naming a variable
+ * (never a value) that take does not have, -ENOMEM. */
+int upstream_secrets_take(const struct policy *p, upstream_secret_take_fn take, void *data,
+			  struct upstream_secrets **out, struct appl_err *err);
+/* Wipe and free every value; s stays, empty (the upstreams made with it
+ * keep their own filled copies). Safe on NULL. */
+void upstream_secrets_wipe(struct upstream_secrets *s);
+/* upstream_secrets_wipe, then free s. Safe on NULL. */
+void upstream_secrets_free(struct upstream_secrets *s);
 
 /* Why a tool's input schema (2026-07-28 over HTTP) cannot be offered, or
  * NULL: each parameter marked "x-mcp-header" must name an HTTP token (at

@@ -1,8 +1,8 @@
-/* upstream_stdio.c: the stdio transport of the upstream client (see
- * upstream.h, upstream_int.h): a child process, one JSON-RPC message per
- * line on its stdin and stdout, its stderr relayed to the log. */
+/* stdio.c: the stdio transport of the upstream client (see upstream.h,
+ * transport.h): a child process, one JSON-RPC message per line on its
+ * stdin and stdout, its stderr relayed to the log. */
 #define _GNU_SOURCE
-#include "mcp/upstream_int.h"
+#include "upstream/transport.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "jsonrpc/jsonrpc.h"
 #include "loop/lines.h"
 #include "proc/confine.h"
 #include "proc/proc.h"
@@ -26,12 +25,13 @@
 /* A killed process not reaped yet: its pidfd is watched until it is. */
 struct corpse {
 	struct corpse *next;
-	struct upstream *u;
+	struct up_stdio *s;
 	pid_t pid;
 	int pidfd;
 };
 
 struct up_stdio {
+	struct up_link link;
 	char **argv;
 	char **env_names;
 	size_t nenv;
@@ -47,11 +47,6 @@ struct up_stdio {
 	struct corpse *corpses;
 	struct proc_jail *jail; /* its confinement (NULL: none asked) */
 };
-
-static struct up_stdio *S(const struct upstream *u)
-{
-	return u->t;
-}
 
 /* ---- environment ------------------------------------------------------------ */
 
@@ -138,15 +133,15 @@ void upstream_env_free(char **envp)
  * it to the cap less a reserve; our own lines (answers to the server's
  * requests, cancellations, the handshake) may use the reserve too, so a
  * flood of calls cannot keep them out. -ENOBUFS when it does not fit. */
-static int st_send(struct upstream *u, const struct req *r, const char *buf, size_t len, bool call)
+static int st_send(void *t, const struct up_req_info *r, const char *buf, size_t len, bool call)
 {
-	struct up_stdio *s = S(u);
+	struct up_stdio *s = t;
 	size_t limit =
 		call ? APPL_UPSTREAM_OUTBUF_MAX - UP_CONTROL_RESERVE : APPL_UPSTREAM_OUTBUF_MAX;
 	size_t pending;
 
 	(void)r;
-	if (u->run == RUN_STOPPED || !s->io)
+	if (s->link.view->run == UP_RUN_STOPPED || !s->io)
 		return -EPIPE;
 	pending = lines_pending(s->io);
 	if (len > limit || pending > limit - len)
@@ -155,97 +150,81 @@ static int st_send(struct upstream *u, const struct req *r, const char *buf, siz
 }
 
 /* MCP over stdio: the sender of a request it gives up cancels it. */
-static void st_abandon(struct upstream *u, const struct req *r, const char *reason)
+static void st_abandon(void *t, uint64_t id, const char *reason)
 {
-	up_send_cancelled(u, r->id, reason);
+	struct up_stdio *s = t;
+
+	s->link.ev->cancelled(s->link.core, id, reason);
 }
 
-static void st_cap_changed(struct upstream *u, size_t cap)
+static void st_cap_changed(void *t, size_t cap)
 {
-	if (S(u)->io)
-		lines_set_line_max(S(u)->io, cap);
+	struct up_stdio *s = t;
+
+	if (s->io)
+		lines_set_line_max(s->io, cap);
 }
 
 /* ---- reading the server's stdout ------------------------------------------- */
 
 static void on_line(struct lines *l, const char *line, size_t len, void *data)
 {
+	struct up_stdio *s = data;
+
 	(void)l;
-	up_message(data, line, len);
+	s->link.ev->message(s->link.core, line, len);
 }
 
-/* A message past the cap. A call's answer ends the call over the cap once
- * the rest of it has been read and dropped (on_skipped): it is never kept
- * or parsed, and the call holds its server slot until then, so a cell
- * gathering huge answers cannot have the server make more of them than its
- * slots while reading keeps pace with what it writes. The call is the one
- * whose id the answer's first bytes name; with no id there, the oldest call
- * sent when the server has answered in order so far, else every call sent
- * (any of them could be it). A message that is not an answer is only
- * dropped. */
+/* A message past the cap: dropped as it is read, never kept or parsed;
+ * the core decides, from its first bytes, whose answer it was. */
 static void on_overlong(struct lines *l, const char *head, size_t len, void *data)
 {
-	struct upstream *u = data;
-	json_t *id = jsonrpc_id_sniff(head, len);
-	struct req *r;
+	struct up_stdio *s = data;
+
 	(void)l;
-
-	ulog(u, LOG_INFO, "dropping a message longer than its cap (%zu bytes seen)", len);
-	if (json_is_integer(id) && json_integer_value(id) > 0) {
-		uint64_t n = (uint64_t)json_integer_value(id);
-
-		json_decref(id);
-		if ((r = up_req_find(u, n)) && r->kind == REQ_CALL)
-			up_call_dropping(u, r);
-		else
-			up_req_too_large(u, n);
-		return;
-	}
-	json_decref(id);
-	if (jsonrpc_method_sniffed(head, len) || !(r = up_oldest_sent_call(u)))
-		return;
-	if (u->in_order) {
-		up_call_dropping(u, r);
-		return;
-	}
-	for (; r; r = r->next)
-		up_call_dropping(u, r);
+	UP_LOG(s->link.name, LOG_INFO, "dropping a message longer than its cap (%zu bytes seen)",
+	       len);
+	s->link.ev->overlong(s->link.core, head, len);
 }
 
 static void on_skipped(struct lines *l, void *data)
 {
+	struct up_stdio *s = data;
+
 	(void)l;
-	up_dropped_end(data);
+	s->link.ev->dropped_end(s->link.core);
 }
 
 /* The end of its stdout, or its stdin broken: the server is gone or of no
  * more use (what it wrote before has been read). */
 static void on_io_end(struct lines *l, const char *why, void *data)
 {
-	struct upstream *u = data;
-	bool exited = proc_wait_exit(S(u)->pidfd, 0) == 1;
+	struct up_stdio *s = data;
+	bool exited = proc_wait_exit(s->pidfd, 0) == 1;
 	(void)l;
 
 	if (strcmp(why, "write error") == 0)
-		up_lost(u, exited ? "exited" : "closed its input");
+		s->link.ev->lost(s->link.core, exited ? "exited" : "closed its input");
 	else if (strcmp(why, "end of input") == 0)
-		up_lost(u, exited ? "exited" : "closed its output");
+		s->link.ev->lost(s->link.core, exited ? "exited" : "closed its output");
 	else
-		up_lost(u, why);
+		s->link.ev->lost(s->link.core, why);
 }
 
 /* What waited for room in its stdin goes now. */
 static void on_io_flushed(struct lines *l, void *data)
 {
+	struct up_stdio *s = data;
+
 	(void)l;
-	up_unsent_flush(data);
+	s->link.ev->flush(s->link.core);
 }
 
 /* ---- the server's stderr ----------------------------------------------------- */
 
 /* One line of its stderr to the log, escaped, cut at the cap, and no more
  * than the log rate allows: a server must not be able to flood the log. */
-static void err_emit(struct upstream *u, const char *line, size_t len, bool cut)
+static void err_emit(struct up_stdio *s, const char *line, size_t len, bool cut)
 {
 	char text[APPL_UPSTREAM_STDERR_LINE_MAX * 4 + 1];
 	unsigned dropped;
@@ -253,13 +232,13 @@ static void err_emit(struct upstream *u, const char *line, size_t len, bool cut)
 
 	if (len > 0 && line[len - 1] == '\r' && !cut)
 		len--;
-	if (!log_rate_allow(&S(u)->err_rate, loop_now_ms(), &dropped))
+	if (!log_rate_allow(&s->err_rate, loop_now_ms(), &dropped))
 		return;
 	if (dropped)
-		ulog(u, LOG_WARN, "stderr: %u lines left out (more than %u in %u s)", dropped,
-		     LOG_RATE_BURST, LOG_RATE_WINDOW_MS / 1000);
+		UP_LOG(s->link.name, LOG_WARN, "stderr: %u lines left out (more than %u in %u s)",
+		       dropped, LOG_RATE_BURST, LOG_RATE_WINDOW_MS / 1000);
 	log_escape(line, len, text, sizeof(text), &cut2);
-	ulog(u, LOG_INFO, "stderr: %s%s", text, cut || cut2 ? " [cut]" : "");
+	UP_LOG(s->link.name, LOG_INFO, "stderr: %s%s", text, cut || cut2 ? " [cut]" : "");
 }
 
 static void on_err_line(struct lines *l, const char *line, size_t len, void *data)
@@ -282,9 +261,9 @@ static void on_err_end(struct lines *l, const char *why, void *data)
 }
 
 /* What the server said on stderr before it went (at most a pipe's worth). */
-static void st_drain(struct upstream *u)
+static void st_drain(void *t)
 {
-	struct up_stdio *s = S(u);
+	struct up_stdio *s = t;
 	const char *part;
 	size_t n;
 
@@ -294,7 +273,7 @@ static void st_drain(struct upstream *u)
 		lines_pump(s->errio, 64 * 1024);
 	/* a last line without its newline */
 	if ((n = lines_partial(s->errio, &part)) > 0)
-		err_emit(u, part, n, false);
+		err_emit(s, part, n, false);
 }
 
 /* ---- the process -------------------------------------------------------------- */
@@ -304,14 +283,14 @@ static void st_drain(struct upstream *u)
  * pidfd, the broken stdin or the end of stdout the loop reports first. */
 static void on_pidfd(struct loop *loop, int fd, uint32_t events, void *data)
 {
-	struct upstream *u = data;
+	struct up_stdio *s = data;
 
 	(void)loop;
 	(void)fd;
 	(void)events;
-	if (S(u)->io)
-		lines_pump(S(u)->io, UP_DRAIN_BYTES);
-	up_lost(u, "exited");
+	if (s->io)
+		lines_pump(s->io, UP_DRAIN_BYTES);
+	s->link.ev->lost(s->link.core, "exited");
 }
 
 static void corpse_free(struct up_stdio *s, struct loop *loop, struct corpse *c)
@@ -335,26 +314,26 @@ static void on_corpse(struct loop *loop, int fd, uint32_t events, void *data)
 	(void)fd;
 	(void)events;
 	if (proc_reap(c->pid, &status) != 0)
-		corpse_free(S(c->u), loop, c);
+		corpse_free(c->s, loop, c);
 }
 
-static void exit_log(struct upstream *u, int status)
+static void exit_log(const struct up_stdio *s, int status)
 {
 	if (WIFEXITED(status))
-		ulog(u, LOG_INFO, "process %d exited with status %d", (int)S(u)->pid,
-		     WEXITSTATUS(status));
+		UP_LOG(s->link.name, LOG_INFO, "process %d exited with status %d", (int)s->pid,
+		       WEXITSTATUS(status));
 	else if (WIFSIGNALED(status))
-		ulog(u, LOG_INFO, "process %d ended by signal %d", (int)S(u)->pid,
-		     WTERMSIG(status));
+		UP_LOG(s->link.name, LOG_INFO, "process %d ended by signal %d", (int)s->pid,
+		       WTERMSIG(status));
 }
 
 /* Kill the process group and reap the leader now, or (block false) watch
  * its pidfd until it can be reaped. The group is killed before the leader
  * is reaped: while it is unreaped its pid, and so the group id, cannot be
  * reused, so the kill cannot reach a stranger. */
-static void st_close(struct upstream *u, bool block)
+static void st_close(void *t, bool block)
 {
-	struct up_stdio *s = S(u);
+	struct up_stdio *s = t;
 	struct corpse *c = NULL;
 	int status = 0, *fds[] = {&s->fd_in, &s->fd_out, &s->fd_err, &s->pidfd};
 
@@ -370,7 +349,7 @@ static void st_close(struct upstream *u, bool block)
 	}
 	s->io = s->errio = NULL;
 	if (s->watching_pid)
-		loop_del(u->loop, s->pidfd);
+		loop_del(s->link.loop, s->pidfd);
 	s->watching_pid = false;
 	for (size_t i = 0; i < 3; i++) {
 		if (*fds[i] >= 0)
@@ -384,11 +363,11 @@ static void st_close(struct upstream *u, bool block)
 	if (block)
 		proc_wait_exit(s->pidfd, APPL_UPSTREAM_KILL_WAIT_MS);
 	if (proc_reap(s->pid, &status) == 1) {
-		exit_log(u, status);
+		exit_log(s, status);
 		close(s->pidfd);
 	} else if (!block && (c = calloc(1, sizeof(*c))) &&
-		   loop_add(u->loop, s->pidfd, EPOLLIN, on_corpse, c, NULL) == 0) {
-		c->u = u;
+		   loop_add(s->link.loop, s->pidfd, EPOLLIN, on_corpse, c, NULL) == 0) {
+		c->s = s;
 		c->pid = s->pid;
 		c->pidfd = s->pidfd;
 		c->next = s->corpses;
@@ -408,9 +387,8 @@ static void fds_close(int *fds, size_t n)
 			close(fds[i]);
 }
 
-static int watches_add(struct upstream *u, struct appl_err *err)
+static int watches_add(struct up_stdio *s, struct appl_err *err)
 {
-	struct up_stdio *s = S(u);
 	struct lines_config io_cfg = {.line_max = APPL_UPSTREAM_MESSAGE_MAX,
 				      .queue_max = APPL_UPSTREAM_OUTBUF_MAX,
 				      .overlong = LINES_OVERLONG_SKIP,
@@ -420,7 +398,7 @@ static int watches_add(struct upstream *u, struct appl_err *err)
 				       .on_skipped = on_skipped,
 				       .on_end = on_io_end,
 				       .on_flushed = on_io_flushed,
-				       .data = u};
+				       .data = s};
 	struct lines_config err_cfg = {.line_max = APPL_UPSTREAM_STDERR_LINE_MAX,
 				       .overlong = LINES_OVERLONG_SKIP,
 				       .head_max = APPL_UPSTREAM_STDERR_LINE_MAX,
@@ -428,11 +406,11 @@ static int watches_add(struct upstream *u, struct appl_err *err)
 	struct lines_hooks err_hooks = {.on_line = on_err_line,
 					.on_overlong = on_err_overlong,
 					.on_end = on_err_end,
-					.data = u};
+					.data = s};
 
-	if (!(s->io = lines_new(u->loop, s->fd_out, s->fd_in, &io_cfg, &io_hooks, err)) ||
-	    !(s->errio = lines_new(u->loop, s->fd_err, -1, &err_cfg, &err_hooks, err)) ||
-	    loop_add(u->loop, s->pidfd, EPOLLIN, on_pidfd, u, err) < 0)
+	if (!(s->io = lines_new(s->link.loop, s->fd_out, s->fd_in, &io_cfg, &io_hooks, err)) ||
+	    !(s->errio = lines_new(s->link.loop, s->fd_err, -1, &err_cfg, &err_hooks, err)) ||
+	    loop_add(s->link.loop, s->pidfd, EPOLLIN, on_pidfd, s, err) < 0)
 		return err ? err->code : -ENOMEM;
 	s->watching_pid = true;
 	return 0;
@@ -456,9 +434,9 @@ static int pipes_open(int p[3][2], struct appl_err *err)
 	return 0;
 }
 
-static int st_open(struct upstream *u, struct appl_err *err)
+static int st_open(void *t, struct appl_err *err)
 {
-	struct up_stdio *s = S(u);
+	struct up_stdio *s = t;
 	int p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
 	struct proc_spec spec = {.path = s->argv[0], .argv = s->argv, .no_new_privs = true};
 	char **envp = NULL;
@@ -491,8 +469,8 @@ static int st_open(struct upstream *u, struct appl_err *err)
 	s->fd_out = p[1][0];
 	s->fd_err = p[2][0];
 	upstream_env_free(envp);
-	if ((rc = watches_add(u, err)) < 0)
-		st_close(u, true);
+	if ((rc = watches_add(s, err)) < 0)
+		st_close(s, true);
 	return rc;
 fail:
 	upstream_env_free(envp);
@@ -502,14 +480,16 @@ fail:
 	return rc;
 }
 
-static pid_t st_pid(const struct upstream *u)
+static pid_t st_pid(const void *t)
 {
-	return S(u)->pid;
+	const struct up_stdio *s = t;
+
+	return s->pid;
 }
 
-static void st_destroy(struct upstream *u)
+static void st_destroy(void *t)
 {
-	struct up_stdio *s = S(u);
+	struct up_stdio *s = t;
 
 	if (!s)
 		return;
@@ -519,27 +499,14 @@ static void st_destroy(struct upstream *u)
 
 		proc_wait_exit(c->pidfd, APPL_UPSTREAM_KILL_WAIT_MS);
 		proc_reap(c->pid, &status);
-		corpse_free(s, u->loop, c);
+		corpse_free(s, s->link.loop, c);
 	}
 	proc_jail_free(s->jail);
 	upstream_env_free(s->argv);
 	upstream_env_free(s->env_names);
 	free(s->cwd);
 	free(s);
-	u->t = NULL;
 }
-
-const struct up_transport up_stdio_transport = {
-	.kind = "stdio",
-	.open = st_open,
-	.send = st_send,
-	.abandon = st_abandon,
-	.close = st_close,
-	.drain = st_drain,
-	.cap_changed = st_cap_changed,
-	.pid = st_pid,
-	.destroy = st_destroy,
-};
 
 /* ---- making one ---------------------------------------------------------------- */
 
@@ -569,7 +536,7 @@ static const char *under_mask(const char *path, const char *const *masks)
 	return NULL;
 }
 
-static int jail_make(struct upstream *u, const struct policy_server *srv,
+static int jail_make(struct up_stdio *s, const struct policy_server *srv,
 		     const struct upstream_opts *o, struct appl_err *err)
 {
 	struct proc_jail_spec js = {.name = srv->name,
@@ -587,18 +554,18 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 		return appl_err_set(
 			err, -EINVAL, "servers.%s: %s lies under %s, which is hidden from servers",
 			srv->name, under_mask(srv->argv[0], o->hide) ? srv->argv[0] : srv->cwd, m);
-	if (proc_jail_new(&js, &S(u)->jail, err) < 0)
+	if (proc_jail_new(&js, &s->jail, err) < 0)
 		return err->code;
 	/* What would start nothing is refused now, not found by the first
 	 * call: the program and its cwd tried as the user it runs as. */
-	switch ((probe = proc_jail_probe(S(u)->jail, srv->argv[0], srv->cwd, why, sizeof(why)))) {
+	switch ((probe = proc_jail_probe(s->jail, srv->argv[0], srv->cwd, why, sizeof(why)))) {
 	case PROC_PROBE_OK:
 		break;
 	case PROC_PROBE_COMMAND_MISSING:
 	case PROC_PROBE_COMMAND:
 		return appl_err_set(
 			err, -EACCES, "servers.%s: %s cannot be run as %s: %s; %s", srv->name,
-			srv->argv[0], proc_jail_who(S(u)->jail), why,
+			srv->argv[0], proc_jail_who(s->jail), why,
 			probe == PROC_PROBE_COMMAND_MISSING
 				? "install it there, or correct the command"
 				: "give that user access (the group appliance-upstream, "
@@ -609,7 +576,7 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 		return appl_err_set(err, -EACCES,
 				    "servers.%s: its cwd %s cannot be entered as %s: %s; %s, or "
 				    "change servers.%s.cwd",
-				    srv->name, srv->cwd, proc_jail_who(S(u)->jail), why,
+				    srv->name, srv->cwd, proc_jail_who(s->jail), why,
 				    probe == PROC_PROBE_CWD_MISSING ? "create it"
 								    : "give that user access",
 				    srv->name);
@@ -617,29 +584,30 @@ static int jail_make(struct upstream *u, const struct policy_server *srv,
 		return appl_err_set(err, -EPERM,
 				    "servers.%s: could not become %s to try its command: %s (the "
 				    "appliance needs CAP_SETUID and CAP_SETGID)",
-				    srv->name, proc_jail_who(S(u)->jail), why);
+				    srv->name, proc_jail_who(s->jail), why);
 	default:
 		return appl_err_set(err, -EIO, "servers.%s: could not try its command as its user",
 				    srv->name);
 	}
 	if (srv->user && strcmp(srv->user, "root") == 0)
-		ulog(u, LOG_WARN, "runs as root (servers.%s.user), with no capabilities",
-		     srv->name);
-	ulog(u, LOG_INFO, "confined: runs as %s, memory %u MiB, %u processes, network %s",
-	     proc_jail_who(S(u)->jail), srv->memory_mb, srv->pids,
-	     srv->network ? "the host's" : "loopback only");
+		UP_LOG(s->link.name, LOG_WARN,
+		       "runs as root (servers.%s.user), with no capabilities", srv->name);
+	UP_LOG(s->link.name, LOG_INFO,
+	       "confined: runs as %s, memory %u MiB, %u processes, network %s",
+	       proc_jail_who(s->jail), srv->memory_mb, srv->pids,
+	       srv->network ? "the host's" : "loopback only");
 	return 0;
 }
 
-int up_stdio_new(struct upstream *u, const struct policy_server *srv, const struct upstream_opts *o,
-		 struct appl_err *err)
+static int st_make(const struct up_link *link, const struct policy_server *srv,
+		   const struct upstream_opts *o, void **t, struct appl_err *err)
 {
 	struct up_stdio *s = calloc(1, sizeof(*s));
 
 	if (!s)
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	u->t = s;
-	u->tp = &up_stdio_transport;
+	*t = s;
+	s->link = *link;
 	s->fd_in = s->fd_out = s->fd_err = s->pidfd = -1;
 	s->argv = strv_dup(srv->argv, srv->argc);
 	s->env_names = strv_dup(srv->env, srv->nenv);
@@ -648,6 +616,19 @@ int up_stdio_new(struct upstream *u, const struct policy_server *srv, const stru
 	if (!s->argv || !s->env_names || (srv->cwd && !s->cwd))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	if (o && o->confine)
-		return jail_make(u, srv, o, err);
+		return jail_make(s, srv, o, err);
 	return 0;
 }
+
+const struct upstream_transport upstream_stdio_transport = {
+	.kind = "stdio",
+	.make = st_make,
+	.open = st_open,
+	.send = st_send,
+	.abandon = st_abandon,
+	.close = st_close,
+	.drain = st_drain,
+	.cap_changed = st_cap_changed,
+	.pid = st_pid,
+	.destroy = st_destroy,
+};
