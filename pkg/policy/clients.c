@@ -134,6 +134,8 @@ int policy_clients_parse(struct ctx *c, void *base, const json_t *v, const char 
 	return policy_fields_parse(c, v, client_fields, NELEM(client_fields), base, path);
 }
 
+/* ---- accessors ----------------------------------------------------------- */
+
 const char *policy_client_default_role(const struct policy *p)
 {
 	return p->default_role;

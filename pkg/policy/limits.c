@@ -79,6 +79,8 @@ int policy_limits_parse(struct ctx *c, void *base, const json_t *v, const char *
 	return 0;
 }
 
+/* ---- accessors ----------------------------------------------------------- */
+
 void policy_limits_default(struct policy_limits *l)
 {
 	policy_fields_default(limit_fields, NELEM(limit_fields), l);

@@ -158,6 +158,8 @@ int policy_roles_parse(struct ctx *c, void *base, const json_t *v, const char *p
 	return 0;
 }
 
+/* ---- accessors ----------------------------------------------------------- */
+
 size_t policy_role_count(const struct policy *p)
 {
 	return p->nroles;

@@ -263,6 +263,8 @@ int policy_servers_parse(struct ctx *c, void *base, const json_t *v, const char 
 	return secrets_private(c);
 }
 
+/* ---- what the document holds of its servers ------------------------------ */
+
 /* Rootless, the appliance cannot change a server's user or give it a
  * network namespace: a policy asking for either is refused, not ignored. */
 static int rootless_check(const struct policy *p, struct appl_err *err)
@@ -316,6 +318,8 @@ int policy_servers_confine_check(const struct policy *p, struct appl_err *err)
 
 	return rc < 0 ? rc : users_apart_check(p, err);
 }
+
+/* ---- accessors ----------------------------------------------------------- */
 
 size_t policy_server_count(const struct policy *p)
 {
