@@ -1,4 +1,4 @@
-/* read.h: reading an audit log's lines, for the checker (verify.c) and
+/* read.h: reading an audit log's lines, for the checker (verify_*.c) and
  * the printer (show.c): a line reader with a cap, and the form of a
  * line's time.
  *

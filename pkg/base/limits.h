@@ -232,7 +232,7 @@
 	(APPL_POLICY_DEPLOYMENT_MAX + 1 + 20 + 1 + 64 + 1 + 16 + 1 + 20 + 1)
 #define APPL_POLICY_STATE_FILE_MAX (64u + APPL_POLICY_DEPLOYMENTS_MAX * APPL_POLICY_FLOOR_LINE_MAX)
 
-/* ---- policy document (pkg/policy/policy.c) ------------------------------- */
+/* ---- policy document (pkg/policy) ----------------------------------------- */
 /* The least value of each per-cell limit above: a policy sets a limit
  * anywhere from its _MIN to its _CEIL (APPL_MEMORY_MB_MIN is above). */
 #define APPL_DEADLINE_S_MIN	    1
@@ -261,7 +261,8 @@
 #define APPL_HTTP_CELLS_PER_CLIENT_MIN	 1
 #define APPL_HTTP_WAITING_PER_CLIENT_MIN 1
 /* 64 KiB: room for a short program and the envelope; the default must hold
- * the longest program escaped at its worst (policy.c asserts it). */
+ * the longest program escaped at its worst (pkg/policy/limits.c asserts
+ * it). */
 #define APPL_HTTP_BODY_KB_MIN 64
 #define APPL_HTTP_IDLE_S_MIN  10
 #define APPL_HTTP_SLOW_S_MIN  1

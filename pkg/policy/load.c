@@ -181,8 +181,6 @@ int policy_load(const char *sig_path, const struct policy_trust *trust, const ch
 	if (!info)
 		info = &local;
 	memset(info, 0, sizeof(*info));
-	if (sodium_init() < 0)
-		return appl_err_set(err, -EIO, "libsodium failed to initialise");
 	/* The signature and the paths are large for a stack. */
 	l = calloc(1, sizeof(*l));
 	if (!l)
@@ -254,8 +252,6 @@ int policy_file_sign(const char *policy_path, const struct policy_seckey *sk, in
 
 	if (info)
 		memset(info, 0, sizeof(*info));
-	if (sodium_init() < 0)
-		return appl_err_set(err, -EIO, "libsodium failed to initialise");
 	l = calloc(1, sizeof(*l));
 	if (!l)
 		return appl_err_set(err, -ENOMEM, "out of memory");

@@ -58,7 +58,8 @@ struct policy_verified {
  * is the parsed policy, new (policy_free). info (may be NULL) is zeroed and
  * then filled as far as the checks got, so a refusal can still show the key
  * id. Returns 0 or the negative code of the first check that failed (list
- * above), with err filled.
+ * above), with err filled. Needs libsodium initialised (the process's
+ * main does it before any command; minisign.h).
  *
  * Typical use:
  *
@@ -78,7 +79,8 @@ int policy_load(const char *sig_path, const struct policy_trust *trust, const ch
  * serial:N signed:NOW", and the signature file is written (atomically,
  * mode 0644) to policy_path + ".sig", whose path goes into sig_path
  * (sig_len bytes). info (may be NULL) describes what was signed. An expired
- * policy is signed all the same: the caller may warn (info->expires). */
+ * policy is signed all the same: the caller may warn (info->expires).
+ * Needs libsodium initialised (minisign.h). */
 int policy_file_sign(const char *policy_path, const struct policy_seckey *sk, int64_t now,
 		     char *sig_path, size_t sig_len, struct policy_verified *info,
 		     struct appl_err *err);

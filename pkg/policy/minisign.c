@@ -50,13 +50,6 @@ struct sec_scratch {
 	char b64[B64_LEN(SEC_RAW_BYTES) + 1];
 };
 
-static int sodium_ready(struct appl_err *err)
-{
-	if (sodium_init() < 0)
-		return appl_err_set(err, -EIO, "libsodium failed to initialise");
-	return 0;
-}
-
 /* ---- lines ---------------------------------------------------------------- */
 
 struct lines {
@@ -349,10 +342,7 @@ int policy_sig_verify(const struct policy_sig *sig, const struct policy_pubkey *
 	unsigned char hash[HASH_BYTES];
 	unsigned char covered[POLICY_SIG_BYTES + APPL_TRUSTED_COMMENT_MAX];
 	char want[POLICY_KEYID_HEX], have[POLICY_KEYID_HEX];
-	int rc;
 
-	if ((rc = sodium_ready(err)) < 0)
-		return rc;
 	if (memcmp(sig->keyid, key->keyid, POLICY_KEYID_BYTES) != 0) {
 		policy_keyid_hex(sig->keyid, want);
 		policy_keyid_hex(key->keyid, have);
@@ -441,8 +431,7 @@ int policy_sig_create(const struct policy_seckey *sk, const void *msg, size_t ms
 	size_t tc_len;
 	int rc;
 
-	if ((rc = sodium_ready(err)) < 0 ||
-	    (rc = comment_line_check(trusted_comment, &tc_len, err)))
+	if ((rc = comment_line_check(trusted_comment, &tc_len, err)))
 		return rc;
 	memcpy(raw, ALG_HASHED, 2);
 	memcpy(raw + 2, sk->keyid, POLICY_KEYID_BYTES);
@@ -585,11 +574,8 @@ int policy_seckey_generate(struct policy_seckey **out, struct policy_pubkey *pk,
 {
 	unsigned char pub[POLICY_PUBKEY_BYTES];
 	struct policy_seckey *sk;
-	int rc;
 
 	*out = NULL;
-	if ((rc = sodium_ready(err)) < 0)
-		return rc;
 	sk = sodium_malloc(sizeof(*sk));
 	if (!sk)
 		return appl_err_set(err, -ENOMEM, "no memory for a secret key");
@@ -677,8 +663,6 @@ int policy_seckey_parse(const char *buf, size_t len, struct policy_seckey **out,
 	int rc;
 
 	*out = NULL;
-	if ((rc = sodium_ready(err)) < 0)
-		return rc;
 	x = sodium_malloc(sizeof(*x));
 	if (!x)
 		return appl_err_set(err, -ENOMEM, "no memory for a secret key");

@@ -17,6 +17,10 @@
  *
  * Lines end in "\n" (a "\r" before it is allowed); after the last line
  * only one line end may follow. A NUL byte anywhere is refused.
+ *
+ * libsodium is initialised once per process, by its main (cmd/appliance's
+ * does it before any command runs), never here: the functions below
+ * marked "Needs libsodium initialised" rely on that having been done.
  */
 #ifndef APPL_POLICY_MINISIGN_H
 #define APPL_POLICY_MINISIGN_H
@@ -81,7 +85,8 @@ int policy_sig_parse(const char *buf, size_t len, struct policy_sig *out, struct
  * ids must match (-ENOKEY), the signature must cover BLAKE2b-512 of the
  * message (-EBADMSG: the file was changed or another key signed it), and
  * the global signature must cover the signature and the trusted comment
- * (-EBADMSG: the trusted comment was changed). All borrowed. */
+ * (-EBADMSG: the trusted comment was changed). All borrowed. Needs
+ * libsodium initialised. */
 int policy_sig_verify(const struct policy_sig *sig, const struct policy_pubkey *key,
 		      const void *msg, size_t msg_len, struct appl_err *err);
 
@@ -89,7 +94,8 @@ int policy_sig_verify(const struct policy_sig *sig, const struct policy_pubkey *
  * "ED") carrying trusted_comment (one line, at most
  * APPL_TRUSTED_COMMENT_MAX bytes) into out (len bytes;
  * APPL_SIGNATURE_FILE_MAX is enough); *written gets its length. The
- * signature is verified once more before it is returned. */
+ * signature is verified once more before it is returned. Needs
+ * libsodium initialised. */
 int policy_sig_create(const struct policy_seckey *sk, const void *msg, size_t msg_len,
 		      const char *trusted_comment, char *out, size_t len, size_t *written,
 		      struct appl_err *err);
@@ -119,7 +125,8 @@ int policy_sig_time_format(int64_t t, char *out, size_t len);
 void policy_keyid_hex(const unsigned char keyid[POLICY_KEYID_BYTES], char out[POLICY_KEYID_HEX]);
 
 /* Make a new key pair from the system's random source: *out is new (free
- * with policy_seckey_free), pk receives its public half. */
+ * with policy_seckey_free), pk receives its public half. Needs
+ * libsodium initialised. */
 int policy_seckey_generate(struct policy_seckey **out, struct policy_pubkey *pk,
 			   struct appl_err *err);
 
@@ -128,7 +135,7 @@ int policy_seckey_generate(struct policy_seckey **out, struct policy_pubkey *pk,
  * keys (KDF "Sc": remove the password with `minisign -C -W` first), a
  * checksum that does not match (an all-zero one, as minisign 0.11 -W
  * writes, is allowed), and a key whose public half is not the one its seed
- * makes. */
+ * makes. Needs libsodium initialised. */
 int policy_seckey_parse(const char *buf, size_t len, struct policy_seckey **out,
 			struct appl_err *err);
 

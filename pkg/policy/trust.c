@@ -290,8 +290,6 @@ int policy_seckey_file_read(const char *path, struct policy_seckey **out, struct
 	int fd = -1, rc;
 
 	*out = NULL;
-	if (sodium_init() < 0)
-		return appl_err_set(err, -EIO, "libsodium failed to initialise");
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0)
 		return appl_err_errno(err, -errno, errno, "secret key %s", path);

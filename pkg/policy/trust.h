@@ -61,14 +61,16 @@ const struct policy_pubkey *policy_trust_find(const struct policy_trust *t,
 /* Read the secret key file at path into a new *out (sodium_malloc memory;
  * the file's bytes are read into such memory too and wiped). Refuses a file
  * that group or others may read or write (-EPERM), as ssh does with private
- * keys, and what policy_seckey_parse refuses. */
+ * keys, and what policy_seckey_parse refuses. Needs libsodium
+ * initialised (by the process's main; minisign.h). */
 int policy_seckey_file_read(const char *path, struct policy_seckey **out, struct appl_err *err);
 
 /* Make a new key pair and write it: the secret key to sec_path (mode 0600,
  * unencrypted minisign format) and the public key to pub_path (mode 0644).
  * Neither file may exist already (-EEXIST: an old key is never replaced);
  * when writing the second fails the first is removed. pk (may be NULL)
- * receives the public key. */
+ * receives the public key. Needs libsodium
+ * initialised (minisign.h). */
 int policy_keypair_write(const char *pub_path, const char *sec_path, struct policy_pubkey *pk,
 			 struct appl_err *err);
 

@@ -1,6 +1,7 @@
-/* fuzz_audit_adopt.c: the audit writer (pkg/audit/audit.c) opening a log
- * whose bytes past the recorded head are hostile: what a dead writer left,
- * or what someone who can write the file put there.
+/* fuzz_audit_adopt.c: the audit writer (pkg/audit/adopt.c, through
+ * audit_open) opening a log whose bytes past the recorded head are
+ * hostile: what a dead writer left, or what someone who can write the
+ * file put there.
  *
  * Input: the bytes past the head. The log holds a log.open line, the head
  * records it and announces a batch of exactly the input's length, ending

@@ -1,5 +1,5 @@
 /* fuzz_audit_verify.c: the audit log's checker and printer
- * (pkg/audit/verify.c, show.c) on hostile files.
+ * (pkg/audit/verify*.c, show.c) on hostile files.
  *
  * Input: a mode byte, then bytes cut at the first "\xff\xfd" (never in
  * UTF-8 text): what follows it is the head file (--head); without it the

@@ -2,13 +2,26 @@
  * comment parsers (pkg/policy/minisign.c) on arbitrary bytes. Every parser
  * sees every input; what parses must hold its invariants, and a parsed
  * signature is also run through verification against a fixed key. */
+#include <sodium.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "policy/minisign.h"
 
+int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* What the appliance's main does before any command: the verification and
+ * secret key code relies on it. */
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	if (sodium_init() < 0)
+		__builtin_trap();
+	return 0;
+}
 
 static void sig_case(const char *buf, size_t size)
 {

@@ -16,6 +16,15 @@
 
 #define KIT_UNUSED __attribute__((unused))
 
+/* The group setup of every test that includes this: the library relies on
+ * its process having initialised libsodium (cmd/appliance's main does), so
+ * a test process does it before its first test. */
+KIT_UNUSED static int kit_sodium_setup(void **state)
+{
+	(void)state;
+	return sodium_init() < 0 ? -1 : 0;
+}
+
 /* A key made with libsodium directly, so tests can sign what our own
  * signer never would (another algorithm, any comment). */
 struct kit_key {

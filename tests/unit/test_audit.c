@@ -1,8 +1,9 @@
-/* test_audit.c: the audit log's writer (pkg/audit/audit.c): one chain
- * across opens, processes and files; the head kept; seals whose epochs
- * run on through a crash between sealing and ratcheting; a torn tail
- * acknowledged; a cut, removed or foreign-continued log refused; a
- * failed write leaving nothing behind, and the log resuming after it. */
+/* test_audit.c: the audit log's writer (pkg/audit/audit.c, batch.c,
+ * adopt.c, line.c): one chain across opens, processes and files; the head
+ * kept; seals whose epochs run on through a crash between sealing and
+ * ratcheting; a torn tail acknowledged; a cut, removed or
+ * foreign-continued log refused; a failed write leaving nothing behind,
+ * and the log resuming after it. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>

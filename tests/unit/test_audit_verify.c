@@ -1,5 +1,5 @@
 /* test_audit_verify.c: the audit log's checker and printer
- * (pkg/audit/verify.c), on logs built here by hand with format.c's
+ * (pkg/audit/verify*.c), on logs built here by hand with format.c's
  * primitives: an intact log, then each way one can be tampered with (a
  * byte edited, a line deleted, lines swapped, the tail cut, lines past
  * the head, a line from another log, the head edited, seals forged, with

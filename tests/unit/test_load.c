@@ -509,5 +509,5 @@ int main(void)
 		T(test_sig_path_rules),
 	};
 #undef T
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, kit_sodium_setup, NULL);
 }

@@ -505,5 +505,5 @@ int main(void)
 		cmocka_unit_test(test_comment_forms),
 		cmocka_unit_test(test_time_forms),
 	};
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, kit_sodium_setup, NULL);
 }

@@ -436,5 +436,5 @@ int main(void)
 		T(test_default_dir),
 	};
 #undef T
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, kit_sodium_setup, NULL);
 }

@@ -334,5 +334,5 @@ int main(void)
 		T(test_seckey_file_refusals),
 	};
 #undef T
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return cmocka_run_group_tests(tests, kit_sodium_setup, NULL);
 }

@@ -1,0 +1,179 @@
+/* roles.c: the `tools` section (each tool's access, by pattern) and the
+ * `roles` section (the patterns a role may call, and whether it writes).
+ * Both name servers, so both are read after `servers`. */
+#include "policy/internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "server.tool" or "server.*", the server declared in `servers`. */
+static int pattern_check(struct ctx *c, const char *pat, const char *path)
+{
+	const char *dot = strchr(pat, '.');
+	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
+	size_t n = dot ? (size_t)(dot - pat) : 0;
+
+	if (!dot || n == 0)
+		return appl_err_set(c->err, -EINVAL, "%s: must be server.tool or server.*", path);
+	if (n > APPL_POLICY_SERVER_NAME_MAX)
+		return appl_err_set(c->err, -EINVAL, "%s: no server named %.*s", path,
+				    APPL_POLICY_SERVER_NAME_MAX, pat);
+	memcpy(server, pat, n);
+	server[n] = '\0';
+	if (!policy_server_find(c->p, server))
+		return appl_err_set(c->err, -EINVAL, "%s: no server named %s", path, server);
+	if (strcmp(dot + 1, "*") != 0 && !policy_tool_name_valid(dot + 1))
+		return appl_err_set(c->err, -EINVAL,
+				    "%s: the tool must be * or 1 to %d of A-Z a-z 0-9 _ - . /",
+				    path, APPL_POLICY_TOOL_NAME_MAX);
+	return 0;
+}
+
+/* 2: pat names exactly server.tool; 1: pat is server.*; 0: neither. The
+ * wildcard is tested first, so a tool an upstream calls "*" cannot pass for
+ * an exact entry. */
+int policy_pattern_match(const char *pat, const char *server, const char *tool)
+{
+	size_t n = strlen(server);
+
+	if (strncmp(pat, server, n) != 0 || pat[n] != '.')
+		return 0;
+	if (strcmp(pat + n + 1, "*") == 0)
+		return 1;
+	return strcmp(pat + n + 1, tool) == 0 ? 2 : 0;
+}
+
+static const char *const access_names[] = {
+	[POLICY_ACCESS_READ] = "read",
+	[POLICY_ACCESS_WRITE] = "write",
+};
+
+static int access_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	struct rule *r = base;
+
+	for (size_t i = 0; json_is_string(v) && i < NELEM(access_names); i++) {
+		if (strcmp(json_string_value(v), access_names[i]) == 0) {
+			r->access = (enum policy_access)i;
+			return 0;
+		}
+	}
+	return appl_err_set(c->err, -EINVAL, "%s: must be \"read\" or \"write\"", path);
+}
+
+static const struct field rule_fields[] = {
+	{.name = "access", .type = F_FN, .required = true, .parse = access_parse},
+	{.name = "approval", .type = F_BOOL, .off = offsetof(struct rule, approval)},
+};
+
+int policy_tools_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	char sub[FIELD_PATH_MAX];
+	struct policy *p = c->p;
+	const char *pat;
+	json_t *rv;
+	int rc = policy_map_check(c, v, APPL_POLICY_TOOL_RULES_MAX, "entries", path);
+
+	(void)base;
+	if (rc < 0)
+		return rc;
+	p->rules = calloc(json_object_size(v) + 1, sizeof(*p->rules));
+	if (!p->rules)
+		return policy_ctx_nomem(c);
+	json_object_foreach((json_t *)v, pat, rv) {
+		struct rule *r = &p->rules[p->nrules];
+		policy_path_key(sub, path, pat);
+		rc = pattern_check(c, pat, sub);
+		if (rc == 0)
+			rc = policy_fields_parse(c, rv, rule_fields, NELEM(rule_fields), r, sub);
+		if (rc < 0)
+			return rc;
+		r->pattern = pat;
+		p->nrules++;
+	}
+	return 0;
+}
+
+static int role_tools_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	char sub[FIELD_PATH_MAX];
+	struct policy_role *r = base;
+	const char **pats = NULL;
+	int rc = policy_array_check(c, v, 0, APPL_POLICY_ROLE_TOOLS_MAX, "patterns", path);
+
+	if (rc < 0)
+		return rc;
+	rc = policy_strings_parse(c, v, APPL_POLICY_SERVER_NAME_MAX + 1 + APPL_POLICY_TOOL_NAME_MAX,
+				  NULL, NULL, path, &pats, &r->ntools);
+	r->tools = pats;
+	for (size_t i = 0; rc == 0 && i < r->ntools; i++) {
+		policy_path_index(sub, path, i);
+		rc = pattern_check(c, pats[i], sub);
+		for (size_t j = 0; rc == 0 && j < i; j++)
+			if (strcmp(pats[i], pats[j]) == 0)
+				rc = appl_err_set(c->err, -EINVAL, "%s: listed twice", sub);
+	}
+	return rc;
+}
+
+static const struct field role_fields[] = {
+	{.name = "tools", .type = F_FN, .required = true, .parse = role_tools_parse},
+	{.name = "write", .type = F_BOOL, .off = offsetof(struct policy_role, write), .def = 0},
+	{.name = "approve_writes",
+	 .type = F_BOOL,
+	 .off = offsetof(struct policy_role, approve_writes)},
+};
+
+static int role_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct policy_role *)a)->name, ((const struct policy_role *)b)->name);
+}
+
+int policy_roles_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	char sub[FIELD_PATH_MAX];
+	struct policy *p = c->p;
+	const char *name;
+	json_t *rv;
+	int rc = policy_map_check(c, v, APPL_POLICY_ROLES_MAX, "roles", path);
+
+	(void)base;
+	if (rc < 0)
+		return rc;
+	p->roles = calloc(json_object_size(v) + 1, sizeof(*p->roles));
+	if (!p->roles)
+		return policy_ctx_nomem(c);
+	json_object_foreach((json_t *)v, name, rv) {
+		struct policy_role *r = &p->roles[p->nroles++];
+		policy_path_key(sub, path, name);
+		r->name = name;
+		rc = policy_label_check(name, strlen(name), sub, c->err);
+		if (rc == 0)
+			rc = policy_fields_parse(c, rv, role_fields, NELEM(role_fields), r, sub);
+		if (rc < 0)
+			return rc;
+	}
+	qsort(p->roles, p->nroles, sizeof(*p->roles), role_cmp);
+	return 0;
+}
+
+/* ---- accessors ----------------------------------------------------------- */
+
+size_t policy_role_count(const struct policy *p)
+{
+	return p->nroles;
+}
+
+const struct policy_role *policy_role_get(const struct policy *p, size_t i)
+{
+	return i < p->nroles ? &p->roles[i] : NULL;
+}
+
+const struct policy_role *policy_role_find(const struct policy *p, const char *name)
+{
+	for (size_t i = 0; name && i < p->nroles; i++)
+		if (strcmp(p->roles[i].name, name) == 0)
+			return &p->roles[i];
+	return NULL;
+}
