@@ -11,10 +11,10 @@
 #include <time.h>
 
 #include "base/err.h"
-#include "check_cmd.h"
 #include "cli.h"
 #include "policy/load.h"
 #include "policy/minisign.h"
+#include "policy/notes.h"
 #include "policy/serial.h"
 #include "policy/state.h"
 #include "policy/trust.h"
@@ -156,7 +156,7 @@ static int sign_report(const char *sig_path, const struct policy_verified *info,
 	return 0;
 }
 
-static void sign_note(void *data, enum check_note kind, const char *text)
+static void sign_note(void *data, enum policy_note kind, const char *text)
 {
 	(void)data;
 	(void)kind;
@@ -170,7 +170,7 @@ static void sign_warn(const char *policy_path, const struct policy_verified *inf
 {
 	struct appl_err err = {0};
 
-	if (check_policy_notes(policy_path, info->hash, sign_note, NULL, &err) < 0)
+	if (policy_notes_check(policy_path, info->hash, sign_note, NULL, &err) < 0)
 		fprintf(stderr, "appliance: sign: warning: the policy was not checked: %s\n",
 			err.msg);
 }

@@ -1,17 +1,15 @@
 """test_check.py: `appliance check`, the operator's self-test, against the
 real binary, real runsc, the real image and the toy server, with policies
-signed for the test; and probe_judge, the pure comparison of what a cell did
-with what was expected, compiled from cmd/appliance/check_cmd.c.
+signed for the test. The pure comparison of what a cell did with what was
+expected is pkg/check/judge.c's, tested in tests/unit/test_check_judge.c; the
+offline notes are pkg/policy/notes.c's (tests/unit/test_policy_notes.c).
 
 Runs as root (the trust directory and the rollback floor are root's)."""
 
-import atexit
-import errno
 import glob
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -20,7 +18,7 @@ import tempfile
 import time
 
 from harness import main, test
-from cellkit import APPLIANCE, LAYOUT, ROOT, digest
+from cellkit import APPLIANCE, LAYOUT, digest
 from policykit import START_INPUT, Signer
 import gatewaykit
 import tlskit
@@ -370,208 +368,6 @@ def a_signal_stops_the_check_and_leaves_nothing_behind():
     assert "check: stopped by signal 15" in out and "check failed" in out, out
     assert left_behind(run_dir, before) == ([], [], set())
     os.rmdir(run_dir)
-
-
-# ---- probe_judge, the pure comparison -------------------------------------------------
-
-DRIVER = r"""
-#include "check_cmd.c"
-
-static void note_print(void *data, enum check_note kind, const char *text)
-{
-	(void)data;
-	printf("note %d %s\n", (int)kind, text);
-}
-
-/* `judge notes PATH HEX`: check_policy_notes of PATH said to hash to HEX. */
-static int notes_main(const char *path, const char *hex)
-{
-	unsigned char hash[POLICY_HASH_BYTES];
-	struct appl_err err = {0};
-
-	if (sodium_init() < 0 ||
-	    sodium_hex2bin(hash, sizeof(hash), hex, strlen(hex), NULL, NULL, NULL) != 0)
-		return 2;
-	if (check_policy_notes(path, hash, note_print, NULL, &err) < 0) {
-		printf("error %d %s\n", err.code, err.msg);
-		return 1;
-	}
-	return 0;
-}
-
-/* Else each line of stdin: {"judge", "expect", "limit", "memory_stop",
- * "arrivals", "result"}; each line of stdout: 1 or 0, a space, the account. */
-int main(int argc, char **argv)
-{
-	static const char *const names[] = {"stdout", "call", "denied", "limit", "deadline"};
-	char line[65536];
-
-	if (argc == 4 && strcmp(argv[1], "notes") == 0)
-		return notes_main(argv[2], argv[3]);
-	while (fgets(line, sizeof(line), stdin)) {
-		json_t *c = json_loads(line, 0, NULL);
-		const char *j = json_string_value(json_object_get(c, "judge"));
-		struct probe_expect e = {0};
-		char why[CHECK_WHY_MAX];
-		bool ok;
-
-		for (size_t i = 0; j && i < sizeof(names) / sizeof(names[0]); i++)
-			if (strcmp(j, names[i]) == 0)
-				e.judge = (enum probe_judge)i;
-		e.expect = json_string_value(json_object_get(c, "expect"));
-		e.limit = (unsigned long)json_integer_value(json_object_get(c, "limit"));
-		e.memory_stop = json_is_true(json_object_get(c, "memory_stop"));
-		ok = probe_judge(&e, json_object_get(c, "result"),
-				 (unsigned)json_integer_value(json_object_get(c, "arrivals")), why,
-				 sizeof(why));
-		printf("%d %s\n", ok, why);
-		fflush(stdout);
-		json_decref(c);
-	}
-	return 0;
-}
-"""
-
-
-def result(stdout="", error=None, reason=None, duration_ms=100):
-    return {"stdout": stdout, "error": error, "result": None, "truncated": False,
-            "stopped": reason is not None, "reason": reason, "calls": 0,
-            "duration_ms": duration_ms}
-
-
-def report(reached, detail, n=0):
-    return json.dumps({"reached": reached, "detail": detail, "n": n}) + "\n"
-
-
-_driver = None
-
-
-def judge_driver():
-    """probe_judge and check_policy_notes behind a small driver, compiled
-    from cmd/appliance/check_cmd.c against the appliance's own library."""
-    global _driver
-    if _driver:
-        return _driver
-    d = tempfile.mkdtemp(prefix="appliance-check-judge.")
-    atexit.register(shutil.rmtree, d, True)
-    lib = os.path.join(os.path.dirname(APPLIANCE), "libappliance.a")
-    assert os.path.exists(lib), "no %s: build the appliance first" % lib
-    src = os.path.join(d, "judge.c")
-    with open(src, "w") as f:
-        f.write(DRIVER)
-    # The libraries the appliance itself links, as the GNUmakefile names them.
-    with open(os.path.join(ROOT, "GNUmakefile")) as f:
-        pkgs = re.search(r"^PKGS :=(.*)$", f.read(), re.M).group(1).split()
-    cflags = subprocess.run(["pkg-config", "--cflags"] + pkgs, capture_output=True,
-                            text=True, check=True).stdout.split()
-    libs = subprocess.run(["pkg-config", "--libs"] + pkgs, capture_output=True,
-                          text=True, check=True).stdout.split()
-    exe = os.path.join(d, "judge")
-    r = subprocess.run(["cc", "-std=gnu11", "-O1", "-Wall", "-Werror", "-Wno-unused-function",
-                        "-I", os.path.join(ROOT, "pkg"), "-I",
-                        os.path.join(ROOT, "cmd", "appliance")] + cflags +
-                       ["-o", exe, src, os.path.join(ROOT, "cmd", "appliance", "cli.c"), lib] +
-                       libs, capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    _driver = exe
-    return exe
-
-
-JUDGE_CASES = [
-    # (verdict, what the account must hold, the case)
-    (1, "printed 42", {"judge": "stdout", "expect": "42\n", "result": result("42\n")}),
-    (0, 'printed "41", not "42"', {"judge": "stdout", "expect": "42\n",
-                                   "result": result("41\n")}),
-    (0, "raised ZeroDivisionError", {"judge": "stdout", "expect": "42\n", "result": result(
-        "", "Traceback (most recent call last):\n  x\nZeroDivisionError: division by zero\n")}),
-    (0, "stopped (output)", {"judge": "stdout", "expect": "42\n",
-                             "result": result("42\n", reason="output")}),
-    (1, 'returned {"sum": 5}', {"judge": "call", "result": result(report(True, '{"sum": 5}'))}),
-    (0, "ToolError", {"judge": "call", "result": result(report(False, "ToolError: refused"))}),
-    (1, "Connection refused", {"judge": "denied",
-                               "result": result(report(False, "Connection refused"))}),
-    (0, "reached: connected", {"judge": "denied", "result": result(report(True, "connected"))}),
-    (0, "received 1", {"judge": "denied", "arrivals": 1,
-                       "result": result(report(False, "sent"))}),
-    (0, "no report", {"judge": "denied", "result": result("denied\n")}),
-    (0, "no report", {"judge": "denied", "result": result(
-        json.dumps({"reached": False, "detail": "", "n": 0, "ok": True}) + "\n")}),
-    (0, "no report", {"judge": "denied", "result": result(
-        json.dumps({"reached": 0, "detail": "", "n": 0}) + "\n")}),
-    (0, "raised PermissionError", {"judge": "denied", "result": result(
-        "", "Traceback:\nPermissionError: [Errno 1]\n")}),
-    (0, "stopped (deadline)", {"judge": "denied",
-                               "result": result(report(False, "x"), reason="deadline")}),
-    # the last line is the report: earlier output does not count
-    (1, "refused", {"judge": "denied",
-                    "result": result("noise\n" + report(False, "refused"))}),
-    (0, "reached: ", {"judge": "denied",
-                      "result": result(report(False, "x") + report(True, "y"))}),
-    (1, "at most 64 tasks", {"judge": "limit", "limit": 64,
-                             "result": result(report(False, "at most 64 tasks", 64))}),
-    (0, "the limit is 64", {"judge": "limit", "limit": 64,
-                            "result": result(report(False, "at most 65 tasks", 65))}),
-    (0, "the limit is 64", {"judge": "limit", "limit": 64,
-                            "result": result(report(True, "never refused", 30))}),
-    (0, "the limit is 64", {"judge": "limit", "limit": 64,
-                            "result": result(report(False, "?", -1))}),
-    (1, "stopped for memory", {"judge": "limit", "limit": 256, "memory_stop": True,
-                               "result": result("", "killed", reason="memory")}),
-    (0, "stopped (memory)", {"judge": "limit", "limit": 64,
-                             "result": result("", "killed", reason="memory")}),
-    (1, "stopped at the deadline", {"judge": "deadline",
-                                    "result": result(reason="deadline", duration_ms=3004)}),
-    (0, "never stopped at the deadline", {"judge": "deadline", "result": result("")}),
-    (0, "stopped (memory)", {"judge": "deadline", "result": result(reason="memory")}),
-    (0, "no result", {"judge": "denied", "result": None}),
-]
-
-
-@test
-def the_judge_finds_every_surprise():
-    lines = "".join(json.dumps(c) + "\n" for _, _, c in JUDGE_CASES)
-    r = subprocess.run([judge_driver()], input=lines, capture_output=True, text=True,
-                       timeout=60)
-    assert r.returncode == 0, r.stderr
-    got = r.stdout.splitlines()
-    assert len(got) == len(JUDGE_CASES), r.stdout
-    for (verdict, words, case), line in zip(JUDGE_CASES, got):
-        assert line[0] == str(verdict) and words in line, (case, line)
-
-
-@test
-def the_offline_findings_are_about_the_signed_bytes_only():
-    d = tempfile.mkdtemp(prefix="appliance-check-notes.")
-    try:
-        path = os.path.join(d, "p.json")
-        with open(path, "w") as f:
-            json.dump({"policy_version": 1, "serial": 1, "expires": "2099-01-01T00:00:00Z",
-                       "image": {"layout": "image", "digest": "sha256:" + "0" * 64},
-                       "servers": {"fs": {"command": ["/usr/bin/true"]}},
-                       "tools": {"fs.*": {"access": "read"}},
-                       "roles": {"r": {"tools": ["fs.*"]}}}, f)
-        with open(path, "rb") as f:
-            signed = hashlib.sha256(f.read()).hexdigest()
-        r = subprocess.run([judge_driver(), "notes", path, signed], capture_output=True,
-                           text=True, timeout=30)
-        assert r.returncode == 0 and r.stdout == (
-            "note 0 clients: no default_role and no tokens: no client can call any tool\n"), \
-            r.stdout
-        # The file changed after it was signed (here: a role that can call
-        # nothing added): nothing is said about bytes nobody signed.
-        with open(path, "r+") as f:
-            doc = json.load(f)
-            doc["roles"]["idle"] = {"tools": []}
-            f.seek(0)
-            json.dump(doc, f)
-            f.truncate()
-        r = subprocess.run([judge_driver(), "notes", path, signed], capture_output=True,
-                           text=True, timeout=30)
-        assert r.returncode == 1 and r.stdout.startswith("error -%d " % errno.ESTALE) and \
-            "changed since it was read" in r.stdout, r.stdout
-    finally:
-        shutil.rmtree(d, True)
-
 
 
 def free_port():
