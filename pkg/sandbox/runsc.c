@@ -428,10 +428,6 @@ struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct a
 	    sandbox_runsc_version_get(runsc, &v, err) < 0 ||
 	    sandbox_runsc_version_check(&v, runsc, err) < 0)
 		return NULL;
-	if (sodium_init() < 0) {
-		appl_err_set(err, -EIO, "libsodium failed to initialise");
-		return NULL;
-	}
 	if (cfg->state_dir)
 		snprintf(state, sizeof(state), "%s", cfg->state_dir);
 	else if (state_dir_default(state, sizeof(state), err) < 0)
