@@ -186,6 +186,7 @@ static int listener_start(struct http_front *f, struct listener *l, const char *
 	l->efd = di->epoll_fd;
 	return loop_add(f->loop, l->efd, EPOLLIN, front_on_epoll, f, err);
 }
+
 /* ---- the front ---------------------------------------------------------- */
 
 static int config_check(const struct http_front_config *cfg, struct appl_err *err)

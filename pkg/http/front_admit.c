@@ -228,6 +228,7 @@ static bool take_body(struct http_req *r, const char *data, size_t n)
 	r->body[r->len] = '\0';
 	return true;
 }
+
 /* ---- MHD's hooks -------------------------------------------------------- */
 
 /* The whole request is in: to the owner, who may answer at once. */

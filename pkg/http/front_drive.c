@@ -76,6 +76,7 @@ void front_on_epoll(struct loop *loop, int fd, uint32_t events, void *data)
 	(void)events;
 	pump(data);
 }
+
 /* ---- the slow-client deadline ------------------------------------------- */
 
 static void slow_rearm(struct http_front *f)
@@ -146,6 +147,7 @@ void front_on_slow(void *data)
 	slow_rearm(f);
 	loop_next(f->loop, &f->kick);
 }
+
 /* ---- suspension and the client's hang-up -------------------------------- */
 
 void front_req_unwatch(struct http_req *r)
