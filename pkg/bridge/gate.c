@@ -4,7 +4,8 @@
  * finds its call's server full keeps the call waiting; when a slot frees,
  * the runs are offered it in turn, starting after the one served last, and
  * the first with a call waiting for that server (and room under its own
- * concurrency) sends one. Nothing here calls an upstream: run.c does.
+ * concurrency) sends one. Nothing here calls an upstream: run.c does,
+ * through the send function each run joins with.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -19,10 +20,15 @@ struct gate_server {
 	size_t next; /* the run offered a free slot first */
 };
 
+struct gate_member {
+	struct bridge_run *run;
+	gate_send_fn *send_for;
+};
+
 struct bridge_gate {
 	struct gate_server *s;
 	size_t n;
-	struct bridge_run **runs; /* in the order they joined */
+	struct gate_member *runs; /* in the order they joined */
 	size_t nruns, capruns;
 	bool handing; /* inside gate_give's loop */
 	bool again;   /* a slot freed while handing: look once more */
@@ -71,25 +77,25 @@ unsigned bridge_gate_inflight(const struct bridge_gate *g, const char *server)
 	return s ? s->inflight : 0;
 }
 
-int gate_join(struct bridge_gate *g, struct bridge_run *r)
+int gate_join(struct bridge_gate *g, struct bridge_run *r, gate_send_fn *send_for)
 {
 	if (g->nruns == g->capruns) {
 		size_t cap = g->capruns ? g->capruns * 2 : 8;
-		struct bridge_run **p = realloc(g->runs, cap * sizeof(*p));
+		struct gate_member *p = realloc(g->runs, cap * sizeof(*p));
 
 		if (!p)
 			return -ENOMEM;
 		g->runs = p;
 		g->capruns = cap;
 	}
-	g->runs[g->nruns++] = r;
+	g->runs[g->nruns++] = (struct gate_member){r, send_for};
 	return 0;
 }
 
 void gate_leave(struct bridge_gate *g, struct bridge_run *r)
 {
 	for (size_t i = 0; i < g->nruns; i++) {
-		if (g->runs[i] != r)
+		if (g->runs[i].run != r)
 			continue;
 		memmove(&g->runs[i], &g->runs[i + 1], (g->nruns - i - 1) * sizeof(*g->runs));
 		g->nruns--;
@@ -123,8 +129,8 @@ static void hand_out(struct bridge_gate *g, struct gate_server *s)
 		size_t i = s->next % g->nruns;
 
 		s->next = i + 1;
-		/* run_send_for takes the slot (gate_take) when it sends */
-		if (run_send_for(g->runs[i], s->name))
+		/* send_for takes the slot (gate_take) when it sends */
+		if (g->runs[i].send_for(g->runs[i].run, s->name))
 			idle = 0;
 		else
 			idle++;

@@ -63,17 +63,21 @@ int bridge_output_check(const struct bridge_entry *e, const json_t *value, char 
 struct bridge_gate;
 struct bridge_run;
 
-/* r takes part in the turns (0 or -ENOMEM) / no longer does. */
-int gate_join(struct bridge_gate *g, struct bridge_run *r);
+/* What a gate offers a free slot of server to: send r's first call waiting
+ * for server, if r has room under its own concurrency and a slot can be
+ * taken (gate_take); true when a call left the waiting list (sent, or
+ * refused on the way). The run gives it at gate_join, so that the gate, the
+ * lower file, reaches runs only through it. */
+typedef bool gate_send_fn(struct bridge_run *r, const char *server);
+
+/* r takes part in the turns, offered slots through send_for (0 or -ENOMEM)
+ * / no longer does. r and send_for are borrowed until gate_leave. */
+int gate_join(struct bridge_gate *g, struct bridge_run *r, gate_send_fn *send_for);
 void gate_leave(struct bridge_gate *g, struct bridge_run *r);
 /* Take a slot of server: false when all are in use. */
 bool gate_take(struct bridge_gate *g, const char *server);
 /* Give one back, and hand the free slots to waiting runs in turn. */
 void gate_give(struct bridge_gate *g, const char *server);
-/* run.c: send r's first call waiting for server, if r has room under its
- * own concurrency and a slot can be taken; true when a call left the
- * waiting list (sent, or refused on the way). */
-bool run_send_for(struct bridge_run *r, const char *server);
 
 /* ---- approval questions (approve.c) --------------------------------------- */
 

@@ -434,7 +434,7 @@ static void pump(struct bridge_run *r)
 	r->pumping = false;
 }
 
-bool run_send_for(struct bridge_run *r, const char *server)
+static bool run_send_for(struct bridge_run *r, const char *server)
 {
 	struct bridge_call *c;
 
@@ -781,7 +781,7 @@ void bridge_run_gate(struct bridge_run *r, struct bridge_gate *g)
 	r->gate = g;
 	/* Out of memory: the run still takes free slots, only not its turn
 	 * when one frees. */
-	r->joined = g && gate_join(g, r) == 0;
+	r->joined = g && gate_join(g, r, run_send_for) == 0;
 }
 
 void bridge_run_free(struct bridge_run *r)

@@ -7,6 +7,12 @@
  * it is read only when the layout lacks the pinned manifest, to say which
  * digests it holds instead. The image config's Env, User and Cmd are
  * ignored: the appliance decides those.
+ *
+ * Blobs are hashed with libsodium: before the functions that read a layout
+ * (image_layout_*, image_installed_find) the caller must have called
+ * sodium_init() (cmd/appliance/main.c does, for every command, before it
+ * dispatches; a test does in its setup). This module never changes the
+ * process's state itself.
  */
 #ifndef APPL_IMAGE_IMAGE_H
 #define APPL_IMAGE_IMAGE_H

@@ -243,8 +243,6 @@ static int layout_open(const char *layout_dir, const char *digest, char *hex, in
 	*layout = *blobs = -1;
 	if ((rc = image_digest_parse(digest, hex, err)) < 0)
 		return rc;
-	if (sodium_init() < 0)
-		return appl_err_set(err, -EIO, "libsodium failed to initialise");
 	*layout = open(layout_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (*layout < 0 && errno == ENOENT)
 		return appl_err_set(err, -ENOENT,

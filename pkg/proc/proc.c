@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #include "proc/proc.h"
 
-#include "proc/confine.h"
+#include "proc/enter.h"
 
 #include <errno.h>
 #include <fcntl.h>

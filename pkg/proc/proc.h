@@ -25,7 +25,7 @@ struct proc_spec {
 	int fds[3];	   /* become the child's 0, 1, 2; -1 means /dev/null */
 	const char *cwd;   /* NULL means "/" */
 	bool no_new_privs; /* PR_SET_NO_NEW_PRIVS before exec */
-	/* Confinement applied before exec (confine.h), or NULL; borrowed. */
+	/* Confinement applied before exec (enter.h), or NULL; borrowed. */
 	const struct proc_confine *confine;
 };
 

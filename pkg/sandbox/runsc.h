@@ -59,7 +59,10 @@ int sandbox_runsc_version_check(const struct sandbox_runsc_version *v, const cha
 /* Open an instance: refuse a non-root caller unless rootless, check runsc
  * (an executable at least the tested release) and the platform (kvm needs
  * a usable /dev/kvm), clean up crashed instances, create and lock our own
- * directory. New object, or NULL with err filled. */
+ * directory. New object, or NULL with err filled. The instance's names are
+ * drawn from libsodium's generator: the caller must have called
+ * sodium_init() (cmd/appliance/main.c does, for every command, before it
+ * dispatches); this module never changes the process's state itself. */
 struct sandbox_rt *sandbox_rt_open(const struct sandbox_rt_config *cfg, struct appl_err *err);
 
 /* The instance's private directory (root's, 0700, removed at close);

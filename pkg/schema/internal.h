@@ -84,7 +84,7 @@ struct schema {
 	size_t n_nodes;
 };
 
-/* Compile-time state (schema.c). */
+/* Compile-time state (compile.c). */
 struct cc {
 	struct schema *s;
 	struct appl_err *err;
@@ -111,6 +111,10 @@ struct cc {
 	size_t map_cap, map_used;
 	pcre2_compile_context *pcc;
 	unsigned depth;
+	/* The keyword dispatch table (keywords.c), set by schema.c: compile.c
+	 * reaches the keywords only through it. */
+	const struct kw_def *table;
+	size_t n_table;
 };
 
 /* Validation-time state (validate.c). */
@@ -140,15 +144,23 @@ static inline bool schema_dbl_integral(double d)
 	return (double)(long long)d == d;
 }
 
-/* schema.c */
+/* value.c */
+bool schema_json_depth_ok(const json_t *v, unsigned depth);
+void schema_shown(char *out, size_t outsz, const char *s, size_t max);
+
+/* compile.c */
 void *schema_arena_alloc(struct cc *cc, size_t size);
+void schema_arena_free(struct schema *s);
 struct node *schema_node_compile(struct cc *cc, const json_t *v, const char *base, const char *key);
 size_t schema_where_push(struct cc *cc, const char *key);
 void schema_where_pop(struct cc *cc, size_t mark);
-bool schema_json_depth_ok(const json_t *v, unsigned depth);
 int schema_ref_add(struct cc *cc, struct kw *kw, const char *base, const char *ref);
 int schema_cc_fail(struct cc *cc, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Compile cc->s->doc (cc->table set) under dflt unless it names its own
+ * dialect; then release what only compiling needed. */
+int schema_compile_all(struct cc *cc, enum schema_draft dflt);
+void schema_cc_release(struct cc *cc);
 
 /* keywords.c */
 extern const struct kw_def schema_kw_table[];
@@ -175,6 +187,5 @@ void schema_path_push_idx(struct vc *vc, size_t idx);
 void schema_path_pop(struct vc *vc);
 int schema_num_cmp(const json_t *a, const json_t *b);
 void schema_num_show(char *out, size_t outsz, const json_t *v);
-void schema_shown(char *out, size_t outsz, const char *s, size_t max);
 
 #endif

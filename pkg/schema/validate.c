@@ -64,24 +64,6 @@ void schema_num_show(char *out, size_t outsz, const json_t *v)
 		snprintf(out, outsz, "%.17g", json_real_value(v));
 }
 
-void schema_shown(char *out, size_t outsz, const char *s, size_t max)
-{
-	size_t len = strlen(s), n = len < max ? len : max;
-
-	if (outsz < 4) {
-		if (outsz)
-			out[0] = '\0';
-		return;
-	}
-	if (n > outsz - 4)
-		n = outsz - 4;
-	memcpy(out, s, n);
-	out[n] = '\0';
-	appl_utf8_trim(out);
-	if (n < len)
-		memcpy(out + strlen(out), "...", 4);
-}
-
 /* ---- instance path ----------------------------------------------------- */
 
 void schema_path_push_key(struct vc *vc, const char *key)

@@ -1,0 +1,235 @@
+/* cgroup.c: a sandbox's cgroups (see runsc.h, runsc_int.h): the memory
+ * cgroup of ours with its limit, the freezer, and their removal. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/fs.h"
+#include "base/limits.h"
+#include "sandbox/runsc_int.h"
+
+/* Every controller a cgroups v1 runsc may populate, for cleaning up. */
+static const char *const cgroup_roots[] = {
+	"/sys/fs/cgroup/memory",
+	"/sys/fs/cgroup/cpu",
+	"/sys/fs/cgroup/cpuacct",
+	"/sys/fs/cgroup/cpuset",
+	"/sys/fs/cgroup/devices",
+	"/sys/fs/cgroup/freezer",
+	"/sys/fs/cgroup/blkio",
+	"/sys/fs/cgroup/pids",
+	"/sys/fs/cgroup/net_cls",
+	"/sys/fs/cgroup/net_prio",
+	"/sys/fs/cgroup/perf_event",
+	"/sys/fs/cgroup/hugetlb",
+	"/sys/fs/cgroup/systemd",
+	"/sys/fs/cgroup/unified",
+	"/sys/fs/cgroup",
+	NULL,
+};
+
+/* Remove the cgroup directory path and every one below it, deepest first.
+ * rmdir only succeeds on a cgroup with no tasks left. */
+static void cgroup_rmdir_tree(const char *path, int depth)
+{
+	DIR *d = depth < 8 ? opendir(path) : NULL;
+	struct dirent *de;
+
+	while (d && (de = readdir(d))) {
+		char sub[PATH_MAX];
+		if (de->d_type != DT_DIR || de->d_name[0] == '.')
+			continue;
+		if (appl_path_join(sub, sizeof(sub), path, "/", de->d_name) == 0)
+			cgroup_rmdir_tree(sub, depth + 1);
+	}
+	if (d)
+		closedir(d);
+	rmdir(path);
+}
+
+/* Remove the cgroups at rel ("appliance/i-...") in every controller. */
+void cgroup_tree_remove(const char *rel)
+{
+	char path[PATH_MAX];
+
+	for (size_t i = 0; cgroup_roots[i]; i++)
+		if (appl_path_join(path, sizeof(path), cgroup_roots[i], "/", rel) == 0)
+			cgroup_rmdir_tree(path, 0);
+}
+
+/* Thaw every freezer cgroup at or below path: a frozen task cannot die, so
+ * a crashed instance's frozen sandboxes are thawed before they are killed. */
+void cgroup_freezer_thaw_tree(const char *path, int depth)
+{
+	char sub[PATH_MAX];
+	DIR *d;
+	struct dirent *de;
+	int fd;
+
+	if (depth > 8 || appl_path_join(sub, sizeof(sub), path, "/freezer.state", "") < 0)
+		return;
+	fd = open(sub, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd >= 0) {
+		(void)appl_fd_write_all(fd, "THAWED", 6); /* best effort: the kill follows */
+		close(fd);
+	}
+	if (!(d = opendir(path)))
+		return;
+	while ((de = readdir(d)))
+		if (de->d_type == DT_DIR && de->d_name[0] != '.' &&
+		    appl_path_join(sub, sizeof(sub), path, "/", de->d_name) == 0)
+			cgroup_freezer_thaw_tree(sub, depth + 1);
+	closedir(d);
+}
+
+/* As root, each sandbox gets a memory cgroup of ours, with the limit, and
+ * runsc makes its own below it. runsc removes its cgroup when the sandbox
+ * ends; ours stays until sandbox_destroy, so what happened (the limit was
+ * hit) can still be read after an OOM kill took the sandbox down. */
+int cgroup_memcg_make(struct sandbox *sb, unsigned memory_mb, struct appl_err *err)
+{
+	char dir[PATH_MAX], file[PATH_MAX], val[32];
+	unsigned long long limit = ((unsigned long long)memory_mb + APPL_GVISOR_ALLOWANCE_MB) << 20;
+	int fd, n, rc;
+
+	if (access(MEMCG_V1 "/memory.limit_in_bytes", F_OK) < 0)
+		return 0; /* no v1 memory hierarchy: runsc's own cgroup still limits */
+	if (appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
+	    appl_path_join(file, sizeof(file), dir, "/memory.limit_in_bytes", "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	rc = appl_mkdir_parents(dir, 0755);
+	if (rc < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
+		return appl_err_errno(err, rc < 0 ? rc : -errno, rc < 0 ? -rc : errno,
+				      "creating cgroup %s", dir);
+	n = snprintf(val, sizeof(val), "%llu", limit);
+	fd = open(file, O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, val, (size_t)n) != n) {
+		rc = appl_err_errno(err, -errno, errno, "setting %s", file);
+		if (fd >= 0)
+			close(fd);
+		return rc;
+	}
+	close(fd);
+	sb->memcg = 1;
+	return 0;
+}
+
+/* runsc's cgroup of sb with a freezer (v1 first, else v2), in dir, and
+ * its control file in ctl (freezer.state or cgroup.freeze); -ENOTSUP when
+ * there is neither. */
+static int freezer_find(const struct sandbox *sb, char dir[PATH_MAX], char ctl[PATH_MAX], bool *v2)
+{
+	static const char *const roots[] = {FREEZER_V1, "/sys/fs/cgroup"};
+	static const char *const files[] = {"/freezer.state", "/cgroup.freeze"};
+
+	for (size_t i = 0; sb->cgroup[0] && i < 2; i++) {
+		if (appl_path_join(dir, PATH_MAX, roots[i], sb->cgroup, "/sandbox") < 0 ||
+		    appl_path_join(ctl, PATH_MAX, dir, files[i], "") < 0)
+			return -ENAMETOOLONG;
+		if (access(ctl, W_OK) == 0) {
+			*v2 = i == 1;
+			return 0;
+		}
+	}
+	return -ENOTSUP;
+}
+
+int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err)
+{
+	char dir[PATH_MAX], path[PATH_MAX];
+	const char *val;
+	bool v2;
+	int fd, rc = freezer_find(sb, dir, path, &v2);
+
+	if (rc < 0)
+		return appl_err_set(err, rc, "no freezer for sandbox %s", sb->id);
+	val = v2 ? (frozen ? "1" : "0") : (frozen ? "FROZEN" : "THAWED");
+	fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+	if (fd < 0)
+		return appl_err_errno(err, -errno, errno, "%s", path);
+	rc = appl_fd_write_all(fd, val, strlen(val));
+	close(fd);
+	if (rc < 0)
+		return appl_err_errno(err, rc, -rc, "writing %s to %s", val, path);
+	sb->frozen = frozen;
+	return 0;
+}
+
+/* Whether the status text of a process (/proc/PID/status) shows SIGKILL
+ * pending, for the thread (SigPnd) or the process (ShdPnd). */
+static bool kill_pending(const char *status)
+{
+	static const char *const keys[] = {"\nSigPnd:", "\nShdPnd:"};
+
+	for (size_t i = 0; i < 2; i++) {
+		const char *at = strstr(status, keys[i]);
+		unsigned long long mask;
+
+		if (at && sscanf(at + strlen(keys[i]), "%llx", &mask) == 1 &&
+		    (mask & (1ull << (SIGKILL - 1))))
+			return true;
+	}
+	return false;
+}
+
+bool sandbox_doomed(const struct sandbox *sb)
+{
+	char dir[PATH_MAX], path[PATH_MAX], text[2048];
+	bool v2, doomed = false;
+	FILE *procs;
+	int pid;
+
+	if (!sb->frozen || freezer_find(sb, dir, path, &v2) < 0 ||
+	    appl_path_join(path, sizeof(path), dir, "/cgroup.procs", "") < 0 ||
+	    !(procs = fopen(path, "re")))
+		return false;
+	while (!doomed && fscanf(procs, "%d", &pid) == 1) {
+		char st[64];
+		FILE *f;
+		size_t n;
+
+		snprintf(st, sizeof(st), "/proc/%d/status", pid);
+		if (!(f = fopen(st, "re")))
+			continue;
+		n = fread(text, 1, sizeof(text) - 1, f);
+		fclose(f);
+		text[n] = '\0';
+		doomed = kill_pending(text);
+	}
+	fclose(procs);
+	return doomed;
+}
+
+/* A frozen sandbox is thawed before it is killed (best effort: the kill
+ * follows either way). */
+void cgroup_thaw(struct sandbox *sb)
+{
+	if (sb->frozen)
+		(void)sandbox_freeze(sb, false, NULL);
+}
+
+/* Our memory cgroup counts every time the sandbox hit its limit
+ * (memory.failcnt); a sandbox that died after that died of memory. */
+int sandbox_oom_killed(const struct sandbox *sb)
+{
+	char path[PATH_MAX];
+	unsigned long long failcnt = 0;
+	FILE *fp;
+
+	if (!sb->memcg ||
+	    appl_path_join(path, sizeof(path), MEMCG_V1, sb->cgroup, "/memory.failcnt") < 0)
+		return 0;
+	fp = fopen(path, "re");
+	if (!fp)
+		return 0;
+	if (fscanf(fp, "%llu", &failcnt) != 1)
+		failcnt = 0;
+	fclose(fp);
+	return failcnt > 0;
+}

@@ -1,0 +1,2 @@
+/* err.h: a fixture's bottom package. */
+int base_err_code(void);

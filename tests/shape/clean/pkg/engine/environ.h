@@ -1,0 +1,1 @@
+int engine_environ_set(void);

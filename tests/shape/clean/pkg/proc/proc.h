@@ -1,0 +1,3 @@
+#include "log/log.h"
+
+int proc_spawn(void);

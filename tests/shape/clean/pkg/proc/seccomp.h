@@ -1,0 +1,1 @@
+int proc_filter_install(void);

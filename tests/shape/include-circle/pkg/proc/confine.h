@@ -1,0 +1,1 @@
+int proc_confine_enter(void);

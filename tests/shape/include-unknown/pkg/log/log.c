@@ -1,0 +1,2 @@
+/* A known package including one that does not exist. */
+#include "gadget/gadget.h"

@@ -1,0 +1,1 @@
+int base_err_code(void);

@@ -1,0 +1,1 @@
+int mcp_session_count(void);
