@@ -13,7 +13,7 @@
 #include <sys/stat.h>
 
 #include "base/fs.h"
-#include "engine/environ.h"
+#include "engine/process.h"
 #include "image/image.h"
 #include "policy/trust.h"
 #include "upstream/upstream.h"

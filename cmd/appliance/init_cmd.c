@@ -20,6 +20,7 @@
 #include "base/err.h"
 #include "bridge/bridge.h"
 #include "cli.h"
+#include "engine/confine.h"
 #include "engine/engine.h"
 #include "image/image.h"
 #include "log/log.h"

@@ -3,7 +3,6 @@
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
-#include <sodium.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 #include "base/err.h"
 #include "image/image.h"
 #include "log/log.h"
+#include "engine/process.h"
 #include "proc/proc.h"
 #include "audit_cmd.h"
 #include "cell_cmd.h"
@@ -289,26 +289,17 @@ static int cmd_help(int argc, char **argv)
 	return cli_usage_cmd("help", err.msg);
 }
 
-/* Process-wide state, set once, here: library code only checks it. */
+/* Process-wide state, set once (engine/process.h): library code only
+ * checks it. */
 static int process_setup(const struct command *c)
 {
-	int rc;
+	char why[128];
 
-	/* A closed pipe must come back as EPIPE, not kill us mid-cleanup. */
-	signal(SIGPIPE, SIG_IGN);
-	if (sodium_init() < 0) {
-		fprintf(stderr, "appliance: libsodium failed to initialise\n");
+	if (engine_process_setup(c->serves, why, sizeof(why)) < 0) {
+		fprintf(stderr, "appliance: %s\n", why);
 		return -1;
 	}
 	log_setup(STDERR_FILENO, LOG_INFO);
-	if (!c->serves)
-		return 0;
-	/* Stop signals and SIGCHLD wait for the event loop's signalfd from
-	 * this moment; orphaned sandbox processes become ours to reap. */
-	if ((rc = proc_process_setup()) < 0) {
-		fprintf(stderr, "appliance: process setup: %s\n", strerror(-rc));
-		return -1;
-	}
 	return 0;
 }
 
@@ -317,7 +308,7 @@ int main(int argc, char **argv)
 	const struct command *c;
 
 	if (argc >= 1 && proc_init_wanted(argv[0]))
-		return proc_init_main(argc, argv);
+		return engine_init_main(argc, argv);
 	if (argc < 2)
 		return usage_error("no command given");
 	if (!(c = command_find(argv[1])))

@@ -8,10 +8,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #include "bridge/bridge.h"
 #include "cell/cell.h"
+#include "engine/process.h"
 #include "loop/loop.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
@@ -96,7 +96,7 @@ int check_cells_wait(struct check_cells *s)
 int check_cells_env_set(struct check_cells *s, const char *name, const char *value)
 {
 	s->env_name = name;
-	return setenv(name, value, 1) < 0 ? -errno : 0;
+	return engine_env_set(name, value);
 }
 
 static void on_cell_done(struct cell *cell, void *data)
@@ -188,9 +188,8 @@ void check_cells_free(struct check_cells *s)
 		sandbox_rt_settle(s->rt);
 	sandbox_rt_close(s->rt); /* before the loop: it finishes teardowns from it */
 	loop_free(s->loop);
-	while (waitpid(-1, NULL, WNOHANG) > 0)
-		;
+	engine_reap_children();
 	if (s->env_name)
-		unsetenv(s->env_name);
+		engine_env_unset(s->env_name);
 	free(s);
 }

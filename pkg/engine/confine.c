@@ -13,7 +13,6 @@
 
 #include "base/fs.h"
 #include "base/limits.h"
-#include "engine/engine.h"
 #include "engine/process.h"
 #include "log/log.h"
 #include "loop/loop.h"

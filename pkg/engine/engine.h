@@ -146,18 +146,6 @@ void engine_close(struct engine *e);
 
 /* ---- one-off uses ------------------------------------------------------------ */
 
-/* `appliance init`: start each server of p (borrowed) once, confined as
- * run confines them (hide: as engine_config's), each on its own, and tell
- * what came of each, in p's order: found(data, name, u, NULL) with u
- * (borrowed for the call) when it listed its tools, else found(data, name,
- * NULL, why). 0 once each was told, or negative with err when none could
- * be tried. */
-struct upstream;
-typedef void (*engine_found_fn)(void *data, const char *name, const struct upstream *u,
-				const char *why);
-int engine_servers_try(const struct policy *p, const char *const *hide, engine_found_fn found,
-		       void *data, struct appl_err *err);
-
 /* `appliance check`: judge the policy's audit log (state_dir holds its
  * head and keys) as engine_start judges it, writing nothing. 0 without an
  * audit log. */

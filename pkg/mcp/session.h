@@ -35,6 +35,7 @@
 #include "base/err.h"
 #include "loop/loop.h"
 #include "mcp/revision.h"
+#include "mcp/tool.h"
 
 /* The _meta keys every 2026-07-28 request carries, and the error codes of
  * that revision (HTTP answers them with 400). */
@@ -46,7 +47,6 @@
 
 #define MCP_PROGRESS_EVERY_MS 2000u /* a run with a token hears at least this often */
 #define MCP_PROGRESS_GAP_MS   250u  /* and never more often than this */
-#define MCP_PROGRESS_TAIL     512u  /* bytes of output a progress message quotes */
 #define MCP_LISTENS_MAX	      8u    /* open subscriptions/listen per session */
 
 struct mcp_server;
@@ -86,14 +86,6 @@ struct mcp_request {
 	const json_t *meta;		/* params._meta, or NULL */
 	const json_t *progress_token;	/* a string or an integer, or NULL */
 	const json_t *id;
-};
-
-/* How a run is doing, for a progress notification. */
-struct mcp_progress {
-	bool waiting;	     /* no sandbox yet: waiting for a free slot */
-	unsigned long calls; /* tool calls made so far */
-	const char *out;     /* what it printed so far (kept bytes); may be NULL */
-	size_t out_len;
 };
 
 struct mcp_server_hooks {

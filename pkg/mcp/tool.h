@@ -7,11 +7,20 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "mcp/revision.h"
-#include "mcp/session.h"
 
-#define MCP_TOOL_NAME "run_python"
+#define MCP_TOOL_NAME	  "run_python"
+#define MCP_PROGRESS_TAIL 512u /* bytes of output a progress message quotes */
+
+/* How a run is doing, for a progress notification. */
+struct mcp_progress {
+	bool waiting;	     /* no sandbox yet: waiting for a free slot */
+	unsigned long calls; /* tool calls made so far */
+	const char *out;     /* what it printed so far (kept bytes); may be NULL */
+	size_t out_len;
+};
 
 /* The tool object of tools/list under rev, with description (borrowed; NULL
  * as ""). inputSchema always; annotations, title and outputSchema

@@ -176,11 +176,10 @@ static void __attribute__((noreturn)) child_exec(const struct proc_spec *spec, i
 }
 
 /* The name the init of a server's PID namespace runs under: main() sees it
- * in argv[0] and runs proc_init_main. */
+ * in argv[0] and runs engine_init_main. */
 #define INIT_NAME "appliance-server-init"
 
-/* The signals the init of a server's PID namespace passes on to it. */
-static void init_signals(sigset_t *set)
+void proc_init_signals(sigset_t *set)
 {
 	static const int sigs[] = {SIGCHLD, SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
@@ -191,7 +190,7 @@ static void init_signals(sigset_t *set)
 
 /* Pid 1 of a server's own PID namespace (proc_confine.pid_ns), first as
  * the appliance's copy: start the server as its child, then become the
- * init, a fresh image of the appliance's own binary (proc_init_main), so
+ * init, a fresh image of the appliance's own binary (engine_init_main), so
  * that nothing of the appliance's memory stays in the namespace. It keeps
  * uid 0 with no capability (the bounding set is empty and no_new_privs is
  * on before the exec), so a server of another uid can neither read nor
@@ -203,7 +202,7 @@ static void __attribute__((noreturn)) child_init(const struct proc_spec *spec, i
 	sigset_t set, none;
 	pid_t server;
 
-	init_signals(&set);
+	proc_init_signals(&set);
 	sigemptyset(&none);
 	sigprocmask(SIG_BLOCK, &set, NULL);
 	server = fork();
@@ -231,38 +230,6 @@ static void __attribute__((noreturn)) child_init(const struct proc_spec *spec, i
 bool proc_init_wanted(const char *argv0)
 {
 	return argv0 && strcmp(argv0, INIT_NAME) == 0;
-}
-
-int proc_init_main(int argc, char **argv)
-{
-	pid_t server = argc == 2 ? (pid_t)strtol(argv[1], NULL, 10) : 0;
-	sigset_t set;
-	int status;
-
-	if (getpid() != 1 || server <= 1) {
-		fputs("appliance-server-init: the appliance starts this itself, as pid 1 of a "
-		      "server's PID namespace\n",
-		      stderr);
-		return 2;
-	}
-	init_signals(&set);
-	sigprocmask(SIG_BLOCK, &set, NULL);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	prctl(PR_SET_PDEATHSIG, SIGKILL);
-	for (;;) {
-		siginfo_t si;
-		pid_t got;
-		int sig = sigwaitinfo(&set, &si);
-
-		if (sig > 0 && sig != SIGCHLD) {
-			kill(server, sig);
-			continue;
-		}
-		while ((got = waitpid(-1, &status, WNOHANG)) > 0)
-			if (got == server)
-				return WIFEXITED(status) ? WEXITSTATUS(status)
-							 : 128 + WTERMSIG(status);
-	}
 }
 
 static void __attribute__((noreturn))

@@ -73,10 +73,10 @@ int proc_wait_exit(int pidfd, int timeout_ms);
 /* The init of a server's PID namespace (proc_confine.pid_ns) is the
  * appliance's own binary started again as "appliance-server-init SERVER":
  * main() asks proc_init_wanted(argv[0]) first thing and then runs
- * proc_init_main, which reaps, passes SIGTERM, SIGINT, SIGHUP, SIGQUIT,
- * SIGUSR1 and SIGUSR2 on to the server, and returns the server's status
- * (128 + the signal for one) when it ends. */
+ * engine_init_main (engine/process.h). proc_init_signals fills set with
+ * the signals it waits for: SIGCHLD, and those it passes on to the server
+ * (SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2). */
 bool proc_init_wanted(const char *argv0);
-int proc_init_main(int argc, char **argv);
+void proc_init_signals(sigset_t *set);
 
 #endif

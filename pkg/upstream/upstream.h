@@ -248,7 +248,7 @@ void upstream_call_cancel(struct upstream *u, uint64_t call_id);
  * the secrets, freed with sodium_free) of *len bytes, and the source no
  * longer holds it; -ENOENT when there is no such variable; -ENOMEM. The
  * caller decides where values come from and how they are removed there
- * (cmd/appliance: the environment, engine/environ.h). */
+ * (cmd/appliance: the environment, engine/process.h). */
 typedef int (*upstream_secret_take_fn)(void *data, const char *name, char **value, size_t *len);
 
 /* Take the value of each variable p's HTTP servers' headers name, once

@@ -21,6 +21,7 @@
 #include "base/fs.h"
 #include "base/limits.h"
 #include "proc/confine.h"
+#include "engine/process.h"
 #include "proc/proc.h"
 #include "proc/seccomp.h"
 
@@ -438,7 +439,7 @@ int main(int argc, char **argv)
 
 	/* A confined child's init is this binary again (proc.h). */
 	if (argc >= 1 && proc_init_wanted(argv[0]))
-		return proc_init_main(argc, argv);
+		return engine_init_main(argc, argv);
 	if (geteuid() != 0) {
 		fprintf(stderr, "test_confine: needs root\n");
 		return getenv("CI") ? 1 : 0; /* a user's machine without root: nothing to try */

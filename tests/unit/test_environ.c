@@ -1,5 +1,5 @@
 /* test_environ.c: taking a secret out of the environment (pkg/engine/
- * environ.c): the value handed over in guarded memory, the variable gone,
+ * process.c): the value handed over in guarded memory, the variable gone,
  * its bytes zeroed where it was, so /proc/PID/environ (the block the
  * process started with) no longer shows it; a variable that is not set is
  * -ENOENT. The /proc check runs in a child started with the variable in
@@ -19,7 +19,7 @@
 #include <cmocka.h>
 #include <sodium.h>
 
-#include "engine/environ.h"
+#include "engine/process.h"
 
 #define SECRET_NAME  "APPL_TEST_SECRET"
 #define SECRET_VALUE "hunter2-correct-horse"
