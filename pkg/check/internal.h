@@ -14,17 +14,13 @@
 #include <stdint.h>
 
 #include "bridge/bridge.h"
-#include "cell/cell.h"
-#include "check/cells.h"
 #include "check/check.h"
 #include "check/judge.h"
 #include "check/listen.h"
-#include "engine/confine.h"
 #include "engine/engine.h"
 #include "gateway/gateway.h"
 #include "policy/notes.h"
 #include "policy/policy.h"
-#include "sandbox/ociconfig.h"
 
 #define CHECK_WHY_MAX	  640 /* one row's account */
 #define CHECK_LABEL_MAX	  272 /* one row's label */
@@ -63,7 +59,8 @@ struct check_probe {
 	uint64_t deadline_ms;
 	char *code;
 	struct check_listeners lis;
-	struct check_cell *cell;
+	struct run *run; /* while it runs (NULL once answered) */
+	json_t *result;	 /* its result object, once answered with one */
 	bool started, ended, judged, ok;
 	char why[CHECK_WHY_MAX];
 };
@@ -74,18 +71,16 @@ struct check {
 	bool accepted;
 	struct policy_notes *rules;
 	struct policy_limits lim;
-	struct check_cells *cells;
-	struct upstream_set *ups;
-	struct engine_confine confine; /* the servers are confined as run confines them */
-	struct bridge_tool_in *tools;  /* every ready server's tools, borrowed from ups */
+	/* The loop, signals, image, runtime, servers and probe runs: the
+	 * engine run starts with, opened once the policy is accepted. */
+	struct engine *e;
+	struct upstream_secrets *secrets;   /* the servers' headers' values */
+	char secrets_why[APPL_ERR_MSG_MAX]; /* why they could not be taken; "" */
+	bool marker_set;		    /* CHECK_MARKER_ENV is in the environment */
+	struct bridge_tool_in *tools;	    /* every ready server's tools, borrowed */
 	size_t ntools;
 	struct bridge_catalog *client; /* what the stdio client's role may call */
-	char rootfs[PATH_MAX];
-	char rootfs_image[PATH_MAX]; /* "" while none (runsc too old, or no image) */
 	bool image_ok;
-	struct sandbox_oci_params oci;
-	struct cell_limits cell_lim;
-	struct bridge_limits blim;
 	char marker_dir[PATH_MAX];
 	char marker_path[PATH_MAX + 16];
 	char token[2 * CHECK_TOKEN_BYTES + 1];
@@ -143,6 +138,8 @@ void check_prepare_surprise(struct check_probe *p, const char *fmt, ...)
 /* run.c: run the probes, at most limits.cells at once, judging each as it
  * ends; a probe's cell and listeners released. */
 void check_run_probes(struct check *c);
+/* The stop signal's account ("signal N"), or NULL while none came. */
+const char *check_stopped(const struct check *c);
 void check_run_release(struct check_probe *p);
 
 /* table.c: the table of rows, then every row it had to cut and every

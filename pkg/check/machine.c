@@ -17,66 +17,53 @@
 
 void check_machine_image(struct check *c)
 {
-	const struct policy *p = c->cp.policy;
-	char cache[PATH_MAX];
 	struct appl_err err = {0};
-	const char *dir = c->o->cache;
 
-	if (!dir && image_cache_default(cache, sizeof(cache), &err) < 0) {
-		check_report_say(c, CHECK_MARK_PROBLEM, "image: %s", err.msg);
-		return;
-	}
-	if (image_layout_verify(policy_image_layout(p), policy_image_digest(p), dir ? dir : cache,
-				c->rootfs, sizeof(c->rootfs), &err) < 0) {
+	if (engine_image_verify(c->e, &err) < 0) {
 		check_report_say(c, CHECK_MARK_PROBLEM, "image.digest: %s", err.msg);
 		return;
 	}
 	c->image_ok = true;
 	check_report_say(c, CHECK_MARK_OK, "image: %s verified, unpacked at %s",
-			 policy_image_digest(p), c->rootfs);
+			 policy_image_digest(c->cp.policy), engine_rootfs(c->e, NULL));
 }
 
 /* Whether the verified rootfs can be handed to runsc as one image. */
-static void rootfs_part(struct check *c, struct sandbox_rt *rt)
+static void rootfs_part(struct check *c)
 {
 	struct appl_err err = {0};
+	const char *image = NULL;
 
-	if (sandbox_rootfs_image(rt, c->rootfs, c->rootfs_image, sizeof(c->rootfs_image), &err) <
-	    0) {
+	if (engine_rootfs_mount(c->e, &err) < 0) {
 		check_report_say(c, CHECK_MARK_PROBLEM, "runtime: the rootfs as one image: %s",
 				 err.msg);
 		c->image_ok = false;
-	} else if (c->rootfs_image[0]) {
+		return;
+	}
+	engine_rootfs(c->e, &image);
+	if (image)
 		check_report_say(c, CHECK_MARK_OK,
-				 "rootfs: mounted by the Sentry from %s (no gofer process)",
-				 c->rootfs_image);
-	} else {
+				 "rootfs: mounted by the Sentry from %s (no gofer process)", image);
+	else
 		check_report_say(c, CHECK_MARK_OK,
 				 "rootfs: served as a directory through a gofer (this runsc "
 				 "mounts no EROFS image)");
-	}
 }
 
 void check_machine_runtime(struct check *c)
 {
 	const struct policy *p = c->cp.policy;
-	struct sandbox_rt_config rc = {.runsc = policy_runtime_runsc(p),
-				       .state_dir = c->o->run_dir,
-				       .platform = policy_runtime_platform(p),
-				       .rootless = policy_runtime_rootless(p)};
 	struct appl_err err = {0};
-	struct sandbox_rt *rt;
 
-	if (check_cells_runtime_open(c->cells, &rc, &err) < 0) {
+	if (engine_runtime_open(c->e, &err) < 0) {
 		check_report_say(c, CHECK_MARK_PROBLEM, "runtime.runsc: %s", err.msg);
 		return;
 	}
-	rt = check_cells_runtime(c->cells);
 	check_report_say(c, CHECK_MARK_OK, "runtime: %s %s, platform %s%s", policy_runtime_runsc(p),
-			 sandbox_rt_version(rt), policy_runtime_platform(p),
+			 sandbox_rt_version(engine_runtime(c->e)), policy_runtime_platform(p),
 			 policy_runtime_rootless(p) ? ", rootless" : "");
 	if (c->image_ok)
-		rootfs_part(c, rt);
+		rootfs_part(c);
 }
 
 /* What run needs as root: a memory cgroup of its own per sandbox, made

@@ -14,6 +14,7 @@
 
 #include "base/fs.h"
 #include "check/internal.h"
+#include "engine/process.h"
 #include "stubs/stubs.h"
 
 void check_prepare_surprise(struct check_probe *p, const char *fmt, ...)
@@ -36,7 +37,7 @@ static void probe_def_init(struct check *c, struct check_probe *p, const struct 
 	p->deny = d->deny;
 	p->ex.judge = d->judge;
 	p->ex.expect = d->expect;
-	p->deadline_ms = c->cell_lim.deadline_ms;
+	p->deadline_ms = c->lim.deadline_s * 1000ull;
 	snprintf(p->label, sizeof(p->label), "%s", d->label);
 	if (d->setup && (rc < 0 || (rc = d->setup(c, p, params)) != 0)) {
 		check_prepare_surprise(p, "could not be set up: %s",
@@ -113,7 +114,7 @@ static void probe_call_init(struct check *c, struct check_probe *p, const struct
 	snprintf(name, sizeof(name), "%s.%s", k->server, k->tool);
 	p->call = k;
 	p->ex.judge = CHECK_JUDGE_CALL;
-	p->deadline_ms = c->cell_lim.deadline_ms;
+	p->deadline_ms = c->lim.deadline_s * 1000ull;
 	snprintf(p->label, sizeof(p->label), "%s %s", name,
 		 text ? check_report_shown(text, args, sizeof(args)) : "");
 	if (!(body = call_body(c, name))) {
@@ -137,8 +138,9 @@ int check_prepare_markers(struct check *c)
 
 	randombytes_buf(raw, sizeof(raw));
 	sodium_bin2hex(c->token, sizeof(c->token), raw, sizeof(raw));
-	if ((rc = check_cells_env_set(c->cells, CHECK_MARKER_ENV, c->token)) < 0)
+	if ((rc = engine_env_set(CHECK_MARKER_ENV, c->token)) < 0)
 		return rc;
+	c->marker_set = true;
 	snprintf(c->marker_dir, sizeof(c->marker_dir), "%s",
 		 access("/var/tmp", W_OK) == 0 ? "/var/tmp/appliance-check.XXXXXX"
 					       : "/tmp/appliance-check.XXXXXX");

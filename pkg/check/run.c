@@ -1,49 +1,61 @@
 /* run.c: part 2's rounds: the probes started at most limits.cells at
  * once, as run would, the long-running ones first, each judged as soon as
  * its cell has ended (internal.h). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check/internal.h"
+#include "loop/loop.h"
 
-static void on_probe_done(void *data)
+/* The stop signal's account ("signal N"), or NULL while none came. */
+const char *check_stopped(const struct check *c)
 {
-	((struct check_probe *)data)->ended = true;
+	const char *why = NULL;
+
+	return c->e && engine_stopping(c->e, &why) ? why : NULL;
+}
+
+/* The engine's answer: the probe's result object, or why it had none. */
+static void probe_answer(void *data, const json_t *result, bool is_error, const char *text)
+{
+	struct check_probe *p = data;
+
+	(void)is_error;
+	p->run = NULL; /* freed by the engine once this returns */
+	p->ended = true;
+	if (result)
+		p->result = json_incref((json_t *)result);
+	else
+		snprintf(p->why, sizeof(p->why), "%s",
+			 text ? text : "the run ended without a result");
 }
 
 void check_run_release(struct check_probe *p)
 {
-	check_cells_end(p->cell);
-	p->cell = NULL;
+	if (p->run)
+		run_cancel(p->run); /* no answer comes after this */
+	p->run = NULL;
 	check_listen_close(&p->lis);
 }
 
+/* A probe is a run as a client's would be: the engine gives it a fresh
+ * sandbox and, for a --call, a bridge run under the stdio client's role
+ * (approvals by the policy's command alone: no person is at check). */
 static int probe_start(struct check *c, struct check_probe *p)
 {
-	struct cell_limits lim = c->cell_lim;
-	struct bridge_approvals ap = {.command = policy_approvals_command(c->cp.policy),
-				      .timeout_ms = c->lim.approval_timeout_s * 1000u,
-				      .max = c->lim.max_approvals,
-				      .client = CHECK_RUN_ID};
-	struct check_cell_spec spec = {.oci = &c->oci,
-				       .lim = &lim,
-				       .code = p->code,
-				       .catalog = p->call ? c->client : NULL,
-				       .blim = &c->blim,
-				       .ups = c->ups,
-				       .approvals = &ap,
-				       .run_id = CHECK_RUN_ID,
-				       .on_done = on_probe_done,
-				       .data = p};
+	struct run_client client = {.name = CHECK_RUN_ID,
+				    .role = p->call ? policy_client_default_role(c->cp.policy)
+						    : NULL,
+				    .answer = probe_answer,
+				    .c = p,
+				    .deadline_ms = p->deadline_ms};
 
-	lim.deadline_ms = p->deadline_ms;
 	p->started = true;
-	if (check_cells_start(c->cells, &spec, &p->cell, p->why, sizeof(p->why)) < 0) {
-		/* why already says which step failed */
-		p->ended = p->judged = true;
-		p->ok = false;
-		check_listen_close(&p->lis);
-		return -1;
+	p->run = engine_run_new(c->e, p->code, strlen(p->code), &client, 0, APPL_RUNS_WAITING_MAX);
+	if (!p->run && !p->ended) {
+		snprintf(p->why, sizeof(p->why), "the run could not start");
+		p->ended = true;
 	}
 	return 0;
 }
@@ -51,11 +63,12 @@ static int probe_start(struct check *c, struct check_probe *p)
 static void probe_judge_now(struct check_probe *p)
 {
 	unsigned arrivals = check_listen_arrivals(&p->lis);
-	json_t *result = check_cells_result(p->cell);
 
-	p->ok = check_judge_result(&p->ex, result, arrivals, p->why, sizeof(p->why));
+	if (p->result)
+		p->ok = check_judge_result(&p->ex, p->result, arrivals, p->why, sizeof(p->why));
+	else
+		p->ok = false; /* why says why it had no result */
 	p->judged = true;
-	json_decref(result);
 	check_run_release(p);
 }
 
@@ -87,15 +100,15 @@ static unsigned probes_reap(struct check *c)
 	return running;
 }
 
-static void probes_cancel(struct check *c, int signo)
+static void probes_cancel(struct check *c, const char *why)
 {
 	for (size_t i = 0; i < c->nprobes; i++) {
 		struct check_probe *p = &c->probes[i];
 
 		if (!p->started)
-			check_prepare_surprise(p, "not run: stopped by signal %d", signo);
-		else if (p->cell && !p->ended)
-			check_cells_cancel(p->cell);
+			check_prepare_surprise(p, "not run: stopped by %s", why);
+		else if (p->run && !p->ended)
+			run_interrupt(p->run, why);
 	}
 }
 
@@ -107,17 +120,16 @@ void check_run_probes(struct check *c)
 
 	for (;;) {
 		running = probes_reap(c);
-		while (!check_cells_stopped(c->cells) && running < c->lim.cells &&
-		       (p = probe_next(c)))
+		while (!check_stopped(c) && running < c->lim.cells && (p = probe_next(c)))
 			if (probe_start(c, p) == 0)
 				running++;
-		if (check_cells_stopped(c->cells) && !cancelled) {
-			probes_cancel(c, check_cells_stopped(c->cells));
+		if (check_stopped(c) && !cancelled) {
+			probes_cancel(c, check_stopped(c));
 			cancelled = true;
 		}
-		if (running == 0 && (check_cells_stopped(c->cells) || !probe_next(c)))
+		if (running == 0 && (check_stopped(c) || !probe_next(c)))
 			break;
-		if (check_cells_wait(c->cells) < 0)
+		if (loop_run_once(engine_loop(c->e), -1) < 0)
 			break;
 	}
 }

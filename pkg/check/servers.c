@@ -1,5 +1,5 @@
-/* servers.c: part 1's start of the policy's servers, confined as run
- * confines them, and the tools they list (internal.h). */
+/* servers.c: part 1's start of the policy's servers by the engine, as run
+ * starts them, and the tools they list (internal.h). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,8 +10,10 @@
 
 const struct upstream *check_servers_up(const struct check *c, const char *name)
 {
-	for (size_t i = 0; i < upstream_set_count(c->ups); i++) {
-		const struct upstream *u = upstream_set_get(c->ups, i);
+	struct upstream_set *ups = engine_servers(c->e);
+
+	for (size_t i = 0; ups && i < upstream_set_count(ups); i++) {
+		const struct upstream *u = upstream_set_get(ups, i);
 
 		if (strcmp(upstream_name(u), name) == 0)
 			return upstream_state(u) == UPSTREAM_READY ? u : NULL;
@@ -21,14 +23,15 @@ const struct upstream *check_servers_up(const struct check *c, const char *name)
 
 static int tools_gather(struct check *c)
 {
+	struct upstream_set *ups = engine_servers(c->e);
 	size_t n = 0;
 
-	for (size_t i = 0; i < upstream_set_count(c->ups); i++)
-		n += upstream_tool_count(upstream_set_get(c->ups, i));
+	for (size_t i = 0; i < upstream_set_count(ups); i++)
+		n += upstream_tool_count(upstream_set_get(ups, i));
 	if (!(c->tools = calloc(n ? n : 1, sizeof(*c->tools))))
 		return -ENOMEM;
-	for (size_t i = 0; i < upstream_set_count(c->ups); i++) {
-		const struct upstream *u = upstream_set_get(c->ups, i);
+	for (size_t i = 0; i < upstream_set_count(ups); i++) {
+		const struct upstream *u = upstream_set_get(ups, i);
 
 		if (upstream_state(u) != UPSTREAM_READY)
 			continue;
@@ -60,36 +63,24 @@ static void server_report(struct check *c, const struct upstream *u)
 				 : "not ready in time");
 }
 
-/* The servers started on check's loop with what run gives them: the
- * confinement, and the secrets their headers name (taken out of the
- * environment, then wiped once each HTTP server holds its own copy). */
-static int servers_open(struct check *c, struct appl_err *err)
-{
-	struct upstream_opts opts = {.result_max = c->lim.max_result_bytes};
-	struct upstream_secrets *secrets = NULL;
-
-	if (engine_confine_prepare(&c->confine, c->cp.policy, c->cp.hide, c->o->run_dir, err) < 0)
-		return -1;
-	engine_confine_opts(&c->confine, &opts);
-	if (c->o->hooks.secrets_take && c->o->hooks.secrets_take(c->cp.policy, &secrets, err) < 0)
-		return -1;
-	opts.secrets = secrets;
-	c->ups =
-		upstream_set_open(check_cells_loop(c->cells), c->cp.policy, &opts, NULL, NULL, err);
-	upstream_secrets_free(secrets); /* each HTTP upstream holds its own filled copy */
-	return c->ups ? 0 : -1;
-}
-
 int check_servers_part(struct check *c)
 {
 	struct appl_err err = {0};
+	struct upstream_set *ups;
 
-	if (servers_open(c, &err) < 0) {
+	/* Started by the engine as run starts them: confined, with the
+	 * secrets their headers name (wiped once each holds its copy). */
+	if (c->secrets_why[0]) {
+		check_report_say(c, CHECK_MARK_PROBLEM, "servers: %s", c->secrets_why);
+		return -1;
+	}
+	if (engine_servers_open(c->e, &err) < 0) {
 		check_report_say(c, CHECK_MARK_PROBLEM, "servers: %s", err.msg);
 		return -1;
 	}
-	for (size_t i = 0; i < upstream_set_count(c->ups); i++)
-		server_report(c, upstream_set_get(c->ups, i));
+	ups = engine_servers(c->e);
+	for (size_t i = 0; i < upstream_set_count(ups); i++)
+		server_report(c, upstream_set_get(ups, i));
 	if (tools_gather(c) < 0) {
 		check_report_say(c, CHECK_MARK_PROBLEM, "servers: out of memory");
 		return -1;

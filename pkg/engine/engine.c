@@ -211,16 +211,18 @@ static void audit_stop(struct engine *e)
 
 /* ---- starting ------------------------------------------------------------------- */
 
-static int servers_open(struct engine *e, struct appl_err *err)
+int engine_servers_open(struct engine *e, struct appl_err *err)
 {
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
 	struct upstream_opts opts = {.result_max = e->lim.max_result_bytes,
 				     .secrets = e->cfg.secrets};
 
+	if (e->ups)
+		return 0;
 	if (engine_confine_prepare(&e->confine, e->policy, e->cfg.hide, e->cfg.run_dir, err) < 0)
 		return err->code;
 	engine_confine_opts(&e->confine, &opts);
-	if (!(e->gate = bridge_gate_new(e->policy)))
+	if (!e->gate && !(e->gate = bridge_gate_new(e->policy)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	e->ups = upstream_set_open(e->loop, e->policy, &opts, engine_roles_changed, e->roles, err);
 	upstream_secrets_wipe(e->cfg.secrets); /* each HTTP upstream holds its own filled copy */
@@ -230,59 +232,91 @@ static int servers_open(struct engine *e, struct appl_err *err)
 	return 0;
 }
 
-static int image_open(struct engine *e, struct appl_err *err)
+int engine_image_verify(struct engine *e, struct appl_err *err)
+{
+	const char *image = e->cfg.image, *digest = e->cfg.digest, *dir = e->cfg.cache;
+	char cache[PATH_MAX];
+
+	if (e->rootfs[0])
+		return 0;
+	if (e->policy) {
+		image = policy_image_layout(e->policy);
+		digest = policy_image_digest(e->policy);
+	}
+	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
+		return err->code;
+	if (image_layout_verify(image, digest, dir ? dir : cache, e->rootfs, sizeof(e->rootfs),
+				err) < 0) {
+		e->rootfs[0] = '\0';
+		return err->code;
+	}
+	return 0;
+}
+
+int engine_runtime_open(struct engine *e, struct appl_err *err)
 {
 	struct sandbox_rt_config rc = {.runsc = e->cfg.runsc,
 				       .state_dir = e->cfg.run_dir,
 				       .platform = e->cfg.platform,
 				       .rootless = e->cfg.rootless};
-	const char *image = e->cfg.image, *digest = e->cfg.digest, *dir = e->cfg.cache;
-	char cache[PATH_MAX];
 
+	if (e->rt)
+		return 0;
 	if (e->policy) {
-		image = policy_image_layout(e->policy);
-		digest = policy_image_digest(e->policy);
 		rc.runsc = policy_runtime_runsc(e->policy);
 		rc.platform = policy_runtime_platform(e->policy);
 		rc.rootless = policy_runtime_rootless(e->policy);
 	}
-	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
-		return err->code;
-	if (image_layout_verify(image, digest, dir ? dir : cache, e->rootfs, sizeof(e->rootfs),
-				err) < 0)
-		return err->code;
-	/* The audit log before the runtime: as run has always opened them. */
-	if ((e->cfg.parts & ENGINE_AUDIT) && audit_start(e, err) < 0)
-		return err->code;
-	if (!(e->rt = sandbox_rt_open(&rc, err)) ||
-	    sandbox_rootfs_image(e->rt, e->rootfs, e->rootfs_image, sizeof(e->rootfs_image), err) <
-		    0)
+	return (e->rt = sandbox_rt_open(&rc, err)) ? 0 : err->code;
+}
+
+int engine_rootfs_mount(struct engine *e, struct appl_err *err)
+{
+	if (!e->rootfs[0] || !e->rt)
+		return appl_err_set(err, -EINVAL, "the image and the runtime come first");
+	if (!e->oci.rootfs && sandbox_rootfs_image(e->rt, e->rootfs, e->rootfs_image,
+						   sizeof(e->rootfs_image), err) < 0)
 		return err->code;
 	e->oci.rootfs = e->rootfs;
 	e->oci.rootfs_image = e->rootfs_image[0] ? e->rootfs_image : NULL;
 	return 0;
 }
 
+int engine_cells_open(struct engine *e, struct appl_err *err)
+{
+	/* Restored from a checkpoint only where sandboxes are made ahead. */
+	bool ahead = e->cfg.parts & ENGINE_POOL;
+	bool restore = ahead && e->policy && policy_runtime_restore(e->policy);
+
+	if (e->pool)
+		return 0;
+	if (engine_rootfs_mount(e, err) < 0)
+		return err->code;
+	if (!(e->pool = pool_new(e->loop, e->rt, &e->oci, &e->cell_lim, ahead ? e->lim.pool : 0,
+				 restore, err)))
+		return err->code;
+	pool_fill(e->pool);
+	return 0;
+}
+
 int engine_start(struct engine *e, struct appl_err *err)
 {
 	unsigned parts = e->cfg.parts;
-	/* Restored from a checkpoint only where sandboxes are made ahead. */
-	bool restore = (parts & ENGINE_POOL) && e->policy && policy_runtime_restore(e->policy);
 
-	if ((parts & ENGINE_SANDBOX) && image_open(e, err) < 0)
+	if ((parts & ENGINE_SANDBOX) && engine_image_verify(e, err) < 0)
 		return err->code;
-	if (!(parts & ENGINE_SANDBOX) && (parts & ENGINE_AUDIT) && audit_start(e, err) < 0)
+	/* The audit log before the runtime: as run has always opened them. */
+	if ((parts & ENGINE_AUDIT) && audit_start(e, err) < 0)
+		return err->code;
+	if ((parts & ENGINE_SANDBOX) &&
+	    (engine_runtime_open(e, err) < 0 || engine_rootfs_mount(e, err) < 0))
 		return err->code;
 	if ((parts & ENGINE_SERVERS) &&
-	    (servers_open(e, err) < 0 ||
+	    (engine_servers_open(e, err) < 0 ||
 	     (e->cfg.start_role && !engine_role_view(e, e->cfg.role, NULL, err))))
 		return err->code;
-	if (parts & ENGINE_SANDBOX) {
-		if (!(e->pool = pool_new(e->loop, e->rt, &e->oci, &e->cell_lim,
-					 (parts & ENGINE_POOL) ? e->lim.pool : 0, restore, err)))
-			return err->code;
-		pool_fill(e->pool);
-	}
+	if ((parts & ENGINE_SANDBOX) && engine_cells_open(e, err) < 0)
+		return err->code;
 	/* The serial is recorded only once all of this has passed: a policy
 	 * that cannot start must not lock out the one that can. */
 	if ((e->cfg.on_started && e->cfg.on_started(e->cfg.data, err) < 0) ||
@@ -307,9 +341,11 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 	struct engine *e = data;
 	const struct run_client *rc = run_client(r);
 	struct bridge_run *br = NULL;
-	struct cell *cell = pool_take(e->pool);
+	struct cell *cell;
 
-	if (!cell && !(cell = pool_cold(e->pool, err)))
+	if (!e->pool)
+		return appl_err_set(err, -EINVAL, "no sandbox runtime was started for runs");
+	if (!(cell = pool_take(e->pool)) && !(cell = pool_cold(e->pool, err)))
 		return err->code;
 	if (e->ups && run_catalog(r)) {
 		struct bridge_approvals ap = {.loop = e->loop,
@@ -516,6 +552,23 @@ const struct policy_limits *engine_limits(const struct engine *e)
 struct audit *engine_audit(const struct engine *e)
 {
 	return e->audit;
+}
+
+const char *engine_rootfs(const struct engine *e, const char **image)
+{
+	if (image)
+		*image = e->rootfs_image[0] ? e->rootfs_image : NULL;
+	return e->rootfs[0] ? e->rootfs : NULL;
+}
+
+struct sandbox_rt *engine_runtime(const struct engine *e)
+{
+	return e->rt;
+}
+
+struct upstream_set *engine_servers(const struct engine *e)
+{
+	return e->ups;
 }
 
 void engine_close(struct engine *e)

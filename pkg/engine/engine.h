@@ -38,6 +38,7 @@ struct engine;
 struct audit;
 struct upstream_set;
 struct upstream_secrets;
+struct sandbox_rt;
 
 /* The parts engine_start starts. */
 #define ENGINE_SANDBOX 0x1u /* the image and the sandbox runtime: runs get cells */
@@ -98,6 +99,26 @@ struct engine *engine_open(const struct engine_config *cfg, struct appl_err *err
  * the engine is then only good for engine_close. */
 int engine_start(struct engine *e, struct appl_err *err);
 bool engine_started(const struct engine *e);
+
+/* engine_start's steps one by one, for a caller that reports each
+ * (`check`): the image verified against its digest and unpacked; the
+ * sandbox runtime opened; the rootfs handed to it (as one image where
+ * runsc mounts one; image and runtime first); the servers started,
+ * confined; the sandboxes for runs (the rootfs first). Each is done once:
+ * called again after it passed, it returns 0 at once. 0, or negative with
+ * err. No audit log, no on_started: those are engine_start's alone. */
+int engine_image_verify(struct engine *e, struct appl_err *err);
+int engine_runtime_open(struct engine *e, struct appl_err *err);
+int engine_rootfs_mount(struct engine *e, struct appl_err *err);
+int engine_servers_open(struct engine *e, struct appl_err *err);
+int engine_cells_open(struct engine *e, struct appl_err *err);
+
+/* What the steps made (borrowed; NULL until made): the verified rootfs
+ * directory and, in *image (may be NULL), its one-image form or NULL when
+ * it is served as a directory; the runtime; the servers. */
+const char *engine_rootfs(const struct engine *e, const char **image);
+struct sandbox_rt *engine_runtime(const struct engine *e);
+struct upstream_set *engine_servers(const struct engine *e);
 
 struct loop *engine_loop(const struct engine *e);
 /* The policy's limits (the defaults without a policy). */

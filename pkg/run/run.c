@@ -31,6 +31,7 @@ struct run {
 	struct cell *cell;	   /* NULL while waiting */
 	struct bridge_run *br;
 	uint64_t arrival;
+	uint64_t deadline_ms; /* the cell's, counted from arrival */
 	char *code;
 	size_t code_len;
 	const char *fail; /* why it never ran (static), or NULL */
@@ -339,11 +340,12 @@ int run_begin(struct run *r, struct cell *cell, struct bridge_run *br, struct ap
 	struct cell_hooks hooks = {
 		.on_done = on_cell_done, .on_progress = on_cell_progress, .data = r};
 	const json_t *tools = r->cat ? bridge_catalog_runner_tools(r->cat) : NULL;
+	struct cell_limits lim = r->set->cell;
 
 	r->cell = cell;
 	r->br = br;
-	if (cell_run(cell, r->code, r->code_len, tools, &r->set->cell, &hooks, r->arrival, err) <
-	    0) {
+	lim.deadline_ms = r->deadline_ms;
+	if (cell_run(cell, r->code, r->code_len, tools, &lim, &hooks, r->arrival, err) < 0) {
 		bridge_run_free(br);
 		cell_free(cell);
 		r->br = NULL;
@@ -451,7 +453,10 @@ struct run *run_new(struct run_set *s, const char *code, size_t len,
 		 client->revision ? client->revision : "in process");
 	if (s->audit)
 		audit_start(r);
-	loop_timer_set(r->admit, s->cell.deadline_ms);
+	r->deadline_ms = s->cell.deadline_ms;
+	if (client->deadline_ms && client->deadline_ms < r->deadline_ms)
+		r->deadline_ms = client->deadline_ms;
+	loop_timer_set(r->admit, r->deadline_ms);
 	r->next = s->runs;
 	if (s->runs)
 		s->runs->prev = r;

@@ -70,6 +70,9 @@ struct run_client {
 	 * is_error, or result NULL and text (borrowed) a failure. */
 	void (*answer)(void *c, const json_t *result, bool is_error, const char *text);
 	void *c;
+	/* A deadline shorter than every run's (cell_limits.deadline_ms), in
+	 * ms; 0 or a longer one: every run's. */
+	uint64_t deadline_ms;
 };
 
 struct run_set_config {

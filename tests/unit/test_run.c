@@ -29,7 +29,8 @@ struct cell {
 	struct cell_hooks hooks;
 	struct cell_outcome outcome;
 	bool given, ended, cancelled, freed;
-	unsigned long calls; /* the one counter */
+	unsigned long calls;  /* the one counter */
+	uint64_t deadline_ms; /* what cell_run was given */
 	char out[64];
 	size_t out_len;
 };
@@ -41,10 +42,10 @@ int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 	(void)code;
 	(void)len;
 	(void)tools;
-	(void)lim;
 	(void)arrival_ms;
 	(void)err;
 	c->given = true;
+	c->deadline_ms = lim->deadline_ms;
 	c->hooks = *hooks;
 	return 0;
 }
@@ -211,7 +212,7 @@ static void fx_free(struct fx *fx)
 	free(fx);
 }
 
-static struct run *run_of(struct fx *fx, const char *code)
+static struct run *run_within(struct fx *fx, const char *code, uint64_t deadline_ms)
 {
 	struct run_client c = {.name = "client-a",
 			       .role = "reader",
@@ -220,12 +221,18 @@ static struct run *run_of(struct fx *fx, const char *code)
 			       .ask = c_ask,
 			       .withdraw = c_withdraw,
 			       .answer = c_answer,
-			       .c = fx};
+			       .c = fx,
+			       .deadline_ms = deadline_ms};
 	struct appl_err err = {0};
 	struct run *r = run_new(fx->set, code, strlen(code), &c, NULL, &err);
 
 	assert_non_null(r);
 	return r;
+}
+
+static struct run *run_of(struct fx *fx, const char *code)
+{
+	return run_within(fx, code, 0);
 }
 
 /* Loop rounds until n answers have come (each round ends with its
@@ -288,6 +295,30 @@ static void test_a_waiting_run_ends_at_its_deadline(void **state)
 	assert_string_equal(fx->text, "the run waited for a free slot until its deadline passed");
 	assert_int_equal(run_set_waiting(fx->set, NULL), 0);
 	assert_int_equal(fx->ncells, 1); /* it was never given a cell */
+	fx_free(fx);
+}
+
+/* A client may ask for a shorter deadline than every run's, never a
+ * longer one: the cell gets the shorter of the two, and a run that waits
+ * for a slot gives up at it. */
+static void test_a_client_may_only_shorten_the_deadline(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *waiting;
+	(void)state;
+
+	run_within(fx, "short", 2000);
+	assert_int_equal(fx->cells[0].deadline_ms, 2000);
+	cell_end(&fx->cells[0], CELL_RAN);
+	one_round(fx);
+	run_within(fx, "long", 90000);
+	assert_int_equal(fx->cells[1].deadline_ms, 60000);
+	waiting = run_within(fx, "waits", 20);
+	assert_true(run_waiting(waiting));
+	until_answers(fx, 2);
+	assert_string_equal(fx->text, "the run waited for a free slot until its deadline passed");
+	cell_end(&fx->cells[1], CELL_RAN);
+	until_answers(fx, 3);
 	fx_free(fx);
 }
 
@@ -491,6 +522,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_run_that_ends_is_answered_with_its_result),
 		cmocka_unit_test(test_a_waiting_run_ends_at_its_deadline),
+		cmocka_unit_test(test_a_client_may_only_shorten_the_deadline),
 		cmocka_unit_test(test_a_freed_slot_starts_the_next_run),
 		cmocka_unit_test(test_cancel_while_waiting),
 		cmocka_unit_test(test_cancel_while_running),
