@@ -37,6 +37,7 @@ struct engine {
 	struct pool *pool; /* warm sandboxes; size limits.pool */
 	char rootfs[PATH_MAX];
 	char rootfs_image[PATH_MAX]; /* "" when the rootfs is served as a directory */
+	bool mounted;		     /* engine_rootfs_mount passed: oci names the rootfs */
 	struct upstream_set *ups;
 	struct bridge_gate *gate; /* each server's slots, shared by every run */
 	struct engine_roles *roles;
@@ -274,9 +275,12 @@ int engine_rootfs_mount(struct engine *e, struct appl_err *err)
 {
 	if (!e->rootfs[0] || !e->rt)
 		return appl_err_set(err, -EINVAL, "the image and the runtime come first");
-	if (!e->oci.rootfs && sandbox_rootfs_image(e->rt, e->rootfs, e->rootfs_image,
-						   sizeof(e->rootfs_image), err) < 0)
+	if (e->mounted)
+		return 0;
+	if (sandbox_rootfs_image(e->rt, e->rootfs, e->rootfs_image, sizeof(e->rootfs_image), err) <
+	    0)
 		return err->code;
+	e->mounted = true;
 	e->oci.rootfs = e->rootfs;
 	e->oci.rootfs_image = e->rootfs_image[0] ? e->rootfs_image : NULL;
 	return 0;
