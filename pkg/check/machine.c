@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "cgroup/cgroup.h"
 #include "check/internal.h"
+#include "engine/process.h"
 #include "image/image.h"
 #include "sandbox/runsc.h"
 
@@ -94,6 +96,51 @@ static int memcg_try(const struct check *c, char *why, size_t cap)
 	return rc;
 }
 
+/* v2: the subtree made the appliance's (this process moved into its
+ * leaf, the controllers handed down), then a cgroup of check's own below
+ * it given a sandbox's memory limit and a pids limit (servers have one),
+ * removed at once. */
+static int subtree_try(const struct check *c, char *why, size_t cap)
+{
+	char dir[PATH_MAX], rel[64], val[32];
+	unsigned long long limit = ((unsigned long long)c->lim.memory_mb + APPL_GVISOR_ALLOWANCE_MB)
+				   << 20;
+	struct appl_err err = {0};
+	int rc;
+
+	snprintf(rel, sizeof(rel), "cells/check-%ld", (long)getpid());
+	snprintf(val, sizeof(val), "%llu", limit);
+	if (engine_cgroups_settle(&err) < 0 || cg_make(cg_host(), rel, false, dir, &err) < 0) {
+		snprintf(why, cap, "%s", err.msg);
+		return -1;
+	}
+	rc = cg_write(dir, "memory.max", val, &err) < 0 ||
+			     cg_write(dir, "memory.swap.max", "0", &err) < 0 ||
+			     cg_write(dir, "pids.max", "64", &err) < 0
+		     ? -1
+		     : 0;
+	if (rc < 0)
+		snprintf(why, cap, "%s", err.msg);
+	rmdir(dir);
+	return rc;
+}
+
+static void cgroups_v2(struct check *c)
+{
+	const struct cg_host *h = cg_host();
+	char why[PATH_MAX + 256];
+
+	if (subtree_try(c, why, sizeof(why)) < 0) {
+		check_report_say(c, CHECK_MARK_PROBLEM, "cgroups: cgroup v2: %s", why);
+		return;
+	}
+	check_report_say(c, CHECK_MARK_OK,
+			 "cgroups: cgroup v2; the appliance's subtree is %s%s (this process in "
+			 "its leaf supervisor); a sandbox's memory cgroup of %u MiB and a "
+			 "server's pids limit can be set in it",
+			 h->mount, h->subtree, c->lim.memory_mb + APPL_GVISOR_ALLOWANCE_MB);
+}
+
 void check_machine_cgroups(struct check *c)
 {
 	char why[PATH_MAX + 128];
@@ -106,19 +153,24 @@ void check_machine_cgroups(struct check *c)
 	}
 	if (geteuid() != 0)
 		return; /* refused above */
+	if (cg_host()->kind == CG_V2) {
+		cgroups_v2(c);
+		return;
+	}
 	if (access(CHECK_MEMCG "/memory.limit_in_bytes", F_OK) < 0) {
 		check_report_say(c, CHECK_MARK_WARNING,
-				 "cgroups: no cgroup v1 memory hierarchy at %s: runsc's own cgroup "
-				 "still limits memory, but a cell that dies of it is reported as "
-				 "exit, not memory",
+				 "cgroups: neither cgroup v2 nor a cgroup v1 memory hierarchy at "
+				 "%s: runsc's own cgroup still limits memory, but a cell that dies "
+				 "of it is reported as exit, not memory",
 				 CHECK_MEMCG);
 		return;
 	}
 	if (memcg_try(c, why, sizeof(why)) < 0) {
-		check_report_say(c, CHECK_MARK_PROBLEM, "cgroups: %s", why);
+		check_report_say(c, CHECK_MARK_PROBLEM, "cgroups: cgroup v1: %s", why);
 		return;
 	}
 	check_report_say(c, CHECK_MARK_OK,
-			 "cgroups: a memory cgroup of %u MiB per sandbox can be made in %s",
+			 "cgroups: cgroup v1; a memory cgroup of %u MiB per sandbox can be "
+			 "made in %s",
 			 c->lim.memory_mb + APPL_GVISOR_ALLOWANCE_MB, CHECK_MEMCG);
 }

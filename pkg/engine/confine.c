@@ -73,7 +73,7 @@ int engine_confine_prepare(struct engine_confine *c, const struct policy *p,
 {
 	const char *const *def = proc_jail_default_masks();
 
-	if (proc_filter_build(&c->filter, err) < 0)
+	if (proc_filter_build(&c->filter, err) < 0 || engine_cgroups_settle(err) < 0)
 		return err->code;
 	if (geteuid() != 0)
 		log_line(

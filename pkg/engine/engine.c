@@ -268,6 +268,8 @@ int engine_runtime_open(struct engine *e, struct appl_err *err)
 		rc.platform = policy_runtime_platform(e->policy);
 		rc.rootless = policy_runtime_rootless(e->policy);
 	}
+	if (!rc.rootless && engine_cgroups_settle(err) < 0)
+		return err->code;
 	return (e->rt = sandbox_rt_open(&rc, err)) ? 0 : err->code;
 }
 

@@ -12,6 +12,8 @@
 
 #include <sodium.h>
 
+#include "base/err.h"
+#include "cgroup/cgroup.h"
 #include "proc/proc.h"
 
 int engine_process_setup(bool serves, char *why, size_t cap)
@@ -33,6 +35,13 @@ int engine_process_setup(bool serves, char *why, size_t cap)
 		return -1;
 	}
 	return 0;
+}
+
+int engine_cgroups_settle(struct appl_err *err)
+{
+	if (geteuid() != 0)
+		return 0;
+	return cg_settle(cg_host(), getpid(), err);
 }
 
 int engine_env_take(const char *name, char **value, size_t *len)

@@ -32,6 +32,14 @@ int engine_process_setup(bool serves, char *why, size_t cap);
  * Not thread-safe (getenv, unsetenv): call before threads start. */
 int engine_env_take(const char *name, char **value, size_t *len);
 
+/* As root on cgroup v2, make the cgroup this process started in the
+ * appliance's subtree (pkg/cgroup: this process moved into its leaf,
+ * the controllers handed down), before the first sandbox or server is
+ * made; once, and nothing as another user or on cgroup v1. 0, or -errno
+ * with err saying what to do. */
+struct appl_err;
+int engine_cgroups_settle(struct appl_err *err);
+
 /* Put name=value into this process's own environment (check's marker: a
  * value no cell may ever see), and take it out again. 0 or negative
  * errno. Not thread-safe. */

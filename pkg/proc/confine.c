@@ -21,14 +21,14 @@
 
 #include "base/fs.h"
 #include "base/limits.h"
+#include "cgroup/cgroup.h"
 #include "log/log.h"
 #include "proc/proc.h"
 
 #define CG_ROOT	    "/sys/fs/cgroup"
 #define CG_V1_MEM   CG_ROOT "/memory"
 #define CG_V1_PID   CG_ROOT "/pids"
-#define CG_BASE	    "appliance"		  /* v1: below each hierarchy's root */
-#define CG_V2	    "appliance.upstreams" /* v2: below the root, controllers on */
+#define CG_BASE	    "appliance" /* v1: below each hierarchy's root */
 #define MASKS_MAX   64
 #define KILL_ROUNDS 1000 /* of at most 1 ms each: a tree that forks is bounded by pids */
 
@@ -39,7 +39,7 @@ struct proc_jail {
 	char empty[PATH_MAX];
 	char cg[2][PATH_MAX];	/* the cgroups made ("" none): v1 memory and pids, or v2 */
 	char join[2][PATH_MAX]; /* their cgroup.procs, joined by the child */
-	char procs[PATH_MAX];	/* the cgroup.procs read to kill */
+	char killdir[PATH_MAX]; /* the cgroup whose processes are killed */
 	char *masks[MASKS_MAX + 1];
 	char who[96];
 	int uid_lock; /* the lock held on a uid of its own, or -1 */
@@ -420,24 +420,8 @@ int proc_jail_probe(const struct proc_jail *j, const char *path, const char *cwd
 
 /* ---- cgroups ------------------------------------------------------------------- */
 
-static int file_put(const char *dir, const char *file, const char *val, struct appl_err *err)
-{
-	char path[PATH_MAX];
-	int fd;
-	ssize_t n;
-
-	if (appl_path_join(path, sizeof(path), dir, "/", file) < 0)
-		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
-	if ((fd = open(path, O_WRONLY | O_CLOEXEC)) < 0)
-		return appl_err_errno(err, -errno, errno, "opening %s", path);
-	n = write(fd, val, strlen(val));
-	close(fd);
-	if (n != (ssize_t)strlen(val))
-		return appl_err_errno(err, -errno, errno, "writing %s to %s", val, path);
-	return 0;
-}
-
-static int cg_make(char *out, const char *root, const char *leaf, struct appl_err *err)
+/* root/leaf, made with its parents (v1). */
+static int cg_dir_make(char *out, const char *root, const char *leaf, struct appl_err *err)
 {
 	if (appl_path_join(out, PATH_MAX, root, "/", leaf) < 0)
 		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
@@ -450,42 +434,40 @@ static int cg_make(char *out, const char *root, const char *leaf, struct appl_er
 	return 0;
 }
 
-/* The jail's cgroups: v2 when the unified hierarchy is mounted at the root,
- * else the v1 memory and pids hierarchies. A limit that cannot be set is an
- * error: a server is not started with a limit the policy gave and nobody
+/* The jail's cgroups: on cgroup v2 one below the appliance's subtree
+ * (pkg/cgroup: settled by the engine before any server starts), else the
+ * v1 memory and pids hierarchies. A limit that cannot be set is an error:
+ * a server is not started with a limit the policy gave and nobody
  * enforces. */
 static int cgroups_make(struct proc_jail *j, const struct proc_jail_spec *s, struct appl_err *err)
 {
 	static unsigned seq;
+	const struct cg_host *h = cg_host();
 	char leaf[128], mem[32], pids[16];
 
 	snprintf(leaf, sizeof(leaf), "upstream-%s-%ld-%u", s->name, (long)getpid(), ++seq);
 	snprintf(mem, sizeof(mem), "%llu", (unsigned long long)s->memory_mb << 20);
 	snprintf(pids, sizeof(pids), "%u", s->pids);
-	if (access(CG_ROOT "/cgroup.controllers", F_OK) == 0) {
-		char base[PATH_MAX];
+	if (h->kind == CG_V2) {
+		char rel[160];
 
-		if (file_put(CG_ROOT, "cgroup.subtree_control", "+memory +pids", err) < 0 ||
-		    cg_make(base, CG_ROOT, CG_V2, err) < 0 ||
-		    file_put(base, "cgroup.subtree_control", "+memory +pids", err) < 0 ||
-		    cg_make(j->cg[0], base, leaf, err) < 0 ||
-		    file_put(j->cg[0], "memory.max", mem, err) < 0 ||
-		    file_put(j->cg[0], "memory.swap.max", "0", err) < 0 ||
-		    file_put(j->cg[0], "pids.max", pids, err) < 0)
+		snprintf(rel, sizeof(rel), "servers/%s", leaf);
+		if (cg_make(h, rel, false, j->cg[0], err) < 0 ||
+		    cg_write(j->cg[0], "memory.max", mem, err) < 0 ||
+		    cg_write(j->cg[0], "memory.swap.max", "0", err) < 0 ||
+		    cg_write(j->cg[0], "pids.max", pids, err) < 0)
 			return err->code;
-		if (appl_path_join(j->procs, sizeof(j->procs), j->cg[0], "/cgroup.procs", "") < 0)
-			return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+		snprintf(j->killdir, sizeof(j->killdir), "%s", j->cg[0]);
 	} else {
 		char sub[256];
 
 		snprintf(sub, sizeof(sub), CG_BASE "/%s", leaf);
-		if (cg_make(j->cg[0], CG_V1_MEM, sub, err) < 0 ||
-		    file_put(j->cg[0], "memory.limit_in_bytes", mem, err) < 0 ||
-		    cg_make(j->cg[1], CG_V1_PID, sub, err) < 0 ||
-		    file_put(j->cg[1], "pids.max", pids, err) < 0)
+		if (cg_dir_make(j->cg[0], CG_V1_MEM, sub, err) < 0 ||
+		    cg_write(j->cg[0], "memory.limit_in_bytes", mem, err) < 0 ||
+		    cg_dir_make(j->cg[1], CG_V1_PID, sub, err) < 0 ||
+		    cg_write(j->cg[1], "pids.max", pids, err) < 0)
 			return err->code;
-		if (appl_path_join(j->procs, sizeof(j->procs), j->cg[1], "/cgroup.procs", "") < 0)
-			return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+		snprintf(j->killdir, sizeof(j->killdir), "%s", j->cg[1]);
 	}
 	for (int i = 0; i < 2; i++) {
 		if (!j->cg[i][0])
@@ -500,41 +482,16 @@ static int cgroups_make(struct proc_jail *j, const struct proc_jail_spec *s, str
 
 int proc_jail_kill(struct proc_jail *j)
 {
-	struct timespec ms = {0, 1000000};
-	int killed = 0;
+	bool left;
+	int killed;
 
-	if (!j || !j->procs[0])
+	if (!j || !j->killdir[0])
 		return 0;
-	for (int round = 0; round < KILL_ROUNDS; round++) {
-		char buf[4096], *p, *end;
-		int fd = open(j->procs, O_RDONLY | O_CLOEXEC), found = 0;
-		ssize_t n;
-
-		if (fd < 0)
-			return killed;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n <= 0)
-			return killed;
-		buf[n] = '\0';
-		for (p = buf; *p; p = end) {
-			long pid = strtol(p, &end, 10);
-
-			if (end == p)
-				break;
-			if (pid > 1 && kill((pid_t)pid, SIGKILL) == 0) {
-				killed++;
-				found++;
-			}
-			while (*end == '\n')
-				end++;
-		}
-		if (!found)
-			return killed;
-		nanosleep(&ms, NULL);
-	}
-	log_line(LOG_WARN, NULL, "a server's cgroup still had processes after %d rounds of kills",
-		 KILL_ROUNDS);
+	killed = cg_kill(j->killdir, KILL_ROUNDS, &left);
+	if (left)
+		log_line(LOG_WARN, NULL,
+			 "a server's cgroup still had processes after %d rounds of kills",
+			 KILL_ROUNDS);
 	return killed;
 }
 
@@ -697,8 +654,11 @@ int proc_jail_reclaim(void)
 {
 	if (geteuid() != 0)
 		return 0;
-	return reclaim_in(CG_ROOT "/" CG_V2) + reclaim_in(CG_V1_MEM "/" CG_BASE) +
-	       reclaim_in(CG_V1_PID "/" CG_BASE);
+	char v2[PATH_MAX];
+
+	if (cg_host()->kind == CG_V2)
+		return cg_path(cg_host(), v2, "servers") == 0 ? reclaim_in(v2) : 0;
+	return reclaim_in(CG_V1_MEM "/" CG_BASE) + reclaim_in(CG_V1_PID "/" CG_BASE);
 }
 
 void proc_jail_free(struct proc_jail *j)

@@ -1,5 +1,7 @@
 /* cgroup.c: a sandbox's cgroups (see runsc.h, runsc_int.h): the memory
- * cgroup of ours with its limit, the freezer, and their removal. */
+ * cgroup of ours with its limit, the freezer, and their removal; on cgroup
+ * v1 at the root of each hierarchy, on v2 below the appliance's subtree
+ * (pkg/cgroup). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -12,6 +14,7 @@
 
 #include "base/fs.h"
 #include "base/limits.h"
+#include "cgroup/cgroup.h"
 #include "sandbox/runsc_int.h"
 
 /* Every controller a cgroups v1 runsc may populate, for cleaning up. */
@@ -88,16 +91,54 @@ void cgroup_freezer_thaw_tree(const char *path, int depth)
 	closedir(d);
 }
 
+int cgroup_cells_rel(const char *name, char *out, size_t cap)
+{
+	const struct cg_host *h = cg_host();
+	int n = h->kind == CG_V2 ? snprintf(out, cap, "%s/cells/%s", h->subtree + 1, name)
+				 : snprintf(out, cap, CGROUP_BASE "/%s", name);
+
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+}
+
+int cgroup_memcg_dir(const struct sandbox *sb, char out[PATH_MAX])
+{
+	const struct cg_host *h = cg_host();
+
+	return appl_path_join(out, PATH_MAX, h->kind == CG_V2 ? h->mount : MEMCG_V1, sb->cgroup,
+			      "");
+}
+
+/* v2: ours below the subtree, handing memory (and cpu) down to runsc's. */
+static int memcg_make_v2(struct sandbox *sb, const char *limit, struct appl_err *err)
+{
+	const struct cg_host *h = cg_host();
+	char dir[PATH_MAX];
+	size_t skip = strlen(h->subtree) + 1;
+
+	if (strncmp(sb->cgroup, h->subtree, skip - 1) != 0 || sb->cgroup[skip - 1] != '/')
+		return appl_err_set(err, -EINVAL, "the sandbox's cgroup is outside the subtree");
+	if (cg_make(h, sb->cgroup + skip, true, dir, err) < 0 ||
+	    cg_write(dir, "memory.max", limit, err) < 0 ||
+	    cg_write(dir, "memory.swap.max", "0", err) < 0)
+		return err->code;
+	sb->memcg = 1;
+	return 0;
+}
+
 /* As root, each sandbox gets a memory cgroup of ours, with the limit, and
  * runsc makes its own below it. runsc removes its cgroup when the sandbox
  * ends; ours stays until sandbox_destroy, so what happened (the limit was
- * hit) can still be read after an OOM kill took the sandbox down. */
+ * hit) can still be read after an OOM kill took the sandbox down. On v2
+ * there is no swap either: the limit is the limit. */
 int cgroup_memcg_make(struct sandbox *sb, unsigned memory_mb, struct appl_err *err)
 {
 	char dir[PATH_MAX], file[PATH_MAX], val[32];
 	unsigned long long limit = ((unsigned long long)memory_mb + APPL_GVISOR_ALLOWANCE_MB) << 20;
 	int fd, n, rc;
 
+	n = snprintf(val, sizeof(val), "%llu", limit);
+	if (cg_host()->kind == CG_V2)
+		return memcg_make_v2(sb, val, err);
 	if (access(MEMCG_V1 "/memory.limit_in_bytes", F_OK) < 0)
 		return 0; /* no v1 memory hierarchy: runsc's own cgroup still limits */
 	if (appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
@@ -107,7 +148,6 @@ int cgroup_memcg_make(struct sandbox *sb, unsigned memory_mb, struct appl_err *e
 	if (rc < 0 || (mkdir(dir, 0755) < 0 && errno != EEXIST))
 		return appl_err_errno(err, rc < 0 ? rc : -errno, rc < 0 ? -rc : errno,
 				      "creating cgroup %s", dir);
-	n = snprintf(val, sizeof(val), "%llu", limit);
 	fd = open(file, O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, val, (size_t)n) != n) {
 		rc = appl_err_errno(err, -errno, errno, "setting %s", file);
@@ -215,21 +255,23 @@ void cgroup_thaw(struct sandbox *sb)
 }
 
 /* Our memory cgroup counts every time the sandbox hit its limit
- * (memory.failcnt); a sandbox that died after that died of memory. */
+ * (memory.failcnt on v1, memory.events' max on v2); a sandbox that died
+ * after that died of memory. */
 int sandbox_oom_killed(const struct sandbox *sb)
 {
-	char path[PATH_MAX];
-	unsigned long long failcnt = 0;
+	char dir[PATH_MAX], path[PATH_MAX];
+	unsigned long long hits = 0;
 	FILE *fp;
 
-	if (!sb->memcg ||
-	    appl_path_join(path, sizeof(path), MEMCG_V1, sb->cgroup, "/memory.failcnt") < 0)
+	if (!sb->memcg || cgroup_memcg_dir(sb, dir) < 0)
 		return 0;
-	fp = fopen(path, "re");
-	if (!fp)
+	if (cg_host()->kind == CG_V2)
+		return cg_read_key(dir, "memory.events", "max", &hits) == 0 && hits > 0;
+	if (appl_path_join(path, sizeof(path), dir, "/memory.failcnt", "") < 0 ||
+	    !(fp = fopen(path, "re")))
 		return 0;
-	if (fscanf(fp, "%llu", &failcnt) != 1)
-		failcnt = 0;
+	if (fscanf(fp, "%llu", &hits) != 1)
+		hits = 0;
 	fclose(fp);
-	return failcnt > 0;
+	return hits > 0;
 }

@@ -24,7 +24,6 @@
 #include "sandbox/runsc_int.h"
 
 #define INSTANCE_PREFIX "i-"
-#define CGROUP_BASE	"appliance"
 
 /* The platforms this appliance accepts. Any other runsc flag is fixed by
  * the code below; none comes from configuration. */
@@ -103,7 +102,8 @@ static void instance_reclaim(const char *runsc, const char *dir, const char *nam
 	if (appl_path_join(bundles, sizeof(bundles), dir, "/bundles", "") < 0 ||
 	    appl_path_join(root, sizeof(root), dir, "/runsc", "") < 0)
 		return;
-	if (!rootless &&
+	/* A v1 frozen task cannot die; a v2 one can. */
+	if (!rootless && access(FREEZER_V1, F_OK) == 0 &&
 	    appl_path_join(cg, sizeof(cg), FREEZER_V1 "/" CGROUP_BASE "/", name, "") == 0)
 		cgroup_freezer_thaw_tree(cg, 0);
 	d = opendir(bundles);
@@ -112,7 +112,7 @@ static void instance_reclaim(const char *runsc, const char *dir, const char *nam
 			runsc_call(runsc, root, rootless, "delete", de->d_name);
 	if (d)
 		closedir(d);
-	if (appl_path_join(cg, sizeof(cg), CGROUP_BASE "/", name, "") == 0)
+	if (!rootless && cgroup_cells_rel(name, cg, sizeof(cg)) == 0)
 		cgroup_tree_remove(cg);
 	appl_tree_remove(dir);
 }
@@ -244,7 +244,7 @@ bool sandbox_rt_erofs(const struct sandbox_rt *rt)
 
 void sandbox_rt_close(struct sandbox_rt *rt)
 {
-	char cg[128];
+	char cg[PATH_MAX];
 
 	if (!rt)
 		return;
@@ -252,7 +252,7 @@ void sandbox_rt_close(struct sandbox_rt *rt)
 	loop_timer_free(rt->def_timer);
 	while (rt->all)
 		sandbox_destroy(rt->all); /* also finishes those torn down from a loop */
-	if (!rt->rootless && appl_path_join(cg, sizeof(cg), CGROUP_BASE "/", rt->name, "") == 0)
+	if (!rt->rootless && cgroup_cells_rel(rt->name, cg, sizeof(cg)) == 0)
 		cgroup_tree_remove(cg);
 	appl_tree_remove(rt->dir);
 	close(rt->lock);
@@ -400,9 +400,17 @@ static struct sandbox *sandbox_boot(struct sandbox_rt *rt, const struct sandbox_
 		free(sb);
 		return NULL;
 	}
-	if (!rt->rootless)
-		snprintf(sb->cgroup, sizeof(sb->cgroup), "/" CGROUP_BASE "/%s/%s", rt->name,
-			 sb->id);
+	if (!rt->rootless) {
+		char cells[PATH_MAX];
+
+		if (cgroup_cells_rel(rt->name, cells, sizeof(cells)) < 0 ||
+		    snprintf(sb->cgroup, sizeof(sb->cgroup), "/%s/%s", cells, sb->id) >=
+			    (int)sizeof(sb->cgroup)) {
+			appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+			free(sb);
+			return NULL;
+		}
+	}
 	sb->next = rt->all;
 	if (rt->all)
 		rt->all->prev = sb;

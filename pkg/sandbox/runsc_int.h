@@ -22,6 +22,7 @@
  * many, started when that many wait or RUNSC_DELETE_BATCH_MS after the
  * first (teardown.c): one Go process start per batch instead of per cell. */
 #define RUNSC_DELETE_BATCH 16
+#define CGROUP_BASE	   "appliance" /* v1: below the root of each hierarchy */
 #define MEMCG_V1	   "/sys/fs/cgroup/memory"
 #define FREEZER_V1	   "/sys/fs/cgroup/freezer"
 
@@ -47,7 +48,8 @@ struct sandbox {
 	struct sandbox *next, *prev;
 	char id[48];
 	char bundle[PATH_MAX];
-	char cgroup[128]; /* "/appliance/INSTANCE/ID", "" when rootless */
+	char cgroup[256]; /* from the hierarchy's root: "/appliance/INSTANCE/ID" on
+			   * v1, "SUBTREE/cells/INSTANCE/ID" on v2; "" rootless */
 	int memcg;	  /* 1 when we made its memory cgroup */
 	bool frozen;	  /* sandbox_freeze froze it */
 	bool ending;	  /* its runner ended by itself (sandbox_ending) */
@@ -88,6 +90,12 @@ int runsc_call(const char *runsc, const char *root, bool rootless, const char *a
 
 /* ---- cgroup.c ---- */
 
+/* The cgroup of an instance's sandboxes (name: its directory's), from the
+ * hierarchy's root without the leading '/': "appliance/NAME" on cgroup v1,
+ * "SUBTREE/cells/NAME" on v2 (pkg/cgroup). */
+int cgroup_cells_rel(const char *name, char *out, size_t cap);
+/* The directory of sb's memory cgroup of ours. */
+int cgroup_memcg_dir(const struct sandbox *sb, char out[PATH_MAX]);
 /* Remove the cgroups at rel ("appliance/i-...") in every controller. */
 void cgroup_tree_remove(const char *rel);
 /* Thaw every freezer cgroup at or below path (depth: 0). */

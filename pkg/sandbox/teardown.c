@@ -272,8 +272,7 @@ static bool batch_defer(struct sandbox *sb)
 	unsigned waiting = 1;
 	char dir[PATH_MAX];
 
-	if (!sb->memcg || appl_path_join(dir, sizeof(dir), MEMCG_V1, sb->cgroup, "") < 0 ||
-	    cgroup_busy(dir, 0))
+	if (!sb->memcg || cgroup_memcg_dir(sb, dir) < 0 || cgroup_busy(dir, 0))
 		return false;
 	if (rt->def_loop != sb->td_loop) {
 		if (rt->deferred)
