@@ -13,8 +13,10 @@ int appl_dl_load(struct appl_dl_lib *lib, struct appl_err *err)
 		lib->rc = -EIO;
 		if (!(h = dlopen(lib->soname, RTLD_NOW | RTLD_LOCAL))) {
 			const char *e = dlerror();
-			snprintf(lib->why, sizeof(lib->why), "%s could not be loaded: %s",
-				 lib->soname, e ? e : "unknown error");
+			snprintf(lib->why, sizeof(lib->why), "%s could not be loaded: %s%s%s",
+				 lib->soname, e ? e : "unknown error",
+				 lib->package ? "; install the Debian package " : "",
+				 lib->package ? lib->package : "");
 			goto out;
 		}
 		for (size_t i = 0; i < lib->nsyms; i++)

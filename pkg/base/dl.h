@@ -14,19 +14,24 @@ struct appl_dl_sym {
 };
 
 /* A library and its functions; rc and why hold the first attempt's answer
- * (zeroed before it: not tried). */
+ * (zeroed before it: not tried). package is the Debian package that ships
+ * soname, named when it cannot be loaded: dpkg-shlibdeps does not see a
+ * dlopen, so the .deb only recommends it (debian/control). NULL: none. */
 struct appl_dl_lib {
 	const char *soname;
+	const char *package;
 	const struct appl_dl_sym *syms;
 	size_t nsyms;
 	int rc; /* 0 not tried, 1 loaded, -EIO failed */
 	char why[APPL_ERR_MSG_MAX];
 };
 
-/* The appl_dl_lib of soname whose functions are the array syms. */
-#define APPL_DL_LIB(so, symbols)                                                                   \
+/* The appl_dl_lib of soname, shipped by the Debian package pkg, whose
+ * functions are the array syms. */
+#define APPL_DL_LIB(so, pkg, symbols)                                                              \
 	{                                                                                          \
-		.soname = (so), .syms = (symbols), .nsyms = sizeof(symbols) / sizeof((symbols)[0]) \
+		.soname = (so), .package = (pkg), .syms = (symbols),                               \
+		.nsyms = sizeof(symbols) / sizeof((symbols)[0])                                    \
 	}
 
 /* Load lib and fill every slot, once (one thread only; the appliance loads

@@ -44,7 +44,8 @@ struct http_client {
  * appliance with no HTTP upstream never maps it and what it pulls in
  * (about 3 MiB of resident pages at start). The table holds every libcurl
  * function this file calls; they are reached only through it. */
-#define CURL_SONAME "libcurl.so.4"
+#define CURL_SONAME  "libcurl.so.4"
+#define CURL_PACKAGE "libcurl4" /* debian/control recommends it */
 /* clang-format off */
 #define CURL_FNS(X) \
 	X(global_init) \
@@ -78,7 +79,7 @@ static const struct appl_dl_sym cu_syms[] = {
 #undef X
 };
 
-static struct appl_dl_lib cu_lib = APPL_DL_LIB(CURL_SONAME, cu_syms);
+static struct appl_dl_lib cu_lib = APPL_DL_LIB(CURL_SONAME, CURL_PACKAGE, cu_syms);
 
 /* Load and start libcurl once; later calls give the first one's answer. */
 static int curl_global(struct appl_err *err)

@@ -12,7 +12,8 @@
 #include "http/front_int.h"
 #include "log/log.h"
 
-#define MHD_SONAME "libmicrohttpd.so.12"
+#define MHD_SONAME  "libmicrohttpd.so.12"
+#define MHD_PACKAGE "libmicrohttpd12" /* debian/control recommends it */
 
 struct front_mhd_fns front_mhd;
 
@@ -22,7 +23,7 @@ static const struct appl_dl_sym mhd_syms[] = {
 #undef X
 };
 
-static struct appl_dl_lib mhd_lib = APPL_DL_LIB(MHD_SONAME, mhd_syms);
+static struct appl_dl_lib mhd_lib = APPL_DL_LIB(MHD_SONAME, MHD_PACKAGE, mhd_syms);
 
 int http_front_load(struct appl_err *err)
 {

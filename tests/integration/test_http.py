@@ -378,6 +378,7 @@ def libmicrohttpd_is_loaded_only_for_the_http_front():
         r = subprocess.run(argv, input=START_INPUT, capture_output=True, timeout=60)
         assert r.returncode == 1, r
         assert b"http: libmicrohttpd.so.12 could not be loaded" in r.stderr, r.stderr
+        assert b"; install the Debian package libmicrohttpd12\n" in r.stderr, r.stderr
     finally:
         blank.close()
 

@@ -505,6 +505,7 @@ def libcurl_is_loaded_only_for_an_http_server():
         r = subprocess.run(argv, input=START_INPUT, capture_output=True, timeout=60)
         assert r.returncode == 1, r
         assert b"servers.lg: libcurl.so.4 could not be loaded" in r.stderr, r.stderr
+        assert b"; install the Debian package libcurl4\n" in r.stderr, r.stderr
     finally:
         blank.close()
         srv.stop()
