@@ -173,6 +173,7 @@ class VM:
         self.rundir = self.disk = None
         self._qemu = None
         self._qemu_err = None
+        self._mux = self._mux_dir = None
         self._old_handlers = {}
         for p in (self.console_log, self.vmdir):
             if re.search(r"[,:]", p):
@@ -334,12 +335,13 @@ class VM:
         # sshd is up and the address configured: the first connection is
         # expected to work; a few more tries cover a slow guest.
         for _ in range(5):
-            rc, out, err = self.run("systemctl is-system-running --wait", check=False,
-                                    timeout=max(30, deadline - time.monotonic()))
-            if rc != 255:
+            err = self._start_mux()
+            if err is None:
                 break
-            say("ssh: %s; trying again" % err.strip())
+            say("ssh: %s; trying again" % err)
             time.sleep(1)
+        rc, out, err = self.run("systemctl is-system-running --wait", check=False,
+                                timeout=max(30, deadline - time.monotonic()))
         self.state = out.strip()
         if self.state not in ("running", "degraded"):
             raise VMError("the guest is %r (exit %d): %s" % (self.state, rc, err.strip()))
@@ -380,6 +382,37 @@ class VM:
         self._qemu_err.seek(0)
         return self._qemu_err.read().strip()
 
+    def _start_mux(self):
+        """One ssh connection that every later command rides on (a
+        handshake costs a second of emulated CPU). None, or why not."""
+        path = os.path.join(self.rundir, "ssh.sock")
+        if len(path) > 100:  # a socket's path has 108 bytes at most
+            self._mux_dir = tempfile.mkdtemp(prefix="appliance-vm-")
+            path = os.path.join(self._mux_dir, "ssh.sock")
+        argv = self._ssh_base() + ["-M", "-N", "-f", "-o", "ControlPersist=yes",
+                                   "-o", "ControlPath=" + path, "root@127.0.0.1"]
+        # -f: ssh goes to the background once logged in; its stderr is a
+        # file, so nothing here waits on a pipe it still holds.
+        with open(os.path.join(self.rundir, "ssh-master.err"), "w+") as err:
+            r = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=err, timeout=120)
+            err.seek(0)
+            text = err.read().strip()
+        if r.returncode != 0:
+            return text or "exit %d" % r.returncode
+        self._mux = path
+        return None
+
+    def _stop_mux(self):
+        if self._mux:
+            subprocess.run(self._ssh_base() + ["-o", "ControlPath=" + self._mux, "-O", "exit",
+                                               "root@127.0.0.1"],
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+            self._mux = None
+        if self._mux_dir:
+            shutil.rmtree(self._mux_dir, ignore_errors=True)
+            self._mux_dir = None
+
     # ---- power-off, teardown -------------------------------------------------------
     def poweroff(self, timeout=POWEROFF_TIMEOUT):
         """systemctl poweroff, then wait for qemu; kill it after timeout s."""
@@ -410,6 +443,12 @@ class VM:
             q.wait()
 
     def _cleanup(self):
+        # The master exits by itself once qemu is gone (its connection
+        # closes); this only makes it quicker.
+        try:
+            self._stop_mux()
+        except (OSError, subprocess.SubprocessError):
+            pass
         if self._qemu_err is not None:
             self._qemu_err.close()
             self._qemu_err = None
@@ -427,8 +466,7 @@ class VM:
         except KeyError:
             raise KeyError("guest port %s is not forwarded (VM(forward=[...]))" % guest_port)
 
-    def ssh_argv(self):
-        """ssh's argv up to the command, for what run() does not cover."""
+    def _ssh_base(self):
         k = self.ssh_dir
         return ["ssh", "-F", "/dev/null", "-i", os.path.join(k, "id_ed25519"),
                 "-p", str(self.ports[GUEST_SSH]),
@@ -436,7 +474,13 @@ class VM:
                 "-o", "UserKnownHostsFile=" + os.path.join(k, "known_hosts"),
                 "-o", "StrictHostKeyChecking=yes", "-o", "HostKeyAlias=appliance-vm",
                 "-o", "ConnectTimeout=30", "-o", "ServerAliveInterval=15",
-                "-o", "ServerAliveCountMax=8", "-o", "LogLevel=ERROR", "root@127.0.0.1"]
+                "-o", "ServerAliveCountMax=8", "-o", "LogLevel=ERROR"]
+
+    def ssh_argv(self):
+        """ssh's argv up to the command, for what run() does not cover. It
+        uses the shared connection; without one, ssh connects anew."""
+        mux = ["-o", "ControlMaster=no", "-o", "ControlPath=" + self._mux] if self._mux else []
+        return self._ssh_base() + mux + ["root@127.0.0.1"]
 
     def run(self, cmd, check=True, timeout=300, input=None):
         """Run cmd (bash, as root) in the guest: (rc, stdout, stderr) as str.
