@@ -1,0 +1,307 @@
+"""test_appliance.py: the appliance on the host its users run (docs/vm-test.md).
+
+A booted Debian 12 guest, systemd as init and the unified cgroup v2
+hierarchy: the .deb installed offline, a signed HTTP policy with the toy
+server, `appliance check` passing, the unit started, cells run from this
+host with the v1 SDK client over qemu's forwarded port, then the unit
+stopped. What is proven, each printed with what was seen:
+
+- the package installs and leaves the unit disabled and stopped;
+- `appliance check` inside passes with every row marked ok, its cgroups row
+  naming cgroup v2 and the subtree;
+- `systemctl start appliance` serves; a pooled sandbox waits frozen
+  (cgroup.events: frozen 1) and its cell runs once it is thawed; four
+  children past the sandbox's memory cgroup do not all live (gVisor sized
+  to the cgroup kills some, or the sandbox is stopped for memory); a tool of the confined toy
+  server runs in its own cgroup below the unit, whose memory.max, swap and
+  pids.max are the policy's, and which the server itself can read;
+- every process of the appliance, runsc and the server is below
+  appliance.service (systemd-cgls is printed);
+- `systemctl stop appliance` leaves no such process and no cgroup of theirs;
+  `systemd-analyze security appliance` is printed.
+
+Run by scripts/vm-test (make vm-test) with the .deb of `make deb`
+(APPL_DEB, default the newest build/appliance_*_amd64.deb).
+"""
+
+import glob
+import hashlib
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+
+from vm import VM, step
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(TOP, "tests", "integration"))
+import tlskit  # noqa: E402  (a test CA and a certificate for 127.0.0.1)
+TOKEN = "appliance_vm-test-token-0123456789abcdef0123"
+UNIT_CG = "/sys/fs/cgroup/system.slice/appliance.service"
+PORT = 8080
+MEMORY_MB = 256
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def show(label, text):
+    lines = text.rstrip("\n").splitlines() or [""]
+    print("  %s: %s" % (label, lines[0]))
+    for ln in lines[1:]:
+        print("  %s  %s" % (" " * len(label), ln))
+    sys.stdout.flush()
+
+
+def the_deb():
+    deb = os.environ.get("APPL_DEB")
+    if deb:
+        return deb
+    debs = sorted(glob.glob(os.path.join(TOP, "build", "appliance_*_amd64.deb")),
+                  key=os.path.getmtime)
+    expect(debs, "no build/appliance_*_amd64.deb: run make deb first")
+    return debs[-1]
+
+
+def policy(digest):
+    return {
+        "policy_version": 1, "serial": 1, "expires": "2099-01-01T00:00:00Z",
+        "deployment": "vm-test",
+        "image": {"layout": "/usr/share/appliance/image", "digest": digest},
+        # Two cells at a time: emulation boots a sandbox in about 4 s, and
+        # more at once on two emulated CPUs would pass the 10 s boot bound.
+        "limits": {"deadline_s": 120, "memory_mb": MEMORY_MB, "pool": 1, "cells": 2},
+        "servers": {"toy": {"command": ["/usr/libexec/appliance/toy-server"],
+                            "network": False, "memory_mb": 200, "pids": 48}},
+        "tools": {"toy.*": {"access": "read"}},
+        "roles": {"r": {"tools": ["toy.*"]}},
+        "clients": {"tokens": [{"name": "vm", "role": "r",
+                                "sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]},
+        # Bearer tokens over a network: TLS (the host reaches the guest
+        # through qemu's forward, which the guest sees from 10.0.2.2).
+        "http": {"listen": ["0.0.0.0:%d" % PORT],
+                 "tls": {"cert": "/etc/appliance/tls/cert.pem",
+                         "key": "/etc/appliance/tls/key.pem"}},
+    }
+
+
+CA = {}
+
+
+def sdk_cell(port, code, timeout_ms=180000):
+    """One run_python call by the v1 SDK client on this host, over TLS
+    checked against the test CA: its result."""
+    call = json.dumps({"name": "run_python", "arguments": {"code": code}})
+    r = subprocess.run(["node", os.path.join(TOP, "tests", "mcp-client.mjs"), "--timeout",
+                        str(timeout_ms), "--call", call, "--url",
+                        "https://127.0.0.1:%d/mcp" % port, "--token", TOKEN],
+                       capture_output=True, text=True, timeout=timeout_ms / 1000 + 60,
+                       env=dict(os.environ, NODE_EXTRA_CA_CERTS=CA["cert"]))
+    expect(r.returncode == 0, "mcp-client exited %d: %s %s" % (r.returncode, r.stdout,
+                                                               r.stderr))
+    out = json.loads(r.stdout)
+    res = out["calls"][0]
+    expect("result" in res, "no result: %r" % res)
+    return res["result"].get("structuredContent") or {}
+
+
+# The appliance's processes by their names (not pgrep -f, which would find
+# the shell running it): the appliance, runsc's and the toy server.
+OURS = ("ps -eo pid=,comm= | awk '$2 == \"appliance\" || $2 ~ /^runsc/ || "
+        "$2 == \"toy-server\" || $2 == \"exe\" { print $1 }'")
+
+
+def cgroup_of(vm, pid):
+    return vm.run("cat /proc/%d/cgroup" % pid)[1].strip()
+
+
+def frozen_pooled(vm):
+    """The sandboxes' cgroups below the unit, each with its frozen flag."""
+    rc, out, _ = vm.run("for e in %s/cells/*/*/sandbox/cgroup.events; do [ -e \"$e\" ] || continue; "
+                        "echo \"$(dirname \"$e\") $(sed -n 's/^frozen //p' \"$e\")\"; done"
+                        % UNIT_CG)
+    return dict(line.rsplit(" ", 1) for line in out.splitlines() if line.strip())
+
+
+def wait_guest(vm, cond_cmd, what, timeout=240):
+    rc, _, _ = vm.run("end=$((SECONDS + %d)); until %s; do [ $SECONDS -lt $end ] || exit 1; "
+                      "sleep 0.5; done" % (timeout, cond_cmd), check=False, timeout=timeout + 60)
+    if rc != 0:
+        _, log, _ = vm.run("journalctl -u appliance -b --no-pager | tail -40", check=False)
+        show("the unit's journal", log)
+    expect(rc == 0, "waited %d s for %s" % (timeout, what))
+
+
+def install(vm):
+    vm.run("dpkg -i /root/appliance.deb", timeout=600)
+    rc, out, _ = vm.run("systemctl is-enabled appliance; systemctl is-active appliance",
+                        check=False)
+    show("after install", out)
+    expect(out.split() == ["disabled", "inactive"], "the unit is enabled or running: " + out)
+    digest = vm.run("cat /usr/share/appliance/image.digest")[1].strip()
+    vm.run("install -d -m 0700 /etc/appliance/tls")
+    vm.put(CA["leaf"][0], "/etc/appliance/tls/cert.pem", mode=0o644)
+    vm.put(CA["leaf"][1], "/etc/appliance/tls/key.pem", mode=0o600)
+    vm.run("appliance keygen --public /etc/appliance/trusted.d/vm.pub --secret /root/vm.key")
+    vm.run("cat > /etc/appliance/policy.json", input=json.dumps(policy(digest), indent=1))
+    vm.run("appliance sign --secret /root/vm.key /etc/appliance/policy.json")
+
+
+def check(vm):
+    # A cgroup of its own, as the unit gives the service (cgroup v2 hands
+    # limits down only from a cgroup with no other process in it).
+    rc, out, err = vm.run("systemd-run --quiet --wait --pipe --collect -p Delegate=yes "
+                          "appliance check --policy /etc/appliance/policy.json.sig 2>&1",
+                          check=False, timeout=1200)
+    show("appliance check", out + err)
+    expect(rc == 0, "appliance check exited %d" % rc)
+    expect(re.search(r"cgroups: cgroup v2; the appliance's subtree is /sys/fs/cgroup/"
+                     r"system\.slice/run-\S+\.service", out), "no cgroup v2 row")
+    expect("✘" not in out and "⚠" not in out, "a row is not ok")
+
+
+def serve(vm):
+    vm.run("systemctl start appliance", timeout=120)
+    wait_guest(vm, "journalctl -u appliance -b --no-pager | grep -q 'serving MCP over HTTP'",
+               "the unit to serve")
+    rc, out, _ = vm.run("systemctl status appliance --no-pager", check=False)
+    show("systemctl status", out)
+    expect("Active: active (running)" in out, "the unit is not active")
+
+
+def pooled_cell(vm, port):
+    wait_guest(vm, "grep -qx 'frozen 1' %s/cells/*/*/sandbox/cgroup.events" % UNIT_CG,
+               "a frozen pooled sandbox")
+    before = frozen_pooled(vm)
+    show("pooled sandboxes before the cell", json.dumps(before))
+    expect("1" in before.values(), "no pooled sandbox is frozen")
+    t = time.monotonic()
+    res = sdk_cell(port, "import os\nprint(6 * 7, os.getpid() > 0)")
+    warm = time.monotonic() - t
+    expect(res.get("stdout") == "42 True\n" and not res.get("stopped"), res)
+    # The pool refills: another sandbox waits frozen, the used one is gone.
+    wait_guest(vm, "grep -qx 'frozen 1' %s/cells/*/*/sandbox/cgroup.events" % UNIT_CG,
+               "the refilled pooled sandbox frozen")
+    after = frozen_pooled(vm)
+    show("pooled sandboxes after it", json.dumps(after))
+    expect(set(after) != set(before), "the pooled sandbox was not the one used")
+    return warm
+
+
+MEMORY_PROBE = r"""
+import os, time
+kids = []
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            b = b"\x01" * (200 << 20)
+            time.sleep(1.5)
+        except MemoryError:
+            os._exit(3)
+        os._exit(0)
+    kids.append(pid)
+print([os.waitstatus_to_exitcode(os.waitpid(p, 0)[1]) for p in kids])
+"""
+
+
+def memory_cell(vm, port):
+    # Each child stays under memory_mb (RLIMIT_AS is per process); four
+    # together pass the sandbox's cgroup (memory_mb + gVisor's allowance).
+    # gVisor sizes its memory to that cgroup, so its own OOM killer ends
+    # children inside the sandbox; were gVisor itself past the limit, the
+    # cgroup's OOM kill would end the sandbox, stopped with reason memory.
+    res = sdk_cell(port, MEMORY_PROBE)
+    show("a cell past memory_mb", json.dumps({k: res.get(k) for k in ("stdout", "stopped",
+                                                                       "reason", "error")}))
+    if res.get("stopped"):
+        expect(res.get("reason") == "memory", res)
+    else:
+        codes = json.loads(res["stdout"])
+        expect(len(codes) == 4 and any(c != 0 for c in codes), "all four fit: %r" % res)
+
+
+def server_cell(vm, port):
+    res = sdk_cell(port, "import json\np = await toy.probe()\nprint(json.dumps(p['cgroup']))")
+    lines = json.loads(res["stdout"])
+    show("the toy's /proc/self/cgroup", "\n".join(lines))
+    path = [ln.split(":", 2)[2] for ln in lines if ln.startswith("0::")]
+    expect(path and path[0].startswith("/system.slice/appliance.service/servers/upstream-toy-"),
+           "the server's cgroup is not below the unit: %r" % lines)
+    cg = "/sys/fs/cgroup" + path[0]
+    # The limits the server lives under, read by the server itself.
+    code = ("import json\np = await toy.probe(paths=%r)\nprint(json.dumps(p['paths']))"
+            % ["%s/%s" % (cg, f) for f in ("memory.max", "memory.swap.max", "pids.max")])
+    res = sdk_cell(port, code)
+    show("the server reads its limits", res["stdout"])
+    _, limits, _ = vm.run("cd %s && grep . memory.max memory.swap.max pids.max" % cg)
+    show("its cgroup's limits", limits)
+    expect("memory.max:%d" % (200 << 20) in limits and "memory.swap.max:0" in limits and
+           "pids.max:48" in limits, limits)
+
+
+def placement(vm):
+    _, tree, _ = vm.run("systemd-cgls --no-pager -u appliance.service", check=False)
+    show("systemd-cgls -u appliance.service", tree)
+    _, fs, _ = vm.run("stat -fc %T /sys/fs/cgroup")
+    show("stat -fc %T /sys/fs/cgroup", fs)
+    expect(fs.strip() == "cgroup2fs", fs)
+    pids = [int(p) for p in vm.run(OURS)[1].split()]
+    expect(pids, "no process of the appliance found")
+    for pid in pids:
+        rc, cg, _ = vm.run("cat /proc/%d/cgroup 2>/dev/null" % pid, check=False)
+        if rc != 0:
+            continue  # ended meanwhile
+        expect(cg.startswith("0::/system.slice/appliance.service/"),
+               "pid %d is outside the unit: %s" % (pid, cg))
+    _, me, _ = vm.run("cat /proc/$(systemctl show -p MainPID --value appliance)/cgroup")
+    expect(me.strip() == "0::/system.slice/appliance.service/supervisor", me)
+
+
+def stop(vm):
+    vm.run("systemctl stop appliance", timeout=180)
+    left = vm.run(OURS)[1].split()
+    expect(not left, "processes left after stop: %s" % vm.run(
+        "ps -o pid,comm,args -p %s" % ",".join(left), check=False)[1])
+    rc, cgs, _ = vm.run("find %s -mindepth 1 -type d 2>/dev/null" % UNIT_CG, check=False)
+    expect(not cgs.strip(), "cgroups left after stop: " + cgs)
+    _, sec, _ = vm.run("systemd-analyze security appliance --no-pager", check=False)
+    show("systemd-analyze security appliance", sec)
+
+
+def main():
+    deb = the_deb()
+    print("deb: " + deb)
+    tls = tempfile.mkdtemp(prefix="appliance-vm-tls.")
+    authority = tlskit.ca(tls)
+    CA["cert"], CA["leaf"] = authority[0], tlskit.leaf(tls, "server", authority)
+    with VM(put={"/root/appliance.deb": deb}, forward=[PORT]) as vm:
+        port = vm.host_port(PORT)
+        with step("install"):
+            install(vm)
+        with step("check"):
+            check(vm)
+        with step("serve"):
+            serve(vm)
+        with step("pooled cell"):
+            warm = pooled_cell(vm, port)
+        with step("memory cell"):
+            memory_cell(vm, port)
+        with step("server cell"):
+            server_cell(vm, port)
+        with step("placement"):
+            placement(vm)
+        with step("stop"):
+            stop(vm)
+        print("warm cell over HTTP from the host: %.2f s" % warm)
+    print("test_appliance: ok")
+
+
+if __name__ == "__main__":
+    main()
