@@ -200,7 +200,10 @@ static void on_skipped(struct lines *l, void *data)
 static void on_io_end(struct lines *l, const char *why, void *data)
 {
 	struct up_stdio *s = data;
-	bool exited = proc_wait_exit(s->pidfd, 0) == 1;
+	/* A server's output ends as it exits; a confined one's pidfd (its
+	 * namespace's init) shows that a moment later: a short wait names the
+	 * exit, once, for a server that is lost either way. */
+	bool exited = proc_wait_exit(s->pidfd, strcmp(why, "end of input") == 0 ? 200 : 0) == 1;
 	(void)l;
 
 	if (strcmp(why, "write error") == 0)
