@@ -15,6 +15,7 @@
 // one JSON document on stdout:
 //   {"server": serverInfo, "tools": [{"name", "readOnlyHint", "description"}...],
 //    "calls": [{"result": CallToolResult} or {"error": {"code", "message"}}...]}
+// Each call also carries "ms": how long its tools/call took, request to answer.
 // Exit status 0 when it got that far (a tool error is a result, a JSON-RPC
 // error is recorded), 1 with {"fatal": message} when the connection or the
 // listing failed, 2 on bad usage. The server's stderr passes through to ours.
@@ -79,12 +80,14 @@ async function listAll(client, timeout) {
 }
 
 async function callOne(client, call, timeout) {
+  const start = performance.now();
+  const ms = () => Math.round((performance.now() - start) * 10) / 10;
   try {
     const result = await client.callTool(
       { name: call.name, arguments: call.arguments ?? {} }, undefined, { timeout });
-    return { result };
+    return { result, ms: ms() };
   } catch (e) {
-    return { error: { code: e.code ?? null, message: String(e.message ?? e) } };
+    return { error: { code: e.code ?? null, message: String(e.message ?? e) }, ms: ms() };
   }
 }
 

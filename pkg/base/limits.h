@@ -32,7 +32,6 @@
 #define APPL_RUNNER_OUTBUF_MAX (APPL_RUNNER_HOST_LINE_MAX + 1024u * 1024)
 #define APPL_CELL_RESULT_MAX   (64u * 1024) /* a cell's result value */
 #define APPL_TRACEBACK_KEEP    2048	    /* tail of a traceback kept */
-#define APPL_BOOT_TIMEOUT_MS   10000	    /* sandbox must say ready */
 
 /* ---- upstream MCP servers ----------------------------------------------- */
 #define APPL_UPSTREAM_MESSAGE_MAX     (4u * 1024 * 1024)
@@ -70,21 +69,26 @@
 #define APPL_MAX_OUTPUT_BYTES_CEIL  (256u * 1024)
 #define APPL_STOP_OUTPUT_BYTES_DEF  (1024u * 1024) /* output that stops a run */
 #define APPL_STOP_OUTPUT_BYTES_CEIL (16u * 1024 * 1024)
-#define APPL_MEMORY_MB_DEF	    256
-#define APPL_MEMORY_MB_MIN	    16
-#define APPL_MEMORY_MB_CEIL	    4096
-#define APPL_PIDS_DEF		    64
-#define APPL_PIDS_CEIL		    1024
-#define APPL_NOFILE_DEF		    64
-#define APPL_NOFILE_CEIL	    4096
-#define APPL_TMPFS_MB_DEF	    16
-#define APPL_TMPFS_MB_CEIL	    1024
-#define APPL_CONCURRENCY_DEF	    16 /* calls in flight per cell */
-#define APPL_CONCURRENCY_CEIL	    256
-#define APPL_CELLS_DEF		    4 /* cells in flight */
-#define APPL_CELLS_CEIL		    64
-#define APPL_POOL_DEF		    2 /* warm sandboxes */
-#define APPL_POOL_CEIL		    32
+/* A sandbox must say ready within boot_s of its start (runsc, the
+ * Sentry, the interpreter and the runner's imports); a slow host (nested
+ * virtualisation, emulation, ptrace) may need more. */
+#define APPL_BOOT_S_DEF	      10
+#define APPL_BOOT_S_CEIL      300
+#define APPL_MEMORY_MB_DEF    256
+#define APPL_MEMORY_MB_MIN    16
+#define APPL_MEMORY_MB_CEIL   4096
+#define APPL_PIDS_DEF	      64
+#define APPL_PIDS_CEIL	      1024
+#define APPL_NOFILE_DEF	      64
+#define APPL_NOFILE_CEIL      4096
+#define APPL_TMPFS_MB_DEF     16
+#define APPL_TMPFS_MB_CEIL    1024
+#define APPL_CONCURRENCY_DEF  16 /* calls in flight per cell */
+#define APPL_CONCURRENCY_CEIL 256
+#define APPL_CELLS_DEF	      4 /* cells in flight */
+#define APPL_CELLS_CEIL	      64
+#define APPL_POOL_DEF	      2 /* warm sandboxes */
+#define APPL_POOL_CEIL	      32
 /* Protocol lines a run's runner may send (every `out`, `call`, `ready` and
  * `done`): a line that counts toward no other cap, such as an empty `out`,
  * still costs one. A busy honest run sends its calls and a few hundred
@@ -248,6 +252,7 @@
 #define APPL_CONCURRENCY_MIN	    1
 #define APPL_CELLS_MIN		    1
 #define APPL_POOL_MIN		    0 /* no warm sandbox: every cell boots cold */
+#define APPL_BOOT_S_MIN		    1
 #define APPL_MAX_RUNNER_LINES_MIN   APPL_RUNNER_LINES_SPARE
 #define APPL_AUDIT_SEAL_LINES_MIN   1
 #define APPL_AUDIT_SEAL_S_MIN	    1

@@ -55,7 +55,7 @@ struct cell {
 void cell_limits_init(struct cell_limits *lim)
 {
 	lim->deadline_ms = APPL_DEADLINE_S_DEF * 1000ull;
-	lim->boot_ms = APPL_BOOT_TIMEOUT_MS;
+	lim->boot_ms = APPL_BOOT_S_DEF * 1000ull;
 	lim->max_output = APPL_MAX_OUTPUT_BYTES_DEF;
 	lim->stop_output = APPL_STOP_OUTPUT_BYTES_DEF;
 	lim->max_lines = APPL_MAX_RUNNER_LINES_DEF;
@@ -376,8 +376,15 @@ static void on_boot_timer(void *data)
 {
 	struct cell *c = data;
 
-	if (c->phase == PHASE_BOOT)
-		finish(c, CELL_BOOT, "the sandbox did not become ready in time");
+	char why[160];
+
+	if (c->phase != PHASE_BOOT)
+		return;
+	snprintf(why, sizeof(why),
+		 "the sandbox did not become ready within %llu ms (limits.boot_s): a slow host "
+		 "(nested virtualisation, emulation, the ptrace platform) may need more",
+		 (unsigned long long)c->lim.boot_ms);
+	finish(c, CELL_BOOT, why);
 }
 
 /* The deadline counts from arrival: what is left of it now. */

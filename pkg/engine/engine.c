@@ -63,6 +63,7 @@ void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_param
 	oci->tmpfs_mb = l->tmpfs_mb;
 	cell_limits_init(cell);
 	cell->deadline_ms = l->deadline_s * 1000ull;
+	cell->boot_ms = l->boot_s * 1000ull;
 	cell->max_output = l->max_output_bytes;
 	cell->stop_output = l->stop_output_bytes;
 	cell->max_lines = l->max_runner_lines;

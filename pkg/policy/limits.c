@@ -26,6 +26,7 @@ static const struct field limit_fields[] = {
 	LIMIT(concurrency, CONCURRENCY),
 	LIMIT(cells, CELLS),
 	LIMIT(pool, POOL),
+	LIMIT(boot_s, BOOT_S),
 	LIMIT(max_runner_lines, MAX_RUNNER_LINES),
 	LIMIT(audit_seal_lines, AUDIT_SEAL_LINES),
 	LIMIT(audit_seal_s, AUDIT_SEAL_S),

@@ -104,6 +104,7 @@ struct policy_limits {
 	unsigned concurrency;	     /* calls in flight per cell */
 	unsigned cells;		     /* cells in flight */
 	unsigned pool;		     /* warm sandboxes; 0: every cell boots cold */
+	unsigned boot_s;	     /* a sandbox says ready within this */
 	unsigned max_runner_lines;   /* protocol lines a run's runner may send */
 	unsigned audit_seal_lines;   /* a seal line at least every this many lines */
 	unsigned audit_seal_s;	     /* and every this many seconds */

@@ -452,12 +452,17 @@ static int cgroups_make(struct proc_jail *j, const struct proc_jail_spec *s, str
 		char rel[160];
 
 		snprintf(rel, sizeof(rel), "servers/%s", leaf);
+		/* Readable by the server, whatever the umask (the unit's is
+		 * 077): it reads its limits from inside (enter.h). */
 		if (cg_make(h, rel, false, j->cg[0], err) < 0 ||
+		    (chmod(j->cg[0], 0755) < 0 &&
+		     appl_err_errno(err, -errno, errno, "%s", j->cg[0]) < 0) ||
 		    cg_write(j->cg[0], "memory.max", mem, err) < 0 ||
 		    cg_write(j->cg[0], "memory.swap.max", "0", err) < 0 ||
 		    cg_write(j->cg[0], "pids.max", pids, err) < 0)
 			return err->code;
 		snprintf(j->killdir, sizeof(j->killdir), "%s", j->cg[0]);
+		j->c.cgroup_ns = true;
 	} else {
 		char sub[256];
 

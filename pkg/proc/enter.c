@@ -89,7 +89,7 @@ int proc_confine_enter(const struct proc_confine *c, struct proc_fail *f)
 	const unsigned long nosuid = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 	struct rlimit none = {0, 0};
 	int flags = (c->mount_ns ? CLONE_NEWNS : 0) | (c->net_ns ? CLONE_NEWNET : 0) |
-		    (c->pid_ns ? CLONE_NEWIPC : 0),
+		    (c->pid_ns ? CLONE_NEWIPC : 0) | (c->cgroup_ns ? CLONE_NEWCGROUP : 0),
 	    rc;
 
 	for (int i = 0; i < 2; i++) {
@@ -115,6 +115,14 @@ int proc_confine_enter(const struct proc_confine *c, struct proc_fail *f)
 		 * mounted now shows that namespace alone. */
 		if (c->pid_ns && mount("proc", "/proc", "proc", nosuid, NULL) < 0)
 			return failed(f, "mounting its own", "/proc", -1);
+		/* Mounted in its cgroup namespace, cgroup2 shows the cgroup it
+		 * joined above as its root: its own limits, nobody else's. The
+		 * host's mount goes first (the same filesystem cannot be
+		 * mounted twice on one place). */
+		if (c->cgroup_ns &&
+		    (umount2("/sys/fs/cgroup", MNT_DETACH) < 0 ||
+		     mount("cgroup2", "/sys/fs/cgroup", "cgroup2", nosuid | MS_RDONLY, NULL) < 0))
+			return failed(f, "mounting its own", "/sys/fs/cgroup", -1);
 		for (size_t i = 0; c->masks && c->masks[i]; i++)
 			if ((rc = mask_one(c->masks[i], c->empty_file)) < 0) {
 				errno = -rc;

@@ -9,6 +9,8 @@
  *      policy, runtime directories, the host daemons' sockets) is covered,
  *      a directory by an empty read-only tmpfs, anything else by an empty
  *      read-only file; nothing else moves;
+ *      On cgroup v2 also a cgroup namespace rooted at its own cgroup,
+ *      which alone is mounted read-only on /sys/fs/cgroup;
  *   3. optionally a network namespace with only loopback, up;
  *   4. rlimits (open files, no core dumps);
  *   5. the capability bounding and ambient sets emptied, then the jail's
@@ -40,6 +42,11 @@ struct proc_confine {
 	 * the server and then only reaps and passes signals on. Needs
 	 * mount_ns. */
 	bool pid_ns;
+	/* cgroup v2: a cgroup namespace rooted at the cgroup joined, and that
+	 * cgroup alone mounted read-only on /sys/fs/cgroup, so the server
+	 * reads its own limits (memory.max, pids.max) and nothing of the
+	 * host's hierarchy. Needs mount_ns and cgroup_procs[0]. */
+	bool cgroup_ns;
 	unsigned nofile; /* RLIMIT_NOFILE; 0 leaves it */
 	bool drop_caps;	 /* every capability set emptied */
 	bool ids;	 /* change to uid and gid, with groups[] as the only others */

@@ -645,6 +645,31 @@ static json_t *proc_lines(const char *path)
 	return a;
 }
 
+/* The limits of the cgroup it lives in, as read from inside: on cgroup v2
+ * the appliance mounts the server's own cgroup on /sys/fs/cgroup. Each
+ * file's first line, or its errno name. */
+static json_t *probe_limits(void)
+{
+	static const char *const files[] = {"memory.max", "memory.swap.max", "pids.max"};
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < sizeof(files) / sizeof(files[0]); i++) {
+		char path[64];
+		json_t *lines;
+
+		snprintf(path, sizeof(path), "/sys/fs/cgroup/%s", files[i]);
+		errno = 0;
+		lines = proc_lines(path);
+		if (lines && json_array_size(lines) > 0)
+			json_object_set(o, files[i], json_array_get(lines, 0));
+		else
+			json_object_set_new(o, files[i],
+					    json_string(errno_name(errno ? errno : ENODATA)));
+		json_decref(lines);
+	}
+	return o;
+}
+
 /* The value of "key:\t..." in /proc/self/status, or NULL. */
 static json_t *status_value(const char *key)
 {
@@ -992,6 +1017,7 @@ static json_t *run_probe(struct toy *t, const json_t *id, const json_t *args, in
 	if (!o)
 		return NULL;
 	json_object_set_new(o, "cgroup", proc_lines("/proc/self/cgroup"));
+	json_object_set_new(o, "limits", probe_limits());
 	json_object_set_new(o, "env", probe_env());
 	json_object_set_new(o, "interfaces", probe_interfaces());
 	json_object_set_new(o, "denied", probe_denied());

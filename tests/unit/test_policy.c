@@ -250,6 +250,7 @@ static void test_defaults(void **state)
 	assert_int_equal(l.concurrency, APPL_CONCURRENCY_DEF);
 	assert_int_equal(l.cells, APPL_CELLS_DEF);
 	assert_int_equal(l.pool, APPL_POOL_DEF);
+	assert_int_equal(l.boot_s, 10);
 	assert_int_equal(l.audit_seal_lines, APPL_AUDIT_SEAL_LINES_DEF);
 	assert_int_equal(l.audit_seal_s, APPL_AUDIT_SEAL_S_DEF);
 	assert_int_equal(l.audit_rotate_kb, APPL_AUDIT_ROTATE_KB_DEF);
@@ -337,6 +338,7 @@ static void test_limits_each_side(void **state)
 		{"concurrency", APPL_CONCURRENCY_MIN, APPL_CONCURRENCY_CEIL, ""},
 		{"cells", APPL_CELLS_MIN, APPL_CELLS_CEIL, ""},
 		{"pool", APPL_POOL_MIN, APPL_POOL_CEIL, ""},
+		{"boot_s", APPL_BOOT_S_MIN, APPL_BOOT_S_CEIL, ""},
 		{"audit_seal_lines", APPL_AUDIT_SEAL_LINES_MIN, APPL_AUDIT_SEAL_LINES_CEIL, ""},
 		{"audit_seal_s", APPL_AUDIT_SEAL_S_MIN, APPL_AUDIT_SEAL_S_CEIL, ""},
 		{"audit_rotate_kb", APPL_AUDIT_ROTATE_KB_MIN, APPL_AUDIT_ROTATE_KB_CEIL, ""},
