@@ -142,6 +142,11 @@ void check_run_probes(struct check *c);
 const char *check_stopped(const struct check *c);
 void check_run_release(struct check_probe *p);
 
+/* warm.c: a warm sandbox of the engine's pool proven frozen while it
+ * waits (the kernel's freezer state read back), thawed once a run takes
+ * it, and running that run's cell; its row said. Before the probes. */
+void check_warm_part(struct check *c);
+
 /* table.c: the table of rows, then every row it had to cut and every
  * surprise in full (counted). */
 void check_table_print(struct check *c);
