@@ -185,20 +185,20 @@ static int warm_judge(struct warm *w)
 	return 0;
 }
 
-/* What there is to prove: nothing without a freezer or a pool. */
+/* What there is to prove: nothing without a pool or a freezer. */
 static bool warm_wanted(struct check *c)
 {
-	if (policy_runtime_rootless(c->cp.policy)) {
-		check_report_say(c, CHECK_MARK_WARNING,
-				 "runtime.rootless: no cgroups, so no freezer: the %u warm "
-				 "sandboxes (limits.pool) wait unfrozen, each using CPU "
-				 "(docs/pool.md)",
-				 c->lim.pool);
-		return false;
-	}
+	/* Not a finding: run would freeze nothing, so nothing is judged. */
 	if (c->lim.pool == 0) {
 		check_report_print(c, "        pool: none (limits.pool is 0): every cell boots "
 				      "cold, and no sandbox waits frozen\n");
+		return false;
+	}
+	if (policy_runtime_rootless(c->cp.policy)) {
+		check_report_say(c, CHECK_MARK_WARNING,
+				 "runtime.rootless: no cgroups, so no freezer: warm sandboxes "
+				 "(limits.pool %u) wait unfrozen, each using CPU (docs/pool.md)",
+				 c->lim.pool);
 		return false;
 	}
 	return true;
