@@ -6,6 +6,7 @@
  * It runs before the probes and the pool keeps no sandbox after it, so no
  * probe ever takes the warm sandbox and this run takes no probe's.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -55,6 +56,23 @@ static const struct sandbox *warm_boot(struct warm *w)
 	return engine_pool_ready(e);
 }
 
+/* Why the waiting sandbox's freezer state could not be read, and what to
+ * do. */
+static void say_unread(struct warm *w, const struct appl_err *err)
+{
+	if (err->code == -ENOTSUP)
+		check_report_say(w->c, CHECK_MARK_PROBLEM,
+				 "pool: a warm sandbox cannot wait frozen: %s; it would use CPU "
+				 "while it waits: mount the cgroup v1 freezer hierarchy at "
+				 "/sys/fs/cgroup/freezer, or use cgroup v2",
+				 err->msg);
+	else
+		check_report_say(w->c, CHECK_MARK_PROBLEM,
+				 "pool: the warm sandbox's freezer state could not be read: %s; "
+				 "check that /sys/fs/cgroup is the host's cgroup mount",
+				 err->msg);
+}
+
 /* The freezer of the waiting sandbox read until it is no longer freezing
  * (bounded by the boot timeout too). 0, or -1 with a problem said (none
  * when a signal came). */
@@ -73,12 +91,7 @@ static int warm_frozen(struct warm *w)
 			return -1;
 		}
 		if (sandbox_freezer_read(sb, &w->frozen, &err) < 0) {
-			check_report_say(
-				w->c, CHECK_MARK_PROBLEM,
-				"pool: a warm sandbox cannot wait frozen: %s; it would use "
-				"CPU while it waits: mount the cgroup v1 freezer hierarchy "
-				"at /sys/fs/cgroup/freezer, or use cgroup v2",
-				err.msg);
+			say_unread(w, &err);
 			return -1;
 		}
 	} while (w->frozen.state == SANDBOX_FREEZING && waiting(w) && turn(w, WARM_POLL_MS) >= 0);
