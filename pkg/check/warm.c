@@ -22,10 +22,8 @@ struct warm {
 	uint64_t until; /* the end of the current wait (loop_now_ms) */
 	char id[128];	/* the warm sandbox's */
 	struct sandbox_freezer frozen, thawed;
-	struct run *run; /* until it is answered */
-	bool answered;
-	json_t *result; /* its result object, once answered with one */
-	char why[CHECK_WHY_MAX];
+	struct check_probe probe; /* the run that takes it, judged like a probe */
+	char code[sizeof(WARM_CODE)];
 };
 
 /* One loop round, at most ms long and never past the wait's end. */
@@ -110,21 +108,6 @@ static int warm_frozen(struct warm *w)
 	return 0;
 }
 
-/* The engine's answer to the run in the warm sandbox. */
-static void warm_answer(void *data, const json_t *result, bool is_error, const char *text)
-{
-	struct warm *w = data;
-
-	(void)is_error;
-	w->run = NULL; /* freed by the engine once this returns */
-	w->answered = true;
-	if (result)
-		w->result = json_incref((json_t *)result);
-	else
-		snprintf(w->why, sizeof(w->why), "%s",
-			 text ? text : "the run ended without a result");
-}
-
 /* Whether the run took the warm sandbox (it starts at once: no other run
  * holds a slot), and its freezer says thawed. */
 static int warm_thawed(struct warm *w, const struct cell *cell)
@@ -134,7 +117,7 @@ static int warm_thawed(struct warm *w, const struct cell *cell)
 	if (!cell) {
 		check_report_say(w->c, CHECK_MARK_PROBLEM,
 				 "pool: a run could not start in the warm sandbox: %s",
-				 w->answered ? w->why : "the log on stderr says why");
+				 w->probe.ended ? w->probe.why : "the log on stderr says why");
 		return -1;
 	}
 	if (strcmp(cell_sandbox_id(cell), w->id) != 0) {
@@ -159,40 +142,29 @@ static int warm_thawed(struct warm *w, const struct cell *cell)
 }
 
 /* A run of WARM_CODE takes the warm sandbox (pool_take thaws it) and is
- * waited for, within its deadline. 0, or -1 with a problem said. */
+ * waited for, within its deadline; then judged. 0, or -1 with a problem
+ * said (none when a signal came). */
 static int warm_run(struct warm *w)
 {
-	struct run_client client = {.name = CHECK_RUN_ID,
-				    .answer = warm_answer,
-				    .c = w,
-				    .deadline_ms = APPL_BOOT_TIMEOUT_MS};
-
-	w->run = engine_run_new(w->c->e, WARM_CODE, strlen(WARM_CODE), &client, 0,
-				APPL_RUNS_WAITING_MAX);
-	if (warm_thawed(w, w->run ? run_cell(w->run) : NULL) < 0)
-		return -1;
-	while (!w->answered && !check_stopped(w->c))
-		if (loop_run_once(engine_loop(w->c->e), -1) < 0)
-			break;
-	return w->answered ? 0 : -1;
-}
-
-/* The cell's output: exactly 42. */
-static int warm_judge(struct warm *w)
-{
-	struct check_judge_expect ex = {.judge = CHECK_JUDGE_STDOUT, .expect = "42\n"};
+	struct check_probe *p = &w->probe;
 	char why[CHECK_WHY_MAX];
 
-	if (!w->result) {
-		check_report_say(w->c, CHECK_MARK_PROBLEM,
-				 "pool: the cell in the thawed warm sandbox had no result: %s",
-				 w->why);
+	memcpy(w->code, WARM_CODE, sizeof(w->code));
+	*p = (struct check_probe){.code = w->code,
+				  .deadline_ms = APPL_BOOT_TIMEOUT_MS,
+				  .ex = {.judge = CHECK_JUDGE_STDOUT, .expect = "42\n"}};
+	check_run_start(w->c, p);
+	if (warm_thawed(w, p->run ? run_cell(p->run) : NULL) < 0)
 		return -1;
-	}
-	if (!check_judge_result(&ex, w->result, 0, why, sizeof(why))) {
+	while (!p->ended && !check_stopped(w->c))
+		if (loop_run_once(engine_loop(w->c->e), -1) < 0)
+			break;
+	if (!p->ended)
+		return -1;
+	if (!p->result || !check_judge_result(&p->ex, p->result, 0, why, sizeof(why))) {
 		check_report_say(w->c, CHECK_MARK_PROBLEM,
 				 "pool: the cell in the thawed warm sandbox did not print 42: %s",
-				 why);
+				 p->result ? why : p->why);
 		return -1;
 	}
 	return 0;
@@ -229,13 +201,12 @@ void check_warm_part(struct check *c)
 					 "pool: no warm sandbox was ready within the boot timeout "
 					 "(%u s); the log on stderr says why",
 					 APPL_BOOT_TIMEOUT_MS / 1000);
-	} else if (warm_frozen(&w) == 0 && warm_run(&w) == 0 && warm_judge(&w) == 0) {
+	} else if (warm_frozen(&w) == 0 && warm_run(&w) == 0) {
 		check_report_say(c, CHECK_MARK_OK,
 				 "pool: a warm sandbox waited frozen (%s) and ran its cell once "
 				 "thawed (%s)",
 				 w.frozen.said, w.thawed.said);
 	}
-	if (w.run)
-		run_cancel(w.run); /* stopped: no answer comes after this */
-	json_decref(w.result);
+	check_run_release(&w.probe); /* stopped: no answer comes after this */
+	json_decref(w.probe.result);
 }
