@@ -168,12 +168,13 @@ void engine_close(struct engine *e);
 
 /* ---- one-off uses ------------------------------------------------------------ */
 
-/* `appliance check`'s proof of the pool (after engine_cells_open): the
- * runs' pool made to keep n sandboxes warm from now on (booted, never
- * restored: only run restores), booting at once; n = 0 boots no more, and
- * those held are still taken by the next runs. Then the sandbox the next
- * run would take, once one is ready and frozen or not (borrowed, for
- * reading its state: until a run takes it or the loop turns), or NULL. */
+/* `appliance check`'s proof of the pool (after engine_cells_open).
+ * engine_pool_keep: the runs' pool keeps n sandboxes warm from now on
+ * (booted, never restored: only run restores), booting at once; n = 0
+ * boots no more, and those held are still taken by the next runs.
+ * engine_pool_ready: the sandbox the next run would take, once one is
+ * ready (frozen, where the pool could freeze it), or NULL; borrowed, for
+ * reading its state, until a run takes it or the loop turns. */
 void engine_pool_keep(struct engine *e, unsigned n);
 const struct sandbox *engine_pool_ready(const struct engine *e);
 
