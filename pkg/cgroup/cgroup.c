@@ -294,18 +294,22 @@ int cg_make(const struct cg_host *h, const char *rel, bool parent, char dir[PATH
 	}
 }
 
-int cg_read_key(const char *dir, const char *file, const char *key, unsigned long long *val)
+int cg_key_parse(const char *text, const char *key, unsigned long long *val)
 {
-	char buf[CTL_MAX];
 	size_t n = strlen(key);
-	int rc = ctl_read(dir, file, buf, sizeof(buf));
 
-	if (rc < 0)
-		return rc;
-	for (const char *line = buf; line && *line; line = strchr(line, '\n'), line += !!line)
+	for (const char *line = text; line && *line; line = strchr(line, '\n'), line += !!line)
 		if (strncmp(line, key, n) == 0 && line[n] == ' ')
 			return sscanf(line + n + 1, "%llu", val) == 1 ? 0 : -EINVAL;
 	return -ENOENT;
+}
+
+int cg_read_key(const char *dir, const char *file, const char *key, unsigned long long *val)
+{
+	char buf[CTL_MAX];
+	int rc = ctl_read(dir, file, buf, sizeof(buf));
+
+	return rc < 0 ? rc : cg_key_parse(buf, key, val);
 }
 
 int cg_kill(const char *dir, int rounds, bool *left)

@@ -86,6 +86,11 @@ int cg_make(const struct cg_host *h, const char *rel, bool parent, char dir[PATH
 /* Write val to the control file dir/file. */
 int cg_write(const char *dir, const char *file, const char *val, struct appl_err *err);
 
+/* The value of key in the text of a flat keyed file (memory.events:
+ * "oom_kill 3\n..."). Pure. 0, -ENOENT (no such key) or -EINVAL (no
+ * number after it). */
+int cg_key_parse(const char *text, const char *key, unsigned long long *val);
+
 /* The value of key in a flat keyed file (memory.events: "oom_kill 3"). 0,
  * or -errno (-ENOENT: no file or no key). */
 int cg_read_key(const char *dir, const char *file, const char *key, unsigned long long *val);

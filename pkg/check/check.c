@@ -30,6 +30,7 @@ static void cells_part(struct check *c)
 		check_report_say(c, CHECK_MARK_PROBLEM, "cells: %s", err.msg);
 		return;
 	}
+	check_warm_part(c);
 	if ((rc = check_prepare_markers(c)) < 0 || (rc = check_prepare_probes(c)) < 0) {
 		check_report_say(c, CHECK_MARK_PROBLEM, "cells: could not prepare them: %s",
 				 strerror(-rc));

@@ -138,9 +138,18 @@ void check_prepare_surprise(struct check_probe *p, const char *fmt, ...)
 /* run.c: run the probes, at most limits.cells at once, judging each as it
  * ends; a probe's cell and listeners released. */
 void check_run_probes(struct check *c);
+/* Start p's cell as a run of the engine's (its answer fills p->result,
+ * or p->why; then p->ended). Always 0: a run that could not start is
+ * ended with why. */
+int check_run_start(struct check *c, struct check_probe *p);
 /* The stop signal's account ("signal N"), or NULL while none came. */
 const char *check_stopped(const struct check *c);
 void check_run_release(struct check_probe *p);
+
+/* warm.c: a warm sandbox of the engine's pool proven frozen while it
+ * waits (the kernel's freezer state read back), thawed once a run takes
+ * it, and running that run's cell; its row said. Before the probes. */
+void check_warm_part(struct check *c);
 
 /* table.c: the table of rows, then every row it had to cut and every
  * surprise in full (counted). */

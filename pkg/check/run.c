@@ -42,7 +42,7 @@ void check_run_release(struct check_probe *p)
 /* A probe is a run as a client's would be: the engine gives it a fresh
  * sandbox and, for a --call, a bridge run under the stdio client's role
  * (approvals by the policy's command alone: no person is at check). */
-static int probe_start(struct check *c, struct check_probe *p)
+int check_run_start(struct check *c, struct check_probe *p)
 {
 	struct run_client client = {.name = CHECK_RUN_ID,
 				    .role = p->call ? policy_client_default_role(c->cp.policy)
@@ -121,7 +121,7 @@ void check_run_probes(struct check *c)
 	for (;;) {
 		running = probes_reap(c);
 		while (!check_stopped(c) && running < c->lim.cells && (p = probe_next(c)))
-			if (probe_start(c, p) == 0)
+			if (check_run_start(c, p) == 0)
 				running++;
 		if (check_stopped(c) && !cancelled) {
 			probes_cancel(c, check_stopped(c));

@@ -306,6 +306,17 @@ int engine_cells_open(struct engine *e, struct appl_err *err)
 	return 0;
 }
 
+void engine_pool_keep(struct engine *e, unsigned n)
+{
+	pool_resize(e->pool, n);
+	pool_fill(e->pool);
+}
+
+const struct sandbox *engine_pool_ready(const struct engine *e)
+{
+	return pool_ready(e->pool);
+}
+
 int engine_start(struct engine *e, struct appl_err *err)
 {
 	unsigned parts = e->cfg.parts;

@@ -39,6 +39,7 @@ struct audit;
 struct upstream_set;
 struct upstream_secrets;
 struct sandbox_rt;
+struct sandbox;
 
 /* The parts engine_start starts. */
 #define ENGINE_SANDBOX 0x1u /* the image and the sandbox runtime: runs get cells */
@@ -166,6 +167,16 @@ void engine_runs_stop(struct engine *e);
 void engine_close(struct engine *e);
 
 /* ---- one-off uses ------------------------------------------------------------ */
+
+/* `appliance check`'s proof of the pool (after engine_cells_open).
+ * engine_pool_keep: the runs' pool keeps n sandboxes warm from now on
+ * (booted, never restored: only run restores), booting at once; n = 0
+ * boots no more, and those held are still taken by the next runs.
+ * engine_pool_ready: the sandbox the next run would take, once one is
+ * ready (frozen, where the pool could freeze it), or NULL; borrowed, for
+ * reading its state, until a run takes it or the loop turns. */
+void engine_pool_keep(struct engine *e, unsigned n);
+const struct sandbox *engine_pool_ready(const struct engine *e);
 
 /* `appliance check`: judge the policy's audit log (state_dir holds its
  * head and keys) as engine_start judges it, writing nothing. 0 without an

@@ -305,6 +305,12 @@ void pool_fill(struct pool *p)
 			break;
 }
 
+/* Ready, alive, and waiting for its code: a run may have it. */
+static bool takable(const struct slot *s)
+{
+	return s->ready && !s->dead && cell_idle(s->cell);
+}
+
 struct cell *pool_take(struct pool *p)
 {
 	struct slot **pp;
@@ -316,7 +322,7 @@ struct cell *pool_take(struct pool *p)
 		struct appl_err err = {0};
 		struct cell *c;
 
-		if (!s->ready || s->dead || !cell_idle(s->cell))
+		if (!takable(s))
 			continue;
 		*pp = s->next;
 		c = s->cell;
@@ -335,6 +341,20 @@ struct cell *pool_take(struct pool *p)
 		return c;
 	}
 	return NULL;
+}
+
+const struct sandbox *pool_ready(const struct pool *p)
+{
+	for (const struct slot *s = p ? p->slots : NULL; s; s = s->next)
+		if (takable(s))
+			return cell_sandbox(s->cell);
+	return NULL;
+}
+
+void pool_resize(struct pool *p, unsigned size)
+{
+	if (p)
+		p->size = size;
 }
 
 struct cell *pool_cold(struct pool *p, struct appl_err *err)

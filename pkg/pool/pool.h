@@ -40,6 +40,15 @@ struct pool *pool_new(struct loop *loop, struct sandbox_rt *rt,
  * NULL when none is ready. */
 struct cell *pool_take(struct pool *p);
 
+/* The sandbox of the ready cell pool_take would hand out first (borrowed:
+ * until the next pool_take, pool_fill or loop round), or NULL when none is
+ * ready. For reading its state, never for using it. */
+const struct sandbox *pool_ready(const struct pool *p);
+
+/* From now on keep size sandboxes ready or booting: the next pool_fill
+ * boots up to it. A smaller size frees none: those held are still taken. */
+void pool_resize(struct pool *p, unsigned size);
+
 /* A cell for a run that found no ready one: restored from the template
  * when there is one, else booted (without warm-up: its code is sent as
  * soon as the runner is ready). The caller owns it (cell_run, cell_free).

@@ -472,6 +472,11 @@ const char *run_id(const struct run *r)
 	return r->id;
 }
 
+const struct cell *run_cell(const struct run *r)
+{
+	return r->cell;
+}
+
 const struct run_client *run_client(const struct run *r)
 {
 	return &r->client;

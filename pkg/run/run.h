@@ -123,6 +123,9 @@ struct run *run_new(struct run_set *s, const char *code, size_t len,
 
 /* What the start hook reads (borrowed while r lives). */
 const char *run_id(const struct run *r);
+/* r's cell once the start hook gave it one, else NULL (borrowed while r
+ * lives): for reading which sandbox it runs in, never for using it. */
+const struct cell *run_cell(const struct run *r);
 const struct run_client *run_client(const struct run *r);
 struct bridge_catalog *run_catalog(const struct run *r);
 

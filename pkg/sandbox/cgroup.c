@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -198,6 +199,88 @@ int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err)
 	if (rc < 0)
 		return appl_err_errno(err, rc, -rc, "writing %s to %s", val, path);
 	sb->frozen = frozen;
+	return 0;
+}
+
+/* v1's freezer.state words, in enum sandbox_freezer_state's order. */
+static const char *const freezer_words[] = {"THAWED", "FREEZING", "FROZEN"};
+
+int sandbox_freezer_parse(const char *text, bool v2, enum sandbox_freezer_state *state)
+{
+	unsigned long long frozen;
+
+	if (v2) {
+		if (cg_key_parse(text, "frozen", &frozen) < 0 || frozen > 1)
+			return -EINVAL;
+		*state = frozen ? SANDBOX_FROZEN : SANDBOX_THAWED;
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(freezer_words) / sizeof(freezer_words[0]); i++) {
+		size_t n = strlen(freezer_words[i]);
+
+		if (strncmp(text, freezer_words[i], n) == 0 &&
+		    strcmp(text + n, text[n] ? "\n" : "") == 0) {
+			*state = (enum sandbox_freezer_state)i;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* The short text of the control file at path into buf (cap > 1); err
+ * may be NULL. */
+static int ctl_text(const char *path, char *buf, size_t cap, struct appl_err *err)
+{
+	char *text;
+	size_t len;
+	int rc = appl_file_read(path, cap - 1, &text, &len, err);
+
+	if (rc < 0)
+		return rc;
+	memcpy(buf, text, len + 1);
+	free(text);
+	return 0;
+}
+
+/* v2's cgroup.events says frozen only once every task stopped; until
+ * then cgroup.freeze (ctl) tells a freeze asked for from none. */
+static void v2_freezing(const char *ctl, struct sandbox_freezer *out)
+{
+	char asked[16];
+
+	if (out->state == SANDBOX_THAWED && ctl_text(ctl, asked, sizeof(asked), NULL) == 0 &&
+	    asked[0] == '1')
+		out->state = SANDBOX_FREEZING;
+}
+
+int sandbox_freezer_read(const struct sandbox *sb, struct sandbox_freezer *out,
+			 struct appl_err *err)
+{
+	char dir[PATH_MAX], ctl[PATH_MAX], text[256];
+	bool v2;
+	int rc = freezer_find(sb, dir, ctl, &v2);
+
+	if (rc < 0)
+		return appl_err_set(err, rc,
+				    "sandbox %s has no freezer: neither %s%s/sandbox/freezer.state "
+				    "nor /sys/fs/cgroup%s/sandbox/cgroup.freeze can be written",
+				    sb->id, FREEZER_V1, sb->cgroup, sb->cgroup);
+	if (appl_path_join(out->path, sizeof(out->path), dir,
+			   v2 ? "/cgroup.events" : "/freezer.state", "") < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
+	if ((rc = ctl_text(out->path, text, sizeof(text), err)) < 0)
+		return rc;
+	if (sandbox_freezer_parse(text, v2, &out->state) < 0)
+		return appl_err_set(err, -EINVAL, "%s says neither frozen nor thawed", out->path);
+	if (!v2) {
+		snprintf(out->said, sizeof(out->said), "freezer.state %s",
+			 freezer_words[out->state]);
+		return 0;
+	}
+	v2_freezing(ctl, out);
+	snprintf(out->said, sizeof(out->said), "cgroup.events frozen %d%s",
+		 out->state == SANDBOX_FROZEN,
+		 out->state == SANDBOX_FREEZING ? " (cgroup.freeze 1)" : "");
 	return 0;
 }
 

@@ -9,6 +9,7 @@
 #ifndef APPL_SANDBOX_RUNSC_H
 #define APPL_SANDBOX_RUNSC_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -118,6 +119,35 @@ int sandbox_checkpoint(struct sandbox *sb, const char *image, struct appl_err *e
  * sandbox uses no CPU at all, and its processes are not told. 0, or -errno
  * with err filled: -ENOTSUP without a freezer (rootless, no hierarchy). */
 int sandbox_freeze(struct sandbox *sb, bool frozen, struct appl_err *err);
+
+/* The kernel's own word on a sandbox's freezer, read back from its cgroup
+ * (never sb's record of what was asked). */
+enum sandbox_freezer_state {
+	SANDBOX_THAWED,
+	SANDBOX_FREEZING, /* asked to freeze, not every task stopped yet */
+	SANDBOX_FROZEN,
+};
+
+struct sandbox_freezer {
+	enum sandbox_freezer_state state;
+	char path[PATH_MAX]; /* the file read */
+	char said[48];	     /* what it said: "freezer.state FROZEN", "cgroup.events frozen 1" */
+};
+
+/* The state in the text of a freezer's state file: cgroup v1's
+ * freezer.state ("THAWED", "FREEZING" or "FROZEN", one line), or v2's
+ * cgroup.events, whose "frozen" key is 1 or 0 (v2 says nothing of
+ * freezing: sandbox_freezer_read asks cgroup.freeze). Pure. 0, or -EINVAL
+ * for anything else. */
+int sandbox_freezer_parse(const char *text, bool v2, enum sandbox_freezer_state *state);
+
+/* Read the kernel's freezer state of sb's cgroup (the one sandbox_freeze
+ * writes) into out: v1 freezer.state, v2 cgroup.events (FREEZING when
+ * cgroup.freeze asks 1 and the kernel does not say frozen yet). 0, or
+ * -errno with err filled: -ENOTSUP when sb has no freezer (rootless, no
+ * hierarchy). */
+int sandbox_freezer_read(const struct sandbox *sb, struct sandbox_freezer *out,
+			 struct appl_err *err);
 
 /* Whether a frozen sandbox was killed while frozen: a frozen process cannot
  * die, so the kill waits, pending, until it is thawed. Read from each of its

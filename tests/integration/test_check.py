@@ -17,8 +17,8 @@ import subprocess
 import tempfile
 import time
 
-from harness import main, test
-from cellkit import APPLIANCE, LAYOUT, digest
+from harness import main, skip, test
+from cellkit import APPLIANCE, LAYOUT, digest, ensure_user, rootless_files
 from policykit import START_INPUT, Signer
 import gatewaykit
 import tlskit
@@ -106,6 +106,25 @@ def markers():
     return set(glob.glob("/var/tmp/appliance-check.*") + glob.glob("/tmp/appliance-check.*"))
 
 
+V1_FREEZER = "/sys/fs/cgroup/freezer"
+
+
+def pool_row_ok():
+    """The pool row check prints where the freezer works: the file it read
+    and what the kernel said, frozen while waiting and thawed once taken."""
+    if os.path.isdir(V1_FREEZER):
+        frozen, thawed = "freezer.state FROZEN", "freezer.state THAWED"
+    else:
+        frozen, thawed = "cgroup.events frozen 1", "cgroup.events frozen 0"
+    return ("pool: a warm sandbox waited frozen (%s) and ran its cell once thawed (%s)"
+            % (frozen, thawed))
+
+
+def pool_lines(r):
+    """Every line of the report about the pool, marked or not."""
+    return [l for l in r.stdout.splitlines() if l[8:].startswith("pool:")]
+
+
 # ---- a good policy ----------------------------------------------------------------
 
 @test
@@ -159,6 +178,9 @@ def a_good_toy_policy_passes_with_every_row_as_expected():
     assert "at most 64 tasks" in row(r, "processes") or "at most 6" in row(r, "processes")
     assert "check passed: 0 problems, 0 surprises" in r.stdout, r.stdout
     assert "took" in r.stdout.splitlines()[-1], r.stdout
+    # A warm sandbox (limits.pool is 2 by default) read back from the
+    # kernel: frozen while it waited, thawed once its run took it.
+    assert pool_lines(r) == ["ok      " + pool_row_ok()], r.stdout
     print("# check took %.1f s" % took)
     # Nothing of it is left: its sandboxes, its instance, its marker.
     assert left_behind(run_dir, before) == ([], [], set())
@@ -350,6 +372,68 @@ def the_serial_is_not_recorded_and_an_older_one_is_refused_like_run():
         (refusal, r.stdout)
 
 
+# ---- the warm pool ----------------------------------------------------------------
+
+@test
+def a_warm_sandbox_that_cannot_be_frozen_is_a_problem_named():
+    """The v1 freezer hierarchy hidden under an empty tmpfs, in a mount
+    namespace of check's own: runsc still runs every cell, but no sandbox
+    of it has a freezer, so a warm one would wait unfrozen."""
+    if not os.path.isdir(V1_FREEZER):
+        skip("no cgroup v1 freezer hierarchy to hide (a cgroup v2 host)")
+    before, run_dir = markers(), tempfile.mkdtemp(prefix="appliance-check-run.")
+    argv = _kit.argv(gatewaykit.toy_policy(), "check") + ["--runtime-dir", run_dir]
+    r = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c",
+                        'mount -t tmpfs none "$1" && shift && exec "$@"', "sh", V1_FREEZER]
+                       + argv, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 1, r.stdout + r.stderr
+    [line] = pool_lines(r)
+    assert line.startswith("problem pool: a warm sandbox cannot wait frozen: sandbox "), line
+    assert " has no freezer: neither %s/appliance/" % V1_FREEZER in line, line
+    assert "/sandbox/freezer.state nor " in line and "can be written" in line, line
+    assert line.endswith("mount the cgroup v1 freezer hierarchy at %s, or use cgroup v2"
+                         % V1_FREEZER), line
+    # only the freezer is missing: every cell still did as expected
+    assert lines_of(r, "problem") == [line[8:]], r.stdout
+    assert all(t.startswith(OK + " ") for _, t in table(r)), r.stdout
+    assert "check failed: 1 problem, 0 surprises" in r.stdout, r.stdout
+    assert left_behind(run_dir, before) == ([], [], set())
+    os.rmdir(run_dir)
+    # and the real hierarchy was never touched: it is there as it was
+    with open("/proc/self/mountinfo") as f:
+        assert any(l.split()[4] == V1_FREEZER and " - cgroup " in l for l in f), V1_FREEZER
+
+
+@test
+def a_policy_without_a_pool_has_no_freeze_to_prove():
+    r = check(gatewaykit.toy_policy(limits={"pool": 0}))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert pool_lines(r) == ["        pool: none (limits.pool is 0): every cell boots cold, "
+                             "and no sandbox waits frozen"], r.stdout
+
+
+@test
+def rootless_says_its_warm_sandboxes_wait_unfrozen():
+    app, layout = rootless_files()
+    user = ensure_user()
+    home = tempfile.mkdtemp(prefix="appliance-check-rootless.")
+    os.chown(home, user.pw_uid, user.pw_gid)
+    try:
+        sig = _kit.policy({"pool": 1}, image=(layout, digest()), runtime={"rootless": True})
+        argv = [app] + _kit.argv(sig, "check")[1:] + [
+            "--runtime-dir", os.path.join(home, "rt"), "--cache", os.path.join(home, "cache")]
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd="/",
+                           env={"PATH": "/usr/bin:/bin", "HOME": user.pw_dir},
+                           user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+        assert ("runtime.rootless: no cgroups, so no freezer: warm sandboxes (limits.pool 1) "
+                "wait unfrozen, each using CPU (docs/pool.md)") in lines_of(r, "warning"), \
+            r.stdout + r.stderr
+        assert pool_lines(r) == [], r.stdout
+        assert r.returncode == 0 and "must work" in r.stdout, r.stdout  # the cells ran
+    finally:
+        shutil.rmtree(home, True)
+
+
 # ---- stopping -----------------------------------------------------------------------
 
 @test
@@ -359,13 +443,15 @@ def a_signal_stops_the_check_and_leaves_nothing_behind():
                          ["--runtime-dir", run_dir], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
-    while not runsc_under(run_dir):  # the first cells' sandboxes are booting
+    while not runsc_under(run_dir):  # the warm sandbox, the first, is booting
         assert time.time() < deadline and p.poll() is None, p.communicate()
         time.sleep(0.02)
     p.send_signal(signal.SIGTERM)
     out, err = p.communicate(timeout=60)
     assert p.returncode == 1, (out, err)
     assert "check: stopped by signal 15" in out and "check failed" in out, out
+    # the stop is said once, not as a failure of the pool's proof
+    assert not [l for l in out.splitlines() if l.startswith("problem pool:")], out
     assert left_behind(run_dir, before) == ([], [], set())
     os.rmdir(run_dir)
 

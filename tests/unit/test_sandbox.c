@@ -1,8 +1,11 @@
 /* test_sandbox.c: which runsc releases the appliance accepts
- * (sandbox_runsc_version_parse and _check, pkg/sandbox/version.c). */
+ * (sandbox_runsc_version_parse and _check, pkg/sandbox/version.c), and
+ * what a freezer's state file says (sandbox_freezer_parse,
+ * pkg/sandbox/cgroup.c). */
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -82,12 +85,68 @@ static void test_version_check(void **state)
 	assert_non_null(strstr(err.msg, "older than 20240729.0"));
 }
 
+static enum sandbox_freezer_state freezer_says(const char *text, bool v2)
+{
+	enum sandbox_freezer_state st = (enum sandbox_freezer_state) - 1;
+
+	if (sandbox_freezer_parse(text, v2, &st) != 0)
+		fail_msg("refused: %s", text);
+	return st;
+}
+
+static void freezer_refuses(const char *text, bool v2)
+{
+	enum sandbox_freezer_state st;
+
+	if (sandbox_freezer_parse(text, v2, &st) != -EINVAL)
+		fail_msg("accepted: %s", text);
+}
+
+static void test_freezer_v1(void **state)
+{
+	(void)state;
+	/* freezer.state as the kernel writes it, and without its newline */
+	assert_int_equal(freezer_says("FROZEN\n", false), SANDBOX_FROZEN);
+	assert_int_equal(freezer_says("FREEZING\n", false), SANDBOX_FREEZING);
+	assert_int_equal(freezer_says("THAWED\n", false), SANDBOX_THAWED);
+	assert_int_equal(freezer_says("FROZEN", false), SANDBOX_FROZEN);
+	freezer_refuses("", false);
+	freezer_refuses("\n", false);
+	freezer_refuses("frozen\n", false);
+	freezer_refuses("FROZENX\n", false);
+	freezer_refuses("FROZEN\n\n", false);
+	freezer_refuses("FROZEN \n", false);
+	freezer_refuses(" FROZEN\n", false);
+	freezer_refuses("THAW\n", false);
+	/* v2's file is not v1's */
+	freezer_refuses("populated 1\nfrozen 1\n", false);
+}
+
+static void test_freezer_v2(void **state)
+{
+	(void)state;
+	/* cgroup.events: the frozen key, wherever it is */
+	assert_int_equal(freezer_says("populated 1\nfrozen 1\n", true), SANDBOX_FROZEN);
+	assert_int_equal(freezer_says("populated 1\nfrozen 0\n", true), SANDBOX_THAWED);
+	assert_int_equal(freezer_says("frozen 1\npopulated 0\n", true), SANDBOX_FROZEN);
+	assert_int_equal(freezer_says("populated 0\nfrozen 0", true), SANDBOX_THAWED);
+	/* no key, another key with the name inside it, a value that is no bit */
+	freezer_refuses("populated 1\n", true);
+	freezer_refuses("", true);
+	freezer_refuses("unfrozen 1\npopulated 1\n", true);
+	freezer_refuses("populated 1\nfrozen 2\n", true);
+	freezer_refuses("populated 1\nfrozen x\n", true);
+	freezer_refuses("populated 1\nfrozen\n", true);
+	/* v1's word is not v2's */
+	freezer_refuses("FROZEN\n", true);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_version_forms),
-		cmocka_unit_test(test_version_refusals),
-		cmocka_unit_test(test_version_check),
+		cmocka_unit_test(test_version_forms), cmocka_unit_test(test_version_refusals),
+		cmocka_unit_test(test_version_check), cmocka_unit_test(test_freezer_v1),
+		cmocka_unit_test(test_freezer_v2),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

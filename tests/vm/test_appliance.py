@@ -8,7 +8,8 @@ stopped. What is proven, each printed with what was seen:
 
 - the package installs and leaves the unit disabled and stopped;
 - `appliance check` inside passes with every row marked ok, its cgroups row
-  naming cgroup v2 and the subtree;
+  naming cgroup v2 and the subtree, its pool row having read cgroup.events
+  frozen 1 while the warm sandbox waited and frozen 0 once its run took it;
 - `systemctl start appliance` serves; a pooled sandbox waits frozen
   (cgroup.events: frozen 1) and its cell runs once it is thawed; four
   children past the sandbox's memory cgroup do not all live (gVisor sized
@@ -169,6 +170,8 @@ def check(vm):
     expect(rc == 0, "appliance check exited %d" % rc)
     expect(re.search(r"cgroups: cgroup v2; the appliance's subtree is /sys/fs/cgroup/"
                      r"system\.slice/run-\S+\.service", out), "no cgroup v2 row")
+    expect("ok      pool: a warm sandbox waited frozen (cgroup.events frozen 1) and ran its "
+           "cell once thawed (cgroup.events frozen 0)" in out, "no cgroup v2 pool row")
     expect("✘" not in out and "⚠" not in out, "a row is not ok")
 
 
