@@ -34,6 +34,12 @@ static int turn(struct warm *w, uint64_t ms)
 	return loop_run_once(engine_loop(w->c->e), (int)(left < ms ? left : ms));
 }
 
+/* limits.boot_s: what run gives a sandbox to say ready. */
+static uint64_t boot_ms(const struct warm *w)
+{
+	return w->c->lim.boot_s * 1000ull;
+}
+
 static bool waiting(const struct warm *w)
 {
 	return !check_stopped(w->c) && loop_now_ms() < w->until;
@@ -45,9 +51,9 @@ static const struct sandbox *warm_boot(struct warm *w)
 {
 	struct engine *e = w->c->e;
 
-	w->until = loop_now_ms() + APPL_BOOT_TIMEOUT_MS;
+	w->until = loop_now_ms() + boot_ms(w);
 	engine_pool_keep(e, 1);
-	while (!engine_pool_ready(e) && waiting(w) && turn(w, APPL_BOOT_TIMEOUT_MS) >= 0)
+	while (!engine_pool_ready(e) && waiting(w) && turn(w, boot_ms(w)) >= 0)
 		;
 	/* None after it: the probes boot their own, as they always have. */
 	engine_pool_keep(e, 0);
@@ -79,7 +85,7 @@ static int warm_frozen(struct warm *w)
 	struct appl_err err = {0};
 	const struct sandbox *sb;
 
-	w->until = loop_now_ms() + APPL_BOOT_TIMEOUT_MS;
+	w->until = loop_now_ms() + boot_ms(w);
 	do {
 		/* Read afresh each round: one that died meanwhile is freed. */
 		if (!(sb = engine_pool_ready(w->c->e))) {
@@ -151,7 +157,7 @@ static int warm_run(struct warm *w)
 
 	memcpy(w->code, WARM_CODE, sizeof(w->code));
 	*p = (struct check_probe){.code = w->code,
-				  .deadline_ms = APPL_BOOT_TIMEOUT_MS,
+				  .deadline_ms = boot_ms(w),
 				  .ex = {.judge = CHECK_JUDGE_STDOUT, .expect = "42\n"}};
 	check_run_start(w->c, p);
 	if (warm_thawed(w, p->run ? run_cell(p->run) : NULL) < 0)
@@ -199,8 +205,8 @@ void check_warm_part(struct check *c)
 		if (!check_stopped(c))
 			check_report_say(c, CHECK_MARK_PROBLEM,
 					 "pool: no warm sandbox was ready within the boot timeout "
-					 "(%u s); the log on stderr says why",
-					 APPL_BOOT_TIMEOUT_MS / 1000);
+					 "(limits.boot_s, %u s); the log on stderr says why",
+					 c->lim.boot_s);
 	} else if (warm_frozen(&w) == 0 && warm_run(&w) == 0) {
 		check_report_say(c, CHECK_MARK_OK,
 				 "pool: a warm sandbox waited frozen (%s) and ran its cell once "
