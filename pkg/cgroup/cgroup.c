@@ -68,6 +68,11 @@ int cg_host_decide(struct cg_host *h, const char *mount, bool unified, bool v1_m
 	return 0;
 }
 
+bool cg_ours(const struct cg_host *h, uid_t euid)
+{
+	return h->kind == CG_V2 && euid == 0;
+}
+
 struct cg_host *cg_host(void)
 {
 	static struct cg_host host;

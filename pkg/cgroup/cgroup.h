@@ -67,6 +67,11 @@ int cg_host_decide(struct cg_host *h, const char *mount, bool unified, bool v1_m
  * kind CG_NONE when neither hierarchy can be read. */
 struct cg_host *cg_host(void);
 
+/* Whether the appliance makes cgroups of its own below h's subtree: on
+ * cgroup v2, as root. Not root (rootless), runsc --rootless and the
+ * servers' jails make none, and nothing is moved or settled. Pure. */
+bool cg_ours(const struct cg_host *h, uid_t euid);
+
 /* v2: make h's subtree the appliance's: check it has CG_NEEDED, move pid
  * into SUBTREE/supervisor, hand the controllers down. Once; a no-op on v1
  * and when done. 0, or -errno with err saying what to do. */

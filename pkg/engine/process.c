@@ -39,7 +39,7 @@ int engine_process_setup(bool serves, char *why, size_t cap)
 
 int engine_cgroups_settle(struct appl_err *err)
 {
-	if (geteuid() != 0)
+	if (!cg_ours(cg_host(), geteuid()))
 		return 0;
 	return cg_settle(cg_host(), getpid(), err);
 }

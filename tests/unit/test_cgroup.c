@@ -117,6 +117,7 @@ static void test_decide(void **state)
 	assert_int_equal(cg_host_decide(&h, "/sys/fs/cgroup", false, true, "0::/\n", NULL), 0);
 	assert_int_equal(h.kind, CG_V1);
 	assert_int_equal(cg_path(&h, dir, "cells"), -ENOTSUP);
+	assert_false(cg_ours(&h, 0));
 	assert_int_equal(cg_host_decide(&h, "/sys/fs/cgroup", false, false, NULL, NULL), 0);
 	assert_int_equal(h.kind, CG_NONE);
 	/* v2 under a unit: the unit's cgroup is the subtree. */
@@ -132,6 +133,9 @@ static void test_decide(void **state)
 	assert_string_equal(h.subtree, "/appliance");
 	assert_int_equal(cg_path(&h, dir, NULL), 0);
 	assert_string_equal(dir, "/sys/fs/cgroup/appliance");
+	/* Only root makes cgroups of its own; rootless, nothing is settled. */
+	assert_true(cg_ours(&h, 0));
+	assert_false(cg_ours(&h, 1000));
 	/* v2 with no unified line is an error, said. */
 	assert_int_equal(cg_host_decide(&h, "/sys/fs/cgroup", true, false, "1:cpu:/\n", &err),
 			 -ENOENT);
