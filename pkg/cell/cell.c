@@ -375,7 +375,6 @@ static void on_deadline(void *data)
 static void on_boot_timer(void *data)
 {
 	struct cell *c = data;
-
 	char why[160];
 
 	if (c->phase != PHASE_BOOT)

@@ -123,8 +123,7 @@ int cg_write(const char *dir, const char *file, const char *val, struct appl_err
 	return 0;
 }
 
-/* dir/file read whole into buf (NUL-terminated). */
-static int ctl_read(const char *dir, const char *file, char *buf, size_t cap)
+int cg_read(const char *dir, const char *file, char *buf, size_t cap)
 {
 	char path[PATH_MAX];
 	ssize_t n;
@@ -158,7 +157,7 @@ static bool has_word(const char *list, const char *word)
 static int procs_read(const char *dir, long *pids, int cap)
 {
 	char buf[CTL_MAX], *p, *end;
-	int n = 0, rc = ctl_read(dir, "cgroup.procs", buf, sizeof(buf));
+	int n = 0, rc = cg_read(dir, "cgroup.procs", buf, sizeof(buf));
 
 	if (rc < 0)
 		return rc;
@@ -181,7 +180,7 @@ static int handdown(const char *dir, char *out, size_t cap, struct appl_err *err
 {
 	static const char *const needed[] = {"memory", "pids"};
 	char have[512];
-	int rc = ctl_read(dir, "cgroup.controllers", have, sizeof(have));
+	int rc = cg_read(dir, "cgroup.controllers", have, sizeof(have));
 
 	if (rc < 0)
 		return appl_err_errno(err, rc, -rc, "reading %s/cgroup.controllers", dir);
@@ -312,7 +311,7 @@ int cg_key_parse(const char *text, const char *key, unsigned long long *val)
 int cg_read_key(const char *dir, const char *file, const char *key, unsigned long long *val)
 {
 	char buf[CTL_MAX];
-	int rc = ctl_read(dir, file, buf, sizeof(buf));
+	int rc = cg_read(dir, file, buf, sizeof(buf));
 
 	return rc < 0 ? rc : cg_key_parse(buf, key, val);
 }

@@ -88,6 +88,10 @@ int cg_path(const struct cg_host *h, char out[PATH_MAX], const char *rel);
 int cg_make(const struct cg_host *h, const char *rel, bool parent, char dir[PATH_MAX],
 	    struct appl_err *err);
 
+/* The control file dir/file read into buf (at most cap - 1 bytes, then a
+ * NUL): 0 or -errno. */
+int cg_read(const char *dir, const char *file, char *buf, size_t cap);
+
 /* Write val to the control file dir/file. */
 int cg_write(const char *dir, const char *file, const char *val, struct appl_err *err);
 

@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -227,29 +226,14 @@ int sandbox_freezer_parse(const char *text, bool v2, enum sandbox_freezer_state 
 	return -EINVAL;
 }
 
-/* The short text of the control file at path into buf (cap > 1); err
- * may be NULL. */
-static int ctl_text(const char *path, char *buf, size_t cap, struct appl_err *err)
-{
-	char *text;
-	size_t len;
-	int rc = appl_file_read(path, cap - 1, &text, &len, err);
-
-	if (rc < 0)
-		return rc;
-	memcpy(buf, text, len + 1);
-	free(text);
-	return 0;
-}
-
 /* v2's cgroup.events says frozen only once every task stopped; until
- * then cgroup.freeze (ctl) tells a freeze asked for from none. */
-static void v2_freezing(const char *ctl, struct sandbox_freezer *out)
+ * then dir's cgroup.freeze tells a freeze asked for from none. */
+static void v2_freezing(const char *dir, struct sandbox_freezer *out)
 {
 	char asked[16];
 
-	if (out->state == SANDBOX_THAWED && ctl_text(ctl, asked, sizeof(asked), NULL) == 0 &&
-	    asked[0] == '1')
+	if (out->state == SANDBOX_THAWED &&
+	    cg_read(dir, "cgroup.freeze", asked, sizeof(asked)) == 0 && asked[0] == '1')
 		out->state = SANDBOX_FREEZING;
 }
 
@@ -268,8 +252,8 @@ int sandbox_freezer_read(const struct sandbox *sb, struct sandbox_freezer *out,
 	if (appl_path_join(out->path, sizeof(out->path), dir,
 			   v2 ? "/cgroup.events" : "/freezer.state", "") < 0)
 		return appl_err_set(err, -ENAMETOOLONG, "cgroup path too long");
-	if ((rc = ctl_text(out->path, text, sizeof(text), err)) < 0)
-		return rc;
+	if ((rc = cg_read(dir, v2 ? "cgroup.events" : "freezer.state", text, sizeof(text))) < 0)
+		return appl_err_errno(err, rc, -rc, "reading %s", out->path);
 	if (sandbox_freezer_parse(text, v2, &out->state) < 0)
 		return appl_err_set(err, -EINVAL, "%s says neither frozen nor thawed", out->path);
 	if (!v2) {
@@ -277,7 +261,7 @@ int sandbox_freezer_read(const struct sandbox *sb, struct sandbox_freezer *out,
 			 freezer_words[out->state]);
 		return 0;
 	}
-	v2_freezing(ctl, out);
+	v2_freezing(dir, out);
 	snprintf(out->said, sizeof(out->said), "cgroup.events frozen %d%s",
 		 out->state == SANDBOX_FROZEN,
 		 out->state == SANDBOX_FREEZING ? " (cgroup.freeze 1)" : "");
