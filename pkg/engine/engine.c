@@ -2,6 +2,7 @@
  * once (see engine.h). */
 #define _GNU_SOURCE
 #include "engine/engine.h"
+#include "engine/internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -23,31 +24,6 @@
 #include "pool/pool.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
-
-struct engine {
-	struct engine_config cfg;
-	const struct policy *policy; /* NULL: `cell --image` */
-	struct policy_limits lim;
-	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
-	struct cell_limits cell_lim;   /* every run's */
-	struct bridge_limits blim;
-	struct loop *loop;
-	struct engine_confine confine;
-	struct sandbox_rt *rt;
-	struct pool *pool; /* warm sandboxes; size limits.pool */
-	char rootfs[PATH_MAX];
-	char rootfs_image[PATH_MAX]; /* "" when the rootfs is served as a directory */
-	bool mounted;		     /* engine_rootfs_mount passed: oci names the rootfs */
-	struct upstream_set *ups;
-	struct bridge_gate *gate; /* each server's slots, shared by every run */
-	struct engine_roles *roles;
-	struct run_set *runs;
-	struct audit *audit;  /* NULL: none */
-	unsigned long served; /* runs asked for, for the stop line */
-	char stop_why[32];
-	bool stop;
-	bool started;
-};
 
 void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
 			 struct cell_limits *cell)

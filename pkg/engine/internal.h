@@ -1,0 +1,42 @@
+/* internal.h: the engine's state, shared by its own files (engine.c
+ * builds and runs it; the others read it for status and readiness). Not
+ * for use outside pkg/engine. */
+#ifndef APPL_ENGINE_INTERNAL_H
+#define APPL_ENGINE_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+
+#include "engine/confine.h"
+#include "engine/engine.h"
+
+struct pool;
+struct engine_roles;
+struct run_set;
+
+struct engine {
+	struct engine_config cfg;
+	const struct policy *policy; /* NULL: `cell --image` */
+	struct policy_limits lim;
+	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
+	struct cell_limits cell_lim;   /* every run's */
+	struct bridge_limits blim;
+	struct loop *loop;
+	struct engine_confine confine;
+	struct sandbox_rt *rt;
+	struct pool *pool; /* warm sandboxes; size limits.pool */
+	char rootfs[PATH_MAX];
+	char rootfs_image[PATH_MAX]; /* "" when the rootfs is served as a directory */
+	bool mounted;		     /* engine_rootfs_mount passed: oci names the rootfs */
+	struct upstream_set *ups;
+	struct bridge_gate *gate; /* each server's slots, shared by every run */
+	struct engine_roles *roles;
+	struct run_set *runs;
+	struct audit *audit;  /* NULL: none */
+	unsigned long served; /* runs asked for, for the stop line */
+	char stop_why[32];
+	bool stop;
+	bool started;
+};
+
+#endif
