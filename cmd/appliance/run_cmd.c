@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -175,9 +176,49 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 	return 0;
 }
 
+/* What `run` was started with, to read the policy again on a reload. */
+struct run_state {
+	struct cli_policy cp; /* the policy it started with */
+	struct cli_policy_opts o;
+};
+
 static int on_started(void *data, struct appl_err *err)
 {
-	return cli_policy_commit(data, err);
+	return cli_policy_commit(&((struct run_state *)data)->cp, err);
+}
+
+/* A reload: the file read again and held to what the start held it to,
+ * the floor not yet moved. */
+static int reload_load(void *data, void **handle, const struct policy **policy,
+		       const struct policy_verified **verified, struct appl_err *err)
+{
+	struct run_state *st = data;
+	struct cli_policy *cp = calloc(1, sizeof(*cp));
+
+	if (!cp)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	if (cli_policy_accept(&st->o, cp, err) < 0) {
+		cli_policy_done(cp);
+		free(cp);
+		return err->code;
+	}
+	*handle = cp;
+	*policy = cp->policy;
+	*verified = &cp->info;
+	return 0;
+}
+
+static int reload_commit(void *data, void *handle, struct appl_err *err)
+{
+	(void)data;
+	return cli_policy_commit(handle, err);
+}
+
+static void reload_release(void *data, void *handle)
+{
+	(void)data;
+	cli_policy_done(handle);
+	free(handle);
 }
 
 /* A start refused before serving: the stdio client's first request gets
@@ -198,7 +239,7 @@ static int start_fail(const struct appl_err *err, bool http)
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a;
-	struct cli_policy cp;
+	struct run_state st;
 	struct appl_err err = {0};
 	struct gateway_config cfg;
 	struct cli_hide hide;
@@ -211,32 +252,33 @@ int cmd_run(int argc, char **argv)
 		return rc;
 	if (a.help)
 		return cli_help_print(run_help_text);
-	struct cli_policy_opts o = {.sig = a.policy,
-				    .trust_dir = a.trust_dir,
-				    .state_dir = a.state_dir,
-				    .check = cli_policy_startable};
-	if (cli_policy_accept(&o, &cp, &err) < 0)
+	memset(&st, 0, sizeof(st));
+	st.o = (struct cli_policy_opts){.sig = a.policy,
+					.trust_dir = a.trust_dir,
+					.state_dir = a.state_dir,
+					.check = cli_policy_startable};
+	if (cli_policy_accept(&st.o, &st.cp, &err) < 0)
 		return start_fail(&err, false);
-	http = policy_http(cp.policy) != NULL;
-	if (cli_secrets_take(cp.policy, &secrets, &err) < 0) {
-		cli_policy_done(&cp);
+	http = policy_http(st.cp.policy) != NULL;
+	if (cli_secrets_take(st.cp.policy, &secrets, &err) < 0) {
+		cli_policy_done(&st.cp);
 		return start_fail(&err, http);
 	}
 	fprintf(stderr,
 		"appliance: serving run_python on stdio: policy %s serial %llu, deployment %s, "
 		"key %s\n",
-		a.policy, (unsigned long long)cp.info.serial, cp.info.deployment,
-		cp.info.keyid_hex);
+		a.policy, (unsigned long long)st.cp.info.serial, st.cp.info.deployment,
+		st.cp.info.keyid_hex);
 	memset(&cfg, 0, sizeof(cfg));
-	cfg.policy = cp.policy;
+	cfg.policy = st.cp.policy;
 	cfg.cache = a.cache;
 	cfg.run_dir = a.run_dir;
-	cfg.verified = &cp.info;
-	cfg.state_dir = cp.state_dir;
+	cfg.verified = &st.cp.info;
+	cfg.state_dir = st.cp.state_dir;
 	cfg.secrets = secrets;
 	/* Hidden from the servers: the policy, the keys it is checked with,
 	 * the floor and state. */
-	cli_hide_paths(&hide, a.policy, a.trust_dir, cp.state_dir);
+	cli_hide_paths(&hide, a.policy, a.trust_dir, st.cp.state_dir);
 	cfg.hide = hide.v;
 	cfg.in_fd = STDIN_FILENO;
 	cfg.out_fd = STDOUT_FILENO;
@@ -244,10 +286,15 @@ int cmd_run(int argc, char **argv)
 	 * servers have passed: a policy that cannot start must not lock out
 	 * the one that can. */
 	cfg.on_started = on_started;
-	cfg.data = &cp;
+	/* SIGHUP and `appliance reload` read the file again. */
+	cfg.load = reload_load;
+	cfg.commit = reload_commit;
+	cfg.release = reload_release;
+	cfg.policy_path = a.policy;
+	cfg.data = &st;
 	rc = gateway_run(&cfg, &err);
 	upstream_secrets_free(secrets);
-	cli_policy_done(&cp);
+	cli_policy_done(&st.cp);
 	return rc < 0 ? cli_fail(&err) : 0;
 }
 

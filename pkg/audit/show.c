@@ -47,6 +47,8 @@ static const struct {
 	{"torn", "torn: the line before is a fragment of {bytes} bytes"},
 	{"resumed", "writing resumed after {failed_ms} ms ({error}), {dropped} events dropped"},
 	{"seal", "seal: kid {kid}, epoch {epoch}"},
+	{"reload", "policy reload by {by}: {outcome}[, serial {serial}][: {reason}][, "
+		   "{servers_started} servers started, {servers_retired} retired]"},
 };
 
 /* The parts of a run's summary line. */

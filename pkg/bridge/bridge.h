@@ -96,9 +96,13 @@ const char *bridge_catalog_pyname(const struct bridge_catalog *c, const char *se
  * call's timeout (which starts when the call is sent). */
 struct bridge_gate;
 
-/* A gate for the servers of p (borrowed; must outlive the gate). NULL on
- * -ENOMEM. */
+/* A gate for the servers of p (borrowed for the call). NULL on -ENOMEM. */
 struct bridge_gate *bridge_gate_new(const struct policy *p);
+/* A reload: each server of p gets p's slots (a new one its own; one p no
+ * longer has keeps its slots for the calls of runs that still may make
+ * them). A higher count frees slots at once; a lower one holds from the
+ * next call. 0, or -ENOMEM. */
+int bridge_gate_update(struct bridge_gate *g, const struct policy *p);
 /* Safe on NULL; every run using it must be freed first. */
 void bridge_gate_free(struct bridge_gate *g);
 /* Calls of all runs in flight to server now (0 for an unknown name). */

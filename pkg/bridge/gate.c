@@ -15,7 +15,7 @@
 #include "bridge/internal.h"
 
 struct gate_server {
-	const char *name; /* borrowed from the policy */
+	char *name; /* the policy's, copied: a reload frees the policy */
 	unsigned cap, inflight;
 	size_t next; /* the run offered a free slot first */
 };
@@ -37,19 +37,11 @@ struct bridge_gate {
 struct bridge_gate *bridge_gate_new(const struct policy *p)
 {
 	struct bridge_gate *g = calloc(1, sizeof(*g));
-	size_t n = policy_server_count(p);
 
-	if (!g || !(g->s = calloc(n ? n : 1, sizeof(*g->s)))) {
-		free(g);
+	if (!g || bridge_gate_update(g, p) < 0) {
+		bridge_gate_free(g);
 		return NULL;
 	}
-	for (size_t i = 0; i < n; i++) {
-		const struct policy_server *srv = policy_server_get(p, i);
-
-		g->s[i].name = srv->name;
-		g->s[i].cap = srv->concurrency ? srv->concurrency : 1;
-	}
-	g->n = n;
 	return g;
 }
 
@@ -57,6 +49,8 @@ void bridge_gate_free(struct bridge_gate *g)
 {
 	if (!g)
 		return;
+	for (size_t i = 0; i < g->n; i++)
+		free(g->s[i].name);
 	free(g->s);
 	free(g->runs);
 	free(g);
@@ -156,4 +150,36 @@ void gate_give(struct bridge_gate *g, const char *server)
 			hand_out(g, &g->s[i]);
 	} while (g->again);
 	g->handing = false;
+}
+
+int bridge_gate_update(struct bridge_gate *g, const struct policy *p)
+{
+	size_t n = policy_server_count(p), add = 0;
+	struct gate_server *s;
+
+	for (size_t i = 0; i < n; i++)
+		add += !server_find(g, policy_server_get(p, i)->name);
+	if (add) {
+		if (!(s = realloc(g->s, (g->n + add) * sizeof(*s))))
+			return -ENOMEM;
+		g->s = s;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const struct policy_server *srv = policy_server_get(p, i);
+		struct gate_server *gs = server_find(g, srv->name);
+
+		if (!gs) {
+			gs = &g->s[g->n];
+			*gs = (struct gate_server){.name = strdup(srv->name)};
+			if (!gs->name)
+				return -ENOMEM;
+			g->n++;
+		}
+		/* A lower cap holds from the next call: those in flight finish. */
+		gs->cap = srv->concurrency ? srv->concurrency : 1;
+	}
+	/* A higher one frees slots now. */
+	for (size_t i = 0; !g->handing && i < g->n; i++)
+		hand_out(g, &g->s[i]);
+	return 0;
 }

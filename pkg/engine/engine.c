@@ -52,6 +52,13 @@ static void on_stop_signal(int signo, void *data)
 	struct engine *e = data;
 	char why[32];
 
+	/* `run` reloads its policy on SIGHUP (between loop rounds); the
+	 * commands that do not, stop. */
+	if (signo == SIGHUP && e->cfg.hangup) {
+		log_line(LOG_INFO, NULL, "SIGHUP: the policy is read again");
+		e->cfg.hangup(e->cfg.data);
+		return;
+	}
 	log_line(LOG_INFO, NULL, "signal %d: stopping", signo);
 	snprintf(why, sizeof(why), "signal %d", signo);
 	engine_stop(e, why);
@@ -189,6 +196,15 @@ static void audit_stop(struct engine *e)
 
 /* ---- starting ------------------------------------------------------------------- */
 
+/* A server (re)started or changed its list: the current policy's views
+ * again (runs of an older one keep the catalogs they hold). */
+static void on_servers_changed(void *data, const char *why)
+{
+	struct engine *e = data;
+
+	engine_roles_changed(e->roles, why);
+}
+
 int engine_servers_open(struct engine *e, struct appl_err *err)
 {
 	/* An answer past the result cap is dropped as it is read (upstream.h). */
@@ -202,10 +218,11 @@ int engine_servers_open(struct engine *e, struct appl_err *err)
 	engine_confine_opts(&e->confine, &opts);
 	if (!e->gate && !(e->gate = bridge_gate_new(e->policy)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	e->ups = upstream_set_open(e->loop, e->policy, &opts, engine_roles_changed, e->roles, err);
+	e->ups = upstream_set_open(e->loop, e->policy, &opts, on_servers_changed, e, err);
 	upstream_secrets_wipe(e->cfg.secrets); /* each HTTP upstream holds its own filled copy */
 	if (!e->ups)
 		return err->code;
+	e->gen->ups = e->ups;
 	engine_roles_servers(e->roles, e->ups);
 	return 0;
 }
@@ -334,6 +351,7 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 {
 	struct engine *e = data;
 	const struct run_client *rc = run_client(r);
+	const struct engine_gen *g = run_owner(r);
 	struct bridge_run *br = NULL;
 	struct cell *cell;
 
@@ -341,15 +359,17 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 		return appl_err_set(err, -EINVAL, "no sandbox runtime was started for runs");
 	if (!(cell = pool_take(e->pool)) && !(cell = pool_cold(e->pool, err)))
 		return err->code;
-	if (e->ups && run_catalog(r)) {
+	/* The policy the run was admitted under: its approver, its limits,
+	 * its servers. */
+	if (g->ups && run_catalog(r)) {
 		struct bridge_approvals ap = {.loop = e->loop,
-					      .command = policy_approvals_command(e->policy),
+					      .command = policy_approvals_command(g->policy),
 					      .asker = run_asker(r),
-					      .timeout_ms = e->lim.approval_timeout_s * 1000u,
-					      .max = e->lim.max_approvals,
+					      .timeout_ms = g->lim.approval_timeout_s * 1000u,
+					      .max = g->lim.max_approvals,
 					      .client = rc->name};
 
-		if (!(br = bridge_run_new(run_catalog(r), &e->blim, e->ups, cell, run_id(r),
+		if (!(br = bridge_run_new(run_catalog(r), &g->blim, g->ups, cell, run_id(r),
 					  err))) {
 			cell_free(cell);
 			return err->code;
@@ -369,6 +389,23 @@ static void on_reaped(void *data, unsigned n)
 
 	if (n)
 		pool_fill(e->pool);
+}
+
+/* A run was freed: an older policy no run holds any more goes, and with
+ * it the servers only it had (a server a reload removed or changed stops
+ * once the last run that could call it has ended). */
+static void on_released(void *data, void *owner)
+{
+	struct engine *e = data;
+	struct engine_gen *g = owner, **pp;
+
+	if (--g->runs || g == e->gen)
+		return;
+	for (pp = &e->old; *pp && *pp != g; pp = &(*pp)->next)
+		;
+	if (*pp)
+		*pp = g->next;
+	engine_gen_free(e, g);
 }
 
 /* Why a run must not start now, or NULL. */
@@ -416,8 +453,12 @@ struct run *engine_run_new(struct engine *e, const char *code, size_t len,
 	}
 	if (e->ups)
 		upstream_set_wake(e->ups);
-	if (!(r = run_new(e->runs, code, len, client, cat, &err)))
+	/* Counted before run_new, which may start it (run_start reads it). */
+	e->gen->runs++;
+	if (!(r = run_new(e->runs, code, len, client, cat, e->gen, &err))) {
+		e->gen->runs--;
 		client->answer(client->c, NULL, true, "out of memory");
+	}
 	return r;
 }
 
@@ -486,32 +527,83 @@ const char *engine_role_view(struct engine *e, const char *role, struct bridge_c
 
 /* ---- lifetime -------------------------------------------------------------------- */
 
+/* A policy's part of the engine: its limits and its roles (the servers
+ * come when they start). NULL on -ENOMEM. */
+struct engine_gen *engine_gen_new(struct engine *e, const struct policy *p, void *handle)
+{
+	struct engine_gen *g = calloc(1, sizeof(*g));
+	struct appl_err err = {0};
+
+	if (!g)
+		return NULL;
+	g->policy = p;
+	g->handle = handle;
+	if (p)
+		policy_limits_get(p, &g->lim);
+	else
+		policy_limits_default(&g->lim);
+	bridge_limits_from_policy(&g->lim, &g->blim);
+	if (p) {
+		struct engine_roles_config ro = {.policy = p,
+						 .lim = &g->lim,
+						 .changed = e->cfg.tools_changed,
+						 .data = e->cfg.data};
+
+		if (!(g->roles = engine_roles_new(&ro, &err))) {
+			free(g);
+			return NULL;
+		}
+	}
+	return g;
+}
+
+/* Safe on NULL. The servers only g held stop (never from a callback). */
+void engine_gen_free(struct engine *e, struct engine_gen *g)
+{
+	if (!g)
+		return;
+	engine_roles_free(g->roles);
+	upstream_set_free(g->ups);
+	if (g->handle && e->cfg.release)
+		e->cfg.release(e->cfg.data, g->handle);
+	free(g);
+}
+
+/* g is the current policy: what the engine's readers see (the sandbox
+ * limits split again; the rootfs kept). */
+void engine_gen_use(struct engine *e, struct engine_gen *g)
+{
+	e->gen = g;
+	e->policy = g->policy;
+	e->lim = g->lim;
+	e->blim = g->blim;
+	e->roles = g->roles;
+	e->ups = g->ups;
+	if (g->policy)
+		engine_limits_split(&e->lim, &e->oci, &e->cell_lim);
+}
+
 /* The limits, the run set and the roles: what needs no loop round. */
 static int parts_make(struct engine *e, struct appl_err *err)
 {
-	struct run_set_config rc = {
-		.cell = &e->cell_lim, .start = run_start, .reaped = on_reaped, .data = e};
-	struct engine_roles_config ro = {.policy = e->policy,
-					 .lim = &e->lim,
-					 .changed = e->cfg.tools_changed,
-					 .data = e->cfg.data};
+	struct run_set_config rc = {.cell = &e->cell_lim,
+				    .start = run_start,
+				    .reaped = on_reaped,
+				    .released = on_released,
+				    .data = e};
 
-	if (e->policy) {
-		policy_limits_get(e->policy, &e->lim);
-		engine_limits_split(&e->lim, &e->oci, &e->cell_lim);
-	} else {
-		policy_limits_default(&e->lim);
+	if (!(e->gen = engine_gen_new(e, e->cfg.policy, NULL)))
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	if (!e->cfg.policy) {
 		e->oci = e->cfg.oci;
 		e->cell_lim = e->cfg.cell;
 	}
-	bridge_limits_from_policy(&e->lim, &e->blim);
+	engine_gen_use(e, e->gen);
 	rc.loop = e->loop;
 	rc.cells = e->lim.cells;
 	rc.per_client = e->cfg.per_client;
 	rc.approval_timeout_ms = e->lim.approval_timeout_s * 1000u;
 	if (!(e->runs = run_set_new(&rc, err)))
-		return err->code;
-	if (e->policy && !(e->roles = engine_roles_new(&ro, err)))
 		return err->code;
 	return 0;
 }
@@ -525,7 +617,6 @@ struct engine *engine_open(const struct engine_config *cfg, struct appl_err *err
 		return NULL;
 	}
 	e->cfg = *cfg;
-	e->policy = cfg->policy;
 	if (!(e->loop = loop_new(err)) || signals_watch(e, err) < 0 || parts_make(e, err) < 0) {
 		engine_close(e);
 		return NULL;
@@ -573,9 +664,14 @@ void engine_close(struct engine *e)
 	run_set_free(e->runs); /* each run's last line */
 	e->runs = NULL;
 	pool_free(e->pool);
-	upstream_set_free(e->ups);
+	while (e->old) { /* none: each went with its last run */
+		struct engine_gen *g = e->old;
+
+		e->old = g->next;
+		engine_gen_free(e, g);
+	}
+	engine_gen_free(e, e->gen);
 	bridge_gate_free(e->gate);
-	engine_roles_free(e->roles);
 	audit_stop(e);
 	sandbox_rt_close(e->rt); /* before the loop: it finishes teardowns from it */
 	engine_confine_release(&e->confine);

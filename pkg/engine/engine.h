@@ -83,6 +83,12 @@ struct engine_config {
 	const char *role;
 	/* Admission: only HTTP clients are held to a share of the slots. */
 	unsigned per_client;
+	/* A policy engine_reload took is no longer needed (handle is
+	 * engine_reload's). May be NULL. */
+	void (*release)(void *data, void *handle);
+	/* SIGHUP came: instead of a stop, this is called (from the loop).
+	 * May be NULL: SIGHUP stops, as SIGTERM does. */
+	void (*hangup)(void *data);
 	void *data;
 };
 
@@ -165,6 +171,41 @@ void engine_runs_stop(struct engine *e);
  * log's stop line (NULL: the stop's why, or "start failed"). Safe on
  * NULL. */
 void engine_close(struct engine *e);
+
+/* ---- a new policy without a restart ------------------------------------------ */
+
+/* What a reload takes, and what came of it. */
+struct engine_reload {
+	const struct policy *policy; /* verified, not expired; held from a 0 return */
+	void *handle;		     /* given to cfg.release once the engine is done */
+	/* Called once every check has passed and before anything changes
+	 * (the rollback floor is committed here). Non-zero refuses the
+	 * reload with err. May be NULL. */
+	int (*commit)(void *data, struct appl_err *err);
+	void *data;
+	/* Out: servers started (added or changed), servers the new policy
+	 * no longer runs (they stop once the runs that may call them end),
+	 * and whether the warm pool was drained to be filled again. */
+	size_t started, retired;
+	bool pool;
+};
+
+/* Serve rl->policy from now on (after engine_start). Everything a start
+ * checks is checked first: nothing read only at start changed
+ * (policy_reload_restart), a new image verified against its digest and
+ * mounted, every added or changed server started and ready, every role's
+ * view built; then rl->commit. Only when all passed does it take effect:
+ * new runs get its roles, limits and servers, runs already admitted keep
+ * theirs (and the servers only they may call run until they end), the
+ * gate and the run slots take its counts, the pool is drained and filled
+ * again when the image or a sandbox limit changed, and each role whose
+ * view changed is told (cfg.tools_changed). 0; or negative with err, and
+ * nothing changed (the started servers stopped again). Not from a loop
+ * callback: servers are waited for on the loop. */
+int engine_reload(struct engine *e, struct engine_reload *rl, struct appl_err *err);
+
+/* The current policy (borrowed until the next reload). */
+const struct policy *engine_policy(const struct engine *e);
 
 /* ---- one-off uses ------------------------------------------------------------ */
 

@@ -14,9 +14,27 @@ struct pool;
 struct engine_roles;
 struct run_set;
 
+/* One policy the engine serves or served: the current one, and each older
+ * one still held by a run admitted under it (its roles, tools, limits and
+ * servers are that run's until it ends). */
+struct engine_gen {
+	struct engine_gen *next; /* the older ones, in e->old */
+	const struct policy *policy;
+	void *handle; /* engine_reload's; released through cfg.release */
+	struct engine_roles *roles;
+	struct upstream_set *ups;
+	struct policy_limits lim;
+	struct bridge_limits blim;
+	unsigned runs; /* admitted under it and not yet freed */
+};
+
 struct engine {
 	struct engine_config cfg;
-	const struct policy *policy; /* NULL: `cell --image` */
+	/* The current policy's: gen, and what it holds, kept here too for
+	 * the code that reads the engine (policy NULL: `cell --image`). */
+	struct engine_gen *gen;
+	struct engine_gen *old;
+	const struct policy *policy;
 	struct policy_limits lim;
 	struct sandbox_oci_params oci; /* every sandbox's, rootfs included */
 	struct cell_limits cell_lim;   /* every run's */
@@ -37,6 +55,12 @@ struct engine {
 	char stop_why[32];
 	bool stop;
 	bool started;
+	unsigned long reloads; /* taken, for the log */
 };
+
+/* engine.c, for reload.c */
+struct engine_gen *engine_gen_new(struct engine *e, const struct policy *p, void *handle);
+void engine_gen_free(struct engine *e, struct engine_gen *g);
+void engine_gen_use(struct engine *e, struct engine_gen *g);
 
 #endif

@@ -169,3 +169,30 @@ void engine_roles_free(struct engine_roles *r)
 	}
 	free(r);
 }
+
+int engine_roles_build(struct engine_roles *r, struct appl_err *err)
+{
+	const struct policy *p = r->cfg.policy;
+
+	if (!engine_roles_view(r, NULL, NULL, err))
+		return err->code;
+	for (size_t i = 0; i < policy_role_count(p); i++)
+		if (!engine_roles_view(r, policy_role_get(p, i)->name, NULL, err))
+			return appl_err_prefix(err, "roles.%s", policy_role_get(p, i)->name);
+	return 0;
+}
+
+void engine_roles_compare(const struct engine_roles *old, struct engine_roles *now)
+{
+	for (const struct role *ro = old->list; ro && now->cfg.changed; ro = ro->next) {
+		struct appl_err err = {0};
+		const char *d = NULL;
+
+		/* A role the new policy has not is not built (its name would be
+		 * the old policy's): its clients are told, and refused. */
+		if (!ro->name || policy_role_find(now->cfg.policy, ro->name))
+			d = engine_roles_view(now, ro->name, NULL, &err);
+		if (!d || strcmp(d, ro->description) != 0)
+			now->cfg.changed(now->cfg.data, ro->name);
+	}
+}

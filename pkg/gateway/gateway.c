@@ -20,25 +20,7 @@
 #include "mcp/session.h"
 #include "mcp/stdio.h"
 #include "run/run.h"
-
-#define GATEWAY_DRAIN_MS 2000 /* at shutdown, for answers still queued */
-
-struct gateway {
-	const struct policy *policy;
-	const struct gateway_config *cfg;
-	struct engine *e;
-	const struct policy_limits *lim; /* the engine's */
-	struct policy_limits lim_copy;	 /* gateway_http_try's */
-	struct loop *loop;
-	struct mcp_server *srv;
-	struct mcp_stdio *stdio;
-	struct mcp_principal stdio_client;
-	struct mcp_http *http;		  /* instead of stdio when the policy has `http` */
-	struct mcp_principal *principals; /* one per token, in the policy's order */
-	char *tls_cert, *tls_key;	  /* PEM, read at start */
-	struct log_rate auth_rate;	  /* refused authentications audited */
-	bool input_done;		  /* a script read from a file has ended */
-};
+#include "gateway/internal.h"
 
 /* ---- a run's client: its MCP request ----------------------------------------------- */
 
@@ -169,7 +151,7 @@ static const struct mcp_principal *token_principal(void *data, const unsigned ch
 
 	for (size_t i = 0; t && i < policy_token_count(gw->policy); i++)
 		if (policy_token_get(gw->policy, i) == t)
-			return &gw->principals[i];
+			return &gw->principals[i]->p;
 	return NULL;
 }
 
@@ -201,17 +183,13 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 {
 	const struct policy_http *ph = policy_http(gw->policy);
 	struct http_front_listen listen[APPL_POLICY_HTTP_LISTEN_MAX];
-	size_t n = policy_token_count(gw->policy), len;
 	struct mcp_http_config c;
+	size_t len;
 
 	if (ph->nlisten > APPL_POLICY_HTTP_LISTEN_MAX)
 		return appl_err_set(err, -E2BIG, "http.listen: too many");
-	if (!(gw->principals = calloc(n ? n : 1, sizeof(*gw->principals))))
-		return appl_err_set(err, -ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		gw->principals[i] =
-			(struct mcp_principal){.client = policy_token_get(gw->policy, i)->name,
-					       .role = policy_token_get(gw->policy, i)->role};
+	if (gateway_principals(gw, err) < 0)
+		return err->code;
 	if (ph->tls_cert) {
 		if (policy_http_tls_check(gw->policy, err) < 0 ||
 		    appl_file_read(ph->tls_cert, APPL_HTTP_TLS_FILE_MAX, &gw->tls_cert, &len, err) <
@@ -257,8 +235,7 @@ static void http_log(const struct gateway *gw)
 
 static void http_release(struct gateway *gw)
 {
-	free(gw->principals);
-	gw->principals = NULL;
+	gateway_principals_free(gw);
 	if (gw->tls_key) {
 		sodium_memzero(gw->tls_key, strlen(gw->tls_key));
 		free(gw->tls_key);
@@ -288,6 +265,23 @@ int gateway_http_try(const struct policy *p, struct appl_err *err)
 	return rc;
 }
 
+/* A policy the engine took on a reload is no longer needed. */
+static void release(void *data, void *handle)
+{
+	const struct gateway_config *cfg = ((struct gateway *)data)->cfg;
+
+	if (cfg->release)
+		cfg->release(cfg->data, handle);
+}
+
+/* SIGHUP: a reload, between loop rounds (serve). */
+static void hangup(void *data)
+{
+	struct gateway *gw = data;
+
+	gw->reload_by = "SIGHUP";
+}
+
 /* Everything has started: the caller's hook (where `run` records the
  * serial). */
 static int on_started(void *data, struct appl_err *err)
@@ -310,6 +304,8 @@ static int engine_make(struct gateway *gw, const struct gateway_config *cfg, str
 				   .secrets = cfg->secrets,
 				   .on_started = on_started,
 				   .tools_changed = tools_changed,
+				   .release = release,
+				   .hangup = hangup,
 				   .start_role = true,
 				   .role = gw->stdio_client.role,
 				   .data = gw};
@@ -343,6 +339,9 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 
 	gw->cfg = cfg;
 	gw->policy = cfg->policy;
+	gw->verified = cfg->verified;
+	gw->policy_path = cfg->policy_path ? cfg->policy_path : "(the policy)";
+	gw->loaded_at = time(NULL);
 	gw->stdio_client = (struct mcp_principal){.client = "stdio",
 						  .role = policy_client_default_role(cfg->policy)};
 	if (engine_make(gw, cfg, err) < 0 || !(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
@@ -373,6 +372,12 @@ static int serve(struct gateway *gw, struct appl_err *err)
 	while (!engine_stopping(gw->e, NULL)) {
 		if (loop_run_once(gw->loop, -1) < 0)
 			break;
+		if (gw->reload_by) {
+			const char *by = gw->reload_by;
+
+			gw->reload_by = NULL;
+			gateway_reload(gw, by, why, sizeof(why));
+		}
 		if (gw->input_done && engine_runs(gw->e) == 0)
 			engine_stop(gw->e, "end of input");
 		if (engine_started(gw->e) || engine_stopping(gw->e, NULL) ||

@@ -4,7 +4,8 @@
  * limits.cells run at once, the rest wait their turn with their deadline
  * already running (it counts from arrival), the clients taking turns for
  * free slots (run/admit.h). Once the policy has expired no new cell
- * starts. SIGTERM, SIGINT, SIGHUP and the end of the client's
+ * starts. SIGHUP reads the policy again (gateway_reload, internal.h).
+ * SIGTERM, SIGINT and the end of the client's
  * input stop every cell and destroy every sandbox (input read from a file
  * is a script: its runs finish first). */
 #ifndef APPL_GATEWAY_GATEWAY_H
@@ -41,6 +42,17 @@ struct gateway_config {
 	 * records the policy's serial. Non-zero stops the start with err. May
 	 * be NULL. */
 	int (*on_started)(void *data, struct appl_err *err);
+	/* A reload (SIGHUP, or the admin socket): read the policy file again
+	 * and hold it to everything a start checks of it (signature, trust,
+	 * expiry, the rollback floor without moving it, the image layout):
+	 * 0 with *handle (released with release), *policy and *verified
+	 * (borrowed from it); or negative with err. commit moves the floor
+	 * (0, or negative with err). NULL load: reloads are refused. */
+	int (*load)(void *data, void **handle, const struct policy **policy,
+		    const struct policy_verified **verified, struct appl_err *err);
+	int (*commit)(void *data, void *handle, struct appl_err *err);
+	void (*release)(void *data, void *handle);
+	const char *policy_path; /* for the log and status */
 	void *data;
 };
 

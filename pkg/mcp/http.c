@@ -645,6 +645,18 @@ unsigned mcp_http_port(const struct mcp_http *h, size_t i)
 	return http_front_port(h->front, i);
 }
 
+unsigned mcp_http_principal_end(struct mcp_http *h, const struct mcp_principal *p, const char *why)
+{
+	unsigned n = 0;
+
+	for (struct hsess *hs = h ? h->sessions : NULL; hs; hs = hs->next)
+		if (hs->p == p && !hs->dead) {
+			hsess_end(hs, why);
+			n++;
+		}
+	return n;
+}
+
 void mcp_http_close(struct mcp_http *h)
 {
 	if (!h)

@@ -56,6 +56,11 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
  * connection. Safe on NULL. */
 void mcp_http_close(struct mcp_http *h);
 
+/* End every session of p now (its token was taken out of the policy):
+ * their runs are cancelled and their streams closed; p is not used again
+ * by them once the loop has turned. How many ended. */
+unsigned mcp_http_principal_end(struct mcp_http *h, const struct mcp_principal *p, const char *why);
+
 /* The port listener i is bound to (0 for a unix socket). */
 unsigned mcp_http_port(const struct mcp_http *h, size_t i);
 

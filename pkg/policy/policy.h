@@ -341,6 +341,20 @@ const struct policy_http *policy_http(const struct policy *p);
  * err saying which file and why. Looks at the disk (stat), reads nothing. */
 int policy_http_tls_check(const struct policy *p, struct appl_err *err);
 
+/* ---- comparing two policies (a reload) ----------------------------------- */
+
+/* Whether a's and b's top-level member top (key of it, when key is not
+ * NULL) are equal as written: both absent, or the same JSON value. Pure. */
+bool policy_part_same(const struct policy *a, const struct policy *b, const char *top,
+		      const char *key);
+
+/* Why the running policy a cannot become b without a restart: the first
+ * part that differs among those read only at start (the version, the
+ * deployment, runtime, audit, http, and the audit and HTTP limits), named
+ * as its field ("runtime", "limits.http_body_kb"); NULL when a reload may
+ * take b. Pure; borrowed static text. */
+const char *policy_reload_restart(const struct policy *a, const struct policy *b);
+
 /* ---- audit ---------------------------------------------------------------- */
 
 /* audit.path: absolute, or NULL when the policy has no `audit`. */

@@ -235,3 +235,9 @@ bool run_ticket_running(const struct run_ticket *t)
 {
 	return t->running;
 }
+
+void run_queue_limits(struct run_queue *q, unsigned cells, unsigned per_principal)
+{
+	q->cells = cells ? cells : 1;
+	q->per_principal = per_principal;
+}

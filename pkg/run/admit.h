@@ -25,6 +25,10 @@ struct run_ticket; /* one run, waiting or holding a slot */
 /* A queue for cells slots (at least 1), per_principal of them at most for
  * one principal (0: no such cap). NULL on -ENOMEM. */
 struct run_queue *run_queue_new(unsigned cells, unsigned per_principal);
+/* New counts (a reload): a lower one is reached as runs leave; call
+ * run_queue_next after. */
+void run_queue_limits(struct run_queue *q, unsigned cells, unsigned per_principal);
+
 /* Every ticket must have left first. Safe on NULL. */
 void run_queue_free(struct run_queue *q);
 

@@ -36,6 +36,7 @@ struct run {
 	size_t code_len;
 	const char *fail; /* why it never ran (static), or NULL */
 	char *stopped;	  /* run_interrupt's why */
+	void *owner;	  /* run_new's, given back by run_owner and released */
 	char id[RUN_ID_LEN + 1];
 };
 
@@ -269,6 +270,10 @@ static void run_free(struct run *r)
 	free(r->code);
 	free(r->name);
 	free(r->stopped);
+	/* Last: what the owner releases (the policy the run was admitted
+	 * under) may hold what everything above used. */
+	if (r->set->cfg.released)
+		r->set->cfg.released(r->set->cfg.data, r->owner);
 	free(r);
 }
 
@@ -422,7 +427,7 @@ struct bridge_asker run_asker(struct run *r)
 /* ---- a new run ------------------------------------------------------------------------ */
 
 struct run *run_new(struct run_set *s, const char *code, size_t len,
-		    const struct run_client *client, struct bridge_catalog *cat,
+		    const struct run_client *client, struct bridge_catalog *cat, void *owner,
 		    struct appl_err *err)
 {
 	struct run *r = calloc(1, sizeof(*r));
@@ -440,6 +445,7 @@ struct run *run_new(struct run_set *s, const char *code, size_t len,
 		return NULL;
 	}
 	r->set = s;
+	r->owner = owner;
 	r->client = *client;
 	r->client.name = r->name;
 	r->live = true;
@@ -518,6 +524,22 @@ struct run_set *run_set_new(const struct run_set_config *cfg, struct appl_err *e
 	s->cell = *cfg->cell;
 	loop_task_init(&s->reap, reap, s);
 	return s;
+}
+
+void run_set_limits(struct run_set *s, const struct cell_limits *cell, unsigned cells,
+		    unsigned per_client, unsigned approval_timeout_ms)
+{
+	s->cell = *cell;
+	s->cfg.cells = cells;
+	s->cfg.per_client = per_client;
+	s->cfg.approval_timeout_ms = approval_timeout_ms;
+	run_queue_limits(s->queue, cells, per_client);
+	advance(s);
+}
+
+void *run_owner(const struct run *r)
+{
+	return r->owner;
 }
 
 void run_set_audit(struct run_set *s, struct audit *a)

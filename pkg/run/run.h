@@ -87,11 +87,20 @@ struct run_set_config {
 	/* ended runs were answered and freed this round (n of them). May be
 	 * NULL. */
 	void (*reaped)(void *data, unsigned n);
+	/* A run is freed: what it was made with (run_new's owner) is
+	 * released, last. May be NULL. */
+	void (*released)(void *data, void *owner);
 	void *data;
 };
 
 /* NULL with err (-ENOMEM). */
 struct run_set *run_set_new(const struct run_set_config *cfg, struct appl_err *err);
+
+/* A reload: runs admitted from now on get these cell limits; cells and
+ * per_client slots (a lower count holds as runs end: none is stopped), and
+ * the wait of approval questions asked from now on. */
+void run_set_limits(struct run_set *s, const struct cell_limits *cell, unsigned cells,
+		    unsigned per_client, unsigned approval_timeout_ms);
 
 /* The audit log the runs write to from now on (borrowed; NULL: none). */
 void run_set_audit(struct run_set *s, struct audit *a);
@@ -114,15 +123,17 @@ void run_set_free(struct run_set *s);
 void run_set_refuse(struct run_set *s, const struct run_client *client, const char *why);
 
 /* A run of code[0..len) (copied) for client, with the catalog cat (a
- * reference is taken; NULL: no tools). It waits for a slot with its
+ * reference is taken; NULL: no tools) and owner (the caller's: run_owner
+ * gives it back, the set's released hook gets it when the run is freed). It waits for a slot with its
  * deadline running, its run.start line written; it may start before this
  * returns. NULL with err (-ENOMEM): nothing was answered. */
 struct run *run_new(struct run_set *s, const char *code, size_t len,
-		    const struct run_client *client, struct bridge_catalog *cat,
+		    const struct run_client *client, struct bridge_catalog *cat, void *owner,
 		    struct appl_err *err);
 
 /* What the start hook reads (borrowed while r lives). */
 const char *run_id(const struct run *r);
+void *run_owner(const struct run *r);
 /* r's cell once the start hook gave it one, else NULL (borrowed while r
  * lives): for reading which sandbox it runs in, never for using it. */
 const struct cell *run_cell(const struct run *r);

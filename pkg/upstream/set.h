@@ -44,6 +44,21 @@ struct upstream_set *upstream_set_open_each(struct loop *loop, const struct poli
  * *why (both borrowed from s); NULL past the last. */
 const char *upstream_set_failed(const struct upstream_set *s, size_t i, const char **why);
 
+/* A reload: a set for p that shares with cur (made for cur_p; borrowed)
+ * each server p configures as cur_p did (same name, same settings, so it
+ * keeps running and keeps its session) and starts the others (added or
+ * changed) in loop, waiting for each to be ready. cur is left as it was:
+ * its runs go on calling its servers, and a server it alone holds stops
+ * when it is freed. changed is cur's. New set, or NULL with err naming the
+ * first server that did not start, or one whose headers need a value from
+ * the environment (read only at start). */
+struct upstream_set *upstream_set_derive(struct upstream_set *cur, const struct policy *cur_p,
+					 const struct policy *p, const struct upstream_opts *opts,
+					 struct loop *loop, struct appl_err *err);
+
+/* How many of s's servers old does not run (started for s). */
+size_t upstream_set_started(const struct upstream_set *s, const struct upstream_set *old);
+
 /* Stop every server (pending calls are cancelled). Safe on NULL; never
  * from a callback. */
 void upstream_set_free(struct upstream_set *s);

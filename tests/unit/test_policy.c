@@ -1948,6 +1948,52 @@ static void test_token_entry_matches(void **state)
 	policy_free(p);
 }
 
+/* What a reload may take: a part read only at start is named, the
+ * servers and limits a reload applies are not; servers compare by their
+ * configuration as written. */
+static void test_reload_restart(void **state)
+{
+	static const struct {
+		const char *extra;
+		const char *restart; /* NULL: a reload may take it */
+	} cases[] = {
+		{", \"limits\": {\"deadline_s\": 9, \"cells\": 2}", NULL},
+		{", \"runtime\": {\"platform\": \"ptrace\"}", "runtime"},
+		{", \"audit\": {\"path\": \"/var/log/b.jsonl\"}", "audit"},
+		{", \"limits\": {\"http_body_kb\": 64}", "limits.http_body_kb"},
+		{", \"limits\": {\"audit_seal_s\": 30}", "limits.audit_seal_s"},
+		{", \"deployment\": \"other\"", "deployment"},
+	};
+	struct appl_err err = {0};
+	struct policy *a = parse_with(", \"servers\": {\"s\": {\"command\": [\"/bin/s\"]}}", &err);
+	struct policy *same =
+		parse_with(", \"servers\": {\"s\": {\"command\": [\"/bin/s\"]}}", &err);
+	struct policy *moved =
+		parse_with(", \"servers\": {\"s\": {\"command\": [\"/bin/t\"]}}", &err);
+
+	(void)state;
+	assert_non_null(a);
+	assert_null(policy_reload_restart(a, same));
+	assert_true(policy_part_same(a, same, "servers", "s"));
+	assert_false(policy_part_same(a, moved, "servers", "s"));
+	assert_true(policy_part_same(a, moved, "servers", "absent"));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct policy *b = parse_with(cases[i].extra, &err);
+		const char *why;
+
+		assert_non_null(b);
+		why = policy_reload_restart(a, b);
+		if (cases[i].restart)
+			assert_string_equal(why, cases[i].restart);
+		else
+			assert_null(why);
+		policy_free(b);
+	}
+	policy_free(a);
+	policy_free(same);
+	policy_free(moved);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1998,6 +2044,7 @@ int main(void)
 		cmocka_unit_test(test_http_tls_check),
 		cmocka_unit_test(test_label_valid),
 		cmocka_unit_test(test_token_entry_matches),
+		cmocka_unit_test(test_reload_restart),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

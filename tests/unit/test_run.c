@@ -224,7 +224,7 @@ static struct run *run_within(struct fx *fx, const char *code, uint64_t deadline
 			       .c = fx,
 			       .deadline_ms = deadline_ms};
 	struct appl_err err = {0};
-	struct run *r = run_new(fx->set, code, strlen(code), &c, NULL, &err);
+	struct run *r = run_new(fx->set, code, strlen(code), &c, NULL, NULL, &err);
 
 	assert_non_null(r);
 	return r;

@@ -1,0 +1,306 @@
+"""test_reload.py: `appliance run` takes a new signed policy without a restart.
+
+An HTTP appliance serves a policy file that the test signs again in place; SIGHUP
+reads it again. A v1 SDK client (tests/mcp-live.mjs) stays connected across a reload
+that adds a server and a tool: it is told the list changed, lists again and calls the
+new tool, while a cell that started before the reload ends normally under the policy it
+started with. Reloads that must fail (a lower serial, a bad signature, an expired
+policy, a wrong image digest, a server that cannot start, a field read only at start)
+are each refused with their reason in the log and the audit log; the old tools go on
+working and the rollback floor stays where it was.
+
+Runs as root; needs build/appliance, build/toy-server, build/image and the npm packages.
+"""
+
+import hashlib
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+from harness import main, test
+import gatewaykit as gk
+from cellkit import APPLIANCE, digest
+from policykit import Signer
+
+LIVE = os.path.join(gk.ROOT, "tests", "mcp-live.mjs")
+TOKEN = "appliance_test-token-reload-0123456789"
+FLOOR = "/var/lib/appliance/policy.state"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Live:
+    """One policy file, signed again in place for each reload, served over HTTP."""
+
+    def __init__(self):
+        self.kit = Signer("appliance-reload-test.")
+        self.dir = self.kit.dir()
+        self.path = os.path.join(self.dir, "live.json")
+        self.share = gk.server_dir()  # the cell's marker lives here, readable by the toy
+        self.audit = os.path.join(tempfile.mkdtemp(prefix="appliance-reload-audit."), "a.log")
+        self.port = free_port()
+        self.lines = []
+        self.proc = None
+
+    def doc(self, servers=None, roles=None, serial=None, expires="2099-01-01T00:00:00Z",
+            image=None, limits=None, **extra):
+        servers = servers or {"toy": gk.toy_server()}
+        roles = roles or {"r": {"tools": ["toy.*"]}}
+        layout, dig = image or (os.path.join(gk.ROOT, "build", "image"), digest())
+        if serial is None:
+            self.kit.serial += 1
+            serial = self.kit.serial
+        d = {"policy_version": 1, "expires": expires, "deployment": self.kit.deployment,
+             "serial": serial, "image": {"layout": layout, "digest": dig},
+             "limits": dict({"deadline_s": 120, "max_calls": 2000, "pool": 1},
+                            **(limits or {})),
+             "servers": servers,
+             "tools": {"%s.*" % s: {"access": "read"} for s in servers},
+             "roles": roles,
+             "clients": {"tokens": [{"name": "ops", "role": "r",
+                                     "sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]},
+             "http": {"listen": ["127.0.0.1:%d" % self.port]},
+             "audit": {"path": self.audit}}
+        d.update(extra)
+        return d
+
+    def sign(self, doc, key=None):
+        with open(self.path, "w") as f:
+            json.dump(doc, f)
+        subprocess.run([APPLIANCE, "sign", "--secret", key or os.path.join(self.dir, "k.key"),
+                        self.path], check=True, capture_output=True)
+
+    def start(self, doc):
+        self.sign(doc)
+        self.proc = subprocess.Popen(self.kit.argv(self.path + ".sig"), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % self.port)
+
+    def _pump(self):
+        for raw in self.proc.stderr:
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def log(self):
+        return "".join(self.lines)
+
+    def wait_log(self, text, timeout=120, since=0):
+        deadline = time.time() + timeout
+        while text not in "".join(self.lines[since:]):
+            assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
+            assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
+            time.sleep(0.05)
+
+    def reload(self, expect):
+        """SIGHUP, then wait for expect ("reloaded" or "reload refused") in
+        the log; the line that says it."""
+        mark = len(self.lines)
+        self.proc.send_signal(signal.SIGHUP)
+        self.wait_log(expect, since=mark)
+        return [l for l in self.lines[mark:] if expect in l][-1]
+
+    def audit_lines(self, ev):
+        with open(self.audit) as f:
+            lines = [json.loads(l) for l in f]
+        found = [e for e in lines if e.get("ev") == ev]
+        assert found, "no %s line in the audit log: %s" % (ev, lines[-5:])
+        return found
+
+    def floor(self):
+        with open(FLOOR) as f:
+            for line in f:
+                if line.startswith(self.kit.deployment + " "):
+                    return int(line.split()[1])
+        return None
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            rc = self.proc.wait(timeout=60)
+            assert rc == 0, "exit %d; log:\n%s" % (rc, self.log())
+
+    def cleanup(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.kit.cleanup()
+        shutil.rmtree(self.share, True)
+        shutil.rmtree(os.path.dirname(self.audit), True)
+
+
+class Client:
+    """tests/mcp-live.mjs: the v1 SDK client, connected while the test acts."""
+
+    def __init__(self, port):
+        self.proc = subprocess.Popen([gk.node(), LIVE, "--url", "http://127.0.0.1:%d/mcp" % port,
+                                      "--token", TOKEN], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.q = queue.Queue()
+        self.seen = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        assert self.next(lambda m: m["op"] in ("ready", "fatal"))["op"] == "ready"
+
+    def _pump(self):
+        for raw in self.proc.stdout:
+            self.q.put(json.loads(raw))
+        self.q.put(None)
+
+    def send(self, obj):
+        self.proc.stdin.write(json.dumps(obj).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def next(self, want, timeout=180):
+        """The first message (kept ones first) that want accepts."""
+        for i, m in enumerate(self.seen):
+            if want(m):
+                return self.seen.pop(i)
+        deadline = time.time() + timeout
+        while True:
+            m = self.q.get(timeout=max(0.1, deadline - time.time()))
+            assert m is not None, "the client ended: " + self.proc.stderr.read().decode()[-2000:]
+            if want(m):
+                return m
+            self.seen.append(m)
+
+    def list(self):
+        self.send({"op": "list"})
+        m = self.next(lambda m: m["op"] == "list")
+        assert "result" in m, m
+        return m["result"]
+
+    def cell(self, cid, src):
+        self.send({"op": "call", "id": cid, "name": "run_python", "arguments": {"code": src}})
+
+    def answer(self, cid):
+        m = self.next(lambda m: m["op"] == "call" and m.get("id") == cid)
+        assert "result" in m, m
+        return m["result"]
+
+    def close(self):
+        try:
+            self.send({"op": "close"})
+            self.proc.wait(timeout=30)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def text(result):
+    return "".join(c.get("text", "") for c in result["content"])
+
+
+# A cell that runs until the test drops a marker the toy can see, then
+# prints what it had: it starts before the reload and ends after it.
+WAITER = """
+import time
+while True:
+    seen = await toy.probe(paths=[%r])
+    if "absent" not in json.dumps(seen):
+        break
+    time.sleep(0.2)
+print("old policy: echo", await toy.echo(text="still here"))
+"""
+
+
+@test
+def a_connected_client_sees_a_reload_that_adds_a_server_and_a_cell_in_flight_keeps_its_policy():
+    live = Live()
+    client = None
+    try:
+        live.start(live.doc())
+        floor0 = live.floor()
+        client = Client(live.port)
+        before = client.list()
+        assert "toy_echo" in before["description"] or "echo" in before["description"], before
+        assert "other" not in before["description"], before["description"]
+        mark = os.path.join(live.share, "go")
+        client.cell("w", "import json\n" + WAITER % mark)
+        live.wait_log("run_python:")
+        live.sign(live.doc(servers={"toy": gk.toy_server(), "other": gk.toy_server()},
+                           roles={"r": {"tools": ["toy.*", "other.*"]}}))
+        line = live.reload("reloaded")
+        assert "1 server started" in line, line
+        # the client is told, lists again, and the new server's tools are there
+        client.next(lambda m: m["op"] == "list_changed")
+        after = client.list()
+        assert after["description"] != before["description"]
+        assert "other" in after["description"], after["description"]
+        client.cell("n", "print(await other.add(a=2, b=3))")
+        got = client.answer("n")
+        assert "5" in text(got), json.dumps(got)
+        # the cell admitted before the reload ends normally, under the old policy
+        with open(mark, "w") as f:
+            f.write("go")
+        os.chmod(mark, 0o644)
+        old = client.answer("w")
+        assert not old.get("isError"), old
+        assert "old policy: echo" in text(old) and "still here" in text(old), old
+        assert live.floor() == live.kit.serial and live.floor() > floor0
+        ok = live.audit_lines("reload")[-1]
+        assert ok["outcome"] == "ok" and ok["by"] == "SIGHUP" and ok["servers_started"] == 1, ok
+        live.stop()
+    finally:
+        if client:
+            client.close()
+        live.cleanup()
+
+
+@test
+def refused_reloads_change_nothing_and_say_why():
+    live = Live()
+    try:
+        good = live.doc()
+        live.start(good)
+        floor0 = live.floor()
+        bad_key = os.path.join(live.dir, "other.key")
+        subprocess.run([APPLIANCE, "keygen", "--public", os.path.join(live.dir, "other.pub"),
+                        "--secret", bad_key], check=True, capture_output=True)
+        bogus_digest = "sha256:" + "0" * 64
+        cases = [
+            ("a lower serial", live.doc(serial=floor0 - 1), None, "serial"),
+            ("a key not trusted", live.doc(), bad_key, "trust"),
+            ("an expired policy", live.doc(expires="2020-01-01T00:00:00Z"), None, "expire"),
+            ("a wrong image digest",
+             live.doc(image=(os.path.join(gk.ROOT, "build", "image"), bogus_digest)), None,
+             "image"),
+            ("a server that cannot start",
+             live.doc(servers={"toy": gk.toy_server(), "gone": {"command": ["/nonexistent/x"]}}),
+             None, "gone"),
+            ("a listener changed", dict(live.doc(), http={"listen": ["127.0.0.1:%d" % free_port()]}),
+             None, "http"),
+        ]
+        for what, doc, key, word in cases:
+            live.sign(doc, key)
+            line = live.reload("reload refused")
+            assert word in line.lower(), (what, line)
+            refused = live.audit_lines("reload")[-1]
+            assert refused["outcome"] == "refused" and word in refused["reason"].lower(), \
+                (what, refused)
+            assert live.floor() == floor0, what
+        # still serving the first policy
+        client = Client(live.port)
+        try:
+            client.cell("x", "print(await toy.add(a=40, b=2))")
+            assert "42" in text(client.answer("x")), live.log()
+        finally:
+            client.close()
+        live.stop()
+    finally:
+        live.cleanup()
+
+
+if __name__ == "__main__":
+    main()
