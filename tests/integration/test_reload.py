@@ -13,6 +13,7 @@ Runs as root; needs build/appliance, build/toy-server, build/image and the npm p
 """
 
 import hashlib
+import http.client
 import json
 import os
 import queue
@@ -297,6 +298,46 @@ def refused_reloads_change_nothing_and_say_why():
             assert "42" in text(client.answer("x")), live.log()
         finally:
             client.close()
+        live.stop()
+    finally:
+        live.cleanup()
+
+
+def post(port, body, token, sid=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+               "Authorization": "Bearer " + token, "MCP-Protocol-Version": "2025-11-25"}
+    if sid:
+        headers["Mcp-Session-Id"] = sid
+    c.request("POST", "/mcp", json.dumps(body), headers)
+    r = c.getresponse()
+    data = r.read().decode()
+    c.close()
+    return r.status, r.getheader("Mcp-Session-Id"), data
+
+
+@test
+def a_token_taken_out_ends_its_sessions_and_is_refused_from_the_next_request():
+    live = Live()
+    try:
+        live.start(live.doc())
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "0"}}}
+        st, sid, _ = post(live.port, init, TOKEN)
+        assert st == 200 and sid, st
+        listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+        assert post(live.port, listing, TOKEN, sid)[0] == 200
+        other = "appliance_test-token-other-0123456789"
+        doc = live.doc()
+        doc["clients"] = {"tokens": [{"name": "ops2", "role": "r",
+                                      "sha256": hashlib.sha256(other.encode()).hexdigest()}]}
+        live.sign(doc)
+        live.reload("reloaded")
+        live.wait_log("ops: its token is no longer in the policy: 1 session ended")
+        assert post(live.port, listing, TOKEN, sid)[0] == 401
+        assert post(live.port, init, TOKEN)[0] == 401
+        assert post(live.port, init, other)[0] == 200
         live.stop()
     finally:
         live.cleanup()
