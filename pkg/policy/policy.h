@@ -324,6 +324,10 @@ struct policy_http {
 	bool hosts_default;   /* hosts is the default (the policy gave none) */
 	const char *tls_cert; /* absolute paths, or both NULL: no TLS */
 	const char *tls_key;
+	/* metrics_listen: where GET /metrics is served, never one of listen;
+	 * local (127.0.0.0/8, ::1 or a unix socket): it asks for no token.
+	 * NULL: no metrics listener. */
+	const struct policy_listen *metrics;
 };
 
 #define POLICY_HTTP_PATH_DEFAULT "/mcp"
@@ -333,6 +337,15 @@ struct policy_http {
  * `localhost`, `127.0.0.1` and `[::1]`, each bare and with each inet listen
  * port, and each inet listen address as written, each once. */
 const struct policy_http *policy_http(const struct policy *p);
+
+/* http.metrics_listen as written ("127.0.0.1:9464", "unix:/run/m.sock"),
+ * or NULL when the policy has none. Borrowed. It is read when `run`
+ * starts, and only then: a policy that would change it needs a restart. */
+const char *policy_http_metrics_listen(const struct policy *p);
+
+/* Whether a and b name the same metrics listener: both none, or one
+ * address (compared as addresses: [::1] and [0:0:0:0:0:0:0:1] are one). */
+bool policy_http_metrics_same(const struct policy *a, const struct policy *b);
 
 /* What `run` checks before it serves HTTPS: http.tls.key is a regular file
  * owned by the effective uid with no permission for group or others (a key
