@@ -237,6 +237,12 @@ int policy_tool_access(const struct policy *p, const char *server, const char *t
 bool policy_tool_approval(const struct policy *p, const char *server, const char *tool,
 			  const char *role, enum policy_access access);
 
+/* The policy's own text of tool when a `tools` entry or a role's pattern
+ * names server.tool exactly (not only by server.*), else NULL. Borrowed.
+ * What the metrics label a call with: a name the policy wrote, never one
+ * a server made up. */
+const char *policy_tool_named(const struct policy *p, const char *server, const char *tool);
+
 /* Whether any entry or role asks for approvals at all. */
 bool policy_approvals_used(const struct policy *p);
 

@@ -565,6 +565,36 @@ static void test_servers_read(void **state)
 	policy_free(p);
 }
 
+/* Which tools the policy names itself (the metrics' tool label): an exact
+ * `tools` entry or an exact role pattern, never a wildcard's catch. */
+static void test_tool_named(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(
+		", \"servers\": {\"fs\": {\"command\": [\"/bin/fs\"]}, \"t\": {\"command\": "
+		"[\"/bin/t\"]}}, \"tools\": {\"fs.*\": {\"access\": \"read\"}, \"fs.rm\": "
+		"{\"access\": \"write\"}, \"t.*\": {\"access\": \"read\"}}, \"roles\": {\"dev\": "
+		"{\"tools\": [\"fs.*\", \"t.list\"]}}",
+		&err);
+	const char *named;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	named = policy_tool_named(p, "fs", "rm"); /* a `tools` entry */
+	assert_non_null(named);
+	assert_string_equal(named, "rm");
+	assert_string_equal(policy_tool_named(p, "t", "list"), "list"); /* a role's pattern */
+	assert_null(policy_tool_named(p, "fs", "read_file"));		/* only fs.* */
+	assert_null(policy_tool_named(p, "fs", "*"));
+	assert_null(policy_tool_named(p, "f", "s.rm"));
+	assert_null(policy_tool_named(p, "t", "lis"));
+	assert_null(policy_tool_named(p, "nope", "rm"));
+	assert_null(policy_tool_named(p, NULL, "rm"));
+	assert_null(policy_tool_named(NULL, "fs", "rm"));
+	policy_free(p);
+}
+
 /* A tool entry's "approval", a role's "approve_writes", and which calls
  * they gate. */
 static void test_approvals(void **state)
@@ -2049,6 +2079,7 @@ int main(void)
 		cmocka_unit_test(test_server_resources_concurrency),
 		cmocka_unit_test(test_resources_allowed),
 		cmocka_unit_test(test_audit_seal_is_a_boolean),
+		cmocka_unit_test(test_tool_named),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),
 		cmocka_unit_test(test_cells_per_client_default_follows_cells),
