@@ -5,8 +5,8 @@ SDK client runs cells (one fine, one that raises, one that calls a hostile serve
 and prints text shaped like samples) and the scraped page counts them, passes
 `promtool check metrics` with no complaint, holds no text of a client, a cell or a
 server, and Debian's own Prometheus server scrapes it until its query API answers with
-the cells. A listener off loopback is refused at start; one on a unix socket serves
-curl --unix-socket, GET and HEAD of /metrics only.
+the cells. A listener off loopback is refused at start, and so is one whose port is in
+use; one on a unix socket serves curl --unix-socket, GET and HEAD of /metrics only.
 
 Runs as root; needs build/appliance, build/toy-server, build/image, the npm packages,
 prometheus and promtool (scripts/install-deps).
@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -285,7 +286,7 @@ def prometheus_reads(s, got):
             cells = {}
             for row in (seen or {}).get("data", {}).get("result", []):
                 cells[row["metric"].get("outcome")] = float(row["value"][1])
-            if all(cells.get(k) == v for k, v in want.items()):
+            if all(cells.get(k, 0) == v for k, v in want.items()):
                 break
             assert time.time() < deadline, (seen, want,
                                              open(os.path.join(d, "log")).read()[-3000:])
@@ -313,6 +314,26 @@ def a_metrics_listener_off_loopback_is_refused_at_start():
                     "127.0.0.0/8, [::1] or unix:/PATH only" % addr) in err, err
             assert "serving" not in err, err
     finally:
+        shutil.rmtree(d, True)
+
+
+@test
+def a_metrics_port_in_use_refuses_the_start_by_name():
+    d = tempfile.mkdtemp(prefix="appliance-metrics.")
+    taken = socket.socket()
+    try:
+        os.chmod(d, 0o755)
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        addr = "127.0.0.1:%d" % taken.getsockname()[1]
+        r = subprocess.run(gk.run_argv(metrics_policy(free_port(), addr, d)),
+                           stdin=subprocess.DEVNULL, capture_output=True, timeout=180)
+        err = r.stderr.decode()
+        assert r.returncode == 1, (r.returncode, err)
+        assert "http.metrics_listen: listen on %s: Address already in use" % addr in err, err
+        assert "serving metrics" not in err, err
+    finally:
+        taken.close()
         shutil.rmtree(d, True)
 
 
