@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "metrics/metrics.h"
 
 /* A seal for what is new, when asked for or by lines; and one every
  * seal_s seconds even with nothing new, so that the newest seal of a log
@@ -182,6 +183,9 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 	}
 	/* The lines are in the file: from here a failure leaves them past the
 	 * head, announced, and the next batch adopts them. */
+	metrics_add(METRICS_AUDIT_LINES, bt->h.n - bt->base.n, METRICS_L(NULL));
+	if (bt->st.last_n > bt->base.n) /* a seal of this batch's, not one adopted */
+		metrics_count(METRICS_AUDIT_SEALS, NULL);
 	audit_queue_pop(a, bt->nev);
 	if (bt->st_dirty) {
 		struct appl_err e2 = {0};

@@ -12,6 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "metrics/metrics.h"
+
 int64_t audit_now_ms(void)
 {
 	struct timespec ts;
@@ -97,6 +99,7 @@ int audit_fail(struct audit *a, int rc, struct appl_err *err, const char *fmt, .
 {
 	va_list ap;
 
+	metrics_count(METRICS_AUDIT_FAILURES, NULL);
 	va_start(ap, fmt);
 	vsnprintf(a->why, sizeof(a->why), fmt, ap);
 	va_end(ap);

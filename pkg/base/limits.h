@@ -411,4 +411,18 @@
 #define APPL_POOL_BACKOFF_MIN_MS 500   /* wait after a failed boot */
 #define APPL_POOL_BACKOFF_MAX_MS 30000 /* doubling stops here */
 
+/* ---- metrics (docs/metrics.md) -------------------------------------------- */
+/* Label combinations one family keeps; past it a count goes to the family's
+ * overflow series, so no input can grow the registry without end. */
+#define APPL_METRICS_SERIES_MAX 1024u
+/* One label value, bytes: the longest name the policy gives a tool. */
+#define APPL_METRICS_LABEL_MAX APPL_POLICY_TOOL_NAME_MAX
+/* The page /metrics answers with; the two caps above keep it well below. */
+#define APPL_METRICS_TEXT_MAX (8u * 1024 * 1024)
+/* The metrics listener (http.metrics_listen): its connections at once, the
+ * time a request's head may take, and the body a GET may carry. */
+#define APPL_METRICS_CONNECTIONS 8u
+#define APPL_METRICS_SLOW_S	 10u
+#define APPL_METRICS_BODY_MAX	 1024u
+
 #endif

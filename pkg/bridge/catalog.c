@@ -73,6 +73,7 @@ static int entry_fill(struct bridge_entry *e, const struct policy *p, const char
 	if (!e->server || !e->name || (t->description && !e->description))
 		return -ENOMEM;
 	e->verdict = policy_tool_check(p, t->server, t->name, t->read_only_hint, role, &e->access);
+	e->metric_tool = policy_tool_named(p, t->server, t->name);
 	e->task_required = t->task_required;
 	if (t->output_schema) {
 		e->output_schema = json_incref((json_t *)t->output_schema);

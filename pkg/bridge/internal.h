@@ -25,6 +25,9 @@ struct bridge_entry {
 	json_t *output_schema;	   /* NULL: the tool declares none */
 	struct schema *out_schema; /* NULL: none, or it cannot be checked */
 	char *pyname;		   /* "ns.fn" in the cell; NULL: no name there */
+	/* The policy's own text of the tool's name when the policy names it
+	 * (policy_tool_named), for the metrics; NULL: it does not. */
+	const char *metric_tool;
 };
 
 struct bridge_catalog {

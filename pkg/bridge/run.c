@@ -15,6 +15,7 @@
 #include "json/json.h"
 #include "log/log.h"
 #include "loop/loop.h"
+#include "metrics/metrics.h"
 #include "upstream/set.h"
 
 #define RUN_LOG_ID_MAX 32
@@ -161,11 +162,23 @@ static void audit_refusal(struct bridge_run *r, json_int_t id, const char *tool,
 	json_decref(o);
 }
 
+/* The tool's name in the metrics: the policy's own text when it names the
+ * tool, never the server's ("_other" for one a wildcard let in). */
+static const char *metric_tool(const struct bridge_run *r, const struct bridge_call *c)
+{
+	const struct bridge_entry *e =
+		c->read ? NULL : bridge_catalog_find(r->cat, c->server, c->name);
+
+	return c->read ? "_read" : e && e->metric_tool ? e->metric_tool : "_other";
+}
+
+/* Every call's end passes here: its line, and its count. */
 static void audit_end(struct bridge_run *r, const struct bridge_call *c, const char *outcome,
 		      size_t result_bytes)
 {
 	json_t *o;
 
+	metrics_count(METRICS_TOOL_CALLS, c->server, metric_tool(r, c), outcome);
 	if (!r->audit)
 		return;
 	o = json_pack("{ss sI ss ss sI sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
@@ -376,6 +389,7 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 		snprintf(msg, sizeof(msg), "%s%s%s", SAY_NO_AUDIT.before, c->label,
 			 SAY_NO_AUDIT.after);
 		audit_refusal(r, c->id, c->tool, c->args, msg, c->read);
+		metrics_count(METRICS_REFUSALS, "audit");
 		refuse(r, c->id, CELL_ERR_REFUSED, SAY_NO_AUDIT, c->label, NULL);
 		slot_give(r, c);
 		call_free(c);
@@ -488,6 +502,7 @@ static void audit_approval(struct bridge_run *r, const struct bridge_call *c, co
 {
 	json_t *o;
 
+	metrics_count(METRICS_APPROVALS, outcome);
 	if (!r->audit)
 		return;
 	o = json_pack("{ss sI ss ss? ss? ss sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
@@ -502,6 +517,7 @@ static void approval_no(struct bridge_run *r, struct bridge_call *c, const char 
 	char msg[APPL_TOOL_ERROR_MAX + 1];
 
 	audit_approval(r, c, outcome, c->ask_ms ? loop_now_ms() - c->ask_ms : 0);
+	metrics_count(METRICS_REFUSALS, "approval");
 	snprintf(msg, sizeof(msg), "declined: %s: no approval: %s", c->label, why);
 	appl_utf8_trim(msg);
 	audit_refusal(r, c->id, c->tool, c->args, msg, c->read);
@@ -609,22 +625,32 @@ void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *a
 
 /* A refusal before the call is sent: the cell's answer and the log's line,
  * whose reason is logged (NULL: msg, which must then hold nothing of the
- * arguments). Past the budget only the first refusal gets a line: a cell
- * that goes on calling must not fill the log's disk (run.end counts every
- * call). */
+ * arguments), and the metrics' count by why (metrics.h's word). Past the
+ * budget only the first refusal gets a line: a cell that goes on calling
+ * must not fill the log's disk (run.end counts every call). */
 static void call_refuse_as(struct bridge_run *r, json_int_t id, const char *tool,
 			   const json_t *args, bool read, enum cell_error_kind kind,
-			   const char *msg, const char *logged)
+			   const char *msg, const char *logged, const char *why)
 {
+	metrics_count(METRICS_REFUSALS, why);
 	if (cell_calls(r->cell) <= (unsigned long)r->lim.max_calls + 1)
 		audit_refusal(r, id, tool, args, logged ? logged : msg, read);
 	say_no(r, id, kind, msg);
 }
 
 static void call_refuse(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args,
-			bool read, enum cell_error_kind kind, const char *msg)
+			bool read, enum cell_error_kind kind, const char *msg, const char *why)
 {
-	call_refuse_as(r, id, tool, args, read, kind, msg, NULL);
+	call_refuse_as(r, id, tool, args, read, kind, msg, NULL, why);
+}
+
+/* bridge_check's refusal, in the metrics' words. */
+static const char *check_why(int rc)
+{
+	return rc == -EAGAIN	? "unavailable"
+	       : rc == -EPERM	? "not_allowed"
+	       : rc == -ENOTSUP ? "schema"
+				: "arguments";
 }
 
 /* The checks every call and read pass after their own: the budget and the
@@ -645,7 +671,8 @@ static bool run_admits(struct bridge_run *r, json_int_t id, const char *tool, co
 	else
 		return true;
 	appl_utf8_trim(msg);
-	call_refuse(r, id, tool, args, read, CELL_ERR_REFUSED, msg);
+	call_refuse(r, id, tool, args, read, CELL_ERR_REFUSED, msg,
+		    cell_calls(r->cell) > r->lim.max_calls ? "budget" : "waiting");
 	return false;
 }
 
@@ -680,8 +707,8 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 			  sizeof(msg), logged, sizeof(logged));
 	if (rc < 0) {
 		call_refuse_as(r, id, tool, args, false,
-			       rc == -EAGAIN ? CELL_ERR_UNAVAILABLE : CELL_ERR_REFUSED, msg,
-			       logged);
+			       rc == -EAGAIN ? CELL_ERR_UNAVAILABLE : CELL_ERR_REFUSED, msg, logged,
+			       check_why(rc));
 		return;
 	}
 	entry = bridge_catalog_find(r->cat, server, name);
@@ -690,7 +717,7 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 		return;
 	if (!(c = call_new(r, id, tool, label, args))) {
 		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
-		call_refuse(r, id, tool, args, false, CELL_ERR_ERROR, msg);
+		call_refuse(r, id, tool, args, false, CELL_ERR_ERROR, msg, "host_fault");
 		return;
 	}
 	c->server = server;
@@ -730,26 +757,26 @@ void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, co
 	appl_utf8_trim(label);
 	if (!args) {
 		snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
-		call_refuse(r, id, server, NULL, true, CELL_ERR_ERROR, msg);
+		call_refuse(r, id, server, NULL, true, CELL_ERR_ERROR, msg, "host_fault");
 		return;
 	}
 	if (bridge_catalog_absent(r->cat, server)) {
 		snprintf(msg, sizeof(msg), "%s%s%s", SAY_UNAVAILABLE.before, label,
 			 SAY_UNAVAILABLE.after);
-		call_refuse(r, id, server, args, true, CELL_ERR_UNAVAILABLE, msg);
+		call_refuse(r, id, server, args, true, CELL_ERR_UNAVAILABLE, msg, "unavailable");
 	} else if (!owned) {
 		snprintf(msg, sizeof(msg),
 			 "refused: %s: the policy does not let this role read the resources of "
 			 "this server",
 			 label);
-		call_refuse(r, id, server, args, true, CELL_ERR_REFUSED, msg);
+		call_refuse(r, id, server, args, true, CELL_ERR_REFUSED, msg, "not_allowed");
 	} else if (!uri_ok(uri)) {
 		snprintf(msg, sizeof(msg), "refused: %s: the URI holds a control character", label);
-		call_refuse(r, id, server, args, true, CELL_ERR_REFUSED, msg);
+		call_refuse(r, id, server, args, true, CELL_ERR_REFUSED, msg, "arguments");
 	} else if (run_admits(r, id, server, label, args, true)) {
 		if (!(c = call_new(r, id, server, label, args))) {
 			snprintf(msg, sizeof(msg), "%s: host fault: MemoryError", label);
-			call_refuse(r, id, server, args, true, CELL_ERR_ERROR, msg);
+			call_refuse(r, id, server, args, true, CELL_ERR_ERROR, msg, "host_fault");
 		} else {
 			c->server = owned;
 			c->read = true;

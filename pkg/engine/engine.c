@@ -20,6 +20,7 @@
 #include "engine/roles.h"
 #include "image/image.h"
 #include "log/log.h"
+#include "metrics/metrics.h"
 #include "upstream/set.h"
 #include "pool/pool.h"
 #include "proc/proc.h"
@@ -408,18 +409,20 @@ static void on_released(void *data, void *owner)
 	engine_gen_free(e, g);
 }
 
-/* Why a run must not start now, or NULL. */
+/* Why a run must not start now, or NULL; *reason the metrics' word. */
 static const char *run_refusal(struct engine *e, const struct run_client *client,
-			       unsigned waiting_cap, unsigned total_cap, char *why, size_t cap)
+			       unsigned waiting_cap, unsigned total_cap, const char **reason,
+			       char *why, size_t cap)
 {
+	*reason = "busy";
 	if (e->policy && (int64_t)time(NULL) >= policy_expires(e->policy))
-		return "the appliance's policy has expired: no new cells run";
+		return *reason = "expired", "the appliance's policy has expired: no new cells run";
 	/* Fail closed: no cell runs that the log could not record. */
 	if (e->audit && !audit_ok(e->audit) && audit_flush(e->audit, false) < 0) {
 		snprintf(why, cap, "the run could not start: the audit log cannot be written (%s)",
 			 audit_why(e->audit));
 		log_line(LOG_ERR, NULL, "%s", why);
-		return why;
+		return *reason = "audit", why;
 	}
 	if (waiting_cap && run_set_waiting(e->runs, client->name) >= waiting_cap) {
 		log_line(LOG_WARN, NULL, "%s: refused a run: %u of its runs wait already",
@@ -437,17 +440,19 @@ struct run *engine_run_new(struct engine *e, const char *code, size_t len,
 {
 	struct bridge_catalog *cat = NULL;
 	struct appl_err err = {0};
-	const char *no;
+	const char *no, *reason;
 	struct run *r;
 	char why[640];
 
 	e->served++;
-	if ((no = run_refusal(e, client, waiting_cap, total_cap, why, sizeof(why)))) {
+	if ((no = run_refusal(e, client, waiting_cap, total_cap, &reason, why, sizeof(why)))) {
+		metrics_cell("refused", reason, false, 0);
 		run_set_refuse(e->runs, client, no);
 		return NULL;
 	}
 	if (e->ups && !engine_role_view(e, client->role, &cat, &err)) {
 		log_line(LOG_ERR, NULL, "the tool list of a role could not be built: %s", err.msg);
+		metrics_cell("refused", "host_fault", false, 0);
 		run_set_refuse(e->runs, client, "the run could not start: host fault");
 		return NULL;
 	}

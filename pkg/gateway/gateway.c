@@ -14,11 +14,13 @@
 #include "base/fs.h"
 #include "cell/cell.h"
 #include "engine/engine.h"
+#include "gateway/scrape.h"
 #include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/http.h"
 #include "mcp/session.h"
 #include "mcp/stdio.h"
+#include "metrics/metrics.h"
 #include "run/run.h"
 #include "gateway/internal.h"
 
@@ -256,8 +258,9 @@ int gateway_http_try(const struct policy *p, struct appl_err *err)
 	gw.lim = &gw.lim_copy;
 	if (!(gw.loop = loop_new(err)) || !(gw.srv = mcp_server_new(gw.loop, &hooks, err)))
 		rc = err->code;
-	else
-		rc = http_open(&gw, err);
+	else if ((rc = http_open(&gw, err)) == 0)
+		rc = gateway_scrape_open(gw.loop, p, &gw.scrape, err);
+	gateway_scrape_close(gw.scrape);
 	mcp_http_close(gw.http);
 	mcp_server_free(gw.srv);
 	http_release(&gw);
@@ -348,7 +351,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (policy_http(cfg->policy)) {
 		/* Ready before the first client asks. */
-		if (engine_start(gw->e, err) < 0 || http_open(gw, err) < 0)
+		if (engine_start(gw->e, err) < 0 || http_open(gw, err) < 0 ||
+		    gateway_scrape_open(gw->loop, gw->policy, &gw->scrape, err) < 0)
 			return err->code;
 		http_log(gw);
 		return 0;
@@ -406,6 +410,8 @@ static void gateway_close(struct gateway *gw)
 	gw->stdio = NULL;
 	mcp_http_close(gw->http);
 	gw->http = NULL;
+	gateway_scrape_close(gw->scrape);
+	gw->scrape = NULL;
 	mcp_server_free(gw->srv);
 	gw->srv = NULL;
 	engine_close(gw->e);
@@ -421,6 +427,7 @@ int gateway_run(const struct gateway_config *cfg, struct appl_err *err)
 	memset(&gw, 0, sizeof(gw));
 	rc = gateway_open(&gw, cfg, err);
 	if (rc == 0) {
+		metrics_policy(policy_serial(cfg->policy), policy_expires(cfg->policy));
 		log_line(LOG_INFO, NULL, "serving");
 		rc = serve(&gw, err);
 	}

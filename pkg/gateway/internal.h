@@ -11,6 +11,8 @@
 #include "log/log.h"
 #include "mcp/session.h"
 
+struct gateway_scrape;
+
 #define GATEWAY_DRAIN_MS 2000 /* at shutdown, for answers still queued */
 
 /* An HTTP client: one token of the policy. Its sessions point at it, so it
@@ -38,6 +40,7 @@ struct gateway {
 	struct mcp_stdio *stdio;
 	struct mcp_principal stdio_client;
 	struct mcp_http *http;		  /* instead of stdio when the policy has `http` */
+	struct gateway_scrape *scrape;	  /* GET /metrics, when the policy says where */
 	struct gw_principal **principals; /* one per token, in the policy's order */
 	struct gw_principal *retired;	  /* tokens reloads dropped */
 	char *tls_cert, *tls_key;	  /* PEM, read at start */

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "gateway/internal.h"
 #include "mcp/http.h"
+#include "metrics/metrics.h"
 
 /* ---- the clients: one principal per token ------------------------------------------- */
 
@@ -231,11 +232,14 @@ int gateway_reload(struct gateway *gw, const char *who, char *why, size_t cap)
 				 rl.started == 1 ? "" : "s", rl.retired,
 				 rl.pool ? "; the pool is filled again" : "");
 			reload_audit(gw, who, v, &rl, NULL);
+			metrics_reload(true);
+			metrics_policy(v->serial, policy_expires(rl.policy));
 			return 0;
 		}
 	}
 	log_line(LOG_WARN, NULL, "reload refused, the running policy stays: %s", err.msg);
 	reload_audit(gw, who, v, &rl, err.msg);
+	metrics_reload(false);
 	principals_drop(gw, l.principals);
 	if (l.handle && gw->cfg->release)
 		gw->cfg->release(gw->cfg->data, l.handle);

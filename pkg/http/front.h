@@ -18,6 +18,9 @@
  *     SSE (406), Content-Length at most cfg.body_bytes (413, before the
  *     body is read, so no 100 Continue); a chunked body past the cap 413;
  *     GET: Accept admits SSE (406).
+ * A front with cfg.page serves a read-only page (GET /metrics) instead:
+ * step 2 admits GET and HEAD only, and step 5 asks nothing of Accept.
+ * Every answer but a page's is counted by status (metrics.h).
  */
 #ifndef APPL_HTTP_FRONT_H
 #define APPL_HTTP_FRONT_H
@@ -57,6 +60,7 @@ struct http_front_config {
 	size_t header_bytes;			/* per-connection memory for the request head */
 	size_t body_bytes;			/* the body cap */
 	unsigned slow_s; /* a request's head and body must come within this */
+	bool page;	 /* GET and HEAD of a read-only page (above) */
 	/* The principal for the SHA-256 of a bearer token, or NULL (401).
 	 * Compare in constant time (sodium_memcmp). NULL: every token is refused. */
 	const void *(*token)(void *data, const unsigned char sha256[32]);

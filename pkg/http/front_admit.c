@@ -17,6 +17,7 @@
 #include "http/front_int.h"
 #include "http/header.h"
 #include "log/log.h"
+#include "metrics/metrics.h"
 
 /* ---- admission ---------------------------------------------------------- */
 
@@ -136,6 +137,8 @@ static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, con
 		return *why = "token", MHD_HTTP_UNAUTHORIZED;
 	acc = front_mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	accept = acc ? http_header_accept(acc, strlen(acc)) : 0;
+	if (cfg->page)
+		return 0;
 	if (strcmp(r->method, "GET") == 0 && !(accept & HTTP_ACCEPT_SSE))
 		return *why = "accept", MHD_HTTP_NOT_ACCEPTABLE;
 	if (!post)
@@ -176,6 +179,18 @@ static bool target_is_path(struct http_req *r, const char *url, const char *vers
 	       version == t + strlen(path) + 1;
 }
 
+/* Step 2: the endpoint's methods, or a page's. */
+static bool method_allowed(const struct http_req *r)
+{
+	static const char *const endpoint[] = {"POST", "GET", "DELETE", NULL};
+	static const char *const page[] = {"GET", "HEAD", NULL};
+
+	for (const char *const *m = r->f->cfg.page ? page : endpoint; *m; m++)
+		if (strcmp(r->method, *m) == 0)
+			return true;
+	return false;
+}
+
 /* The head has come: judge it (front.h's order). */
 static void admit(struct http_req *r, const char *url, const char *version)
 {
@@ -193,7 +208,7 @@ static void admit(struct http_req *r, const char *url, const char *version)
 	peer_name(sa, r->peer, sizeof(r->peer));
 	if (!target_is_path(r, url, version))
 		return front_refuse(r, MHD_HTTP_NOT_FOUND, "path", now);
-	if (strcmp(r->method, "POST") && strcmp(r->method, "GET") && strcmp(r->method, "DELETE"))
+	if (!method_allowed(r))
 		return front_refuse(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method", now);
 	if ((status = admit_headers(r, sa, &why)))
 		/* 413 at once: no 100 Continue, not a byte of the body read */
@@ -298,6 +313,8 @@ static void on_completed(void *cls, struct MHD_Connection *mc, void **req_cls,
 	if (!r)
 		return;
 	*req_cls = NULL;
+	if (r->status && !l->f->cfg.page)
+		metrics_http(r->status);
 	front_req_unwatch(r);
 	if (r->owned) {
 		r->owned = false;

@@ -69,6 +69,7 @@ static const char *refusal_text(unsigned status)
 void front_refusal_queue(struct http_req *r)
 {
 	static const char *const allow[] = {"Allow: GET, POST, DELETE", NULL};
+	static const char *const allow_page[] = {"Allow: GET, HEAD", NULL};
 	static const char *const bearer[] = {"WWW-Authenticate: Bearer", NULL};
 	const char *text = refusal_text(r->status);
 	struct MHD_Response *resp = front_mhd.create_response_from_buffer(
@@ -81,7 +82,7 @@ void front_refusal_queue(struct http_req *r)
 	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				      "text/plain; charset=utf-8");
 	if (r->status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		add_headers(resp, allow);
+		add_headers(resp, r->f->cfg.page ? allow_page : allow);
 	if (r->status == MHD_HTTP_UNAUTHORIZED)
 		add_headers(resp, bearer);
 	front_mhd.queue_response(r->mc, r->status, resp);

@@ -90,6 +90,22 @@ bool policy_tool_approval(const struct policy *p, const char *server, const char
 	       (access == POLICY_ACCESS_WRITE && r && r->approve_writes);
 }
 
+const char *policy_tool_named(const struct policy *p, const char *server, const char *tool)
+{
+	const char *pat = NULL;
+
+	if (!p || !server || !tool)
+		return NULL;
+	for (size_t i = 0; !pat && i < p->nrules; i++)
+		if (policy_pattern_match(p->rules[i].pattern, server, tool) == 2)
+			pat = p->rules[i].pattern;
+	for (size_t i = 0; !pat && i < p->nroles; i++)
+		for (size_t k = 0; !pat && k < p->roles[i].ntools; k++)
+			if (policy_pattern_match(p->roles[i].tools[k], server, tool) == 2)
+				pat = p->roles[i].tools[k];
+	return pat ? pat + strlen(server) + 1 : NULL;
+}
+
 bool policy_approvals_used(const struct policy *p)
 {
 	for (size_t i = 0; i < p->nrules; i++)

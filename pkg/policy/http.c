@@ -181,6 +181,33 @@ static int listen_parse(struct ctx *c, void *base, const json_t *v, const char *
 	return 0;
 }
 
+/* The metrics listener: one address, reachable from this host only, as
+ * it asks for no token (docs/metrics.md). That it is none of `listen` is
+ * checked once both are read (policy_http_parse). */
+static int metrics_listen_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	struct http_section *h = c->p->serve;
+	int rc;
+
+	(void)base;
+	if (!json_is_string(v))
+		return appl_err_set(c->err, -EINVAL, "%s: must be a string", path);
+	if (json_string_length(v) > APPL_POLICY_HTTP_LISTEN_TEXT)
+		return appl_err_set(c->err, -EINVAL, "%s: longer than %d bytes", path,
+				    APPL_POLICY_HTTP_LISTEN_TEXT);
+	rc = listen_one_parse(json_string_value(v), json_string_length(v), &h->metrics, path,
+			      c->err);
+	if (rc < 0)
+		return rc;
+	if (!h->metrics.local)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s: %s is not loopback: metrics are served on 127.0.0.0/8, "
+				    "[::1] or unix:/PATH only (they ask for no token)",
+				    path, h->metrics.text);
+	h->pub.metrics = &h->metrics;
+	return 0;
+}
+
 /* The endpoint's path: compared byte for byte with the request's, so it
  * has one spelling (no %-escapes), and nothing a proxy or a client could
  * read as another path (no .., no query, no fragment). */
@@ -324,6 +351,7 @@ static const struct field serve_fields[] = {
 	{.name = "allowed_origins", .type = F_FN, .parse = origins_parse},
 	{.name = "allowed_hosts", .type = F_FN, .parse = hosts_parse},
 	{.name = "tls", .type = F_FN, .parse = tls_parse},
+	{.name = "metrics_listen", .type = F_FN, .parse = metrics_listen_parse},
 };
 
 static void host_add(struct http_section *h, const char *s)
@@ -384,6 +412,11 @@ int policy_http_parse(struct ctx *c, void *base, const json_t *v, const char *pa
 			return appl_err_set(c->err, -EINVAL,
 					    "%s.listen[%zu]: %s is not loopback: it needs %s.tls",
 					    path, i, h->listen[i].text, path);
+	for (size_t i = 0; h->pub.metrics && i < h->pub.nlisten; i++)
+		if (listen_same(&h->metrics, &h->listen[i]))
+			return appl_err_set(c->err, -EINVAL,
+					    "%s.metrics_listen: the same address as %s.listen[%zu]",
+					    path, path, i);
 	if (h->pub.nhosts == 0)
 		hosts_default(h);
 	h->pub.listen = h->listen;
@@ -395,6 +428,21 @@ int policy_http_parse(struct ctx *c, void *base, const json_t *v, const char *pa
 const struct policy_http *policy_http(const struct policy *p)
 {
 	return p && p->serve ? &p->serve->pub : NULL;
+}
+
+const char *policy_http_metrics_listen(const struct policy *p)
+{
+	const struct policy_http *h = policy_http(p);
+
+	return h && h->metrics ? h->metrics->text : NULL;
+}
+
+bool policy_http_metrics_same(const struct policy *a, const struct policy *b)
+{
+	const struct policy_http *ha = policy_http(a), *hb = policy_http(b);
+	const struct policy_listen *la = ha ? ha->metrics : NULL, *lb = hb ? hb->metrics : NULL;
+
+	return la && lb ? listen_same(la, lb) : la == lb;
 }
 
 /* ---- the TLS key on disk (for run) ------------------------------------------ */

@@ -46,6 +46,7 @@ _Static_assert(HTTP_DEFAULT_HOSTS <= APPL_POLICY_HTTP_HOSTS_MAX,
 struct http_section {
 	struct policy_http pub; /* what policy_http hands out */
 	struct policy_listen listen[APPL_POLICY_HTTP_LISTEN_MAX];
+	struct policy_listen metrics; /* pub.metrics points here when given */
 	const char *origins[APPL_POLICY_HTTP_ORIGINS_MAX + 1];
 	const char *hosts[APPL_POLICY_HTTP_HOSTS_MAX + 1];
 	char with_port[HTTP_LOOPBACK_NAMES * APPL_POLICY_HTTP_LISTEN_MAX][HTTP_HOST_WITH_PORT];

@@ -237,6 +237,12 @@ int policy_tool_access(const struct policy *p, const char *server, const char *t
 bool policy_tool_approval(const struct policy *p, const char *server, const char *tool,
 			  const char *role, enum policy_access access);
 
+/* The policy's own text of tool when a `tools` entry or a role's pattern
+ * names server.tool exactly (not only by server.*), else NULL. Borrowed.
+ * What the metrics label a call with: a name the policy wrote, never one
+ * a server made up. */
+const char *policy_tool_named(const struct policy *p, const char *server, const char *tool);
+
 /* Whether any entry or role asks for approvals at all. */
 bool policy_approvals_used(const struct policy *p);
 
@@ -324,6 +330,10 @@ struct policy_http {
 	bool hosts_default;   /* hosts is the default (the policy gave none) */
 	const char *tls_cert; /* absolute paths, or both NULL: no TLS */
 	const char *tls_key;
+	/* metrics_listen: where GET /metrics is served, never one of listen;
+	 * local (127.0.0.0/8, ::1 or a unix socket): it asks for no token.
+	 * NULL: no metrics listener. */
+	const struct policy_listen *metrics;
 };
 
 #define POLICY_HTTP_PATH_DEFAULT "/mcp"
@@ -333,6 +343,15 @@ struct policy_http {
  * `localhost`, `127.0.0.1` and `[::1]`, each bare and with each inet listen
  * port, and each inet listen address as written, each once. */
 const struct policy_http *policy_http(const struct policy *p);
+
+/* http.metrics_listen as written ("127.0.0.1:9464", "unix:/run/m.sock"),
+ * or NULL when the policy has none. Borrowed. It is read when `run`
+ * starts, and only then: a policy that would change it needs a restart. */
+const char *policy_http_metrics_listen(const struct policy *p);
+
+/* Whether a and b name the same metrics listener: both none, or one
+ * address (compared as addresses: [::1] and [0:0:0:0:0:0:0:1] are one). */
+bool policy_http_metrics_same(const struct policy *a, const struct policy *b);
 
 /* What `run` checks before it serves HTTPS: http.tls.key is a regular file
  * owned by the effective uid with no permission for group or others (a key

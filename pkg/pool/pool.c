@@ -10,6 +10,7 @@
 
 #include "base/fs.h"
 #include "log/log.h"
+#include "metrics/metrics.h"
 
 struct slot {
 	struct slot *next;
@@ -48,6 +49,17 @@ struct pool {
 	bool unfrozen_said; /* a failed freeze was logged (once) */
 };
 
+/* The metrics' gauge of the sandboxes ready to be taken, said again
+ * whenever one is ready, taken or gone. */
+static void ready_say(const struct pool *p)
+{
+	int64_t n = 0;
+
+	for (const struct slot *s = p->slots; s; s = s->next)
+		n += s->ready && !s->dead;
+	metrics_set(METRICS_POOL_READY, n);
+}
+
 static void template_failed(struct pool *p, const char *why)
 {
 	p->tpl = TPL_FAILED;
@@ -68,6 +80,7 @@ static void on_slot_ready(struct cell *c, void *data)
 		s->pool->unfrozen_said = true;
 		log_line(LOG_WARN, NULL, "pool: idle sandboxes are not frozen (%s)", err.msg);
 	}
+	ready_say(s->pool);
 }
 
 static void on_slot_done(struct cell *c, void *data)
@@ -78,6 +91,7 @@ static void on_slot_done(struct cell *c, void *data)
 	/* This runs inside the cell's own handler: it is freed, and replaced,
 	 * at the end of the round. */
 	s->dead = true;
+	ready_say(s->pool);
 	loop_defer(s->pool->loop, &s->pool->tend);
 }
 
@@ -168,6 +182,8 @@ static void template_boot(struct pool *p)
 	p->tpl = TPL_BOOTING;
 	p->tpl_start = loop_now_ms();
 	sb = sandbox_start(p->rt, &p->pooled, &err);
+	if (sb)
+		metrics_count(METRICS_POOL_BOOTS, NULL);
 	if (!sb || !(p->tpl_cell = cell_boot(p->loop, sb, &p->lim, &hooks, &err)))
 		template_failed(p, err.msg);
 }
@@ -260,6 +276,8 @@ static struct cell *cell_new(struct pool *p, bool pooled, const struct cell_hook
 				     : sandbox_start(p->rt, oci, err);
 	struct cell *c = sb ? cell_boot(p->loop, sb, &p->lim, hooks, err) : NULL;
 
+	if (sb)
+		metrics_count(restore ? METRICS_POOL_RESTORES : METRICS_POOL_BOOTS, NULL);
 	if (c && restore)
 		cell_wake(c);
 	return c;
@@ -338,8 +356,10 @@ struct cell *pool_take(struct pool *p)
 			return pool_take(p);
 		}
 		free(s);
+		ready_say(p);
 		return c;
 	}
+	ready_say(p);
 	return NULL;
 }
 
@@ -377,6 +397,7 @@ void pool_free(struct pool *p)
 		free(s);
 	}
 	cell_free(p->tpl_cell);
+	metrics_set(METRICS_POOL_READY, 0);
 	loop_timer_free(p->timer);
 	loop_task_cancel(p->loop, &p->tend);
 	loop_task_cancel(p->loop, &p->ttpl);

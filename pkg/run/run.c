@@ -10,6 +10,7 @@
 
 #include "audit/audit.h"
 #include "log/log.h"
+#include "metrics/metrics.h"
 #include "run/admit.h"
 
 enum run_state {
@@ -39,6 +40,13 @@ struct run {
 	void *owner;	  /* run_new's, given back by run_owner and released */
 	char id[RUN_ID_LEN + 1];
 };
+
+/* Why a run never ran (run.fail), each its own text so the metrics can
+ * tell them apart. */
+static const char FAIL_BOOT[] = "the run could not start: the sandbox failed to boot";
+static const char FAIL_WAITED[] = "the run waited for a free slot until its deadline passed";
+static const char FAIL_CANCELLED[] = "cancelled while it waited for a free slot";
+static const char FAIL_STOPPED[] = "the appliance stopped before the run could start";
 
 struct run_set {
 	struct run_set_config cfg;
@@ -162,6 +170,37 @@ static void end_log(const struct run *r, const struct cell_outcome *o)
 		 (unsigned long long)(loop_now_ms() - r->arrival), r->live ? "" : " (cancelled)");
 }
 
+/* Why r never ran, in the metrics' fixed words (metrics.h). */
+static const char *not_run_reason(const struct run *r)
+{
+	static const struct {
+		const char *fail, *reason;
+	} fails[] = {{FAIL_WAITED, "waited"},
+		     {FAIL_BOOT, "boot"},
+		     {FAIL_CANCELLED, "cancelled"},
+		     {FAIL_STOPPED, "signal"}};
+
+	if (r->cell)
+		return "no_result";
+	for (size_t i = 0; i < sizeof(fails) / sizeof(fails[0]); i++)
+		if (r->fail == fails[i].fail)
+			return fails[i].reason;
+	return "other";
+}
+
+/* How r ended, for the metrics: a run that ran by its cell's reason. */
+static void end_count(const struct run *r, const struct cell_outcome *o)
+{
+	const char *reason = o ? cell_reason_name(o->reason) : NULL;
+
+	if (!o)
+		metrics_cell("not_run", not_run_reason(r), false, 0);
+	else if (reason)
+		metrics_cell("stopped", reason, true, loop_now_ms() - r->arrival);
+	else
+		metrics_cell(o->error ? "error" : "ok", "none", true, loop_now_ms() - r->arrival);
+}
+
 static void say(struct run *r, const json_t *result, bool is_error, const char *text)
 {
 	r->live = false;
@@ -204,6 +243,7 @@ static void answer(struct run *r)
 		log_line(LOG_INFO, r->id, "ended without a run: %s",
 			 r->fail ? r->fail : "it could not start");
 	}
+	end_count(r, ran ? &o : NULL);
 	if (audit_end(r, ran ? &o : NULL) < 0 && r->live && ran) {
 		/* Fail closed: what the log does not hold, the client does not get. */
 		snprintf(msg, sizeof(msg),
@@ -304,7 +344,7 @@ static void advance(struct run_set *s)
 
 		if (s->cfg.start(r, s->cfg.data, &err) < 0) {
 			log_line(LOG_ERR, r->id, "starting a sandbox failed: %s", err.msg);
-			r->fail = "the run could not start: the sandbox failed to boot";
+			r->fail = FAIL_BOOT;
 			ended(r);
 		}
 	}
@@ -336,7 +376,7 @@ static void on_admit_timeout(void *data)
 
 	if (r->state != RUN_WAITING)
 		return;
-	r->fail = "the run waited for a free slot until its deadline passed";
+	r->fail = FAIL_WAITED;
 	ended(r);
 }
 
@@ -369,7 +409,7 @@ void run_cancel(struct run *r)
 	if (r->state == RUN_RUNNING)
 		cell_cancel(r->cell);
 	else if (r->state == RUN_WAITING)
-		r->fail = "cancelled while it waited for a free slot";
+		r->fail = FAIL_CANCELLED;
 	ended(r);
 }
 
@@ -384,7 +424,7 @@ void run_interrupt(struct run *r, const char *why)
 		ended(r);
 		return;
 	}
-	r->fail = "the appliance stopped before the run could start";
+	r->fail = FAIL_STOPPED;
 	ended(r);
 }
 

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "metrics/metrics.h"
 
 /* The transport of each kind of server (policy_server.kind). */
 static const struct upstream_transport *const transports[] = {
@@ -127,6 +128,7 @@ int upstream_start(struct upstream *u, struct appl_err *err)
 		return appl_err_set(err, -EAGAIN, "%s", UPSTREAM_REASON_UNAVAILABLE);
 	if (u->v.run != UP_RUN_STOPPED)
 		return 0;
+	metrics_count(METRICS_UPSTREAM_RESTARTS, u->name); /* the policy's name of it */
 	return upstream_run_start(u, err);
 }
 

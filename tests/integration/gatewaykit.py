@@ -9,6 +9,7 @@ import os
 import pwd
 import queue
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
@@ -304,3 +305,40 @@ class Session:
         else:
             self.proc.kill()
             self.proc.wait()
+
+
+# ---- `appliance run` serving HTTP --------------------------------------------------
+
+
+def free_port():
+    """A loopback TCP port nobody listens on now."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Logged:
+    """`appliance run` with policy sig, no client on its stdio, its stderr
+    kept (log()) and waited on (wait_log)."""
+
+    def __init__(self, sig):
+        self.proc = subprocess.Popen(run_argv(sig), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.lines = []
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self):
+        for raw in self.proc.stderr:
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def log(self):
+        return "".join(self.lines)
+
+    def wait_log(self, text, timeout=120):
+        deadline = time.time() + timeout
+        while text not in self.log():
+            assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
+            assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
+            time.sleep(0.05)

@@ -25,6 +25,7 @@
 #include "audit/audit.h"
 #include "audit/format.h"
 #include "base/fs.h"
+#include "metrics/metrics.h"
 
 struct env {
 	char dir[64];	/* the log's directory */
@@ -160,6 +161,23 @@ static void head_drop_newest(struct env *e)
 	close(fd);
 	head_get(e, &h);
 	assert_true(h.pend_file > 0); /* the announcement */
+}
+
+/* The value of the metrics' sample `name` (a family without labels). */
+static uint64_t metric(const char *name)
+{
+	struct appl_err err = {0};
+	char *text, want[128], *at;
+	uint64_t v;
+	size_t len;
+
+	assert_int_equal(metrics_render(&text, &len, &err), 0);
+	snprintf(want, sizeof(want), "\n%s ", name);
+	at = strstr(text, want);
+	assert_non_null(at);
+	v = strtoull(at + strlen(want), NULL, 10);
+	free(text);
+	return v;
 }
 
 static void test_one_chain_across_opens_with_its_head(void **state)
@@ -383,6 +401,7 @@ static void test_seals_ratchet_and_survive_a_crash_before_the_ratchet(void **sta
 	struct audit *a;
 	int dfd;
 
+	metrics_reset();
 	e->cfg.seal = true;
 	e->cfg.seal_lines = 4;
 	assert_null(audit_open(NULL, &e->cfg, &err)); /* no sealing key yet */
@@ -432,6 +451,10 @@ static void test_seals_ratchet_and_survive_a_crash_before_the_ratchet(void **sta
 	assert_int_equal(audit_seal_read(dfd, seal, &st, &err), 0);
 	assert_int_equal(st.epoch, seals_check(evs, k0, kid));
 	assert_string_equal(ev_name(evs, json_array_size(evs) - 1), "seal");
+	/* every line and seal counted once, those adopted after the crash
+	 * when they were written */
+	assert_int_equal(metric("appliance_audit_lines_total"), json_array_size(evs));
+	assert_int_equal(metric("appliance_audit_seals_total"), seals_check(evs, k0, kid));
 	close(dfd);
 	json_decref(evs);
 }
@@ -768,8 +791,10 @@ static void test_a_failed_write_leaves_nothing_and_the_log_resumes(void **state)
 	struct env *e = *state;
 	char away[128];
 	json_t *evs = json_array(), *b = json_pack("{ss}", "what", "must not be written");
-	struct audit *a = open_ok(e);
+	struct audit *a;
 
+	metrics_reset();
+	a = open_ok(e);
 	event(a, "before", 0);
 	assert_int_equal(audit_flush(a, true), 0);
 	snprintf(away, sizeof(away), "%s.away", e->path);
@@ -785,6 +810,9 @@ static void test_a_failed_write_leaves_nothing_and_the_log_resumes(void **state)
 	assert_true(audit_ok(a));
 	audit_free(a);
 	assert_int_equal(chain_all(e->path, evs), 4);
+	assert_int_equal(metric("appliance_audit_lines_total"), 4);
+	assert_int_equal(metric("appliance_audit_write_failures_total"), 2);
+	assert_int_equal(metric("appliance_audit_seals_total"), 0);
 	assert_string_equal(ev_name(evs, 1), "before");
 	assert_string_equal(ev_name(evs, 2), "resumed");
 	assert_non_null(strstr(json_string_value(json_object_get(json_array_get(evs, 2), "error")),

@@ -20,6 +20,7 @@
 #include "bridge/internal.h"
 #include "cell/cell.h"
 #include "loop/loop.h"
+#include "metrics/metrics.h"
 #include "policy/policy.h"
 #include "upstream/set.h"
 
@@ -671,11 +672,73 @@ static void test_run_caps_calls_in_flight(void **state)
 	json_decref(f.last_value);
 }
 
+/* Whether the metrics page holds line (a whole sample). */
+static bool metrics_has(const char *line)
+{
+	struct appl_err err = {0};
+	char *text, want[256];
+	size_t len;
+	bool found;
+
+	assert_int_equal(metrics_render(&text, &len, &err), 0);
+	snprintf(want, sizeof(want), "\n%s\n", line);
+	found = strstr(text, want) != NULL;
+	if (!found)
+		print_message("no %s in:\n%s", line, text);
+	free(text);
+	return found;
+}
+
+/* Calls are counted by server, by the tool's name only where the policy
+ * writes it (a.put), and by how they ended; refusals by why. */
+static void test_calls_are_counted_under_policy_names(void **state)
+{
+	struct fake f;
+	struct bridge_run *r;
+	(void)state;
+
+	metrics_reset();
+	r = run_new(&f, "writer", 200, 16);
+	call(r, 1, "a.sum", "{\"a\":1,\"b\":2}");
+	call(r, 2, "a.put", "{\"a\":1,\"b\":2}");
+	call(r, 3, "a.nope", "{}");
+	call(r, 4, "a.sum", "{\"a\":\"x\",\"b\":2}");
+	call(r, 5, "a.sum", "{\"a\":1,\"b\":2}");
+	assert_int_equal(f.nsent, 3);
+	finish(&f, 0, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	finish(&f, 1, UPSTREAM_OK, "{\"structuredContent\":{\"n\":1}}", NULL);
+	finish(&f, 2, UPSTREAM_TIMEOUT, NULL, "timeout");
+	assert_true(metrics_has("appliance_tool_calls_total{server=\"a\",tool=\"_other\","
+				"outcome=\"ok\"} 1"));
+	assert_true(metrics_has("appliance_tool_calls_total{server=\"a\",tool=\"put\","
+				"outcome=\"ok\"} 1"));
+	assert_true(metrics_has("appliance_tool_calls_total{server=\"a\",tool=\"_other\","
+				"outcome=\"timeout\"} 1"));
+	assert_true(metrics_has("appliance_tool_refusals_total{reason=\"not_allowed\"} 1"));
+	assert_true(metrics_has("appliance_tool_refusals_total{reason=\"arguments\"} 1"));
+	{
+		struct appl_err err = {0};
+		char *text;
+		size_t len;
+
+		/* a.sum came in by a.*: its name is the server's, never a label */
+		assert_int_equal(metrics_render(&text, &len, &err), 0);
+		assert_null(strstr(text, "tool=\"sum\""));
+		free(text);
+	}
+	bridge_run_free(r);
+	json_decref(f.last_value);
+	metrics_reset();
+}
+
 static void test_run_budget_counts_every_call(void **state)
 {
 	struct fake f;
-	struct bridge_run *r = run_new(&f, "reader", 3, 16);
+	struct bridge_run *r;
 	(void)state;
+
+	metrics_reset();
+	r = run_new(&f, "reader", 3, 16);
 
 	call(r, 1, "a.nope", "{}");		  /* refused, and counted */
 	call(r, 2, "a.sum", "{\"a\":1,\"b\":2}"); /* sent */
@@ -685,6 +748,7 @@ static void test_run_budget_counts_every_call(void **state)
 	assert_int_equal(f.nrefused, 2);
 	assert_int_equal(f.refused[1], 4);
 	assert_non_null(strstr(f.last_refusal, "budget exhausted"));
+	assert_true(metrics_has("appliance_tool_refusals_total{reason=\"budget\"} 1"));
 	bridge_run_free(r);
 }
 
@@ -976,6 +1040,7 @@ static void test_approvals_gate_the_call(void **state)
 	approver_write(yes, "approve");
 	approver_write(no, "deny");
 	approver_write(mute, NULL);
+	metrics_reset();
 	assert_non_null(loop = loop_new(&err));
 	/* Nobody to ask: refused, never sent; a read is not gated. */
 	r = gated_run(&f, &gp);
@@ -1028,6 +1093,13 @@ static void test_approvals_gate_the_call(void **state)
 	for (int i = 0; i < 30; i++)
 		assert_true(loop_run_once(loop, 10) >= 0);
 	assert_int_equal(f.nrefused, 1);
+	/* each question by its answer; each call without a yes a refusal */
+	assert_true(metrics_has("appliance_approvals_total{outcome=\"approved\"} 2"));
+	assert_true(metrics_has("appliance_approvals_total{outcome=\"declined\"} 1"));
+	assert_true(metrics_has("appliance_approvals_total{outcome=\"timeout\"} 1"));
+	assert_true(metrics_has("appliance_approvals_total{outcome=\"unavailable\"} 2"));
+	assert_true(metrics_has("appliance_approvals_total{outcome=\"cancelled\"} 1"));
+	assert_true(metrics_has("appliance_tool_refusals_total{reason=\"approval\"} 4"));
 	policy_free(gp);
 	loop_free(loop);
 	appl_tree_remove(dir);
@@ -1466,6 +1538,7 @@ int main(void)
 		cmocka_unit_test(test_run_waiting_is_bounded_and_freed),
 		cmocka_unit_test(test_audit_lines_of_calls),
 		cmocka_unit_test(test_approvals_gate_the_call),
+		cmocka_unit_test(test_calls_are_counted_under_policy_names),
 		cmocka_unit_test(test_approvals_through_the_client),
 		cmocka_unit_test(test_question_is_escaped_and_bounded),
 		cmocka_unit_test(test_gate_shares_slots_in_turn),

@@ -29,6 +29,7 @@
 #include "http/header.h"
 #include "log/log.h"
 #include "loop/loop.h"
+#include "metrics/metrics.h"
 #include "certkit.h"
 
 #define TOKEN	  "s3cret-token-abc"
@@ -267,6 +268,8 @@ static void *client(void *data)
 			curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE,
 					 (long)(c->body ? strlen(c->body) : 0));
 		}
+	} else if (c->method && strcmp(c->method, "HEAD") == 0) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
 	} else if (c->method) {
 		curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, c->method);
 	}
@@ -882,6 +885,73 @@ static void test_anonymous_needs_no_token_but_checks_one(void **state)
 	fx_close(&fx);
 }
 
+/* A page (cfg.page): GET and HEAD, any Accept or none; the rest refused
+ * as the endpoint refuses it. */
+static void test_page_get_and_head_only(void **state)
+{
+	static const struct {
+		const char *method, *path;
+		long status;
+	} cases[] = {
+		{"GET", "/metrics", 200},    {"HEAD", "/metrics", 200}, {"POST", "/metrics", 405},
+		{"DELETE", "/metrics", 405}, {"PUT", "/metrics", 405},	{"GET", "/metrics/x", 404},
+		{"GET", "/mcp", 404},
+	};
+	struct fx fx = {.mode = ANSWER_NOW};
+	(void)state;
+	fx_config(&fx, "127.0.0.1:0");
+	fx.cfg.path = "/metrics";
+	fx.cfg.page = true;
+	fx.cfg.token = NULL;
+	fx.cfg.anonymous = &principal_anon;
+	assert_int_equal(fx_open(&fx), 0);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct call c = {.method = cases[i].method, .headers = {JSON}, .body = "{}"};
+
+		c.url = fx_url(&fx, cases[i].path);
+		call_run(&fx, &c);
+		print_message("page %s %s: %ld\n", cases[i].method, cases[i].path, c.status);
+		assert_int_equal(c.rc, CURLE_OK);
+		assert_int_equal(c.status, cases[i].status);
+		if (c.status == 405)
+			assert_non_null(strcasestr(c.head, "allow: get, head"));
+		if (strcmp(cases[i].method, "HEAD") == 0)
+			assert_int_equal(c.resp_len, 0);
+		else if (c.status == 200)
+			assert_string_equal(c.resp, "{\"ok\":true}");
+	}
+	assert_int_equal(fx.requests, 2);
+	assert_ptr_equal(fx.principal, &principal_anon);
+	fx_close(&fx);
+}
+
+/* The endpoint's answers are counted by status, a page's are not. */
+static void test_answers_counted_by_status(void **state)
+{
+	struct fx fx = {.mode = ANSWER_NOW};
+	struct call ok = {.method = "POST", .headers = {AUTH, JSON, ACCEPT}, .body = "{}"};
+	struct call lost = {.method = "POST", .headers = {AUTH, JSON, ACCEPT}, .body = "{}"};
+	struct appl_err err = {0};
+	char *text;
+	size_t len;
+	(void)state;
+	metrics_reset();
+	fx_config(&fx, "127.0.0.1:0");
+	assert_int_equal(fx_open(&fx), 0);
+	ok.url = fx_url(&fx, "/mcp");
+	call_run(&fx, &ok);
+	lost.url = fx_url(&fx, "/elsewhere");
+	call_run(&fx, &lost);
+	assert_int_equal(ok.status, 200);
+	assert_int_equal(lost.status, 404);
+	assert_int_equal(metrics_render(&text, &len, &err), 0);
+	assert_non_null(strstr(text, "appliance_http_requests_total{code=\"200\"} 1\n"));
+	assert_non_null(strstr(text, "appliance_http_requests_total{code=\"404\"} 1\n"));
+	free(text);
+	fx_close(&fx);
+	metrics_reset();
+}
+
 static void test_tls(void **state)
 {
 	struct fx fx = {.mode = ANSWER_LATER};
@@ -1025,6 +1095,8 @@ int main(void)
 		cmocka_unit_test(test_close_ends_held_requests),
 		cmocka_unit_test(test_unix_listener),
 		cmocka_unit_test(test_anonymous_needs_no_token_but_checks_one),
+		cmocka_unit_test(test_page_get_and_head_only),
+		cmocka_unit_test(test_answers_counted_by_status),
 		cmocka_unit_test(test_tls),
 		cmocka_unit_test(test_bad_config),
 		cmocka_unit_test(test_no_token_in_log),

@@ -565,6 +565,36 @@ static void test_servers_read(void **state)
 	policy_free(p);
 }
 
+/* Which tools the policy names itself (the metrics' tool label): an exact
+ * `tools` entry or an exact role pattern, never a wildcard's catch. */
+static void test_tool_named(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(
+		", \"servers\": {\"fs\": {\"command\": [\"/bin/fs\"]}, \"t\": {\"command\": "
+		"[\"/bin/t\"]}}, \"tools\": {\"fs.*\": {\"access\": \"read\"}, \"fs.rm\": "
+		"{\"access\": \"write\"}, \"t.*\": {\"access\": \"read\"}}, \"roles\": {\"dev\": "
+		"{\"tools\": [\"fs.*\", \"t.list\"]}}",
+		&err);
+	const char *named;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	named = policy_tool_named(p, "fs", "rm"); /* a `tools` entry */
+	assert_non_null(named);
+	assert_string_equal(named, "rm");
+	assert_string_equal(policy_tool_named(p, "t", "list"), "list"); /* a role's pattern */
+	assert_null(policy_tool_named(p, "fs", "read_file"));		/* only fs.* */
+	assert_null(policy_tool_named(p, "fs", "*"));
+	assert_null(policy_tool_named(p, "f", "s.rm"));
+	assert_null(policy_tool_named(p, "t", "lis"));
+	assert_null(policy_tool_named(p, "nope", "rm"));
+	assert_null(policy_tool_named(p, NULL, "rm"));
+	assert_null(policy_tool_named(NULL, "fs", "rm"));
+	policy_free(p);
+}
+
 /* A tool entry's "approval", a role's "approve_writes", and which calls
  * they gate. */
 static void test_approvals(void **state)
@@ -1585,6 +1615,93 @@ static void test_http_listen_refused(void **state)
 	policy_free(p);
 }
 
+/* http.metrics_listen: one address, loopback or a unix socket, none of
+ * `listen`; read as `listen` reads its addresses. */
+static void test_http_metrics_listen(void **state)
+{
+	static const char *const ok[] = {"127.0.0.1:9464", "127.9.8.7:1", "[::1]:9464",
+					 "unix:/run/appliance/metrics.sock"};
+	static const char *const remote[] = {"0.0.0.0:9464", "10.1.2.3:9464", "[::]:9464",
+					     "[2001:db8::1]:9464", "128.0.0.1:9464"};
+	struct appl_err err = {0};
+	char body[512], want[512];
+	struct policy *p;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(body, sizeof(body),
+			 "\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": \"%s\"", ok[i]);
+		if (!(p = parse_http(body, &err)))
+			fail_msg("%s: %s", ok[i], err.msg);
+		assert_string_equal(policy_http_metrics_listen(p), ok[i]);
+		assert_true(policy_http(p)->metrics->local);
+		assert_int_equal(policy_http(p)->nlisten, 1);
+		policy_free(p);
+	}
+	/* not loopback: refused, TLS or not (the listener asks for no token) */
+	for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++) {
+		snprintf(body, sizeof(body),
+			 "\"listen\": [\"127.0.0.1:8080\"], " TLS ", \"metrics_listen\": \"%s\"",
+			 remote[i]);
+		snprintf(want, sizeof(want),
+			 "http.metrics_listen: %s is not loopback: metrics are served on "
+			 "127.0.0.0/8, [::1] or unix:/PATH only (they ask for no token)",
+			 remote[i]);
+		http_refused(body, want);
+	}
+	http_refused("\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": [\"127.0.0.1:9464\"]",
+		     "http.metrics_listen: must be a string");
+	http_refused("\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": \"localhost:9464\"",
+		     "http.metrics_listen: must be IPV4:PORT, [IPV6]:PORT or unix:/PATH "
+		     "(addresses, not host names)");
+	http_refused("\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": \"unix:run/m\"",
+		     "http.metrics_listen: must be an absolute path");
+	http_refused("\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": \"127.0.0.1:0\"",
+		     "http.metrics_listen: the port must be 1 to 65535 in decimal, without a "
+		     "sign or leading zeros");
+	/* one socket cannot serve both */
+	http_refused("\"metrics_listen\": \"[0:0:0:0:0:0:0:1]:80\", \"listen\": [\"unix:/a\", "
+		     "\"[::1]:80\"]",
+		     "http.metrics_listen: the same address as http.listen[1]");
+	http_refused("\"listen\": [\"unix:/run/a\"], \"metrics_listen\": \"unix:/run/a\"",
+		     "http.metrics_listen: the same address as http.listen[0]");
+	/* none: NULL */
+	p = parse_http("\"listen\": [\"127.0.0.1:8080\"]", &err);
+	assert_non_null(p);
+	assert_null(policy_http_metrics_listen(p));
+	assert_null(policy_http(p)->metrics);
+	policy_free(p);
+	assert_null(policy_http_metrics_listen(NULL));
+}
+
+/* What a reload compares: the metrics listener, as an address. */
+static void test_http_metrics_same(void **state)
+{
+	static const char *const bodies[] = {
+		"\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": \"[::1]:9464\"",
+		"\"listen\": [\"127.0.0.1:8081\"], \"metrics_listen\": \"[0::1]:9464\"",
+		"\"listen\": [\"127.0.0.1:8080\"], \"metrics_listen\": \"[::1]:9465\"",
+		"\"listen\": [\"127.0.0.1:8080\"]",
+	};
+	struct appl_err err = {0};
+	struct policy *p[4], *none;
+
+	(void)state;
+	for (size_t i = 0; i < 4; i++)
+		assert_non_null(p[i] = parse_http(bodies[i], &err));
+	assert_non_null(none = parse_with("", &err));
+	assert_true(policy_http_metrics_same(p[0], p[1]));
+	assert_true(policy_http_metrics_same(p[1], p[0]));
+	assert_false(policy_http_metrics_same(p[0], p[2]));
+	assert_false(policy_http_metrics_same(p[0], p[3]));
+	assert_false(policy_http_metrics_same(none, p[2]));
+	assert_true(policy_http_metrics_same(p[3], none));
+	assert_true(policy_http_metrics_same(none, none));
+	for (size_t i = 0; i < 4; i++)
+		policy_free(p[i]);
+	policy_free(none);
+}
+
 /* Tokens cross a network only inside TLS: a listener other hosts can
  * reach is refused without it. */
 static void test_http_needs_tls_off_loopback(void **state)
@@ -2008,6 +2125,7 @@ int main(void)
 		cmocka_unit_test(test_server_resources_concurrency),
 		cmocka_unit_test(test_resources_allowed),
 		cmocka_unit_test(test_audit_seal_is_a_boolean),
+		cmocka_unit_test(test_tool_named),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),
 		cmocka_unit_test(test_cells_per_client_default_follows_cells),
@@ -2038,6 +2156,8 @@ int main(void)
 		cmocka_unit_test(test_http_defaults),
 		cmocka_unit_test(test_http_listen_refused),
 		cmocka_unit_test(test_http_needs_tls_off_loopback),
+		cmocka_unit_test(test_http_metrics_listen),
+		cmocka_unit_test(test_http_metrics_same),
 		cmocka_unit_test(test_http_path),
 		cmocka_unit_test(test_http_origins),
 		cmocka_unit_test(test_http_hosts),

@@ -21,6 +21,7 @@
 #include "bridge/bridge.h"
 #include "cell/cell.h"
 #include "loop/loop.h"
+#include "metrics/metrics.h"
 #include "run/run.h"
 
 /* ---- the fake cell ---------------------------------------------------------- */
@@ -456,6 +457,56 @@ static void test_questions_reach_the_client_through_the_run(void **state)
 	fx_free(fx);
 }
 
+static void metrics_want(const char *line)
+{
+	struct appl_err err = {0};
+	char *text, want[256];
+	size_t len;
+
+	assert_int_equal(metrics_render(&text, &len, &err), 0);
+	snprintf(want, sizeof(want), "\n%s\n", line);
+	if (!strstr(text, want))
+		fail_msg("no %s in:\n%s", line, text);
+	free(text);
+}
+
+/* Every end is counted once, in the metrics' words: a run that ran by its
+ * cell's reason, one that did not by why. */
+static void test_every_end_is_counted(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	struct run *r;
+	(void)state;
+
+	metrics_reset();
+	run_of(fx, "ok");
+	cell_end(&fx->cells[0], CELL_RAN);
+	one_round(fx);
+	r = run_of(fx, "interrupted");
+	run_interrupt(r, "the run was stopped: test got signal 15");
+	one_round(fx);
+	run_of(fx, "past its deadline");
+	r = run_of(fx, "cancelled while waiting");
+	run_cancel(r);
+	fx->fail_start = true;
+	run_of(fx, "no sandbox");
+	cell_end(&fx->cells[2], CELL_DEADLINE);
+	one_round(fx);
+	fx->fail_start = false;
+	run_of(fx, "holds the slot");
+	run_within(fx, "waits past its deadline", 20);
+	until_answers(fx, 5);
+	metrics_want("appliance_cells_total{outcome=\"ok\",reason=\"none\"} 1");
+	metrics_want("appliance_cells_total{outcome=\"stopped\",reason=\"signal\"} 1");
+	metrics_want("appliance_cells_total{outcome=\"stopped\",reason=\"deadline\"} 1");
+	metrics_want("appliance_cells_total{outcome=\"not_run\",reason=\"cancelled\"} 1");
+	metrics_want("appliance_cells_total{outcome=\"not_run\",reason=\"boot\"} 1");
+	metrics_want("appliance_cells_total{outcome=\"not_run\",reason=\"waited\"} 1");
+	metrics_want("appliance_cell_duration_seconds_count 3");
+	fx_free(fx);
+	metrics_reset();
+}
+
 /* The appliance's own stop still answers, saying why. */
 static void test_interrupt_answers_with_the_reason(void **state)
 {
@@ -531,6 +582,7 @@ int main(void)
 		cmocka_unit_test(test_progress_reaches_the_client_until_it_cancels),
 		cmocka_unit_test(test_questions_reach_the_client_through_the_run),
 		cmocka_unit_test(test_interrupt_answers_with_the_reason),
+		cmocka_unit_test(test_every_end_is_counted),
 		cmocka_unit_test(test_a_start_that_fails_answers_why),
 		cmocka_unit_test(test_a_refused_request_is_answered),
 		cmocka_unit_test(test_stop_frees_without_answers),
