@@ -53,6 +53,7 @@ class Live:
         self.share = gk.server_dir()  # the cell's marker lives here, readable by the toy
         self.audit = os.path.join(tempfile.mkdtemp(prefix="appliance-reload-audit."), "a.log")
         self.port = free_port()
+        self.mport = free_port()
         self.lines = []
         self.proc = None
 
@@ -73,7 +74,8 @@ class Live:
              "roles": roles,
              "clients": {"tokens": [{"name": "ops", "role": "r",
                                      "sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]},
-             "http": {"listen": ["127.0.0.1:%d" % self.port]},
+             "http": {"listen": ["127.0.0.1:%d" % self.port],
+                      "metrics_listen": "127.0.0.1:%d" % self.mport},
              "audit": {"path": self.audit}}
         d.update(extra)
         return d
@@ -119,6 +121,17 @@ class Live:
         found = [e for e in lines if e.get("ev") == ev]
         assert found, "no %s line in the audit log: %s" % (ev, lines[-5:])
         return found
+
+    def metric(self, line_start):
+        """The value of the /metrics sample whose line starts with line_start."""
+        c = http.client.HTTPConnection("127.0.0.1", self.mport, timeout=30)
+        c.request("GET", "/metrics")
+        page = c.getresponse().read().decode()
+        c.close()
+        for line in page.splitlines():
+            if line.startswith(line_start + " "):
+                return float(line.split()[-1])
+        return None
 
     def floor(self):
         with open(FLOOR) as f:
@@ -252,6 +265,8 @@ def a_connected_client_sees_a_reload_that_adds_a_server_and_a_cell_in_flight_kee
         assert live.floor() == live.kit.serial and live.floor() > floor0
         ok = live.audit_lines("reload")[-1]
         assert ok["outcome"] == "ok" and ok["by"] == "SIGHUP" and ok["servers_started"] == 1, ok
+        assert live.metric('appliance_reloads_total{outcome="ok"}') == 1
+        assert live.metric("appliance_policy_serial") == live.kit.serial
         live.stop()
     finally:
         if client:
@@ -291,6 +306,9 @@ def refused_reloads_change_nothing_and_say_why():
             assert refused["outcome"] == "refused" and word in refused["reason"].lower(), \
                 (what, refused)
             assert live.floor() == floor0, what
+        assert live.metric('appliance_reloads_total{outcome="refused"}') == len(cases)
+        assert live.metric('appliance_reloads_total{outcome="ok"}') in (None, 0)
+        assert live.metric("appliance_policy_serial") == floor0
         # still serving the first policy
         client = Client(live.port)
         try:
