@@ -321,6 +321,31 @@ def refused_reloads_change_nothing_and_say_why():
         live.cleanup()
 
 
+@test
+def a_changed_sandbox_limit_drains_the_pool_and_the_next_cell_has_it():
+    live = Live()
+    client = None
+    probe = ("import resource\n"
+             "print('as_mib', resource.getrlimit(resource.RLIMIT_AS)[0] // 2**20)")
+    try:
+        live.start(live.doc(limits={"memory_mb": 256}))
+        client = Client(live.port)
+        client.cell("a", probe)
+        before = text(client.answer("a"))
+        live.sign(live.doc(limits={"memory_mb": 384}))
+        line = live.reload("reloaded")
+        assert "the pool is filled again" in line, line
+        client.cell("b", probe)
+        after = text(client.answer("b"))
+        assert "as_mib 256" in before and "as_mib 384" in after, (before, after)
+        assert live.audit_lines("reload")[-1]["pool"] is True
+        live.stop()
+    finally:
+        if client:
+            client.close()
+        live.cleanup()
+
+
 def post(port, body, token, sid=None):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
