@@ -371,6 +371,12 @@ static void on_reaped(void *data, unsigned n)
 		pool_fill(e->pool);
 }
 
+/* How a run's cell ended tells the pool whether its boot worked. */
+static void on_cell_ended(void *data, enum cell_reason reason)
+{
+	pool_cell_ended(((struct engine *)data)->pool, reason);
+}
+
 /* Why a run must not start now, or NULL. */
 static const char *run_refusal(struct engine *e, const struct run_client *client,
 			       unsigned waiting_cap, unsigned total_cap, char *why, size_t cap)
@@ -489,8 +495,11 @@ const char *engine_role_view(struct engine *e, const char *role, struct bridge_c
 /* The limits, the run set and the roles: what needs no loop round. */
 static int parts_make(struct engine *e, struct appl_err *err)
 {
-	struct run_set_config rc = {
-		.cell = &e->cell_lim, .start = run_start, .reaped = on_reaped, .data = e};
+	struct run_set_config rc = {.cell = &e->cell_lim,
+				    .start = run_start,
+				    .reaped = on_reaped,
+				    .cell_ended = on_cell_ended,
+				    .data = e};
 	struct engine_roles_config ro = {.policy = e->policy,
 					 .lim = &e->lim,
 					 .changed = e->cfg.tools_changed,

@@ -87,6 +87,9 @@ struct run_set_config {
 	/* ended runs were answered and freed this round (n of them). May be
 	 * NULL. */
 	void (*reaped)(void *data, unsigned n);
+	/* A run's cell ended with reason (from its on_done: only note it).
+	 * May be NULL. */
+	void (*cell_ended)(void *data, enum cell_reason reason);
 	void *data;
 };
 
