@@ -547,6 +547,11 @@ struct loop *engine_loop(const struct engine *e)
 	return e->loop;
 }
 
+const struct policy *engine_policy(const struct engine *e)
+{
+	return e->policy;
+}
+
 const struct policy_limits *engine_limits(const struct engine *e)
 {
 	return &e->lim;

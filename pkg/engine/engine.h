@@ -122,6 +122,9 @@ struct sandbox_rt *engine_runtime(const struct engine *e);
 struct upstream_set *engine_servers(const struct engine *e);
 
 struct loop *engine_loop(const struct engine *e);
+/* The policy in force (borrowed: read it again after a loop round rather
+ * than keeping it), or NULL for `cell --image`. */
+const struct policy *engine_policy(const struct engine *e);
 /* The policy's limits (the defaults without a policy). */
 const struct policy_limits *engine_limits(const struct engine *e);
 /* The audit log, or NULL (none, or not started). */
