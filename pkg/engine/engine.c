@@ -392,6 +392,12 @@ static void on_reaped(void *data, unsigned n)
 		pool_fill(e->pool);
 }
 
+/* How a run's cell ended tells the pool whether its boot worked. */
+static void on_cell_ended(void *data, enum cell_reason reason)
+{
+	pool_cell_ended(((struct engine *)data)->pool, reason);
+}
+
 /* A run was freed: an older policy no run holds any more goes, and with
  * it the servers only it had (a server a reload removed or changed stops
  * once the last run that could call it has ended). */
@@ -595,6 +601,7 @@ static int parts_make(struct engine *e, struct appl_err *err)
 				    .start = run_start,
 				    .reaped = on_reaped,
 				    .released = on_released,
+				    .cell_ended = on_cell_ended,
 				    .data = e};
 
 	if (!(e->gen = engine_gen_new(e, e->cfg.policy, NULL)))
@@ -632,6 +639,11 @@ struct engine *engine_open(const struct engine_config *cfg, struct appl_err *err
 struct loop *engine_loop(const struct engine *e)
 {
 	return e->loop;
+}
+
+const struct policy *engine_policy(const struct engine *e)
+{
+	return e->policy;
 }
 
 const struct policy_limits *engine_limits(const struct engine *e)

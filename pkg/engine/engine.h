@@ -128,6 +128,9 @@ struct sandbox_rt *engine_runtime(const struct engine *e);
 struct upstream_set *engine_servers(const struct engine *e);
 
 struct loop *engine_loop(const struct engine *e);
+/* The policy in force (borrowed: read it again after a loop round rather
+ * than keeping it), or NULL for `cell --image`. */
+const struct policy *engine_policy(const struct engine *e);
 /* The policy's limits (the defaults without a policy). */
 const struct policy_limits *engine_limits(const struct engine *e);
 /* The audit log, or NULL (none, or not started). */
@@ -203,9 +206,6 @@ struct engine_reload {
  * nothing changed (the started servers stopped again). Not from a loop
  * callback: servers are waited for on the loop. */
 int engine_reload(struct engine *e, struct engine_reload *rl, struct appl_err *err);
-
-/* The current policy (borrowed until the next reload). */
-const struct policy *engine_policy(const struct engine *e);
 
 /* ---- one-off uses ------------------------------------------------------------ */
 

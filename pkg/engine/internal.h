@@ -56,6 +56,7 @@ struct engine {
 	bool stop;
 	bool started;
 	unsigned long reloads; /* taken, for the log */
+	bool ready_asked;      /* engine_ready_prepare was called */
 };
 
 /* engine.c, for reload.c */

@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "engine/internal.h"
+#include "engine/ready.h"
 #include "engine/roles.h"
 #include "image/image.h"
 #include "log/log.h"
@@ -127,6 +128,8 @@ static void take(struct engine *e, struct engine_reload *rl, struct staged *st)
 		e->pool = NULL;
 		if (engine_cells_open(e, &err) < 0)
 			log_line(LOG_ERR, NULL, "the pool was not made again: %s", err.msg);
+		else if (e->ready_asked)
+			engine_ready_prepare(e);
 	}
 	if (old->roles && e->roles)
 		engine_roles_compare(old->roles, e->roles);
@@ -153,9 +156,4 @@ int engine_reload(struct engine *e, struct engine_reload *rl, struct appl_err *e
 	}
 	take(e, rl, &st);
 	return 0;
-}
-
-const struct policy *engine_policy(const struct engine *e)
-{
-	return e->policy;
 }

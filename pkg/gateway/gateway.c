@@ -15,6 +15,7 @@
 #include "cell/cell.h"
 #include "engine/engine.h"
 #include "gateway/scrape.h"
+#include "engine/ready.h"
 #include "log/log.h"
 #include "loop/loop.h"
 #include "mcp/http.h"
@@ -179,6 +180,19 @@ static void on_auth(void *data, const struct mcp_principal *p, const char *peer)
 	json_decref(o);
 }
 
+/* /readyz's answer (engine_unready), a log line when it changes, not
+ * one per probe. */
+static const char *unready(void *data)
+{
+	struct gateway *gw = data;
+	const char *now = gw->e ? engine_unready(gw->e) : "starting";
+
+	if (now != gw->ready_said)
+		log_line(LOG_INFO, NULL, "readiness: %s", now ? now : "ready");
+	gw->ready_said = now;
+	return now;
+}
+
 /* The policy's http section as the transport's configuration: every
  * listener, the endpoint, the hosts and origins, TLS, the limits. */
 static int http_open(struct gateway *gw, struct appl_err *err)
@@ -218,6 +232,7 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 					     .slow_s = gw->lim->http_slow_s};
 	c.principal = token_principal;
 	c.on_auth = on_auth;
+	c.unready = unready;
 	c.data = gw;
 	c.sessions_per_principal = gw->lim->http_sessions_per_token;
 	c.idle_ms = gw->lim->http_idle_s * 1000u;
@@ -354,6 +369,7 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		if (engine_start(gw->e, err) < 0 || http_open(gw, err) < 0 ||
 		    gateway_scrape_open(gw->loop, gw->policy, &gw->scrape, err) < 0)
 			return err->code;
+		engine_ready_prepare(gw->e);
 		http_log(gw);
 		return 0;
 	}

@@ -45,6 +45,7 @@ struct gateway {
 	struct gw_principal *retired;	  /* tokens reloads dropped */
 	char *tls_cert, *tls_key;	  /* PEM, read at start */
 	struct log_rate auth_rate;	  /* refused authentications audited */
+	const char *ready_said;		  /* readiness last answered (NULL: ready) */
 	bool input_done;		  /* a script read from a file has ended */
 	const char *reload_by;		  /* a reload was asked for, by whom */
 	char reload_who[64];

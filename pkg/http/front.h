@@ -21,6 +21,14 @@
  * A front with cfg.page serves a read-only page (GET /metrics) instead:
  * step 2 admits GET and HEAD only, and step 5 asks nothing of Accept.
  * Every answer but a page's is counted by status (metrics.h).
+ *
+ * With cfg.unready set, the front answers two probes itself, never
+ * handing them to the owner: GET or HEAD of HTTP_FRONT_HEALTHZ (200 "ok":
+ * the loop turns) and of HTTP_FRONT_READYZ (200 "ready", or 503 and
+ * cfg.unready's word). Their admission: the target is the probe's path
+ * byte for byte (cfg.path wins where they are equal), else 404; the method
+ * GET or HEAD, else 405; Host and Origin as in step 3; no token (no
+ * on_auth), no Accept; a body 413. No log line, no session.
  */
 #ifndef APPL_HTTP_FRONT_H
 #define APPL_HTTP_FRONT_H
@@ -36,6 +44,9 @@
 /* Bytes of a chunked body read and dropped past the cap before the 413,
  * so the answer can be sent; a client sending more is cut off. */
 #define HTTP_FRONT_DRAIN_MAX (64u * 1024)
+/* The probes' paths, beside cfg.path when cfg.unready is set. */
+#define HTTP_FRONT_HEALTHZ "/healthz"
+#define HTTP_FRONT_READYZ  "/readyz"
 
 struct http_front;
 struct http_req;
@@ -73,6 +84,9 @@ struct http_front_config {
 	 * refused) and the peer ("127.0.0.1:5555", "unix"), for the audit log.
 	 * Called before the request goes on or is refused. */
 	void (*on_auth)(void *data, const void *principal, const char *peer);
+	/* Optional: readiness for HTTP_FRONT_READYZ, NULL when ready, else one
+	 * word (static). Unset: the probes' paths are 404 like any other. */
+	const char *(*unready)(void *data);
 	/* The client went away (or the stream overflowed, or the front is
 	 * closing) before the answer ended: r must not be touched again. */
 	void (*on_gone)(struct http_req *r, void *data);

@@ -118,21 +118,34 @@ static bool auth_check(struct http_req *r, const struct sockaddr *sa)
 	return r->principal != NULL;
 }
 
-/* Steps 3 to 5 of the admission (front.h); 0 or the refusal's status. */
-static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, const char **why)
+/* Step 3 of the admission (front.h), for the endpoint and the probes
+ * alike: whoever may not ask where they are may not ask how we are (a
+ * page on a rebound name would read the answer). 0 or 403. */
+static unsigned admit_place(struct http_req *r, const char **why)
 {
 	const struct http_front_config *cfg = &r->f->cfg;
-	bool many, many_o, post = strcmp(r->method, "POST") == 0;
+	bool many, many_o;
 	const char *host = header_one(r->mc, MHD_HTTP_HEADER_HOST, &many);
 	const char *origin = header_one(r->mc, MHD_HTTP_HEADER_ORIGIN, &many_o);
-	const char *ct, *acc, *cl;
-	unsigned accept;
 
 	if (!host || many || !http_header_host_allowed(host, strlen(host), cfg->hosts, cfg->nhosts))
 		return *why = "host", MHD_HTTP_FORBIDDEN;
 	if (many_o || (origin && !http_header_origin_allowed(origin, strlen(origin), cfg->origins,
 							     cfg->norigins)))
 		return *why = "origin", MHD_HTTP_FORBIDDEN;
+	return 0;
+}
+
+/* Steps 3 to 5 of the admission (front.h); 0 or the refusal's status. */
+static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, const char **why)
+{
+	const struct http_front_config *cfg = &r->f->cfg;
+	bool post = strcmp(r->method, "POST") == 0;
+	const char *ct, *acc, *cl;
+	unsigned accept, status = admit_place(r, why);
+
+	if (status)
+		return status;
 	if (!auth_ok(r, sa))
 		return *why = "token", MHD_HTTP_UNAUTHORIZED;
 	acc = front_mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
@@ -165,18 +178,50 @@ static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, con
 	return 0;
 }
 
-/* Whether the request's target, as the client sent it, is cfg.path byte
- * for byte (on_target). MHD splits the request line in place: the target
- * ends, at the NUL that was the space, one byte before the version. A
- * target that ends sooner held a NUL byte of its own ("/mcp\0x"), which
- * every hook reads as "/mcp"; anything else in MHD's layout fails closed. */
-static bool target_is_path(struct http_req *r, const char *url, const char *version)
+/* Whether the target as sent, t, and MHD's reading of it, url, are path
+ * byte for byte. MHD splits the request line in place: the target ends,
+ * at the NUL that was the space, one byte before the version. A target
+ * that ends sooner held a NUL byte of its own ("/mcp\0x"), which every
+ * hook reads as "/mcp"; anything else in MHD's layout fails closed. */
+static bool target_is(const char *t, const char *url, const char *version, const char *path)
 {
-	const char *t = r->c->target, *path = r->f->cfg.path;
+	return strcmp(t, path) == 0 && strcmp(url, path) == 0 && version == t + strlen(path) + 1;
+}
+
+/* What the request's target, as the client sent it (on_target), names:
+ * cfg.path first, then the probes' paths when the front answers them. */
+static enum req_kind target_kind(struct http_req *r, const char *url, const char *version)
+{
+	const char *t = r->c->target;
+	bool probes = r->f->cfg.unready != NULL;
 
 	r->c->target = NULL;
-	return t && url && version && strcmp(t, path) == 0 && strcmp(url, path) == 0 &&
-	       version == t + strlen(path) + 1;
+	if (!t || !url || !version)
+		return REQ_NOWHERE;
+	if (target_is(t, url, version, r->f->cfg.path))
+		return REQ_MCP;
+	if (probes && target_is(t, url, version, HTTP_FRONT_HEALTHZ))
+		return REQ_HEALTHZ;
+	if (probes && target_is(t, url, version, HTTP_FRONT_READYZ))
+		return REQ_READYZ;
+	return REQ_NOWHERE;
+}
+
+/* A probe's admission (front.h): GET or HEAD, from an allowed Host and
+ * Origin, without a body. No token: a load balancer has none, and the
+ * answer is one word. A body would be held for nobody: 413 (a chunked one
+ * when it comes, take_body). */
+static void admit_probe(struct http_req *r, const char *cl, bool now)
+{
+	const char *why = NULL;
+	unsigned status;
+
+	if (strcmp(r->method, "GET") && strcmp(r->method, "HEAD"))
+		return front_refuse(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method", now);
+	if ((status = admit_place(r, &why)))
+		return front_refuse(r, status, why, now);
+	if (cl && cl[strspn(cl, "0")])
+		return front_refuse(r, MHD_HTTP_CONTENT_TOO_LARGE, "body size", true);
 }
 
 /* Step 2: the endpoint's methods, or a page's. */
@@ -206,8 +251,11 @@ static void admit(struct http_req *r, const char *url, const char *version)
 	bool now = cl && (strlen(cl) > 9 || strtoul(cl, NULL, 10) > HTTP_FRONT_DRAIN_MAX);
 
 	peer_name(sa, r->peer, sizeof(r->peer));
-	if (!target_is_path(r, url, version))
+	r->kind = target_kind(r, url, version);
+	if (r->kind == REQ_NOWHERE)
 		return front_refuse(r, MHD_HTTP_NOT_FOUND, "path", now);
+	if (r->kind != REQ_MCP)
+		return admit_probe(r, cl, now);
 	if (!method_allowed(r))
 		return front_refuse(r, MHD_HTTP_METHOD_NOT_ALLOWED, "method", now);
 	if ((status = admit_headers(r, sa, &why)))
@@ -222,7 +270,7 @@ static bool take_body(struct http_req *r, const char *data, size_t n)
 {
 	size_t cap = r->f->cfg.body_bytes;
 
-	if (r->too_big || r->state == REQ_REFUSED || n > cap - r->len) {
+	if (r->too_big || r->state == REQ_REFUSED || r->kind != REQ_MCP || n > cap - r->len) {
 		r->too_big = r->too_big || r->state != REQ_REFUSED;
 		r->dropped += n;
 		return r->dropped <= HTTP_FRONT_DRAIN_MAX;
@@ -253,6 +301,8 @@ static enum MHD_Result hand_over(struct http_req *r)
 		front_refuse(r, MHD_HTTP_CONTENT_TOO_LARGE, "body size", true);
 		return MHD_YES;
 	}
+	if (r->kind != REQ_MCP)
+		return front_probe_answer(r);
 	front_conn_unlist(r->c);
 	r->state = REQ_OWNER;
 	r->owned = true;

@@ -3,6 +3,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,7 +70,7 @@ static const char *refusal_text(unsigned status)
 void front_refusal_queue(struct http_req *r)
 {
 	static const char *const allow[] = {"Allow: GET, POST, DELETE", NULL};
-	static const char *const allow_page[] = {"Allow: GET, HEAD", NULL};
+	static const char *const allow_get[] = {"Allow: GET, HEAD", NULL};
 	static const char *const bearer[] = {"WWW-Authenticate: Bearer", NULL};
 	const char *text = refusal_text(r->status);
 	struct MHD_Response *resp = front_mhd.create_response_from_buffer(
@@ -82,7 +83,7 @@ void front_refusal_queue(struct http_req *r)
 	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
 				      "text/plain; charset=utf-8");
 	if (r->status == MHD_HTTP_METHOD_NOT_ALLOWED)
-		add_headers(resp, r->f->cfg.page ? allow_page : allow);
+		add_headers(resp, r->kind == REQ_MCP && !r->f->cfg.page ? allow : allow_get);
 	if (r->status == MHD_HTTP_UNAUTHORIZED)
 		add_headers(resp, bearer);
 	front_mhd.queue_response(r->mc, r->status, resp);
@@ -100,6 +101,36 @@ void front_refuse(struct http_req *r, unsigned status, const char *why, bool now
 	refusal_log(r->f, status, why, r->peer);
 	if (now)
 		front_refusal_queue(r);
+}
+
+/* A probe's answer, from the access handler once the request is whole:
+ * the loop turned to make it, so /healthz is 200 "ok"; /readyz is 200
+ * "ready" or 503 and the owner's word. Not logged: a load balancer asks
+ * every few seconds. HEAD gets the same head (MHD sends no body). */
+enum MHD_Result front_probe_answer(struct http_req *r)
+{
+	const struct http_front_config *cfg = &r->f->cfg;
+	const char *word = r->kind == REQ_READYZ ? cfg->unready(cfg->data) : NULL;
+	const char *text = word ? word : r->kind == REQ_READYZ ? "ready" : "ok";
+	char body[32];
+	int n = snprintf(body, sizeof(body), "%s\n", text);
+	struct MHD_Response *resp;
+	enum MHD_Result ok;
+
+	front_conn_unlist(r->c);
+	r->state = REQ_DONE;
+	r->queued = true;
+	resp = front_mhd.create_response_from_buffer(n > 0 ? (size_t)n : 0, body,
+						     MHD_RESPMEM_MUST_COPY);
+	if (!resp)
+		return MHD_NO;
+	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				      "text/plain; charset=utf-8");
+	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	ok = front_mhd.queue_response(r->mc, word ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK,
+				      resp);
+	front_mhd.destroy_response(resp);
+	return ok;
 }
 
 /* Hand the owner's answer to MHD (from the access handler only, where

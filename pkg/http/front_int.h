@@ -83,8 +83,17 @@ enum req_state {
 	REQ_DONE,    /* the owner let go (answered); MHD finishes it */
 };
 
+/* What a request's target names (front.h). */
+enum req_kind {
+	REQ_MCP,     /* cfg.path: the owner's */
+	REQ_HEALTHZ, /* HTTP_FRONT_HEALTHZ: answered by the front */
+	REQ_READYZ,  /* HTTP_FRONT_READYZ: answered by the front */
+	REQ_NOWHERE, /* anything else: 404 */
+};
+
 struct http_req {
 	struct http_front *f;
+	enum req_kind kind;
 	struct conn *c;
 	struct MHD_Connection *mc;
 	enum req_state state;
@@ -144,6 +153,9 @@ void front_req_unwatch(struct http_req *r);
 void front_refuse(struct http_req *r, unsigned status, const char *why, bool now);
 /* Queue r's refusal (r->status). */
 void front_refusal_queue(struct http_req *r);
+/* Answer a probe (r->kind HEALTHZ or READYZ), whole: from the access
+ * handler. */
+enum MHD_Result front_probe_answer(struct http_req *r);
 /* Hand the owner's answer to MHD, or suspend until there is one. */
 enum MHD_Result front_deliver(struct http_req *r);
 

@@ -602,6 +602,13 @@ static void auth_of(void *data, const void *principal, const char *peer)
 		h->cfg.on_auth(h->cfg.data, principal, peer);
 }
 
+static const char *unready_of(void *data)
+{
+	struct mcp_http *h = data;
+
+	return h->cfg.unready(h->cfg.data);
+}
+
 static const void *token_of(void *data, const unsigned char sha256[32])
 {
 	struct mcp_http *h = data;
@@ -631,6 +638,7 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
 	fc.on_request = on_request;
 	fc.on_gone = on_gone;
 	fc.on_auth = auth_of;
+	fc.unready = cfg->unready ? unready_of : NULL;
 	fc.data = h;
 	if (http_front_open(loop, &fc, &h->front, err) < 0) {
 		free(h);

@@ -41,6 +41,9 @@ struct mcp_http_config {
 	const struct mcp_principal *anonymous;
 	/* Optional: each token check (p NULL: refused) and the peer. */
 	void (*on_auth)(void *data, const struct mcp_principal *p, const char *peer);
+	/* Optional: readiness for the front's /readyz (front.h: NULL when
+	 * ready, else one word). NULL: no /healthz nor /readyz. */
+	const char *(*unready)(void *data);
 	void *data;
 	unsigned sessions_per_principal; /* legacy sessions one principal may hold */
 	unsigned idle_ms;		 /* a legacy session unused this long ends */

@@ -18,6 +18,7 @@ struct slot {
 	struct cell *cell;
 	bool ready, dead, frozen;
 	bool restored; /* from the template */
+	bool probe;    /* pool_probe's: destroyed once ready */
 };
 
 /* The template of restored sandboxes (root only; see pool.h). */
@@ -46,7 +47,9 @@ struct pool {
 	struct loop_task ttpl; /* the template is ready: checkpoint it after the round */
 	uint64_t tpl_start;
 	char image[PATH_MAX];
-	bool unfrozen_said; /* a failed freeze was logged (once) */
+	bool unfrozen_said;  /* a failed freeze was logged (once) */
+	enum pool_boot last; /* the last boot seen */
+	bool probe;	     /* pool_probe */
 };
 
 /* The metrics' gauge of the sandboxes ready to be taken, said again
@@ -74,6 +77,13 @@ static void on_slot_ready(struct cell *c, void *data)
 
 	s->ready = true;
 	s->pool->failures = 0;
+	s->pool->last = POOL_BOOT_OK;
+	if (s->probe) {
+		/* It proved the boot; the pool keeps none (reap frees it). */
+		s->dead = true;
+		loop_defer(s->pool->loop, &s->pool->tend);
+		return;
+	}
 	/* Warm and waiting: frozen, it costs no CPU until it is taken. */
 	s->frozen = sandbox_freeze(cell_sandbox(c), true, &err) == 0;
 	if (!s->frozen && !s->pool->unfrozen_said && err.code != -ENOTSUP) {
@@ -106,6 +116,7 @@ static void backoff(struct pool *p, const char *why)
 	uint64_t wait = APPL_POOL_BACKOFF_MIN_MS;
 
 	p->failures++;
+	p->last = POOL_BOOT_FAILED;
 	for (unsigned i = 1; i < p->failures && wait < APPL_POOL_BACKOFF_MAX_MS; i++)
 		wait *= 2;
 	if (wait > APPL_POOL_BACKOFF_MAX_MS)
@@ -129,6 +140,7 @@ static void on_tpl_ready(struct cell *c, void *data)
 	struct pool *p = data;
 	(void)c;
 
+	p->last = POOL_BOOT_OK;
 	loop_defer(p->loop, &p->ttpl);
 }
 
@@ -241,8 +253,13 @@ static void reap(struct pool *p)
 			pp = &s->next;
 			continue;
 		}
-		if (!s->ready && s->restored && p->tpl == TPL_READY) {
+		if (s->probe && s->ready) {
+			log_line(LOG_INFO, NULL,
+				 "pool: a sandbox booted to show that one can be (limits.pool "
+				 "is 0), and destroyed");
+		} else if (!s->ready && s->restored && p->tpl == TPL_READY) {
 			/* Restoring does not work here: boot from now on. */
+			p->last = POOL_BOOT_FAILED;
 			template_failed(p, death_reason(s->cell));
 		} else if (!s->ready)
 			backoff(p, death_reason(s->cell));
@@ -321,6 +338,8 @@ void pool_fill(struct pool *p)
 	while (held(p) < p->size)
 		if (boot_one(p) < 0)
 			break;
+	if (p->probe && !p->size && p->last != POOL_BOOT_OK && !held(p) && boot_one(p) == 0)
+		p->slots->probe = true;
 }
 
 /* Ready, alive, and waiting for its code: a run may have it. */
@@ -380,6 +399,25 @@ void pool_resize(struct pool *p, unsigned size)
 struct cell *pool_cold(struct pool *p, struct appl_err *err)
 {
 	return cell_new(p, false, NULL, err);
+}
+
+enum pool_boot pool_last_boot(const struct pool *p)
+{
+	return p ? p->last : POOL_BOOT_NONE;
+}
+
+void pool_cell_ended(struct pool *p, enum cell_reason reason)
+{
+	if (p && reason == CELL_BOOT)
+		p->last = POOL_BOOT_FAILED;
+	else if (p && reason == CELL_RAN)
+		p->last = POOL_BOOT_OK;
+}
+
+void pool_probe(struct pool *p, bool on)
+{
+	if (p)
+		p->probe = on;
 }
 
 void pool_free(struct pool *p)

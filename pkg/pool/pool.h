@@ -13,6 +13,10 @@
  * (the sandbox never said ready within the boot timeout, or died first)
  * counts toward a backoff: 0.5 s, doubling to 30 s, logged, reset by the
  * next success. pool_free destroys every sandbox it holds.
+ *
+ * The pool also keeps the outcome of the last boot it saw (its own, and
+ * those of the cells it handed out, as their owner reports them), for
+ * readiness: whether a sandbox can be had now.
  */
 #ifndef APPL_POOL_POOL_H
 #define APPL_POOL_POOL_H
@@ -62,6 +66,28 @@ void pool_fill(struct pool *p);
 
 /* A sandbox of the pool that dies is freed and replaced at the end of the
  * round it died in (a deferred task of the pool's). */
+
+/* The last boot seen: none yet, one that became ready, one that failed
+ * (it never said ready within the boot timeout, died first, or could not
+ * be started). */
+enum pool_boot {
+	POOL_BOOT_NONE,
+	POOL_BOOT_OK,
+	POOL_BOOT_FAILED,
+};
+
+enum pool_boot pool_last_boot(const struct pool *p);
+
+/* A cell the pool handed out (pool_take, pool_cold) ended with reason
+ * (its owner tells, from the cell's on_done): CELL_BOOT is a failed boot,
+ * CELL_RAN a good one (its code ran), any other says nothing of the boot. */
+void pool_cell_ended(struct pool *p, enum cell_reason reason);
+
+/* With size 0, prove that a sandbox can be booted: one boot at the next
+ * pool_fill, and again (after the backoff) whenever the last boot failed,
+ * each destroyed once ready; no sandbox is kept. For a pool whose
+ * readiness is asked (`run` over HTTP), so that it has a boot to go by. */
+void pool_probe(struct pool *p, bool on);
 
 /* Destroy every sandbox held. Safe on NULL. */
 void pool_free(struct pool *p);

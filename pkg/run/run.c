@@ -319,8 +319,11 @@ static void run_free(struct run *r)
 
 static void on_cell_done(struct cell *c, void *data)
 {
-	(void)c;
-	ended(data);
+	struct run *r = data;
+
+	if (r->set->cfg.cell_ended && cell_outcome(c))
+		r->set->cfg.cell_ended(r->set->cfg.data, cell_outcome(c)->reason);
+	ended(r);
 }
 
 static void on_cell_progress(struct cell *c, void *data)

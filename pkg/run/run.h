@@ -90,6 +90,9 @@ struct run_set_config {
 	/* A run is freed: what it was made with (run_new's owner) is
 	 * released, last. May be NULL. */
 	void (*released)(void *data, void *owner);
+	/* A run's cell ended with reason (from its on_done: only note it).
+	 * May be NULL. */
+	void (*cell_ended)(void *data, enum cell_reason reason);
 	void *data;
 };
 

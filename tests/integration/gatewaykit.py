@@ -9,6 +9,7 @@ import os
 import pwd
 import queue
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -153,6 +154,48 @@ def sdk(sig, calls, env=None, timeout=180):
                        capture_output=True, timeout=timeout)
     assert r.returncode == 0, r.stdout.decode() + r.stderr.decode()[-4000:]
     return json.loads(r.stdout)
+
+
+# ---- serving HTTP ----------------------------------------------------------------
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+class Served:
+    """`appliance run` of sig serving HTTP on 127.0.0.1:port (the policy's
+    listener), with extra arguments; its log kept, its start awaited."""
+
+    def __init__(self, sig, port, extra=(), timeout=60):
+        self.port = port
+        self.proc = subprocess.Popen(run_argv(sig) + list(extra), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.lines = []
+        threading.Thread(target=self._pump, daemon=True).start()
+        self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % port, timeout)
+
+    def _pump(self):
+        for raw in self.proc.stderr:
+            self.lines.append(raw.decode("utf-8", "replace"))
+
+    def log(self):
+        return "".join(self.lines)
+
+    def wait_log(self, text, timeout=60):
+        deadline = time.time() + timeout
+        while text not in self.log():
+            assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
+            assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=60)
+        assert rc == 0, "exit %d; log:\n%s" % (rc, self.log())
 
 
 # ---- a raw JSON-RPC session ------------------------------------------------------

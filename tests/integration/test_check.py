@@ -456,14 +456,6 @@ def a_signal_stops_the_check_and_leaves_nothing_behind():
     os.rmdir(run_dir)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def run_refuses(sig, want):
     """`appliance run` of sig refuses to start, saying want."""
     r = subprocess.run(_kit.argv(sig), input=START_INPUT.decode(), capture_output=True, text=True, timeout=120)
@@ -499,7 +491,7 @@ def what_run_refuses_at_start_check_refuses_through_the_same_code():
     try:
         cert, key = tlskit.ca(d)
         os.chmod(key, 0o640)
-        sig = http_check_policy(free_port(), {"cert": cert, "key": key})
+        sig = http_check_policy(gatewaykit.free_port(), {"cert": cert, "key": key})
         run_refuses(sig, "has mode 0640")
         r = check(sig)
         problems_only(r, "http: ")

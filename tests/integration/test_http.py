@@ -15,7 +15,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
@@ -25,20 +24,13 @@ import time
 from harness import main, test
 from cellkit import alive, descendants, hidden, maps_lib, system_lib
 import gatewaykit as gk
+from gatewaykit import free_port
 from policykit import START_INPUT
 
 CLIENT2 = os.path.join(gk.ROOT, "tests", "mcp-client2.mjs")
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
           "io.modelcontextprotocol/clientCapabilities": {}}
 ALPHA, BETA = "appliance_test-token-alpha-0123456789", "appliance_test-token-beta-9876543210"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def many_token(i):
@@ -68,32 +60,12 @@ def http_policy(port, limits=None, gate=False, audit=None, many=0, http=None):
                           **extra)
 
 
-class Served:
+class Served(gk.Served):
     """`appliance run` serving HTTP; its log kept."""
 
     def __init__(self, limits=None, gate=False, audit=None, many=0, http=None):
-        self.port = free_port()
-        self.proc = subprocess.Popen(gk.run_argv(http_policy(self.port, limits, gate, audit,
-                                                             many, http)),
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
-        self.lines = []
-        threading.Thread(target=self._pump, daemon=True).start()
-        self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % self.port)
-
-    def _pump(self):
-        for raw in self.proc.stderr:
-            self.lines.append(raw.decode("utf-8", "replace"))
-
-    def log(self):
-        return "".join(self.lines)
-
-    def wait_log(self, text, timeout=60):
-        deadline = time.time() + timeout
-        while text not in self.log():
-            assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
-            assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
-            time.sleep(0.05)
+        port = free_port()
+        super().__init__(http_policy(port, limits, gate, audit, many, http), port)
 
     def post(self, body, token=ALPHA, sid=None, accept="application/json, text/event-stream"):
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=90)
@@ -108,11 +80,6 @@ class Served:
         data = r.read().decode()
         c.close()
         return r.status, dict((k.lower(), v) for k, v in r.getheaders()), data
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=60)
-        assert rc == 0, "exit %d; log:\n%s" % (rc, self.log())
 
 
 def standard_headers(body):

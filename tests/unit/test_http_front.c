@@ -645,15 +645,36 @@ static int raw_request(struct fx *fx)
 	return fd;
 }
 
+static const char *probe_word; /* what unready says */
+static unsigned probe_auths;   /* token checks told to on_auth */
+
+static const char *unready(void *data)
+{
+	(void)data;
+	return probe_word;
+}
+
+static void count_auth(void *data, const void *principal, const char *peer)
+{
+	(void)data;
+	(void)principal;
+	(void)peer;
+	probe_auths++;
+}
+
+/* The probes come through the same door: they wait with the rest. */
 static void test_connection_limit(void **state)
 {
 	struct fx fx = {.mode = HOLD};
 	struct call over = {.method = "POST", .headers = {AUTH, JSON, ACCEPT}, .body = "{}"};
-	pthread_t t;
+	struct call probe = {.method = "GET"};
+	pthread_t t, tp;
+	char probe_url[128];
 	int fd;
 	(void)state;
 	fx_config(&fx, "127.0.0.1:0");
 	fx.cfg.max_connections = 1;
+	fx.cfg.unready = unready;
 	assert_int_equal(fx_open(&fx), 0);
 	/* one connection, its request held by the owner, takes the only place */
 	fd = raw_request(&fx);
@@ -669,37 +690,36 @@ static void test_connection_limit(void **state)
 	 * backlog, unserved for as long as we look (half a second of rounds) */
 	over.url = fx_url(&fx, "/mcp");
 	call_start(&fx, &over, &t);
+	snprintf(probe_url, sizeof(probe_url), "http://127.0.0.1:%u/healthz",
+		 http_front_port(fx.f, 0));
+	probe.url = probe_url; /* fx_url's buffer is over's */
+	call_start(&fx, &probe, &tp);
 	for (uint64_t end = loop_now_ms() + 500; loop_now_ms() < end;)
 		loop_run_once(fx.loop, 50);
 	assert_false(over.finished);
+	assert_false(probe.finished);
 	assert_int_equal(fx.requests, 1);
-	/* once the place is free, it is served */
+	/* once the place is free, they are served */
 	fx.mode = ANSWER_NOW;
 	close(fd);
 	call_finish(&fx, &over, t);
+	call_finish(&fx, &probe, tp);
 	assert_int_equal(fx.gone, 1);
 	assert_int_equal(over.status, 200);
+	assert_int_equal(probe.status, 200);
 	assert_int_equal(fx.requests, 2);
 	fx_close(&fx);
 }
 
-/* Send a POST to target (tlen bytes: it may hold a NUL) on fd and read
- * until the status line of its answer is in; the status. */
-static unsigned raw_target(struct fx *fx, int fd, const char *target, size_t tlen)
+/* Send req[0..len) on fd and read until the status line of its answer
+ * is in; the status. */
+static unsigned raw_status(struct fx *fx, int fd, const char *req, size_t len)
 {
-	static const char tail[] = " HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " TOKEN
-				   "\r\nContent-Type: application/json\r\nAccept: "
-				   "application/json, text/event-stream\r\nContent-Length: "
-				   "2\r\n\r\n{}";
-	char req[512], got[1024];
-	size_t n = 0, len = 5 + tlen + sizeof(tail) - 1;
+	char got[1024];
+	size_t n = 0;
 	uint64_t end = loop_now_ms() + WAIT_MS;
 	unsigned status = 0;
 
-	assert_true(len < sizeof(req));
-	memcpy(req, "POST ", 5);
-	memcpy(req + 5, target, tlen);
-	memcpy(req + 5 + tlen, tail, sizeof(tail) - 1);
 	assert_int_equal(write(fd, req, len), (ssize_t)len);
 	while (!memmem(got, n, "\r\n", 2)) {
 		ssize_t k;
@@ -716,6 +736,24 @@ static unsigned raw_target(struct fx *fx, int fd, const char *target, size_t tle
 	assert_int_equal(sscanf(got, "HTTP/1.1 %u", &status), 1);
 	/* the answer's body, if any, is read with the next request's head */
 	return status;
+}
+
+/* Send a POST to target (tlen bytes: it may hold a NUL) on fd; the
+ * status of its answer. */
+static unsigned raw_target(struct fx *fx, int fd, const char *target, size_t tlen)
+{
+	static const char tail[] = " HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " TOKEN
+				   "\r\nContent-Type: application/json\r\nAccept: "
+				   "application/json, text/event-stream\r\nContent-Length: "
+				   "2\r\n\r\n{}";
+	char req[512];
+	size_t len = 5 + tlen + sizeof(tail) - 1;
+
+	assert_true(len < sizeof(req));
+	memcpy(req, "POST ", 5);
+	memcpy(req + 5, target, tlen);
+	memcpy(req + 5 + tlen, tail, sizeof(tail) - 1);
+	return raw_status(fx, fd, req, len);
 }
 
 /* The endpoint is the target as the client sent it, byte for byte: MHD
@@ -760,6 +798,112 @@ static void test_path_is_the_target_as_sent(void **state)
 	assert_int_equal(raw_target(&fx, fd, "/mcp%00", 7), 404);
 	assert_int_equal(raw_target(&fx, fd, "/mcp", 4), 200);
 	assert_int_equal(raw_target(&fx, fd, "/mcp?x", 6), 404);
+	close(fd);
+	assert_int_equal(fx.requests, 1);
+	fx_close(&fx);
+}
+
+/* ---- the probes ---------------------------------------------------------- */
+
+static void fx_probes(struct fx *fx)
+{
+	fx_config(fx, "127.0.0.1:0");
+	fx->cfg.unready = unready;
+	fx->cfg.on_auth = count_auth;
+	assert_int_equal(fx_open(fx), 0);
+}
+
+/* One request of method to path with header (may be NULL): c holds the
+ * answer. */
+static void probe(struct fx *fx, struct call *c, const char *method, const char *path,
+		  const char *header)
+{
+	*c = (struct call){.method = method, .headers = {header}};
+	c->url = fx_url(fx, path);
+	call_run(fx, c);
+	assert_int_equal(c->rc, CURLE_OK);
+}
+
+/* /healthz and /readyz: answered by the front itself, without a token
+ * (none is checked, none told to on_auth), never handed to the owner;
+ * GET or HEAD from an allowed Host and Origin only. Without cfg.unready
+ * they are paths like any other: 404. */
+static void test_probes_answered_by_the_front(void **state)
+{
+	struct fx fx = {.mode = ANSWER_NOW};
+	struct call c;
+	(void)state;
+	fx_config(&fx, "127.0.0.1:0");
+	assert_int_equal(fx_open(&fx), 0);
+	probe(&fx, &c, "GET", "/healthz", NULL);
+	assert_int_equal(c.status, 404);
+	fx_close(&fx);
+
+	fx = (struct fx){.mode = ANSWER_NOW};
+	probe_word = NULL;
+	probe_auths = 0;
+	fx_probes(&fx);
+	probe(&fx, &c, "GET", "/healthz", NULL);
+	assert_int_equal(c.status, 200);
+	assert_string_equal(c.resp, "ok\n");
+	assert_non_null(strcasestr(c.head, "content-type: text/plain"));
+	assert_non_null(strcasestr(c.head, "cache-control: no-store"));
+	probe(&fx, &c, "GET", "/readyz", NULL);
+	assert_int_equal(c.status, 200);
+	assert_string_equal(c.resp, "ready\n");
+	probe_word = "servers";
+	probe(&fx, &c, "GET", "/readyz", NULL);
+	assert_int_equal(c.status, 503);
+	assert_string_equal(c.resp, "servers\n");
+	probe(&fx, &c, "HEAD", "/readyz", NULL);
+	assert_int_equal(c.status, 503);
+	assert_int_equal(c.resp_len, 0);
+	probe(&fx, &c, "GET", "/healthz", "Authorization: Bearer " BAD_TOKEN);
+	assert_int_equal(c.status, 200);
+	probe(&fx, &c, "POST", "/healthz", NULL);
+	assert_int_equal(c.status, 405);
+	assert_non_null(strcasestr(c.head, "allow: get, head"));
+	probe(&fx, &c, "DELETE", "/readyz", NULL);
+	assert_int_equal(c.status, 405);
+	probe(&fx, &c, "GET", "/readyz", "Host: evil.example");
+	assert_int_equal(c.status, 403);
+	probe(&fx, &c, "GET", "/healthz", "Origin: http://evil.example");
+	assert_int_equal(c.status, 403);
+	probe(&fx, &c, "GET", "/readyz?x", NULL);
+	assert_int_equal(c.status, 404);
+	assert_int_equal(fx.requests, 0);
+	assert_int_equal(probe_auths, 0);
+	/* the endpoint still asks for its token */
+	probe(&fx, &c, "GET", "/mcp", "Accept: text/event-stream");
+	assert_int_equal(c.status, 401);
+	assert_int_equal(probe_auths, 1);
+	fx_close(&fx);
+}
+
+/* A probe's body is held for nobody: 413, whether announced or chunked.
+ * A probe answered leaves its connection open for the next request. */
+static void test_probe_body_and_kept_connection(void **state)
+{
+	static const char sized[] = "GET /readyz HTTP/1.1\r\nHost: localhost\r\n"
+				    "Content-Length: 2\r\n\r\n{}";
+	static const char chunked[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n"
+				      "Transfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n";
+	static const char plain[] = "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n";
+	struct fx fx = {.mode = ANSWER_NOW};
+	int fd;
+	(void)state;
+	probe_word = NULL;
+	fx_probes(&fx);
+	fd = raw_connect(http_front_port(fx.f, 0));
+	assert_int_equal(raw_status(&fx, fd, sized, sizeof(sized) - 1), 413);
+	close(fd);
+	fd = raw_connect(http_front_port(fx.f, 0));
+	assert_int_equal(raw_status(&fx, fd, chunked, sizeof(chunked) - 1), 413);
+	close(fd);
+	fd = raw_connect(http_front_port(fx.f, 0));
+	assert_int_equal(raw_status(&fx, fd, plain, sizeof(plain) - 1), 200);
+	assert_int_equal(raw_target(&fx, fd, "/mcp", 4), 200);
+	assert_int_equal(raw_status(&fx, fd, plain, sizeof(plain) - 1), 200);
 	close(fd);
 	assert_int_equal(fx.requests, 1);
 	fx_close(&fx);
@@ -1091,6 +1235,8 @@ int main(void)
 		cmocka_unit_test(test_slow_client_dropped),
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_path_is_the_target_as_sent),
+		cmocka_unit_test(test_probes_answered_by_the_front),
+		cmocka_unit_test(test_probe_body_and_kept_connection),
 		cmocka_unit_test(test_client_gone_before_answer),
 		cmocka_unit_test(test_close_ends_held_requests),
 		cmocka_unit_test(test_unix_listener),

@@ -129,6 +129,8 @@ struct fx {
 	size_t ncells;
 	bool fail_start;
 	unsigned reaped;
+	unsigned cells_ended; /* the owner heard how a cell ended */
+	enum cell_reason ended_reason;
 	/* the client */
 	unsigned answers, progress;
 	bool is_error;
@@ -185,6 +187,14 @@ static void reaped(void *data, unsigned n)
 	((struct fx *)data)->reaped += n;
 }
 
+static void cell_ended(void *data, enum cell_reason reason)
+{
+	struct fx *fx = data;
+
+	fx->cells_ended++;
+	fx->ended_reason = reason;
+}
+
 static struct fx *fx_new(unsigned cells, uint64_t deadline_ms)
 {
 	struct fx *fx = calloc(1, sizeof(*fx));
@@ -194,6 +204,7 @@ static struct fx *fx_new(unsigned cells, uint64_t deadline_ms)
 				     .approval_timeout_ms = 7000,
 				     .start = start,
 				     .reaped = reaped,
+				     .cell_ended = cell_ended,
 				     .data = fx};
 
 	fx->lim.deadline_ms = deadline_ms;
@@ -266,6 +277,9 @@ static void test_a_run_that_ends_is_answered_with_its_result(void **state)
 	fx->cells[0].out_len = 2;
 	cell_end(&fx->cells[0], CELL_RAN);
 	assert_int_equal(fx->answers, 0); /* never from inside the cell's hook */
+	/* the owner hears how the cell ended (the pool: whether it booted) */
+	assert_int_equal(fx->cells_ended, 1);
+	assert_int_equal(fx->ended_reason, CELL_RAN);
 	one_round(fx);
 	assert_int_equal(fx->answers, 1);
 	assert_false(fx->is_error);
