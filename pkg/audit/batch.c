@@ -183,6 +183,7 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 	/* The lines are in the file: from here a failure leaves them past the
 	 * head, announced, and the next batch adopts them. */
 	audit_queue_pop(a, bt->nev);
+	a->lines += bt->h.n - bt->base.n;
 	if (bt->st_dirty) {
 		struct appl_err e2 = {0};
 
@@ -190,6 +191,8 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 			return audit_fail(a, rc, err, "%s", e2.msg);
 		a->seal_wanted = false;
 	}
+	if (bt->have_st)
+		a->seal_ms = bt->st.last_ms;
 	/* Not synced: should this write be lost, the announcement (on disk
 	 * when it counts) covers what the batch wrote, and the next writer
 	 * adopts it. */

@@ -56,6 +56,10 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
  * connection. Safe on NULL. */
 void mcp_http_close(struct mcp_http *h);
 
+/* The legacy sessions p (borrowed: one of the principals the transport
+ * hands out) holds open now; 0 for NULL h. For a status. */
+unsigned mcp_http_sessions(const struct mcp_http *h, const struct mcp_principal *p);
+
 /* The port listener i is bound to (0 for a unix socket). */
 unsigned mcp_http_port(const struct mcp_http *h, size_t i);
 
