@@ -1,7 +1,7 @@
 /* gateway.c: `appliance run`: the MCP transports and their sessions on
  * the engine (see gateway.h). */
 #define _GNU_SOURCE
-#include "gateway/gateway.h"
+#include "gateway/internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "audit/audit.h"
 #include "base/fs.h"
@@ -22,23 +23,6 @@
 #include "run/run.h"
 
 #define GATEWAY_DRAIN_MS 2000 /* at shutdown, for answers still queued */
-
-struct gateway {
-	const struct policy *policy;
-	const struct gateway_config *cfg;
-	struct engine *e;
-	const struct policy_limits *lim; /* the engine's */
-	struct policy_limits lim_copy;	 /* gateway_http_try's */
-	struct loop *loop;
-	struct mcp_server *srv;
-	struct mcp_stdio *stdio;
-	struct mcp_principal stdio_client;
-	struct mcp_http *http;		  /* instead of stdio when the policy has `http` */
-	struct mcp_principal *principals; /* one per token, in the policy's order */
-	char *tls_cert, *tls_key;	  /* PEM, read at start */
-	struct log_rate auth_rate;	  /* refused authentications audited */
-	bool input_done;		  /* a script read from a file has ended */
-};
 
 /* ---- a run's client: its MCP request ----------------------------------------------- */
 
@@ -347,6 +331,10 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 						  .role = policy_client_default_role(cfg->policy)};
 	if (engine_make(gw, cfg, err) < 0 || !(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
 		return err->code;
+	gw->started_ms = loop_now_ms();
+	gateway_policy_info_set(&gw->info, cfg->policy_path, cfg->verified, time(NULL));
+	if (gateway_admin_open(gw, err) < 0)
+		return err->code;
 	if (policy_http(cfg->policy)) {
 		/* Ready before the first client asks. */
 		if (engine_start(gw->e, err) < 0 || http_open(gw, err) < 0)
@@ -373,6 +361,7 @@ static int serve(struct gateway *gw, struct appl_err *err)
 	while (!engine_stopping(gw->e, NULL)) {
 		if (loop_run_once(gw->loop, -1) < 0)
 			break;
+		gateway_admin_reloads(gw);
 		if (gw->input_done && engine_runs(gw->e) == 0)
 			engine_stop(gw->e, "end of input");
 		if (engine_started(gw->e) || engine_stopping(gw->e, NULL) ||
@@ -395,6 +384,7 @@ static int serve(struct gateway *gw, struct appl_err *err)
  * engine. */
 static void gateway_close(struct gateway *gw)
 {
+	gateway_admin_close(gw);
 	if (gw->e)
 		engine_runs_stop(gw->e);
 	mcp_stdio_free(gw->stdio, GATEWAY_DRAIN_MS);

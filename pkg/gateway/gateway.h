@@ -42,6 +42,12 @@ struct gateway_config {
 	 * be NULL. */
 	int (*on_started)(void *data, struct appl_err *err);
 	void *data;
+	/* The admin socket (docs/operating.md): the signed policy's path, for
+	 * the status; the directory (NULL: admin_dir_default); NAME (NULL:
+	 * the policy's deployment, or "appliance" where it names none). */
+	const char *policy_path;
+	const char *admin_dir;
+	const char *admin_name;
 };
 
 /* Serve until the client goes away or a signal comes. Over HTTP
