@@ -24,7 +24,7 @@ import threading
 import time
 
 from harness import main, test
-from cellkit import APPLIANCE
+from cellkit import APPLIANCE, digest, ensure_user, rootless_files
 import gatewaykit as gk
 
 ALPHA, BETA = "appliance_status-token-alpha-0123456789", "appliance_status-token-beta-98765"
@@ -82,9 +82,9 @@ def http_policy(port, audit):
 class Proc:
     """An appliance run process, its stderr kept."""
 
-    def __init__(self, argv, stdin=subprocess.DEVNULL):
+    def __init__(self, argv, stdin=subprocess.DEVNULL, **kw):
         self.proc = subprocess.Popen(argv, stdin=stdin, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE)
+                                     stderr=subprocess.PIPE, **kw)
         self.pid = self.proc.pid
         self.lines = []
         threading.Thread(target=self._pump, daemon=True).start()
@@ -358,6 +358,54 @@ def reload_reaches_the_socket_and_says_what_came_of_it():
     finally:
         p.stop(None)
     shutil.rmtree(d)
+
+
+@test
+def a_rootless_appliance_serves_its_own_user_from_its_runtime_directory():
+    user = ensure_user()
+    app, layout = rootless_files()
+    home = tempfile.mkdtemp(prefix="appliance-admin-rootless.")
+    os.chmod(home, 0o755)
+    state, runtime = os.path.join(home, "state"), os.path.join(home, "run")
+    for x in (state, runtime):
+        os.mkdir(x, 0o700)
+        os.chown(x, user.pw_uid, user.pw_gid)
+    sig = gk._kit.policy(image=(layout, digest()), runtime={"rootless": True})
+    argv = [app] + gk._kit.argv(sig)[1:] + ["--state-dir", state, "--name", "mine"]
+    env = {"PATH": "/usr/bin:/bin", "HOME": user.pw_dir}
+    kw = dict(user=user.pw_uid, group=user.pw_gid, extra_groups=[], cwd="/")
+    # no XDG_RUNTIME_DIR: refused before anything starts, saying what to do
+    r = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                       timeout=60, env=env, **kw)
+    assert r.returncode == 1 and len(r.stderr.splitlines()) == 1, r
+    assert "XDG_RUNTIME_DIR is not set" in r.stderr and "--admin-dir" in r.stderr, r.stderr
+    # with one: $XDG_RUNTIME_DIR/appliance/NAME.PID.sock, the user's own
+    env["XDG_RUNTIME_DIR"] = runtime
+    p = Proc(argv, stdin=subprocess.PIPE, env=env, **kw)
+    try:
+        p.wait_log("admin socket: ")
+        d = os.path.join(runtime, "appliance")
+        path = os.path.join(d, "mine.%d.sock" % p.pid)
+        st = os.lstat(path)
+        assert st.st_uid == user.pw_uid and st.st_mode & 0o7777 == 0o600, oct(st.st_mode)
+        # served to its user (status finds the directory the same way) and to root
+        mine = subprocess.run([app, "status", "--json"], capture_output=True, text=True,
+                              timeout=60, env=env, **kw)
+        assert mine.returncode == 0, mine
+        assert [s["pid"] for s in json.loads(mine.stdout)] == [p.pid], mine.stdout
+        assert [s["pid"] for s in status(d)] == [p.pid]
+        # another user is refused by the server, whatever the socket's mode
+        for x in (runtime, d):
+            os.chmod(x, 0o755)
+        os.chmod(path, 0o666)
+        r = appliance("status", "--admin-dir", d, user=65534)
+        assert r.returncode == 1 and r.stderr.splitlines() == [
+            "appliance: status: mine[%d]: refused: uid 65534 may not use this admin socket "
+            "(only root and uid %d)" % (p.pid, user.pw_uid)], r
+    finally:
+        p.stop(None)
+    assert not os.path.exists(path)
+    shutil.rmtree(home)
 
 
 @test
