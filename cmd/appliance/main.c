@@ -19,6 +19,7 @@
 #include "cli.h"
 #include "init_cmd.h"
 #include "run_cmd.h"
+#include "status_cmd.h"
 #include "policy_cmds.h"
 #include "token_cmd.h"
 #include "version_cmd.h"
@@ -31,10 +32,16 @@ static const char usage_text[] =
 	"        check an OCI image layout against its pinned manifest digest,\n"
 	"        unpack it into the cache and print the rootfs path\n"
 	"  run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR] [--cache DIR]\n"
-	"      [--runtime-dir DIR] [--server-uids FIRST-LAST]\n"
+	"      [--runtime-dir DIR] [--server-uids FIRST-LAST] [--name NAME]\n"
+	"      [--admin-dir DIR]\n"
 	"        serve run_python to an MCP client on stdin/stdout, as the verified\n"
 	"        policy allows (keys only from the trust directory,\n"
 	"        default /etc/appliance/trusted.d)\n"
+	"  status [--name NAME] [--pid PID] [--json] [--admin-dir DIR]\n"
+	"        show each running appliance: its policy, servers, cells, pool,\n"
+	"        HTTP sessions and audit log, read from its admin socket\n"
+	"  reload [--name NAME] [--pid PID] [--admin-dir DIR]\n"
+	"        ask each running appliance to read its policy again\n"
 	"  stubs --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR] [--role NAME]\n"
 	"        [--server-uids FIRST-LAST]\n"
 	"        start the policy's servers and print run_python's description and\n"
@@ -127,10 +134,10 @@ static const char help_help_text[] =
 	"       appliance --help\n"
 	"\n"
 	"Print the general usage, or COMMAND's own text: its synopsis, what each of\n"
-	"its options does and its exit status. The commands are image, run, stubs,\n"
-	"check, cell, init, keygen, sign, verify, audit, token, version and help;\n"
-	"image has the subcommand verify, audit the subcommands init, verify and\n"
-	"show.\n"
+	"its options does and its exit status. The commands are image, run, status,\n"
+	"reload, stubs, check, cell, init, keygen, sign, verify, audit, token,\n"
+	"version and help; image has the subcommand verify, audit the subcommands\n"
+	"init, verify and show.\n"
 	"-h is the same as --help.\n"
 	"\n"
 	"options:\n"
@@ -220,6 +227,8 @@ static const struct command {
 	{"image", cmd_image, false, image_help},
 	{"cell", cmd_cell, true, cell_help},
 	{"run", cmd_run, true, run_help},
+	{"status", cmd_status, false, status_help},
+	{"reload", cmd_reload, false, reload_help},
 	{"version", cmd_version, false, version_help},
 	{"--version", cmd_version, false, version_help},
 	{"-V", cmd_version, false, version_help},
@@ -267,10 +276,11 @@ static int cmd_help(int argc, char **argv)
 	if (cli_help_wanted(argc, argv, NULL))
 		return cli_help_print(help_help_text);
 	if (!(c = command_find(argv[1]))) {
-		appl_err_set(&err, -EINVAL,
-			     "no command \"%.*s\" (the commands: image, run, stubs, check, cell, "
-			     "init, keygen, sign, verify, audit, token, version, help)",
-			     64, argv[1]);
+		appl_err_set(
+			&err, -EINVAL,
+			"no command \"%.*s\" (the commands: image, run, status, reload, stubs, "
+			"check, cell, init, keygen, sign, verify, audit, token, version, help)",
+			64, argv[1]);
 		return cli_usage_cmd("help", err.msg);
 	}
 	if (argc == 2) {

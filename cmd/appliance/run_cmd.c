@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "admin/proto.h"
 #include "bridge/bridge.h"
 #include "engine/engine.h"
 #include "gateway/gateway.h"
@@ -22,6 +23,7 @@
 
 struct run_args {
 	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
+	const char *name, *admin_dir; /* the admin socket's */
 	bool stubs; /* `appliance stubs`: --role instead of --cache/--runtime-dir */
 	bool help;  /* --help: print the help text, do nothing else */
 };
@@ -31,7 +33,7 @@ static bool stubs_mode;
 static const char run_help_text[] =
 	"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
 	"                     [--cache DIR] [--runtime-dir DIR]\n"
-	"                     [--server-uids FIRST-LAST]\n"
+	"                     [--server-uids FIRST-LAST] [--name NAME] [--admin-dir DIR]\n"
 	"\n"
 	"Serve the MCP tool run_python, as the verified policy allows: over\n"
 	"newline-delimited JSON-RPC on stdin and stdout, or, when the policy has an\n"
@@ -41,6 +43,9 @@ static const char run_help_text[] =
 	"their tools are functions of the code, every call checked by the bridge.\n"
 	"Keys come only from the trust directory (there is no --trust), and the\n"
 	"policy's serial is recorded once everything has started.\n"
+	"Each run process serves an admin socket, DIR/NAME.PID.sock (mode 0600),\n"
+	"for appliance status and appliance reload; only root (or, rootless, the\n"
+	"appliance's own user) is served there.\n"
 	"\n"
 	"options:\n"
 	"  --policy POLICY.sig  the signed policy to serve (required)\n"
@@ -51,6 +56,11 @@ static const char run_help_text[] =
 	"  --server-uids FIRST-LAST\n"
 	"                       the uids servers take one of their own from (default\n"
 	"                       81920-86015; docs/upstream.md, Confinement)\n"
+	"  --name NAME          the admin socket's NAME (default: the policy's\n"
+	"                       deployment, else appliance): [A-Za-z0-9_-], at most\n"
+	"                       64, starting with a letter or digit\n"
+	"  --admin-dir DIR      where the admin socket goes (default /run/appliance as\n"
+	"                       root, $XDG_RUNTIME_DIR/appliance as another user)\n"
 	"  --help, -h           print this text\n"
 	"\n"
 	"exit status: 0 after a clean end (the end of input, or a stop signal); 1\n"
@@ -105,7 +115,9 @@ static int usage(const char *msg)
 			"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir "
 			"DIR]\n"
 			"                     [--cache DIR] [--runtime-dir DIR]\n"
-			"                     [--server-uids FIRST-LAST]\n",
+			"                     [--server-uids FIRST-LAST] [--name NAME] "
+			"[--admin-dir "
+			"DIR]\n",
 			msg);
 	return 2;
 }
@@ -119,6 +131,8 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 		{"cache", required_argument, NULL, 'c'},
 		{"runtime-dir", required_argument, NULL, 's'},
 		{"server-uids", required_argument, NULL, 'u'},
+		{"name", required_argument, NULL, 'n'},
+		{"admin-dir", required_argument, NULL, 'A'},
 		{NULL, 0, NULL, 0},
 	};
 	static const struct option stubs_opts[] = {
@@ -159,6 +173,16 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 			break;
 		case 'r':
 			a->role = optarg;
+			break;
+		case 'n':
+			if (!admin_name_valid(optarg, strlen(optarg)))
+				return usage(
+					"--name: a NAME is [A-Za-z0-9_-], at most 64 characters, "
+					"starting with a letter or digit");
+			a->name = optarg;
+			break;
+		case 'A':
+			a->admin_dir = optarg;
 			break;
 		case 'u':
 			if (proc_jail_uids_set(optarg, &uerr) < 0)
@@ -244,6 +268,7 @@ int cmd_run(int argc, char **argv)
 	struct gateway_config cfg;
 	struct cli_hide hide;
 	struct upstream_secrets *secrets = NULL;
+	char admin_dir[PATH_MAX];
 	bool http;
 	int rc;
 
@@ -260,7 +285,10 @@ int cmd_run(int argc, char **argv)
 	if (cli_policy_accept(&st.o, &st.cp, &err) < 0)
 		return start_fail(&err, false);
 	http = policy_http(st.cp.policy) != NULL;
-	if (cli_secrets_take(st.cp.policy, &secrets, &err) < 0) {
+	/* Before anything starts: an ordinary user without a runtime
+	 * directory is told so at once. */
+	if ((!a.admin_dir && admin_dir_default(admin_dir, sizeof(admin_dir), &err) < 0) ||
+	    cli_secrets_take(st.cp.policy, &secrets, &err) < 0) {
 		cli_policy_done(&st.cp);
 		return start_fail(&err, http);
 	}
@@ -291,6 +319,8 @@ int cmd_run(int argc, char **argv)
 	cfg.commit = reload_commit;
 	cfg.release = reload_release;
 	cfg.policy_path = a.policy;
+	cfg.admin_dir = a.admin_dir ? a.admin_dir : admin_dir;
+	cfg.admin_name = a.name;
 	cfg.data = &st;
 	rc = gateway_run(&cfg, &err);
 	upstream_secrets_free(secrets);

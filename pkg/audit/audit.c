@@ -131,6 +131,12 @@ bool audit_ok(const struct audit *a)
 	return !a->failed;
 }
 
+void audit_stats(const struct audit *a, struct audit_stats *out)
+{
+	*out = (struct audit_stats){
+		.path = a->path, .lines = a->lines, .seal_ms = a->seal_ms, .ok = !a->failed};
+}
+
 const char *audit_why(const struct audit *a)
 {
 	return a->why[0] ? a->why : "the audit log cannot be written";

@@ -78,6 +78,18 @@ void audit_seal_now(struct audit *a);
 bool audit_ok(const struct audit *a);
 const char *audit_why(const struct audit *a);
 
+/* What the writer has done, for a status: the log's path (borrowed), the
+ * lines this writer appended, the time of the log's newest seal as last
+ * seen under the lock (unix ms; 0: none, or a log that does not seal),
+ * and audit_ok. */
+struct audit_stats {
+	const char *path;
+	uint64_t lines;
+	uint64_t seal_ms;
+	bool ok;
+};
+void audit_stats(const struct audit *a, struct audit_stats *out);
+
 /* The keyed digest of data (format.h), with this installation's key. */
 void audit_digest_of(const struct audit *a, const void *data, size_t len, char out[AUDIT_HASH_HEX]);
 

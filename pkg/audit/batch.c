@@ -187,6 +187,7 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 	if (bt->st.last_n > bt->base.n) /* a seal of this batch's, not one adopted */
 		metrics_count(METRICS_AUDIT_SEALS, NULL);
 	audit_queue_pop(a, bt->nev);
+	a->lines += bt->h.n - bt->base.n;
 	if (bt->st_dirty) {
 		struct appl_err e2 = {0};
 
@@ -194,6 +195,8 @@ static int batch_commit(struct audit *a, struct batch *bt, bool sync, struct app
 			return audit_fail(a, rc, err, "%s", e2.msg);
 		a->seal_wanted = false;
 	}
+	if (bt->have_st)
+		a->seal_ms = bt->st.last_ms;
 	/* Not synced: should this write be lost, the announcement (on disk
 	 * when it counts) covers what the batch wrote, and the next writer
 	 * adopts it. */

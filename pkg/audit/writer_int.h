@@ -60,6 +60,8 @@ struct audit {
 	char why[512];
 	bool seal_wanted; /* audit_seal_now, or the timer */
 	bool opened;	  /* the first locked pass (the log judged at start) is done */
+	uint64_t lines;	  /* lines this writer put in the log (audit_stats) */
+	uint64_t seal_ms; /* the log's newest seal as last seen, unix ms; 0: none */
 	char *state_dir;
 	struct loop_task task;
 	struct loop_timer *seal_timer, *retry_timer;

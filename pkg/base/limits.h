@@ -399,6 +399,25 @@
  * request, to answer it with the reason (mcp_stdio_refuse_first). */
 #define APPL_START_REFUSE_WAIT_MS 5000
 
+/* ---- the admin socket (docs/operating.md) ---------------------------------- */
+/* NAME in NAME.PID.sock: [A-Za-z0-9][A-Za-z0-9_-]*, as long as a deployment. */
+#define APPL_ADMIN_NAME_MAX 64
+/* One request line, its newline included: {"op":"reload"} and room. */
+#define APPL_ADMIN_REQUEST_MAX 256
+/* Peers served at once; one more is told "busy" and closed, so a peer that
+ * opens connections and keeps them cannot make the loop hold unbounded
+ * state. */
+#define APPL_ADMIN_CONNECTIONS_MAX 8
+/* A peer's request must have come, and its answer gone, within this: a
+ * silent peer cannot keep a slot. */
+#define APPL_ADMIN_TIMEOUT_MS 5000
+/* One answer line (a status), written by the appliance, read by `status`. */
+#define APPL_ADMIN_ANSWER_MAX (1024u * 1024)
+/* How long `appliance reload` waits for each appliance's answer. */
+#define APPL_ADMIN_RELOAD_WAIT_MS 300000
+/* Sockets `status` and `reload` look at in one directory. */
+#define APPL_ADMIN_SOCKETS_MAX 1024
+
 /* ---- bridge -------------------------------------------------------------- */
 /* A tool's value for the code nests at most this deep (as the runner's own
  * values do); a deeper result is refused, not cut. */

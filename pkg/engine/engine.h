@@ -166,6 +166,19 @@ int engine_run_wait(struct engine *e, const char *code, size_t len, const char *
 /* Runs listed (waiting, running, or ended and not yet answered). */
 unsigned engine_runs(const struct engine *e);
 
+/* What the engine is doing, for the admin socket's status (new
+ * reference; NULL on out of memory), read from the parts each time:
+ *   servers  [{name, state (starting, ready, down, backoff), revision
+ *            (the MCP revision it speaks; null before its first
+ *            handshake), tools (count), restarts, last_error (or null)}]
+ *            ([] until the servers started)
+ *   cells    {in_flight (holding a slot), waiting, slots (limits.cells),
+ *            by_client: {CLIENT: {in_flight, waiting}}}
+ *   pool     {size, ready, booting, frozen}
+ *   audit    {path, lines (written by this appliance), last_seal (the
+ *            log's newest seal as last seen, or null), ok}, or null */
+json_t *engine_status(struct engine *e);
+
 /* Stop every run now: their sandboxes go down together, and no run is
  * answered any more (the clients are going). */
 void engine_runs_stop(struct engine *e);

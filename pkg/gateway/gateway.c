@@ -1,7 +1,7 @@
 /* gateway.c: `appliance run`: the MCP transports and their sessions on
  * the engine (see gateway.h). */
 #define _GNU_SOURCE
-#include "gateway/gateway.h"
+#include "gateway/internal.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "audit/audit.h"
 #include "base/fs.h"
@@ -357,12 +358,13 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 
 	gw->cfg = cfg;
 	gw->policy = cfg->policy;
-	gw->verified = cfg->verified;
-	gw->policy_path = cfg->policy_path ? cfg->policy_path : "(the policy)";
-	gw->loaded_at = time(NULL);
 	gw->stdio_client = (struct mcp_principal){.client = "stdio",
 						  .role = policy_client_default_role(cfg->policy)};
 	if (engine_make(gw, cfg, err) < 0 || !(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
+		return err->code;
+	gw->started_ms = loop_now_ms();
+	gateway_policy_info_set(&gw->info, cfg->policy_path, cfg->verified, time(NULL));
+	if (gateway_admin_open(gw, err) < 0)
 		return err->code;
 	if (policy_http(cfg->policy)) {
 		/* Ready before the first client asks. */
@@ -398,6 +400,7 @@ static int serve(struct gateway *gw, struct appl_err *err)
 			gw->reload_by = NULL;
 			gateway_reload(gw, by, why, sizeof(why));
 		}
+		gateway_admin_reloads(gw);
 		if (gw->input_done && engine_runs(gw->e) == 0)
 			engine_stop(gw->e, "end of input");
 		if (engine_started(gw->e) || engine_stopping(gw->e, NULL) ||
@@ -420,6 +423,7 @@ static int serve(struct gateway *gw, struct appl_err *err)
  * engine. */
 static void gateway_close(struct gateway *gw)
 {
+	gateway_admin_close(gw);
 	if (gw->e)
 		engine_runs_stop(gw->e);
 	mcp_stdio_free(gw->stdio, GATEWAY_DRAIN_MS);

@@ -52,8 +52,13 @@ struct gateway_config {
 		    const struct policy_verified **verified, struct appl_err *err);
 	int (*commit)(void *data, void *handle, struct appl_err *err);
 	void (*release)(void *data, void *handle);
-	const char *policy_path; /* for the log and status */
 	void *data;
+	/* The admin socket (docs/operating.md): the signed policy's path, for
+	 * the status; the directory (NULL: admin_dir_default); NAME (NULL:
+	 * the policy's deployment, or "appliance" where it names none). */
+	const char *policy_path;
+	const char *admin_dir;
+	const char *admin_name;
 };
 
 /* Serve until the client goes away or a signal comes. Over HTTP

@@ -1,19 +1,59 @@
-/* internal.h: `appliance run`'s state, shared by gateway.c (serving) and
- * reload.c (a new policy without a restart). Not for use outside
- * pkg/gateway. */
+/* internal.h: the gateway's state, shared by its own files: gateway.c
+ * (the transports, their sessions, the loop), admin.c (the admin socket's
+ * status and its queue of reloads), reload.c (the reload itself) and
+ * policy_info.c (the policy a status shows). Calls go gateway.c -> admin.c
+ * -> reload.c, and each may call policy_info.c; never back. Not for use
+ * outside pkg/gateway.
+ */
 #ifndef APPL_GATEWAY_INTERNAL_H
 #define APPL_GATEWAY_INTERNAL_H
 
+#include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
+#include "base/limits.h"
 #include "gateway/gateway.h"
 #include "log/log.h"
 #include "mcp/session.h"
+#include "policy/load.h"
+#include "policy/minisign.h"
 
+struct admin;
+struct engine;
 struct gateway_scrape;
+struct loop;
+struct mcp_http;
+struct mcp_stdio;
 
 #define GATEWAY_DRAIN_MS 2000 /* at shutdown, for answers still queued */
+
+/* The policy being served, as a status shows it: filled at start and by
+ * every reload that takes effect (gateway_policy_info_set), read each
+ * time a status is asked for. */
+struct gateway_policy_info {
+	char path[PATH_MAX]; /* the signature file, absolute where it could be made so */
+	uint64_t serial;
+	char deployment[APPL_POLICY_DEPLOYMENT_MAX + 1];
+	char key_id[POLICY_KEYID_HEX];
+	int64_t expires;   /* unix seconds */
+	int64_t loaded_at; /* unix seconds: when it was verified and taken */
+};
+
+/* Reloads asked for over the admin socket, run together between two loop
+ * rounds. A ticket whose peer left stays until then (its answer goes
+ * nowhere), so there may be more than there are connections. */
+#define GATEWAY_RELOADS_MAX (2 * APPL_ADMIN_CONNECTIONS_MAX)
+#define GATEWAY_WHO_MAX	    96
+
+struct gateway_reloads {
+	uint64_t tickets[GATEWAY_RELOADS_MAX];
+	size_t n;
+	char who[GATEWAY_WHO_MAX]; /* the first asker's "uid U pid P" */
+};
 
 /* An HTTP client: one token of the policy. Its sessions point at it, so it
  * lives as long as the gateway: a reload that keeps the token (the same
@@ -28,9 +68,6 @@ struct gw_principal {
 
 struct gateway {
 	const struct policy *policy; /* the current one */
-	const struct policy_verified *verified;
-	const char *policy_path;
-	time_t loaded_at;
 	const struct gateway_config *cfg;
 	struct engine *e;
 	const struct policy_limits *lim; /* the engine's */
@@ -47,11 +84,41 @@ struct gateway {
 	struct log_rate auth_rate;	  /* refused authentications audited */
 	const char *ready_said;		  /* readiness last answered (NULL: ready) */
 	bool input_done;		  /* a script read from a file has ended */
-	const char *reload_by;		  /* a reload was asked for, by whom */
-	char reload_who[64];
+	const char *reload_by;		  /* SIGHUP asked for a reload */
+	struct gateway_policy_info info;
+	uint64_t started_ms; /* loop_now_ms() at start: the uptime */
+	struct admin *admin; /* NULL until open */
+	struct gateway_reloads reloads;
 };
 
-/* reload.c */
+/* ---- policy_info.c ------------------------------------------------------------ */
+
+/* Fill info from a verified policy: path (the signature file; made
+ * absolute when it can be), what v says, loaded_at. */
+void gateway_policy_info_set(struct gateway_policy_info *info, const char *path,
+			     const struct policy_verified *v, int64_t loaded_at);
+
+/* {path, serial, deployment, key_id, expires, loaded_at} (times as
+ * RFC 3339 UTC): new reference, NULL on out of memory. */
+json_t *gateway_policy_info_json(const struct gateway_policy_info *info);
+
+/* ---- admin.c ------------------------------------------------------------------ */
+
+/* Open the admin socket (cfg->admin_dir, cfg->admin_name; docs/operating.md)
+ * on the gateway's loop: 0, or negative with err. */
+int gateway_admin_open(struct gateway *gw, struct appl_err *err);
+
+/* Between two loop rounds (never inside a callback): when reloads were
+ * asked for, run one (gateway_reload) and answer every asker with its
+ * outcome. */
+void gateway_admin_reloads(struct gateway *gw);
+
+/* Answer reloads still queued (the appliance is stopping), then close the
+ * socket and remove it. Safe when it never opened. */
+void gateway_admin_close(struct gateway *gw);
+
+/* ---- reload.c ----------------------------------------------------------------- */
+
 /* The policy's tokens as principals (gw->policy's; kept ones reused). 0, or
  * -ENOMEM with err. */
 int gateway_principals(struct gateway *gw, struct appl_err *err);
@@ -60,7 +127,8 @@ void gateway_principals_free(struct gateway *gw);
 /* Read the policy file again and serve it, when it passes every check a
  * start makes (engine_reload); else nothing changes. who asked (the
  * admin peer's "uid U pid P", or "SIGHUP") goes to the log and the audit
- * log. 0, or negative with why (cap bytes) saying what refused it. */
+ * log. 0, or negative with why (cap bytes) saying what refused it.
+ * Between loop rounds, never inside a callback. */
 int gateway_reload(struct gateway *gw, const char *who, char *why, size_t cap);
 
 #endif

@@ -193,8 +193,7 @@ static void reload_audit(struct gateway *gw, const char *who, const struct polic
 static void taken(struct gateway *gw, struct loaded *l, const struct policy_verified *v)
 {
 	gw->policy = l->policy;
-	gw->verified = v;
-	gw->loaded_at = time(NULL);
+	gateway_policy_info_set(&gw->info, gw->cfg->policy_path, v, time(NULL));
 	gw->stdio_client.role = policy_client_default_role(l->policy);
 	if (l->principals)
 		principals_use(gw, l->principals);
@@ -219,7 +218,7 @@ int gateway_reload(struct gateway *gw, const char *who, char *why, size_t cap)
 	const struct policy_verified *v = NULL;
 	struct appl_err err = {0};
 
-	log_line(LOG_INFO, NULL, "reload asked for by %s: %s", who, gw->policy_path);
+	log_line(LOG_INFO, NULL, "reload asked for by %s: %s", who, gw->info.path);
 	if (load(gw, &l, &rl.policy, &v, &err) == 0) {
 		rl.handle = l.handle;
 		l.policy = rl.policy;

@@ -648,6 +648,11 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
 	return 0;
 }
 
+unsigned mcp_http_sessions(const struct mcp_http *h, const struct mcp_principal *p)
+{
+	return h ? legacy_count(h, p) : 0;
+}
+
 unsigned mcp_http_port(const struct mcp_http *h, size_t i)
 {
 	return http_front_port(h->front, i);

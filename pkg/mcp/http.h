@@ -64,6 +64,10 @@ void mcp_http_close(struct mcp_http *h);
  * by them once the loop has turned. How many ended. */
 unsigned mcp_http_principal_end(struct mcp_http *h, const struct mcp_principal *p, const char *why);
 
+/* The legacy sessions p (borrowed: one of the principals the transport
+ * hands out) holds open now; 0 for NULL h. For a status. */
+unsigned mcp_http_sessions(const struct mcp_http *h, const struct mcp_principal *p);
+
 /* The port listener i is bound to (0 for a unix socket). */
 unsigned mcp_http_port(const struct mcp_http *h, size_t i);
 

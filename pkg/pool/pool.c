@@ -390,6 +390,18 @@ const struct sandbox *pool_ready(const struct pool *p)
 	return NULL;
 }
 
+void pool_counts(const struct pool *p, struct pool_counts *out)
+{
+	*out = (struct pool_counts){.size = p ? p->size : 0};
+	for (const struct slot *s = p ? p->slots : NULL; s; s = s->next) {
+		if (s->dead)
+			continue;
+		out->ready += s->ready;
+		out->booting += !s->ready;
+		out->frozen += s->ready && s->frozen;
+	}
+}
+
 void pool_resize(struct pool *p, unsigned size)
 {
 	if (p)

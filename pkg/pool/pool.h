@@ -49,6 +49,15 @@ struct cell *pool_take(struct pool *p);
  * ready. For reading its state, never for using it. */
 const struct sandbox *pool_ready(const struct pool *p);
 
+/* What the pool holds now, for a status: the size it keeps, its
+ * sandboxes ready (of them frozen) and booting (those that died and wait
+ * to be freed left out; the template of restored sandboxes is not one of
+ * them). p may be NULL (no pool: all 0). */
+struct pool_counts {
+	unsigned size, ready, booting, frozen;
+};
+void pool_counts(const struct pool *p, struct pool_counts *out);
+
 /* From now on keep size sandboxes ready or booting: the next pool_fill
  * boots up to it. A smaller size frees none: those held are still taken. */
 void pool_resize(struct pool *p, unsigned size);

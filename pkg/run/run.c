@@ -604,6 +604,13 @@ unsigned run_set_count(const struct run_set *s)
 	return n;
 }
 
+void run_set_each(const struct run_set *s, run_set_each_fn fn, void *data)
+{
+	for (const struct run *r = s ? s->runs : NULL; r; r = r->next)
+		if (r->state != RUN_ENDED)
+			fn(data, r->name, r->state == RUN_WAITING);
+}
+
 void run_set_stop(struct run_set *s)
 {
 	for (struct run *r = s ? s->runs : NULL; r; r = r->next)

@@ -113,6 +113,12 @@ void run_set_audit(struct run_set *s, struct audit *a);
 unsigned run_set_waiting(const struct run_set *s, const char *client);
 unsigned run_set_count(const struct run_set *s);
 
+/* fn(data, client, waiting) for each run listed that has not ended yet
+ * (client borrowed for the call): for counting runs by client in a
+ * status. fn must not add or end runs. s may be NULL. */
+typedef void (*run_set_each_fn)(void *data, const char *client, bool waiting);
+void run_set_each(const struct run_set *s, run_set_each_fn fn, void *data);
+
 /* The appliance stops: every cell is stopped now (the sandboxes go down
  * together); the runs are answered no more. */
 void run_set_stop(struct run_set *s);

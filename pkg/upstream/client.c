@@ -169,6 +169,11 @@ const char *upstream_protocol_version(const struct upstream *u)
 	return u->v.version;
 }
 
+unsigned long upstream_restarts(const struct upstream *u)
+{
+	return u->starts ? u->starts - 1 : 0;
+}
+
 pid_t upstream_pid(const struct upstream *u)
 {
 	return u->v.run == UP_RUN_STOPPED || !u->tp->pid ? 0 : u->tp->pid(u->t);

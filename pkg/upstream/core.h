@@ -71,6 +71,9 @@ struct upstream {
 	bool in_order;
 	uint64_t relisten_at_ms; /* when to open subscriptions/listen again (0: not) */
 
+	/* Runs begun, the first included (upstream_restarts). */
+	unsigned long starts;
+
 	struct req *head, *tail; /* in the order they were made */
 	size_t ncalls;
 	uint64_t next_id;

@@ -604,6 +604,7 @@ int upstream_run_start(struct upstream *u, struct appl_err *err)
 	uint64_t now = loop_now_ms();
 
 	u->started_ms = now;
+	u->starts++;
 	u->hs_deadline_ms = now + u->init_timeout_ms;
 	u->in_order = true;
 	u->probe_retried = false;

@@ -179,6 +179,10 @@ const char *upstream_last_error(const struct upstream *u);
 /* The negotiated protocol version ("" before the first handshake); borrowed. */
 const char *upstream_protocol_version(const struct upstream *u);
 
+/* How often the server was started again after its first start (after a
+ * death, a failed handshake, or a spawn that failed). */
+unsigned long upstream_restarts(const struct upstream *u);
+
 /* The running server's pid (its process group), 0 when none runs. */
 pid_t upstream_pid(const struct upstream *u);
 

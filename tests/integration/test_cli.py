@@ -36,9 +36,9 @@ LIBRARIES = ("jansson", "libsodium", "libcurl", "libmicrohttpd", "libseccomp", "
              "libpcre2-8")
 
 # Every command and subcommand with a help text of its own.
-COMMANDS = ("image", "image verify", "cell", "run", "stubs", "check", "init", "keygen",
-            "sign", "verify", "audit", "audit init", "audit verify", "audit show", "token",
-            "version", "help")
+COMMANDS = ("image", "image verify", "cell", "run", "status", "reload", "stubs", "check",
+            "init", "keygen", "sign", "verify", "audit", "audit init", "audit verify",
+            "audit show", "token", "version", "help")
 
 # (file, function, table) of each option table -> the command it parses.
 PARSERS = {
@@ -46,6 +46,8 @@ PARSERS = {
     ("cell_cmd.c", "args_parse", "opts"): "cell",
     ("run_cmd.c", "args_parse", "opts"): "run",
     ("run_cmd.c", "args_parse", "stubs_opts"): "stubs",
+    ("status_cmd.c", "args_parse", "status_opts"): "status",
+    ("status_cmd.c", "args_parse", "reload_opts"): "reload",
     ("check_cmd.c", "args_parse", "opts"): "check",
     ("init_cmd.c", "args_parse", "opts"): "init",
     ("policy_cmds.c", "cmd_keygen", "opts"): "keygen",

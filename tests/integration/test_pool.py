@@ -769,7 +769,10 @@ def a_rootless_appliance_pools_sandboxes_and_calls_tools():
     # an ordinary user's floor is that user's own, which it may name
     argv = [app] + _kit.argv(sig)[1:] + ["--state-dir", os.path.join(home, "state")]
     runtime = os.path.join(home, "rt")
-    p = subprocess.Popen(argv + ["--runtime-dir", runtime, "--cache", os.path.join(home, "cache")],
+    # without XDG_RUNTIME_DIR an ordinary user names where its admin socket goes
+    admin = os.path.join(home, "admin")
+    p = subprocess.Popen(argv + ["--runtime-dir", runtime, "--cache", os.path.join(home, "cache"),
+                                 "--admin-dir", admin],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, cwd="/", env={"PATH": "/usr/bin:/bin",
                                                                "HOME": user.pw_dir},
@@ -804,6 +807,13 @@ def a_rootless_appliance_pools_sandboxes_and_calls_tools():
             time.sleep(2)  # the pool refills
         below = descendants(p.pid)
         assert len(below) >= 3, below  # the toy server, a pooled runsc and its children
+        # its admin socket serves its own user
+        st = subprocess.run([app, "status", "--json", "--admin-dir", admin], capture_output=True,
+                            text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin"},
+                            user=user.pw_uid, group=user.pw_gid, extra_groups=[])
+        assert st.returncode == 0, st
+        [mine] = json.loads(st.stdout)
+        assert mine["pid"] == p.pid and mine["servers"][0]["state"] == "ready", mine
         p.stdin.close()
         assert p.wait(timeout=20) == 0, p.stderr.read().decode()
         log = p.stderr.read().decode()
