@@ -64,5 +64,11 @@ const char *engine_unready(struct engine *e)
 				       .sandbox_ready = pool_ready(e->pool) != NULL,
 				       .last_boot = pool_last_boot(e->pool)};
 
+	/* A server down past its backoff is started again: an appliance a
+	 * balancer took out for it gets no runs, which would wake it, and
+	 * would stay out. The backoff (up to APPL_UPSTREAM_BACKOFF_MAX_MS)
+	 * bounds how often probes can make a failing server start. */
+	if (f.started && !f.stopping && f.servers_ready < f.servers)
+		upstream_set_wake(engine_servers(e));
 	return engine_ready_judge(&f);
 }
