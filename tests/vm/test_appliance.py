@@ -16,6 +16,9 @@ stopped. What is proven, each printed with what was seen:
   to the cgroup kills some, or the sandbox is stopped for memory); a tool of the confined toy
   server runs in its own cgroup below the unit, whose memory.max, swap and
   pids.max are the policy's, and which the server itself can read;
+- `appliance status --json` reads the unit's admin socket (0600, root's);
+  a new signed policy is taken by `systemctl reload` and by `appliance
+  reload`, the status then shows its serial, and a cell still runs;
 - every process of the appliance, runsc and the server is below
   appliance.service (systemd-cgls is printed);
 - `systemctl stop appliance` leaves no such process and no cgroup of theirs;
@@ -283,6 +286,42 @@ def server_cell(vm, port):
            "pids.max:48" in limits, limits)
 
 
+def guest_status(vm):
+    rc, out, err = vm.run("appliance status --json", check=False)
+    expect(rc == 0, "appliance status exited %d: %s" % (rc, err))
+    return json.loads(out)
+
+
+def operate(vm, port):
+    """The admin socket under the unit: status, then a new signed policy
+    taken by `systemctl reload` (SIGHUP) and by `appliance reload`."""
+    main_pid = int(vm.run("systemctl show -p MainPID --value appliance")[1])
+    st = guest_status(vm)
+    show("appliance status --json", json.dumps(st, indent=1))
+    expect(len(st) == 1 and st[0]["name"] == "vm-test" and st[0]["pid"] == main_pid, st)
+    pol = st[0]["policy"]
+    expect(pol["serial"] == 1 and pol["path"] == "/etc/appliance/policy.json.sig", pol)
+    expect([(x["name"], x["state"]) for x in st[0]["servers"]] == [("toy", "ready")], st)
+    digest = vm.run("cat /usr/share/appliance/image.digest")[1].strip()
+    doc = policy(digest)
+    doc["serial"] = 2
+    vm.run("cat > /etc/appliance/policy.json", input=json.dumps(doc, indent=1))
+    vm.run("appliance sign --secret /root/vm.key /etc/appliance/policy.json")
+    vm.run("systemctl reload appliance", timeout=120)
+    wait_guest(vm, "journalctl -u appliance -b --no-pager | grep -q 'reloaded: serial 2'",
+               "the reload by systemctl")
+    st = guest_status(vm)
+    expect(st[0]["policy"]["serial"] == 2 and st[0]["pid"] == main_pid, st)
+    rc, out, err = vm.run("appliance reload", check=False, timeout=300)
+    show("appliance reload", out + err)
+    expect(rc == 0 and out == "vm-test[%d]: reloaded\n" % main_pid, (rc, out, err))
+    res = sdk_cell(port, "print((await toy.add(a=20, b=22))['sum'])")
+    expect(res.get("stdout") == "42\n", "a cell after the reloads: %r" % res)
+    _, sock, _ = vm.run("ls -l /run/appliance/vm-test.%d.sock" % main_pid)
+    show("the admin socket", sock)
+    expect(sock.startswith("srw-------") and " root root " in sock, sock)
+
+
 def placement(vm):
     _, tree, _ = vm.run("systemd-cgls --no-pager -u appliance.service", check=False)
     show("systemd-cgls -u appliance.service", tree)
@@ -398,6 +437,8 @@ def main():
             memory_cell(vm, port)
         with step("server cell"):
             server_cell(vm, port)
+        with step("operate"):
+            operate(vm, port)
         with step("placement"):
             placement(vm)
         with step("stop"):
