@@ -497,9 +497,9 @@ CAPS = ("chown dac_override dac_read_search fowner fsetid kill setgid setuid set
 FAMILIES = {"AF_UNIX": 1, "AF_INET": 2, "AF_INET6": 10, "AF_NETLINK": 16, "AF_PACKET": 17}
 CLONE_FLAGS = {"cgroup": 0x02000000, "ipc": 0x08000000, "net": 0x40000000, "mnt": 0x00020000,
                "pid": 0x20000000, "user": 0x10000000, "uts": 0x04000000, "time": 0x00000080}
-# Keys that set no sandboxing (or, KillMode=mixed, that the test acts out by
-# sending SIGTERM to the main process only).
-NOT_SANDBOXING = {"Type", "ExecStart", "KillMode", "Restart", "RestartSec", "TimeoutStopSec",
+# Keys that set no sandboxing (or, KillMode=mixed and ExecReload, that the
+# test acts out by sending SIGTERM, and SIGHUP, to the main process only).
+NOT_SANDBOXING = {"Type", "ExecStart", "ExecReload", "KillMode", "Restart", "RestartSec", "TimeoutStopSec",
                   "StateDirectoryMode", "CacheDirectoryMode", "RuntimeDirectoryMode",
                   "LogsDirectoryMode", "RuntimeDirectoryPreserve",
                   # cgroup v2 only (this machine has v1): proven in the VM stage
@@ -843,6 +843,16 @@ def the_unit_as_emulated_serves_a_cell_over_http_and_stops_on_sigterm():
         detached = [k for k, (ns, _) in mine.items() if ns == inside]
         assert len(detached) == 1, (inside, mine)
         detached = detached[0]
+        # ExecReload=: SIGHUP to the main process; the policy is read again,
+        # held to its checks and taken, inside the unit's sandbox
+        assert s["ExecReload"] == ["/bin/kill -HUP $MAINPID"], s["ExecReload"]
+        p.send_signal(signal.SIGHUP)
+        end = time.time() + 120
+        while "reloaded: serial" not in "".join(lines):
+            assert p.poll() is None, "exited %d:\n%s" % (p.returncode, "".join(lines))
+            assert "reload refused" not in "".join(lines), "".join(lines)
+            assert time.time() < end, "no reload:\n" + "".join(lines)
+            time.sleep(0.05)
         # KillMode=mixed: SIGTERM to the main process alone
         p.send_signal(signal.SIGTERM)
         assert p.wait(timeout=60) == 0, "exit %d after SIGTERM:\n%s" % (p.returncode,

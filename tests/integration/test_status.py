@@ -328,7 +328,7 @@ def a_user_who_is_not_root_is_refused_by_the_server_itself():
                                 "this admin socket (only root)" % (cmd, p.pid)), lines
         # and the raw socket gets one line, then its end (perhaps before its
         # request went: the server does not wait for it)
-        out = subprocess.run(as_user(["python3", "-c", RAW_PEER, path], 65534),
+        out = subprocess.run(as_user(["/usr/bin/python3", "-c", RAW_PEER, path], 65534),
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out
         assert json.loads(out.stdout) == {"ok": False, "op": None, "error":
