@@ -107,6 +107,12 @@ def probes_need_no_token_pass_the_host_check_and_leave_no_trace():
     s = Served(audit=audit)
     try:
         s.wait_ready((200, "ready\n"))
+        # What the probes said so far (a readiness change) is in s.lines
+        # once a line said after it is: a refused Host is logged.
+        mark = len(s.lines)
+        assert s.get("/healthz", headers={"Host": "evil.example"})[0] == 403
+        s.wait(lambda: any("refused" in ln for ln in s.lines[mark:]), 30,
+               "the refusal's log line")
         before = len(s.lines)
         for _ in range(20):
             st, hd, body = s.get("/healthz")
