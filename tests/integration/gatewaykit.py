@@ -166,17 +166,17 @@ def free_port():
     return port
 
 
-class Served:
-    """`appliance run` of sig serving HTTP on 127.0.0.1:port (the policy's
-    listener), with extra arguments; its log kept, its start awaited."""
+class Logged:
+    """`appliance run` with policy sig (and extra arguments), no client on its
+    stdio, its stderr kept (log()) and waited on (wait_log)."""
 
-    def __init__(self, sig, port, extra=(), timeout=60):
-        self.port = port
+    WAIT_S = 120  # wait_log's default
+
+    def __init__(self, sig, extra=()):
         self.proc = subprocess.Popen(run_argv(sig) + list(extra), stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self.lines = []
         threading.Thread(target=self._pump, daemon=True).start()
-        self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % port, timeout)
 
     def _pump(self):
         for raw in self.proc.stderr:
@@ -185,12 +185,24 @@ class Served:
     def log(self):
         return "".join(self.lines)
 
-    def wait_log(self, text, timeout=60):
-        deadline = time.time() + timeout
+    def wait_log(self, text, timeout=None):
+        deadline = time.time() + (timeout or self.WAIT_S)
         while text not in self.log():
             assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
             assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
             time.sleep(0.05)
+
+
+class Served(Logged):
+    """`appliance run` of sig serving HTTP on 127.0.0.1:port (the policy's
+    listener), with extra arguments; its log kept, its start awaited."""
+
+    WAIT_S = 60
+
+    def __init__(self, sig, port, extra=(), timeout=60):
+        super().__init__(sig, extra)
+        self.port = port
+        self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % port, timeout)
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
@@ -348,40 +360,3 @@ class Session:
         else:
             self.proc.kill()
             self.proc.wait()
-
-
-# ---- `appliance run` serving HTTP --------------------------------------------------
-
-
-def free_port():
-    """A loopback TCP port nobody listens on now."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-class Logged:
-    """`appliance run` with policy sig, no client on its stdio, its stderr
-    kept (log()) and waited on (wait_log)."""
-
-    def __init__(self, sig):
-        self.proc = subprocess.Popen(run_argv(sig), stdin=subprocess.DEVNULL,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        self.lines = []
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self):
-        for raw in self.proc.stderr:
-            self.lines.append(raw.decode("utf-8", "replace"))
-
-    def log(self):
-        return "".join(self.lines)
-
-    def wait_log(self, text, timeout=120):
-        deadline = time.time() + timeout
-        while text not in self.log():
-            assert self.proc.poll() is None, "appliance exited; log:\n" + self.log()
-            assert time.time() < deadline, "no %r in the log:\n%s" % (text, self.log())
-            time.sleep(0.05)

@@ -19,7 +19,6 @@ import os
 import queue
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -35,14 +34,6 @@ TOKEN = "appliance_test-token-reload-0123456789"
 FLOOR = "/var/lib/appliance/policy.state"
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 class Live:
     """One policy file, signed again in place for each reload, served over HTTP."""
 
@@ -52,8 +43,8 @@ class Live:
         self.path = os.path.join(self.dir, "live.json")
         self.share = gk.server_dir()  # the cell's marker lives here, readable by the toy
         self.audit = os.path.join(tempfile.mkdtemp(prefix="appliance-reload-audit."), "a.log")
-        self.port = free_port()
-        self.mport = free_port()
+        self.port = gk.free_port()
+        self.mport = gk.free_port()
         self.lines = []
         self.proc = None
 
@@ -295,7 +286,7 @@ def refused_reloads_change_nothing_and_say_why():
             ("a server that cannot start",
              live.doc(servers={"toy": gk.toy_server(), "gone": {"command": ["/nonexistent/x"]}}),
              None, "gone"),
-            ("a listener changed", dict(live.doc(), http={"listen": ["127.0.0.1:%d" % free_port()]}),
+            ("a listener changed", dict(live.doc(), http={"listen": ["127.0.0.1:%d" % gk.free_port()]}),
              None, "http"),
         ]
         for what, doc, key, word in cases:

@@ -34,14 +34,6 @@ LIMITS = {"deadline_s": 120, "cells": 3, "pool": 1}
 ISO = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{3})?Z$")
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 # A peer that sends a status request and prints all it gets back.
 RAW_PEER = """
 import socket, sys
@@ -115,7 +107,7 @@ class Proc:
 
 def served(d, name=None):
     """An HTTP appliance with its admin socket in d; (proc, port, audit path, sig)."""
-    port = free_port()
+    port = gk.free_port()
     audit = os.path.join(d, "audit.jsonl")
     sig = http_policy(port, audit)
     argv = gk.run_argv(sig) + ["--admin-dir", d] + (["--name", name] if name else [])
