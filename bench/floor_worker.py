@@ -60,7 +60,7 @@ def serve(r):
         chan.out_flusher_start()  # as the runner does: before `ready`
         chan.send({"t": "ready", "v": r.PROTOCOL_VERSION})
         try:
-            code, tools = r._read_cell(chan)  # exits 3 at EOF: the harness is done
+            code, tools, _ = r._read_cell(chan)  # exits 3 at EOF: the harness is done
         except r._Fatal as e:
             finish(r, chan, "runner: bad cell message: %s" % e, None)
             chan.out_flusher_go()  # lets the waiting flusher see `closed` and end

@@ -85,6 +85,7 @@ as a table, and to build/bench.json (BENCH_JSON).
 """
 
 import fcntl
+import glob
 import hashlib
 import http.client
 import io
@@ -92,6 +93,7 @@ import json
 import os
 import platform
 import queue
+import re
 import secrets
 import select
 import shutil
@@ -178,7 +180,7 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17"),
+    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"),
     "sweep_n": env_int("BENCH_SWEEP_N", 30),          # row 13: cells per rate
     "sweep_rates": [float(x) for x in os.environ.get("BENCH_SWEEP_RATES", "0.5,1,2")
                     .replace(" ", "").split(",") if x],
@@ -472,9 +474,11 @@ class Mcp:
                              "params": {"name": "run_python", "arguments": {"code": code}}})
         return rid, t0
 
-    def cell(self, code, timeout=120):
-        """run_python: (structuredContent, seconds); RowError unless it ran."""
-        msg, dt = self.request("tools/call", {"name": "run_python", "arguments": {"code": code}},
+    def cell(self, code, timeout=120, **more):
+        """run_python: (structuredContent, seconds); RowError unless it ran.
+        more: further arguments (a session's)."""
+        msg, dt = self.request("tools/call", {"name": "run_python",
+                                              "arguments": dict({"code": code}, **more)},
                                timeout)
         return ran(msg), dt
 
@@ -634,6 +638,54 @@ def row_http(work, n):
     finally:
         rc = m.close()
     return {"times": times, "exit": rc}
+
+
+# ---- row 18: the cells of a session ---------------------------------------------------------
+
+def session_memory_mib(pid, log_path):
+    """What the newest sandbox of appliance pid holds (anonymous and shared
+    pages of its memory cgroup, as the appliance measures a session), MiB."""
+    with open(log_path, encoding="utf-8", errors="replace") as f:
+        found = re.findall(r"run=[0-9a-f]+: sandbox (cell-[0-9a-z-]+)", f.read())
+    if not found:
+        return None
+    v1 = glob.glob("/sys/fs/cgroup/memory/appliance/i-%d-*/%s/memory.stat" % (pid, found[-1]))
+    v2 = glob.glob("/sys/fs/cgroup/**/i-%d-*/%s/memory.stat" % (pid, found[-1]), recursive=True)
+    for path, keys in ((v1, ("total_rss", "total_shmem")), (v2, ("anon", "shmem"))):
+        if path:
+            with open(path[0]) as f:
+                kv = dict(line.split() for line in f if line.strip())
+            return sum(int(kv.get(k, 0)) for k in keys) / MIB
+    return None
+
+
+def row_session(work, n):
+    """A session made by one cell, then n spaced print(x) cells in it: each
+    thaws the session's frozen sandbox, runs in the kept interpreter and
+    freezes it again. Beside them, what the frozen session holds."""
+    sig = work.policy({"pool": 2, "deadline_s": 60},
+                      {"roles": {"s": {"tools": [], "sessions": {"max_cells": 100000}}},
+                       "clients": {"default_role": "s"}})
+    m = Mcp(work, sig, "session")
+    try:
+        time.sleep(P["settle_s"])  # the pool boots
+        sc, _ = m.cell("x = 1", session="new")
+        handle = sc.get("session")
+        if not handle:
+            raise RowError("no session handle in %r" % (sc,))
+        time.sleep(P["spacing_s"])
+        frozen_mib = session_memory_mib(m.pid, m.conn.stderr_path)
+        times = []
+        for i in range(P["warmup"] + n):
+            sc, dt = m.cell("print(x)", session=handle)
+            if sc.get("stdout") != "1\n" or sc.get("session_ended"):
+                raise RowError("a session cell gave %r" % (sc,))
+            if i >= P["warmup"]:
+                times.append(dt)
+            time.sleep(P["spacing_s"])
+    finally:
+        rc = m.close()
+    return {"times": times, "frozen_mib": frozen_mib, "exit": rc}
 
 
 # ---- row 3: bare runsc run of a fresh bundle per cell -----------------------------------
@@ -1997,6 +2049,8 @@ def main():
                 lambda: row_upstream(work))
         attempt(17, "a stdio appliance that only answers server/discover",
                 lambda: row_discover(work))
+        attempt(18, "a session's cells (thawed, run, frozen again)",
+                lambda: row_session(work, P["n"]))
         if P["baselines"]:
             baselines(work, res)
     finally:
@@ -2038,6 +2092,21 @@ def report(info, res, total_s):
     add("5", "floor: host worker, one pipe, runner.py", res.get(5), note="unsandboxed")
     add("5s", "  same, cells spaced like rows 1 and 2", res.get("5s"),
         note="spaced %.1f s" % P["spacing_s"])
+    r18 = res.get(18)
+    if r18 and "error" not in r18 and r18["times"]:
+        st18 = stats(r18["times"])
+        ratios = []
+        for key, name in (("5s", "row 5s"), (1, "row 1")):
+            base = (res.get(key) or {}).get("stats")
+            if base:
+                ratios.append("%.1fx %s (p95 %.1fx)" % (st18["median_ms"] / base["median_ms"],
+                                                       name, st18["p95_ms"] / base["p95_ms"]))
+        note = "spaced %.1f s; %s; frozen session holds %s MiB" % (
+            P["spacing_s"], ", ".join(ratios) or "no baseline row",
+            "%.1f" % r18["frozen_mib"] if r18.get("frozen_mib") is not None else "?")
+    else:
+        note = ""
+    add("18", "session cell, print(x), frozen between, stdio", r18, note=note)
     def add6(key, r6, what, direct="  same, host client direct to toy-server",
              direct_note="bench/direct_client.py"):
         if r6 is None:

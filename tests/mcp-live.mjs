@@ -9,6 +9,7 @@
 // Reads JSON lines on stdin:
 //   {"op": "list"}                       every tool, and run_python's description
 //   {"op": "call", "id": ID, "name": N, "arguments": A}   answered when done
+//   {"op": "terminate"}                  ends the MCP session (DELETE), then answers
 //   {"op": "close"}
 // and writes JSON lines on stdout: {"op": "ready"} once connected, one
 // answer per request ({"op", "id"?, "result" | "error"}), and
@@ -58,7 +59,10 @@ async function handle(req) {
       out({ op: "call", id: req.id,
             result: await client.callTool({ name: req.name, arguments: req.arguments }, undefined,
                                           { timeout: 600000 }) });
-    else if (req.op === "close") {
+    else if (req.op === "terminate") {
+      await transport.terminateSession();
+      out({ op: "terminate", result: {} });
+    } else if (req.op === "close") {
       await client.close();
       process.exit(0);
     } else out({ op: req.op, id: req.id, error: "unknown op" });

@@ -259,6 +259,7 @@ static void http_print(FILE *f, const json_t *h)
 static void status_print(FILE *f, const json_t *st)
 {
 	const json_t *pool = json_object_get(st, "pool"), *audit = json_object_get(st, "audit");
+	const json_t *kept = json_object_get(st, "sessions");
 	long long up = num(st, "uptime_s");
 	char b[2][TEXT_MAX];
 
@@ -269,6 +270,9 @@ static void status_print(FILE *f, const json_t *st)
 	cells_print(f, json_object_get(st, "cells"));
 	fprintf(f, "  pool     %lld ready (%lld frozen), %lld booting, of %lld\n",
 		num(pool, "ready"), num(pool, "frozen"), num(pool, "booting"), num(pool, "size"));
+	if (json_is_object(kept))
+		fprintf(f, "  sessions %lld open (%lld frozen)\n", num(kept, "open"),
+			num(kept, "frozen"));
 	http_print(f, json_object_get(st, "http"));
 	if (json_is_object(audit))
 		fprintf(f, "  audit    %s: %lld lines written, last seal %s%s\n",

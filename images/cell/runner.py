@@ -66,8 +66,10 @@ INT_MAX = (1 << 63) - 1
 INT_STR_DIGITS = 4300            # Python's default int->str conversion limit
 
 CELL_FILE = "<cell>"
+CELL_FILES_KEPT = 16             # a session keeps the source of its last cells for tracebacks
 POOLED_ARG = "--pooled"  # argv[1] of a pooled runner: warm up before `ready`
 RESULT_NAME = "__cell_value__"
+CELL_FIELDS = frozenset(["t", "code", "tools", "keep"])
 EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or broken
 RUNNER_FILE = os.path.abspath(__file__)
 CO_COROUTINE = 0x0080            # inspect.CO_COROUTINE, without importing inspect
@@ -246,6 +248,10 @@ def _result_value(v):
 
 # ---- tracebacks ---------------------------------------------------------------
 
+def _is_cell_file(name):
+    return name == CELL_FILE or (name.startswith("<cell ") and name.endswith(">"))
+
+
 def _strip_runner_frames(te, seen):
     if te is None or id(te) in seen:
         return
@@ -253,7 +259,7 @@ def _strip_runner_frames(te, seen):
     stack = [f for f in te.stack if f.filename != RUNNER_FILE]
     # Frames before the cell's first are how the runner got there (its event
     # loop's run_until_complete): noise to the reader.
-    first = next((i for i, f in enumerate(stack) if f.filename == CELL_FILE), 0)
+    first = next((i for i, f in enumerate(stack) if _is_cell_file(f.filename)), 0)
     te.stack[:] = stack[first:]
     _strip_runner_frames(te.__cause__, seen)
     _strip_runner_frames(te.__context__, seen)
@@ -299,6 +305,7 @@ class _Channel:
         self.wfd = wfd
         self.inbuf = bytearray()
         self.closed = False          # set by done: nothing may follow it
+        self.between = False         # a session's runner between cells: output waits
         self.next_id = 0
         self.pending = {}            # call id -> (future, qualname, tool), for calls in flight
         self.reader_loop = None
@@ -375,6 +382,8 @@ class _Channel:
         write."""
         with self.lock:
             lines = []
+            if self.between and then is None:
+                return  # a thread printing between a session's cells: sent with the next
             if self.out_parts:
                 text = "".join(self.out_parts)
                 self.out_parts = []
@@ -928,26 +937,40 @@ def _cell_globals(chan, tools):
     return g
 
 
-def _compile(code):
+_cell_count = 0
+
+
+def _cell_file():
+    """The file name of the cell about to run: <cell>, then in a session
+    <cell 2>, <cell 3>..., so that a function an earlier cell defined shows
+    its own source in a traceback (the last CELL_FILES_KEPT are kept)."""
+    global _cell_count
+    _cell_count += 1
+    if _cell_count > CELL_FILES_KEPT:
+        linecache.cache.pop("<cell %d>" % (_cell_count - CELL_FILES_KEPT), None)
+    return CELL_FILE if _cell_count == 1 else "<cell %d>" % _cell_count
+
+
+def _compile(code, name=CELL_FILE):
     """Compile the cell; a final expression's value lands in RESULT_NAME."""
-    linecache.cache[CELL_FILE] = (len(code), None, code.splitlines(True), CELL_FILE)
-    tree = ast.parse(code, CELL_FILE, "exec")
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    tree = ast.parse(code, name, "exec")
     if tree.body and isinstance(tree.body[-1], ast.Expr):
         last = tree.body[-1]
         assign = ast.Assign(targets=[ast.Name(id=RESULT_NAME, ctx=ast.Store())],
                             value=last.value)
         tree.body[-1] = ast.copy_location(assign, last)
         ast.fix_missing_locations(tree)
-    return compile(tree, CELL_FILE, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
+    return compile(tree, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT,
                    dont_inherit=True)
 
 
-def _run(code, g, loop=None):
+def _run(code, g, loop=None, name=CELL_FILE):
     """Run the cell; returns (error, value). asyncio is imported (and given
     to the code as `asyncio`) when the code awaits at top level or names
     asyncio; the loop is the runner's unless one is given."""
     try:
-        obj = _compile(code)
+        obj = _compile(code, name)
     except (SyntaxError, ValueError) as e:
         # Only the error itself: the frames would be the runner's and ast's.
         return _traceback_tail(e.with_traceback(None)), None
@@ -966,8 +989,9 @@ def _run(code, g, loop=None):
         return _traceback_tail(e), None
 
 
-def _finish(chan, error, value):
-    """Say done and exit at once: nothing the code left running may follow."""
+def _finish(chan, error, value, keep=False):
+    """Say done and exit at once: nothing the code left running may follow.
+    A session's runner (keep) stays instead, quiet until its next cell."""
     try:
         result = None if error is not None else _result_value(value)
     except BaseException as e:
@@ -976,6 +1000,9 @@ def _finish(chan, error, value):
         chan.out_flush(then={"t": "done",
                              "error": None if error is None else _safe_str(error),
                              "result": result})
+        if keep:
+            chan.between = True
+            return
         chan.closed = True
     os._exit(0)
 
@@ -1027,11 +1054,14 @@ def _read_cell(chan):
         msg = json.loads(line.decode("utf-8"))
     except ValueError as e:
         raise _Fatal("cell line is not JSON: %s" % e) from None
-    if type(msg) is not dict or set(msg) != {"t", "code", "tools"} or msg["t"] != "cell":
-        raise _Fatal("expected a cell message with fields t, code, tools")
+    if (type(msg) is not dict or not {"t", "code", "tools"} <= set(msg) <= CELL_FIELDS
+            or msg["t"] != "cell"):
+        raise _Fatal("expected a cell message with fields t, code, tools (and keep)")
     if type(msg["code"]) is not str:
         raise _Fatal("cell code is not a string")
-    return msg["code"], _check_tools(msg["tools"])
+    if msg.get("keep", True) is not True:
+        raise _Fatal("cell keep is not true")
+    return msg["code"], _check_tools(msg["tools"]), "keep" in msg
 
 
 def main():
@@ -1046,19 +1076,52 @@ def main():
         # A pooled sandbox: pay now for what its cell would otherwise pay.
         _warm_up(_runner_loop())
     chan.send({"t": "ready", "v": PROTOCOL_VERSION})
-    try:
-        code, tools = _read_cell(chan)
-    except _Fatal as e:
-        _finish(chan, "runner: bad cell message: %s" % e, None)
+    g = None
+    while True:
+        try:
+            code, tools, keep = _read_cell(chan)
+        except _Fatal as e:
+            _finish(chan, "runner: bad cell message: %s" % e, None)
+        g = _one_cell(chan, g, code, tools, keep)
+
+
+def _one_cell(chan, g, code, tools, keep):
+    """Run one cell in globals g (a session's, kept from its last cell), or
+    in new ones, and say done; without keep the runner exits there. The
+    globals the next cell of the session runs in."""
+    chan.between = False
     chan.out_flusher_go()
     try:
         unawaited = _Unawaited(chan)
         unawaited.watch()
-        g = _cell_globals(chan, tools)
-        error, value = unawaited.finish(g, *_run(code, g))
+        cg = _cell_globals(chan, tools)
+        if g is None:
+            g = cg
+        else:
+            _tools_renew(g, cg)
+        error, value = unawaited.finish(g, *_run(code, g, name=_cell_file()))
     except BaseException as e:  # the runner's own fault: still say done
         error, value = "runner: internal error: %s" % type(e).__name__, None
-    _finish(chan, error, value)
+    _finish(chan, error, value, keep)
+    # A session's: the next cell line is read with a blocking read, from
+    # whatever the event loop's reader left.
+    loop = chan.reader_loop
+    if loop is not None and not loop.is_closed():
+        loop.remove_reader(chan.rfd)
+    chan.reader_loop = None
+    os.set_blocking(chan.rfd, True)
+    return g
+
+
+def _tools_renew(g, fresh):
+    """A session's next cell: its tool namespaces and helpers (the new cell
+    line's) replace those the last one had; the code's own names stay."""
+    for name, v in list(g.items()):
+        if isinstance(v, (ToolNamespace, _ToolsHelper)):
+            del g[name]
+    for name, v in fresh.items():
+        if isinstance(v, (ToolNamespace, _ToolsHelper)) or name not in g:
+            g[name] = v
 
 
 if __name__ == "__main__":

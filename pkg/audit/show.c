@@ -33,7 +33,7 @@ static const struct {
 		  "{version}, seal {seal}"},
 	{"stop", "appliance stop: pid {pid}, {reason}, {runs} runs"},
 	{"run.start", "run {run}: client {client}, role {role}, revision {revision}, code "
-		      "{code_bytes} bytes"},
+		      "{code_bytes} bytes[, session {session}]"},
 	{"run.refused", "run {run} refused: client {client}: {reason}"},
 	{"auth", "auth {outcome}: [client {client}, ]peer {peer}[, {refusals_dropped} refusals "
 		 "not written before]"},
@@ -49,6 +49,8 @@ static const struct {
 	{"seal", "seal: kid {kid}, epoch {epoch}"},
 	{"reload", "policy reload by {by}: {outcome}[, serial {serial}][: {reason}][, "
 		   "{servers_started} servers started, {servers_retired} retired]"},
+	{"session.start", "session {session} start: client {client}, role {role}"},
+	{"session.end", "session {session} end: {reason} after {cells} cells"},
 };
 
 /* The parts of a run's summary line. */

@@ -72,23 +72,43 @@
 /* A sandbox must say ready within boot_s of its start (runsc, the
  * Sentry, the interpreter and the runner's imports); a slow host (nested
  * virtualisation, emulation, ptrace) may need more. */
-#define APPL_BOOT_S_DEF	      10
-#define APPL_BOOT_S_CEIL      300
-#define APPL_MEMORY_MB_DEF    256
-#define APPL_MEMORY_MB_MIN    16
-#define APPL_MEMORY_MB_CEIL   4096
-#define APPL_PIDS_DEF	      64
-#define APPL_PIDS_CEIL	      1024
-#define APPL_NOFILE_DEF	      64
-#define APPL_NOFILE_CEIL      4096
-#define APPL_TMPFS_MB_DEF     16
-#define APPL_TMPFS_MB_CEIL    1024
-#define APPL_CONCURRENCY_DEF  16 /* calls in flight per cell */
-#define APPL_CONCURRENCY_CEIL 256
-#define APPL_CELLS_DEF	      4 /* cells in flight */
-#define APPL_CELLS_CEIL	      64
-#define APPL_POOL_DEF	      2 /* warm sandboxes */
-#define APPL_POOL_CEIL	      32
+#define APPL_BOOT_S_DEF	    10
+#define APPL_BOOT_S_CEIL    300
+#define APPL_MEMORY_MB_DEF  256
+#define APPL_MEMORY_MB_MIN  16
+#define APPL_MEMORY_MB_CEIL 4096
+#define APPL_PIDS_DEF	    64
+#define APPL_PIDS_CEIL	    1024
+#define APPL_NOFILE_DEF	    64
+#define APPL_NOFILE_CEIL    4096
+#define APPL_TMPFS_MB_DEF   16
+#define APPL_TMPFS_MB_CEIL  1024
+/* A role's sessions (docs/sessions.md): kept interpreters between cells. */
+#define APPL_SESSION_MAX_MIN	    1
+#define APPL_SESSION_MAX_DEF	    4
+#define APPL_SESSION_MAX_CEIL	    64
+#define APPL_SESSION_IDLE_S_MIN	    1
+#define APPL_SESSION_IDLE_S_DEF	    600
+#define APPL_SESSION_IDLE_S_CEIL    86400
+#define APPL_SESSION_MAX_CELLS_MIN  1
+#define APPL_SESSION_MAX_CELLS_DEF  500
+#define APPL_SESSION_MAX_CELLS_CEIL 100000
+#define APPL_SESSION_MEMORY_MB_MIN  64
+#define APPL_SESSION_MEMORY_MB_DEF  512
+#define APPL_SESSION_MEMORY_MB_CEIL 65536
+/* Sessions of the whole appliance at once, every role's together. */
+#define APPL_SESSIONS_MAX 256u
+/* An ended session's handle is still answered with why it ended for this
+ * long, and at most this many are remembered (the oldest go first); after
+ * that it is answered as one that never existed. */
+#define APPL_SESSIONS_ENDED_S	3600u
+#define APPL_SESSIONS_ENDED_MAX 1024u
+#define APPL_CONCURRENCY_DEF	16 /* calls in flight per cell */
+#define APPL_CONCURRENCY_CEIL	256
+#define APPL_CELLS_DEF		4 /* cells in flight */
+#define APPL_CELLS_CEIL		64
+#define APPL_POOL_DEF		2 /* warm sandboxes */
+#define APPL_POOL_CEIL		32
 /* Protocol lines a run's runner may send (every `out`, `call`, `ready` and
  * `done`): a line that counts toward no other cap, such as an empty `out`,
  * still costs one. A busy honest run sends its calls and a few hundred

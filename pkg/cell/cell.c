@@ -16,6 +16,7 @@ enum cell_phase {
 	PHASE_IDLE,    /* ready, waiting for its code (a pooled sandbox) */
 	PHASE_RUNNING, /* cell sent */
 	PHASE_DRAIN,   /* done seen; anything more is a violation */
+	PHASE_KEPT,    /* a kept cell's run is over: its runner waits for the next */
 	PHASE_ENDED,
 };
 
@@ -29,6 +30,7 @@ struct cell {
 	uint64_t arrival_ms;
 	struct loop_timer *deadline, *boot;
 	bool watching_exit;
+	bool keep;  /* the runner stays after done (cell_keep) */
 	char *code; /* NULL until cell_run */
 	size_t code_len;
 	json_t *tools;
@@ -106,18 +108,25 @@ static json_t *result_value(struct cell *c)
 	return json_incref(c->done_result);
 }
 
-/* End the run: CELL_RAN for a normal end. The sandbox stays until
- * cell_free, so the answer is not held up by its teardown. */
-static void finish(struct cell *c, enum cell_reason reason, const char *error)
+/* The outcome of the last run, for a kept cell's next run. */
+static void outcome_clear(struct cell *c)
+{
+	json_decref(c->done_error);
+	json_decref(c->done_result);
+	json_decref(c->value);
+	free(c->error_text);
+	c->done_error = c->done_result = c->value = NULL;
+	c->error_text = NULL;
+	c->outcome = (struct cell_outcome){0};
+	c->ended = false;
+}
+
+/* The outcome from what the run left (reason and error as finish got
+ * them), and its owner told. */
+static void outcome_make(struct cell *c, enum cell_reason reason, const char *error)
 {
 	struct cell_outcome *o = &c->outcome;
 
-	if (c->phase == PHASE_ENDED)
-		return;
-	c->phase = PHASE_ENDED;
-	unwatch(c);
-	if (reason != CELL_RAN && c->sb)
-		sandbox_kill(c->sb);
 	if (error)
 		c->error_text = strdup(error);
 	else if (c->done_error)
@@ -138,6 +147,37 @@ static void finish(struct cell *c, enum cell_reason reason, const char *error)
 	c->ended = true;
 	if (c->hooks.on_done)
 		c->hooks.on_done(c, c->hooks.data);
+}
+
+/* End the run: CELL_RAN for a normal end. The sandbox stays until
+ * cell_free, so the answer is not held up by its teardown. */
+static void finish(struct cell *c, enum cell_reason reason, const char *error)
+{
+	if (c->phase == PHASE_ENDED)
+		return;
+	if (c->phase == PHASE_KEPT) /* it died, or broke the protocol, between runs */
+		outcome_clear(c);
+	c->phase = PHASE_ENDED;
+	unwatch(c);
+	if (reason != CELL_RAN && c->sb)
+		sandbox_kill(c->sb);
+	outcome_make(c, reason, error);
+}
+
+/* A kept cell's run is over and its runner waits for the next: the
+ * deadline stops, the pipes and the sandbox's exit stay watched (a line
+ * now is a violation, an exit ends the cell). */
+static void keep_waiting(struct cell *c)
+{
+	struct appl_err err = {0};
+
+	if (cell_proto_state_again(c->proto, &err) < 0) {
+		finish(c, CELL_INTERNAL, err.msg);
+		return;
+	}
+	c->phase = PHASE_KEPT;
+	loop_timer_set(c->deadline, 0);
+	outcome_make(c, CELL_RAN, NULL);
 }
 
 static void violation(struct cell *c, const char *what)
@@ -167,7 +207,8 @@ static void cell_send(struct cell *c)
 	char *line;
 	size_t len;
 
-	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, &line, &len, &err) < 0) {
+	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, c->keep, &line, &len, &err) <
+	    0) {
 		finish(c, CELL_INTERNAL, err.msg);
 		return;
 	}
@@ -245,6 +286,8 @@ static void on_drained(void *data)
 		return;
 	if (lines_buffered(c->io)) {
 		violation(c, "an unfinished line after done");
+	} else if (c->keep) {
+		keep_waiting(c);
 	} else {
 		/* The runner exits right after done: runsc may end by itself. */
 		sandbox_ending(c->sb);
@@ -258,8 +301,9 @@ static void line_handle(struct cell *c, const char *buf, size_t len)
 	struct appl_err err = {0};
 	char why[96];
 
-	if (c->phase == PHASE_DRAIN) {
-		violation(c, "a message after done");
+	if (c->phase == PHASE_DRAIN || c->phase == PHASE_KEPT) {
+		violation(c, c->phase == PHASE_KEPT ? "a message between cells"
+						    : "a message after done");
 		return;
 	}
 	/* Every line costs: one that counts toward no other cap (an empty
@@ -314,7 +358,7 @@ static void ended(struct cell *c)
 		finish(c, CELL_MEMORY, "the sandbox was killed: out of memory");
 	else if (c->phase == PHASE_BOOT)
 		finish(c, CELL_BOOT, "the sandbox ended before its runner was ready");
-	else if (c->phase == PHASE_IDLE)
+	else if (c->phase == PHASE_IDLE || c->phase == PHASE_KEPT)
 		finish(c, CELL_EXIT, "the sandbox ended while it waited for a cell");
 	else
 		finish(c, CELL_EXIT, "the cell ended without finishing (the runner exited)");
@@ -468,10 +512,42 @@ bool cell_idle(const struct cell *c)
 	return c->phase == PHASE_IDLE;
 }
 
+void cell_keep(struct cell *c)
+{
+	c->keep = true;
+}
+
+bool cell_kept(const struct cell *c)
+{
+	return c->phase == PHASE_KEPT;
+}
+
+void cell_set_hooks(struct cell *c, const struct cell_hooks *hooks)
+{
+	c->hooks = hooks ? *hooks : (struct cell_hooks){0};
+}
+
+/* What a kept cell's last run left, before its next. */
+static void run_clear(struct cell *c)
+{
+	outcome_clear(c);
+	free(c->code);
+	free(c->stdout_buf);
+	json_decref(c->tools);
+	c->code = c->stdout_buf = NULL;
+	c->tools = NULL;
+	c->code_len = c->stdout_len = c->printed = 0;
+	c->truncated = false;
+	c->calls = c->lines = 0;
+	c->phase = PHASE_IDLE;
+}
+
 int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 	     const struct cell_limits *lim, const struct cell_hooks *hooks, uint64_t arrival_ms,
 	     struct appl_err *err)
 {
+	if (c->phase == PHASE_KEPT)
+		run_clear(c);
 	if (c->code || (c->phase != PHASE_BOOT && c->phase != PHASE_IDLE))
 		return appl_err_set(err, -EINVAL, "the cell is not waiting for code");
 	c->lim.deadline_ms = lim->deadline_ms;

@@ -122,6 +122,17 @@ struct cell *cell_boot(struct loop *loop, struct sandbox *sb, const struct cell_
  * the checkpoint was to another host object. Call once, after cell_boot. */
 void cell_wake(struct cell *c);
 
+/* Keep c after its run (before cell_run): the runner is told to wait for
+ * another cell after done, and c then waits for it (cell_kept), its
+ * sandbox alive, on_done called with the run's outcome. cell_run gives it
+ * the next code, in the same interpreter. A line from the runner between
+ * runs is a violation, and an exit ends it (on_done again, with
+ * cell_finished true): set the hooks the waiting owner wants
+ * (cell_set_hooks). A session's cell (docs/sessions.md). */
+void cell_keep(struct cell *c);
+bool cell_kept(const struct cell *c);
+void cell_set_hooks(struct cell *c, const struct cell_hooks *hooks);
+
 /* The sandbox of c (borrowed: it lives as long as c). */
 struct sandbox *cell_sandbox(const struct cell *c);
 

@@ -62,12 +62,29 @@ static json_t *schema_build(void)
 	return s;
 }
 
+/* A session's run adds its handle, and why the session ended with it
+ * (docs/sessions.md); neither is there for a cell of its own. */
+static void schema_session_add(json_t *s)
+{
+	json_t *props = json_object_get(s, "properties");
+
+	json_object_set_new(
+		props, "session",
+		json_pack("{s:s,s:s}", "type", "string", "description",
+			  "the session's handle: pass it as session to run the next cell in the "
+			  "same interpreter"));
+	json_object_set_new(props, "session_ended",
+			    json_pack("{s:[sssssss],s:s}", "enum", "idle", "end", "max_cells",
+				      "memory", "died", "reload", "closed", "description",
+				      "the session ended with this cell, and why"));
+}
+
 const json_t *cell_outcome_schema(void)
 {
 	/* Built on first use, from the one loop's thread, and kept. */
 	static json_t *schema;
 
-	if (!schema)
-		schema = schema_build();
+	if (!schema && (schema = schema_build()))
+		schema_session_add(schema);
 	return schema;
 }

@@ -352,6 +352,14 @@ int cell_proto_state_cell_sent(struct cell_proto_state *st, struct appl_err *err
 	return 0;
 }
 
+int cell_proto_state_again(struct cell_proto_state *st, struct appl_err *err)
+{
+	if (st->phase != CELL_PHASE_DONE)
+		return state_fail(st, err, "a next cell before the last one was done");
+	st->phase = CELL_PHASE_IDLE;
+	return 0;
+}
+
 static int call_id_check(struct cell_proto_state *st, json_int_t id, struct appl_err *err)
 {
 	if (id <= st->last_id) {

@@ -105,6 +105,11 @@ enum cell_proto_phase cell_proto_state_phase(const struct cell_proto_state *st);
 /* Calls accepted so far. */
 unsigned long cell_proto_state_calls(const struct cell_proto_state *st);
 
+/* A kept runner (a session's: the cell line said keep) finished its cell
+ * and waits for the next: DONE to IDLE. Call ids go on rising across the
+ * cells. -EINVAL (and the state fails) in any other phase. */
+int cell_proto_state_again(struct cell_proto_state *st, struct appl_err *err);
+
 /* ---- host-to-runner lines ---------------------------------------------------
  * Each encoder builds the message with jansson and writes it with
  * JSON_COMPACT into *line (new, malloc'ed; free() it): the JSON text, a '\n',
@@ -122,12 +127,13 @@ unsigned long cell_proto_state_calls(const struct cell_proto_state *st);
 json_t *cell_proto_tool_new(const char *tool, const char *ns, const char *fn, const char *doc,
 			    struct appl_err *err);
 
-/* {"t":"cell","code":code,"tools":tools}. code[0..code_len) is UTF-8 without
- * NUL, at most APPL_CELL_CODE_MAX bytes; tools (borrowed) is an array of at
- * most APPL_RUNNER_TOOLS_MAX entries each shaped as cell_proto_tool_new makes
- * them, no (ns, fn) pair twice. */
-int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, char **line,
-			   size_t *len, struct appl_err *err);
+/* {"t":"cell","code":code,"tools":tools}, with "keep":true when keep (the
+ * runner waits for another cell after done: a session's). code[0..code_len)
+ * is UTF-8 without NUL, at most APPL_CELL_CODE_MAX bytes; tools (borrowed)
+ * is an array of at most APPL_RUNNER_TOOLS_MAX entries each shaped as
+ * cell_proto_tool_new makes them, no (ns, fn) pair twice. */
+int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, bool keep,
+			   char **line, size_t *len, struct appl_err *err);
 
 /* The line that asks a runner restored from a checkpoint to reseed its
  * generators and say ready again (runner.py matches these exact bytes). */

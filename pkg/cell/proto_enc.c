@@ -218,10 +218,10 @@ static int line_write(json_t *msg, char **line, size_t *len, struct appl_err *er
 	return 0;
 }
 
-int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, char **line,
-			   size_t *len, struct appl_err *err)
+int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, bool keep,
+			   char **line, size_t *len, struct appl_err *err)
 {
-	json_t *jcode;
+	json_t *jcode, *msg;
 	int rc;
 
 	*line = NULL;
@@ -238,9 +238,12 @@ int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tool
 	if (!jcode)
 		return appl_err_set(err, -EINVAL, "code is not UTF-8");
 	/* json_pack "O" takes its own reference: tools stays the caller's. */
-	return line_write(
-		json_pack("{s:s, s:o, s:O}", "t", "cell", "code", jcode, "tools", (json_t *)tools),
-		line, len, err);
+	msg = json_pack("{s:s, s:o, s:O}", "t", "cell", "code", jcode, "tools", (json_t *)tools);
+	if (msg && keep && json_object_set_new(msg, "keep", json_true()) < 0) {
+		json_decref(msg);
+		msg = NULL;
+	}
+	return line_write(msg, line, len, err);
 }
 
 int cell_proto_result_encode(json_int_t id, const json_t *value, char **line, size_t *len,

@@ -25,6 +25,7 @@
 #include "pool/pool.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
+#include "session/session.h"
 
 void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
 			 struct cell_limits *cell)
@@ -145,6 +146,7 @@ static int audit_start(struct engine *e, struct appl_err *err)
 	if (!e->audit)
 		return appl_err_prefix(err, "audit log");
 	run_set_audit(e->runs, e->audit);
+	session_set_audit(e->sessions, e->audit);
 	log_line(LOG_INFO, NULL, "audit log %s%s", ac.path, ac.seal ? " (sealed)" : "");
 	return 0;
 }
@@ -358,8 +360,14 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 
 	if (!e->pool)
 		return appl_err_set(err, -EINVAL, "no sandbox runtime was started for runs");
-	if (!(cell = pool_take(e->pool)) && !(cell = pool_cold(e->pool, err)))
+	if (rc->session_data && !(cell = session_take(rc->session_data, err)) && err->code)
 		return err->code;
+	if (rc->session_data && cell)
+		; /* the session's interpreter, kept from its last run */
+	else if (!(cell = pool_take(e->pool)) && !(cell = pool_cold(e->pool, err)))
+		return err->code;
+	else if (rc->session_data)
+		cell_keep(cell); /* a new session's first run */
 	/* The policy the run was admitted under: its approver, its limits,
 	 * its servers. */
 	if (g->ups && run_catalog(r)) {
@@ -390,6 +398,13 @@ static void on_reaped(void *data, unsigned n)
 
 	if (n)
 		pool_fill(e->pool);
+}
+
+/* A session's run ended: the session keeps its cell, or ends. */
+static void on_settle(void *data, struct run *r)
+{
+	(void)data;
+	session_settle(run_client(r)->session_data, r);
 }
 
 /* How a run's cell ended tells the pool whether its boot worked. */
@@ -440,13 +455,67 @@ static const char *run_refusal(struct engine *e, const struct run_client *client
 	return NULL;
 }
 
-struct run *engine_run_new(struct engine *e, const char *code, size_t len,
-			   const struct run_client *client, unsigned waiting_cap,
-			   unsigned total_cap)
+/* An end asked for ({session, end: true}): answered at once, no run. */
+static void session_end_answer(struct engine *e, const struct run_client *client,
+			       const struct session_ask *ask)
+{
+	char text[512];
+	json_t *obj;
+
+	if (session_end_ask(e->sessions, ask, text, sizeof(text)) < 0) {
+		client->answer(client->c, NULL, true, text);
+		return;
+	}
+	obj = json_pack("{s:s,s:n,s:n,s:b,s:b,s:n,s:i,s:i,s:s,s:s}", "stdout", text, "error",
+			"result", "truncated", 0, "stopped", 0, "reason", "calls", 0, "duration_ms",
+			0, "session", ask->arg, "session_ended", "end");
+	if (obj)
+		client->answer(client->c, obj, false, NULL);
+	else
+		client->answer(client->c, NULL, true, "out of memory");
+	json_decref(obj);
+}
+
+/* The session sa asks for, and c made a session's run client; NULL when
+ * there is none to have (answered: refused, or ended as asked). */
+static struct session *session_for(struct engine *e, const struct run_client *client,
+				   const struct engine_session_args *sa, struct run_client *c)
+{
+	const struct policy_role *role =
+		e->policy ? policy_role_find(e->policy, client->role) : NULL;
+	struct session_ask ask = {.arg = sa->session,
+				  .end = sa->end,
+				  .client = client->name,
+				  .role = client->role,
+				  .bind = sa->bind,
+				  .lim = role ? &role->sessions : NULL};
+	struct session *s;
+	char why[512];
+
+	if (sa->end) {
+		session_end_answer(e, client, &ask);
+		return NULL;
+	}
+	if (!(s = session_open(e->sessions, &ask, why, sizeof(why)))) {
+		metrics_cell("refused", "session", false, 0);
+		run_set_refuse(e->runs, client, why);
+		return NULL;
+	}
+	*c = *client;
+	c->session = session_handle(s);
+	c->session_digest = session_digest(s);
+	c->session_data = s;
+	return s;
+}
+
+struct run *engine_run_session(struct engine *e, const char *code, size_t len,
+			       const struct run_client *client, unsigned waiting_cap,
+			       unsigned total_cap, const struct engine_session_args *sa)
 {
 	struct bridge_catalog *cat = NULL;
 	struct appl_err err = {0};
 	const char *no, *reason;
+	struct run_client sc;
 	struct run *r;
 	char why[640];
 
@@ -462,15 +531,39 @@ struct run *engine_run_new(struct engine *e, const char *code, size_t len,
 		run_set_refuse(e->runs, client, "the run could not start: host fault");
 		return NULL;
 	}
+	if (sa && sa->session) {
+		if (!session_for(e, client, sa, &sc))
+			return NULL;
+		client = &sc;
+	}
 	if (e->ups)
 		upstream_set_wake(e->ups);
 	/* Counted before run_new, which may start it (run_start reads it). */
 	e->gen->runs++;
 	if (!(r = run_new(e->runs, code, len, client, cat, e->gen, &err))) {
 		e->gen->runs--;
+		if (client->session_data)
+			session_unused(client->session_data);
 		client->answer(client->c, NULL, true, "out of memory");
 	}
 	return r;
+}
+
+struct run *engine_run_new(struct engine *e, const char *code, size_t len,
+			   const struct run_client *client, unsigned waiting_cap,
+			   unsigned total_cap)
+{
+	return engine_run_session(e, code, len, client, waiting_cap, total_cap, NULL);
+}
+
+void engine_sessions_closed(struct engine *e, uint64_t bind)
+{
+	session_end_bind(e->sessions, bind);
+}
+
+void engine_sessions_end_client(struct engine *e, const char *client, const char *why)
+{
+	session_end_client(e->sessions, client, why);
 }
 
 /* The answer of a run waited for in process. */
@@ -602,6 +695,7 @@ static int parts_make(struct engine *e, struct appl_err *err)
 				    .reaped = on_reaped,
 				    .released = on_released,
 				    .cell_ended = on_cell_ended,
+				    .settle = on_settle,
 				    .data = e};
 
 	if (!(e->gen = engine_gen_new(e, e->cfg.policy, NULL)))
@@ -617,6 +711,8 @@ static int parts_make(struct engine *e, struct appl_err *err)
 	rc.approval_timeout_ms = e->lim.approval_timeout_s * 1000u;
 	if (!(e->runs = run_set_new(&rc, err)))
 		return err->code;
+	if (!(e->sessions = session_set_new(e->loop)))
+		return appl_err_set(err, -ENOMEM, "out of memory");
 	return 0;
 }
 
@@ -680,6 +776,8 @@ void engine_close(struct engine *e)
 	run_set_stop(e->runs);
 	run_set_free(e->runs); /* each run's last line */
 	e->runs = NULL;
+	session_set_free(e->sessions); /* their sandboxes, before the runtime goes */
+	e->sessions = NULL;
 	pool_free(e->pool);
 	while (e->old) { /* none: each went with its last run */
 		struct engine_gen *g = e->old;

@@ -156,6 +156,29 @@ struct run *engine_run_new(struct engine *e, const char *code, size_t len,
 			   const struct run_client *client, unsigned waiting_cap,
 			   unsigned total_cap);
 
+/* run_python's session arguments (docs/sessions.md): session "new" or a
+ * handle (NULL: a cell of its own), end (end that session: no code), and
+ * the legacy MCP session the request came in (0: none), which the session
+ * is bound to. */
+struct engine_session_args {
+	const char *session;
+	bool end;
+	uint64_t bind;
+};
+
+/* engine_run_new with sa (may be NULL: engine_run_new). A session the
+ * client may not have (sa's refusals: session.h) is answered at once as
+ * a failure, as is an end (answered with a result object saying the
+ * session ended); NULL is returned for both. */
+struct run *engine_run_session(struct engine *e, const char *code, size_t len,
+			       const struct run_client *client, unsigned waiting_cap,
+			       unsigned total_cap, const struct engine_session_args *sa);
+
+/* The sessions of the legacy MCP session bind end ("closed"); those of
+ * client end (why: a reload removed it or changed its role). */
+void engine_sessions_closed(struct engine *e, uint64_t bind);
+void engine_sessions_end_client(struct engine *e, const char *client, const char *why);
+
 /* One run of code[0..len) for this call alone (`appliance cell`), waited
  * for: 0 with *result its result object (new reference), or negative with
  * err when it could not run (why). A stop signal stops it, and its result
@@ -176,7 +199,8 @@ unsigned engine_runs(const struct engine *e);
  *            by_client: {CLIENT: {in_flight, waiting}}}
  *   pool     {size, ready, booting, frozen}
  *   audit    {path, lines (written by this appliance), last_seal (the
- *            log's newest seal as last seen, or null), ok}, or null */
+ *            log's newest seal as last seen, or null), ok}, or null
+ *   sessions {open, frozen} (docs/sessions.md) */
 json_t *engine_status(struct engine *e);
 
 /* Stop every run now: their sandboxes go down together, and no run is

@@ -13,6 +13,7 @@
 struct pool;
 struct engine_roles;
 struct run_set;
+struct session_set;
 
 /* One policy the engine serves or served: the current one, and each older
  * one still held by a run admitted under it (its roles, tools, limits and
@@ -50,8 +51,9 @@ struct engine {
 	struct bridge_gate *gate; /* each server's slots, shared by every run */
 	struct engine_roles *roles;
 	struct run_set *runs;
-	struct audit *audit;  /* NULL: none */
-	unsigned long served; /* runs asked for, for the stop line */
+	struct session_set *sessions; /* interpreters kept between cells */
+	struct audit *audit;	      /* NULL: none */
+	unsigned long served;	      /* runs asked for, for the stop line */
 	char stop_why[32];
 	bool stop;
 	bool started;

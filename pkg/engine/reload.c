@@ -12,6 +12,7 @@
 #include "engine/roles.h"
 #include "image/image.h"
 #include "log/log.h"
+#include "session/session.h"
 #include "pool/pool.h"
 #include "sandbox/runsc.h"
 #include "upstream/set.h"
@@ -110,6 +111,12 @@ static void take(struct engine *e, struct engine_reload *rl, struct staged *st)
 	struct appl_err err = {0};
 
 	st->gen->handle = rl->handle;
+	/* A session's interpreter was made from the old image, under its
+	 * role's old rules: either changed, it ends. */
+	if (strcmp(st->rootfs, e->rootfs) != 0 || strcmp(st->rootfs_image, e->rootfs_image) != 0)
+		session_end_all(e->sessions, "reload");
+	else
+		session_end_roles_changed(e->sessions, old->policy, st->gen->policy);
 	rl->started = upstream_set_started(st->gen->ups, old->ups);
 	rl->retired = upstream_set_count(old->ups) + rl->started - upstream_set_count(st->gen->ups);
 	engine_gen_use(e, st->gen);

@@ -69,11 +69,14 @@ static int rebuild(struct engine_roles *r, struct role *ro, struct appl_err *err
 	struct stubs_limits sl = {.deadline_s = l->deadline_s,
 				  .max_calls = l->max_calls,
 				  .max_output_bytes = l->max_output_bytes};
+	const struct policy_role *pr = ro->name ? policy_role_find(r->cfg.policy, ro->name) : NULL;
 	struct bridge_catalog *cat = NULL;
 	struct bridge_tool_in *in;
 	size_t n = 0;
 	char *desc;
 	int rc;
+
+	sl.sessions_idle_s = pr && pr->sessions.max ? pr->sessions.idle_s : 0;
 
 	if (!(in = tools_gather(r->ups, &n)))
 		return appl_err_set(err, -ENOMEM, "out of memory");

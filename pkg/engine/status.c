@@ -7,6 +7,7 @@
 
 #include "audit/audit.h"
 #include "pool/pool.h"
+#include "session/session.h"
 #include "upstream/set.h"
 
 static const char *const state_names[] = {
@@ -111,6 +112,10 @@ static json_t *audit_json(const struct engine *e)
 json_t *engine_status(struct engine *e)
 {
 	/* A part that could not be made (out of memory) fails the whole. */
-	return json_pack("{so so so so}", "servers", servers_json(e), "cells", cells_json(e),
-			 "pool", pool_json(e), "audit", audit_json(e));
+	unsigned open, frozen;
+
+	session_counts(e->sessions, &open, &frozen);
+	return json_pack("{so so so so s{sI sI}}", "servers", servers_json(e), "cells",
+			 cells_json(e), "pool", pool_json(e), "audit", audit_json(e), "sessions",
+			 "open", (json_int_t)open, "frozen", (json_int_t)frozen);
 }

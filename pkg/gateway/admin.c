@@ -43,11 +43,11 @@ static json_t *http_json(const struct gateway *gw)
 	return json_pack("{so so}", "listen", listen, "sessions", sessions);
 }
 
-/* policy, uptime_s, servers, cells, pool, http, audit (the admin socket
+/* policy, uptime_s, servers, cells, pool, sessions, http, audit (the admin socket
  * puts name and pid first). */
 static json_t *status_of(void *data)
 {
-	static const char *const engine_keys[] = {"servers", "cells", "pool"};
+	static const char *const engine_keys[] = {"servers", "cells", "pool", "sessions"};
 	struct gateway *gw = data;
 	json_t *eng = engine_status(gw->e), *o;
 

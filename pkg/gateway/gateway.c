@@ -73,12 +73,15 @@ static void on_run(struct mcp_run *mr, const struct mcp_request *req, const char
 			       .withdraw = client_withdraw,
 			       .answer = client_answer,
 			       .c = mr};
+	struct engine_session_args sa = {
+		.session = req->run_session, .end = req->end_session, .bind = req->bind};
 	struct run *r;
 
 	/* Only HTTP clients are held to a share of the waiting runs: stdio is
 	 * one client. */
-	r = engine_run_new(gw->e, code, len, &c, gw->http ? gw->lim->http_waiting_per_client : 0,
-			   gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX);
+	r = engine_run_session(gw->e, code, len, &c,
+			       gw->http ? gw->lim->http_waiting_per_client : 0,
+			       gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX, &sa);
 	if (r)
 		mcp_run_set_data(mr, r);
 }
@@ -99,14 +102,17 @@ static void on_progress(struct mcp_run *mr, struct mcp_progress *p, void *data)
 	p->out = run_output(r, &p->out_len);
 }
 
-static void on_closed(struct mcp_session *s, const char *why, void *data)
+static void on_closed(struct mcp_session *s, const char *why, uint64_t bind, void *data)
 {
 	struct gateway *gw = data;
 	(void)s;
 	(void)why;
 
-	/* The stdio client is the one client: its end is the appliance's. An
-	 * HTTP client's session ending ends nothing else. */
+	/* The sessions (of cells) bound to it end with it. The stdio client is
+	 * the one client: its end is the appliance's. An HTTP client's session
+	 * ending ends nothing else. */
+	if (bind)
+		engine_sessions_closed(gw->e, bind);
 	if (gw->stdio)
 		engine_stop(gw->e, "client closed");
 }

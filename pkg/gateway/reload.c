@@ -92,6 +92,7 @@ static void principals_retire(struct gateway *gw, struct gw_principal **now)
 		log_line(LOG_INFO, NULL,
 			 "%s: its token is no longer in the policy: %u session%s ended", gp->client,
 			 ended, ended == 1 ? "" : "s");
+		engine_sessions_end_client(gw->e, gp->client, "reload");
 		gp->p.role = NULL;
 		gp->next = gw->retired;
 		gw->retired = gp;
@@ -110,6 +111,8 @@ static void principals_use(struct gateway *gw, struct gw_principal **now)
 		const char *role = policy_token_get(gw->policy, i)->role, *was = now[i]->p.role;
 
 		now[i]->p.role = role;
+		if (was && strcmp(was, role) != 0)
+			engine_sessions_end_client(gw->e, now[i]->client, "reload");
 		if (was && strcmp(was, role) != 0 && gw->srv)
 			mcp_server_tools_changed(gw->srv, role);
 	}

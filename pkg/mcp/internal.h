@@ -73,6 +73,7 @@ struct mcp_session {
 	struct mcp_transport t;
 	const struct mcp_principal *p;
 	const struct mcp_revision *legacy; /* initialize's pick; NULL before */
+	uint64_t serial;		   /* this process's count of sessions: its bind */
 	json_t *legacy_caps;		   /* initialize's capabilities */
 	bool initialized;		   /* notifications/initialized seen */
 	int log_level; /* logging/setLevel's (an index of mcp_log_levels); -1: none */
@@ -89,6 +90,7 @@ struct mcp_server {
 	struct loop_timer *tick;			/* the next progress notification */
 	unsigned char key[crypto_generichash_KEYBYTES]; /* requestState's MAC key */
 	uint64_t asks;					/* questions ever asked */
+	uint64_t sessions_made;				/* sessions ever made */
 };
 
 /* ---- send.c ---------------------------------------------------------------- */

@@ -203,6 +203,37 @@ static void m_tools_list(struct mcp_session *s, const struct jsonrpc_msg *m,
 	mcp_reply(s, m->id, req->rev, cache_hints(req, res, "private") ? NULL : res);
 }
 
+/* run_python's arguments: code, and a session's (docs/sessions.md):
+ * session ("new" or a handle) and end. Why they are wrong (a tool error
+ * the model can read and fix), or NULL with req's session fields set. */
+static const char *run_args(const json_t *args, struct mcp_request *req)
+{
+	const json_t *code = json_object_get(args, "code");
+	const json_t *sess = json_object_get(args, "session");
+	const json_t *end = json_object_get(args, "end");
+	size_t known = !!code + !!sess + !!end;
+
+	if (!json_is_object(args) || json_object_size(args) != known)
+		return "run_python takes code (a string), and optionally session (\"new\" or a "
+		       "handle) and end (true); nothing else";
+	if (sess && !json_is_string(sess))
+		return "session must be a string: \"new\", or the handle a cell of the session "
+		       "returned";
+	if (end && !json_is_true(end))
+		return "end must be true (it ends the session given), or left out";
+	if (end && (!sess || strcmp(json_string_value(sess), "new") == 0))
+		return "end needs the session's handle: {\"session\": HANDLE, \"end\": true}";
+	if (end && code)
+		return "end takes no code: send {\"session\": HANDLE, \"end\": true} alone";
+	if (!end && !json_is_string(code))
+		return "run_python needs code (a string)";
+	if (code && json_string_length(code) > APPL_CELL_CODE_MAX)
+		return "code is longer than the cap of 262144 bytes";
+	req->run_session = sess ? json_string_value(sess) : NULL;
+	req->end_session = end != NULL;
+	return NULL;
+}
+
 /* tools/call: only run_python exists. An unknown tool is a protocol error;
  * bad arguments are a tool error the model can read and fix (MCP asks for
  * input errors as tool results). */
@@ -212,6 +243,10 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 	const json_t *name = json_object_get(m->params, "name");
 	const json_t *args = json_object_get(m->params, "arguments");
 	const json_t *code = json_object_get(args, "code");
+	const char *text = code ? json_string_value(code) : "";
+	size_t len = code ? json_string_length(code) : 0;
+	struct mcp_request call = *req;
+	const char *bad;
 	struct mcp_run *r;
 
 	if (!json_is_object(m->params) || !json_is_string(name)) {
@@ -223,27 +258,20 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 				"Unknown tool: only run_python exists");
 		return;
 	}
-	if (!json_is_object(args) || json_object_size(args) != 1 || !json_is_string(code)) {
-		mcp_reply(s, m->id, req->rev,
-			  mcp_tool_text_result(
-				  "run_python takes exactly one argument, code (a string)", 1));
-		return;
-	}
-	if (json_string_length(code) > APPL_CELL_CODE_MAX) {
-		mcp_reply(s, m->id, req->rev,
-			  mcp_tool_text_result("code is longer than the cap of 262144 bytes", 1));
+	if ((bad = run_args(args, &call))) {
+		mcp_reply(s, m->id, req->rev, mcp_tool_text_result(bad, 1));
 		return;
 	}
 	if (json_object_get(m->params, "requestState")) {
-		mcp_ask_retry(s, m, req, json_string_value(code), json_string_length(code));
+		mcp_ask_retry(s, m, req, text, len);
 		return;
 	}
-	if (!(r = mcp_run_new(s, req, json_string_value(code), json_string_length(code)))) {
+	if (!(r = mcp_run_new(s, req, text, len))) {
 		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
-	s->srv->hooks.on_run(r, req, json_string_value(code), json_string_length(code),
-			     s->srv->hooks.data);
+	call.bind = s->legacy ? s->serial : 0;
+	s->srv->hooks.on_run(r, &call, text, len, s->srv->hooks.data);
 }
 
 /* subscriptions/listen: the request stays open; its first message is the
@@ -540,7 +568,7 @@ void mcp_session_ended(struct mcp_session *s, const char *why)
 		return;
 	s->ended = true;
 	if (s->srv->hooks.on_closed)
-		s->srv->hooks.on_closed(s, why, s->srv->hooks.data);
+		s->srv->hooks.on_closed(s, why, s->legacy ? s->serial : 0, s->srv->hooks.data);
 }
 
 /* ---- lifetimes -------------------------------------------------------------------- */
@@ -586,6 +614,7 @@ struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_tra
 	s->t = *t;
 	s->p = p;
 	s->log_level = -1;
+	s->serial = ++srv->sessions_made;
 	s->next = srv->sessions;
 	if (srv->sessions)
 		srv->sessions->prev = s;

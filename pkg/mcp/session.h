@@ -86,6 +86,14 @@ struct mcp_request {
 	const json_t *meta;		/* params._meta, or NULL */
 	const json_t *progress_token;	/* a string or an integer, or NULL */
 	const json_t *id;
+	/* run_python's session arguments (on_run only): "new", a handle, or
+	 * NULL (a cell of its own); end: end that session, with no code. */
+	const char *run_session;
+	bool end_session;
+	/* The legacy MCP session the request came in (initialize made it): a
+	 * number no other session of this process has; 0 for a request of
+	 * its own (2026-07-28) or before initialize. */
+	uint64_t bind;
 };
 
 struct mcp_server_hooks {
@@ -104,8 +112,9 @@ struct mcp_server_hooks {
 	/* The run_python description role sees (borrowed; valid until the next
 	 * call). */
 	const char *(*description)(const char *role, void *data);
-	/* The session's client broke the connection or went away. */
-	void (*on_closed)(struct mcp_session *s, const char *why, void *data);
+	/* The session's client broke the connection or went away. bind is
+	 * what its requests carried (mcp_request.bind). */
+	void (*on_closed)(struct mcp_session *s, const char *why, uint64_t bind, void *data);
 	/* Whether a request that needs the tools (tools/list, tools/call) must
 	 * wait, for an owner that starts them when they are first needed:
 	 * true holds it, unanswered (mcp_session_input returns true), and the

@@ -12,11 +12,17 @@ json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
 			const json_t *output_schema)
 {
 	json_t *t = json_pack(
-		"{s:s,s:s,s:{s:s,s:{s:{s:s,s:s,s:I}},s:[s],s:b}}", "name", MCP_TOOL_NAME,
-		"description", description ? description : "", "inputSchema", "type", "object",
-		"properties", "code", "type", "string", "description",
+		"{s:s,s:s,s:{s:s,s:{s:{s:s,s:s,s:I},s:{s:s,s:s},s:{s:s,s:s}},s:b}}", "name",
+		MCP_TOOL_NAME, "description", description ? description : "", "inputSchema", "type",
+		"object", "properties", "code", "type", "string", "description",
 		"The Python program to run (top-level await works).", "maxLength",
-		(json_int_t)APPL_CELL_CODE_MAX, "required", "code", "additionalProperties", 0);
+		(json_int_t)APPL_CELL_CODE_MAX, "session", "type", "string", "description",
+		"Where the role allows sessions: \"new\" keeps this cell's interpreter and "
+		"returns its handle; a handle runs the cell in that interpreter, with its "
+		"variables, imports and files. Left out: a fresh sandbox.",
+		"end", "type", "boolean", "description",
+		"With a session's handle and no code: end that session.", "additionalProperties",
+		0);
 	int bad = !t;
 
 	if (!bad && mcp_revision_has(rev, MCP_HAS_TOOL_ANNOTATIONS))
@@ -42,12 +48,38 @@ json_t *mcp_tool_text_result(const char *text, bool is_error)
 			 is_error);
 }
 
+/* A session's handle, in a line the model reads: how to go on. */
+static int session_line(json_t *res, const json_t *result)
+{
+	const char *h = json_string_value(json_object_get(result, "session"));
+	const char *ended = json_string_value(json_object_get(result, "session_ended"));
+	char line[320];
+
+	if (!h)
+		return 0;
+	if (ended)
+		snprintf(line, sizeof(line),
+			 "Session %s has ended (%s); start another with session: \"new\".", h,
+			 ended);
+	else
+		snprintf(line, sizeof(line),
+			 "Session %s is kept: pass session: \"%s\" to run the next cell in this "
+			 "interpreter, or {session: \"%s\", end: true} to end it.",
+			 h, h, h);
+	return json_array_append_new(json_object_get(res, "content"),
+				     json_pack("{s:s,s:s}", "type", "text", "text", line));
+}
+
 json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error)
 {
 	char *text = json_dumps(result, JSON_COMPACT);
 	json_t *res = text ? mcp_tool_text_result(text, is_error) : NULL;
 
 	free(text);
+	if (res && session_line(res, result) < 0) {
+		json_decref(res);
+		return NULL;
+	}
 	if (res && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
 	    json_object_set_new(res, "structuredContent", json_deep_copy(result)) < 0) {
 		json_decref(res);

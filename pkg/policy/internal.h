@@ -202,6 +202,9 @@ int policy_http_parse(struct ctx *c, void *base, const json_t *v, const char *pa
  * section is read: a rootless policy asks no server for a user or a
  * network of its own, and no two servers share a user (servers.c). */
 int policy_servers_confine_check(const struct policy *p, struct appl_err *err);
+/* Sessions need root: rootless, no cgroup freezes or measures a kept
+ * sandbox. */
+int policy_roles_sessions_check(const struct policy *p, struct appl_err *err);
 
 /* 2: pat names exactly server.tool; 1: pat is server.*; 0: neither
  * (roles.c). */

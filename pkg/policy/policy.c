@@ -361,6 +361,8 @@ int policy_parse(const char *buf, size_t len, const char *base_dir, struct polic
 	rc = policy_fields_parse(&c, root, top_fields, NELEM(top_fields), c.p, "");
 	if (rc == 0)
 		rc = policy_servers_confine_check(c.p, err);
+	if (rc == 0)
+		rc = policy_roles_sessions_check(c.p, err);
 	if (rc < 0) {
 		policy_free(c.p);
 		return rc;

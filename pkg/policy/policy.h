@@ -259,6 +259,14 @@ struct policy_role {
 	size_t ntools;
 	bool write;	     /* may call write tools */
 	bool approve_writes; /* each of its write calls needs a person's yes */
+	/* `sessions`: its clients may keep an interpreter between cells
+	 * (docs/sessions.md). Zero when the role has no sessions. */
+	struct policy_sessions {
+		unsigned max;	    /* sessions the role holds at once, all its clients */
+		unsigned idle_s;    /* a session without a cell this long ends */
+		unsigned max_cells; /* cells one session runs; the next ends it */
+		unsigned memory_mb; /* what one session may hold between cells */
+	} sessions;
 };
 
 /* Roles are sorted by name. */

@@ -117,7 +117,35 @@ static int role_tools_parse(struct ctx *c, void *base, const json_t *v, const ch
 	return rc;
 }
 
+#define SESSION_FIELD(field, NAME)                                                                 \
+	{                                                                                          \
+		.name = #field, .type = F_UINT, .off = offsetof(struct policy_sessions, field),    \
+		.min = APPL_SESSION_##NAME##_MIN, .max = APPL_SESSION_##NAME##_CEIL,               \
+		.def = APPL_SESSION_##NAME##_DEF                                                   \
+	}
+
+static const struct field session_fields[] = {
+	SESSION_FIELD(max, MAX),
+	SESSION_FIELD(idle_s, IDLE_S),
+	SESSION_FIELD(max_cells, MAX_CELLS),
+	SESSION_FIELD(memory_mb, MEMORY_MB),
+};
+
+/* `sessions` inside a role: an object (empty: the defaults). */
+static int role_sessions_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	struct policy_role *r = base;
+
+	if (!json_is_object(v))
+		return appl_err_set(
+			c->err, -EINVAL,
+			"%s: must be an object, such as {\"max\": 4} ({} for the defaults)", path);
+	policy_fields_default(session_fields, NELEM(session_fields), &r->sessions);
+	return policy_fields_parse(c, v, session_fields, NELEM(session_fields), &r->sessions, path);
+}
+
 static const struct field role_fields[] = {
+	{.name = "sessions", .type = F_FN, .parse = role_sessions_parse},
 	{.name = "tools", .type = F_FN, .required = true, .parse = role_tools_parse},
 	{.name = "write", .type = F_BOOL, .off = offsetof(struct policy_role, write), .def = 0},
 	{.name = "approve_writes",
@@ -155,6 +183,22 @@ int policy_roles_parse(struct ctx *c, void *base, const json_t *v, const char *p
 			return rc;
 	}
 	qsort(p->roles, p->nroles, sizeof(*p->roles), role_cmp);
+	return 0;
+}
+
+/* A kept sandbox waits frozen and is measured through its cgroup, which
+ * a rootless appliance does not have: sessions there are refused, not
+ * kept unfrozen and unmeasured. */
+int policy_roles_sessions_check(const struct policy *p, struct appl_err *err)
+{
+	for (size_t i = 0; p->rootless && i < p->nroles; i++)
+		if (p->roles[i].sessions.max)
+			return appl_err_set(
+				err, -EINVAL,
+				"roles.%s.sessions: needs root (the policy is rootless: "
+				"no cgroup can freeze or measure a kept sandbox); remove "
+				"sessions or run as root",
+				p->roles[i].name);
 	return 0;
 }
 

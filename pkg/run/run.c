@@ -35,9 +35,11 @@ struct run {
 	uint64_t deadline_ms; /* the cell's, counted from arrival */
 	char *code;
 	size_t code_len;
-	const char *fail; /* why it never ran (static), or NULL */
-	char *stopped;	  /* run_interrupt's why */
-	void *owner;	  /* run_new's, given back by run_owner and released */
+	const char *fail;	   /* why it never ran (static), or NULL */
+	char *stopped;		   /* run_interrupt's why */
+	void *owner;		   /* run_new's, given back by run_owner and released */
+	bool cell_kept;		   /* the cell is its session's (run_cell_keep) */
+	const char *session_ended; /* run_session_ended's */
 	char id[RUN_ID_LEN + 1];
 };
 
@@ -74,9 +76,10 @@ static void audit_start(struct run *r)
 	json_t *body;
 
 	audit_digest_of(r->set->audit, r->code, r->code_len, digest);
-	body = json_pack("{ss ss ss? ss? ss sI}", "run", r->id, "client", r->name, "role",
+	body = json_pack("{ss ss ss? ss? ss sI ss?}", "run", r->id, "client", r->name, "role",
 			 r->client.role, "revision", r->client.revision, "code", digest,
-			 "code_bytes", (json_int_t)r->code_len);
+			 "code_bytes", (json_int_t)r->code_len, "session",
+			 r->client.session_digest);
 	audit_event(r->set->audit, "run.start", body);
 	json_decref(body);
 }
@@ -107,6 +110,10 @@ static int audit_end(struct run *r, const struct cell_outcome *o)
 			 "ms", (json_int_t)(loop_now_ms() - r->arrival), "calls",
 			 (json_int_t)o->calls, "out_bytes", (json_int_t)o->out_len, "answered",
 			 r->live);
+	if (body && r->client.session_digest)
+		json_object_set_new(body, "session", json_string(r->client.session_digest));
+	if (body && r->session_ended)
+		json_object_set_new(body, "session_ended", json_string(r->session_ended));
 	if (!r->live) {
 		audit_event(a, "run.end", body);
 		json_decref(body);
@@ -222,6 +229,16 @@ static void answer_outcome(struct run *r, const struct cell_outcome *o)
 {
 	json_t *obj = cell_outcome_json(o);
 
+	/* A session's run gives its handle back, and says when the session
+	 * ended with it. */
+	if (obj && r->client.session &&
+	    (json_object_set_new(obj, "session", json_string(r->client.session)) < 0 ||
+	     (r->session_ended &&
+	      json_object_set_new(obj, "session_ended", json_string(r->session_ended)) < 0))) {
+		json_decref(obj);
+		obj = NULL;
+	}
+
 	if (!obj)
 		say(r, NULL, true, "out of memory");
 	else
@@ -304,7 +321,8 @@ static void run_free(struct run *r)
 	/* In-flight calls are cancelled upstream before the cell goes. */
 	bridge_run_free(r->br);
 	loop_timer_free(r->admit);
-	cell_free(r->cell);
+	if (!r->cell_kept)
+		cell_free(r->cell);
 	release(r);
 	bridge_catalog_unref(r->cat);
 	free(r->code);
@@ -363,6 +381,8 @@ static void reap(void *data)
 		next = r->next;
 		if (r->state != RUN_ENDED)
 			continue;
+		if (r->client.session_data && s->cfg.settle)
+			s->cfg.settle(s->cfg.data, r);
 		answer(r);
 		run_free(r);
 		n++;
@@ -404,6 +424,17 @@ int run_begin(struct run *r, struct cell *cell, struct bridge_run *br, struct ap
 	loop_timer_set(r->admit, 0);
 	log_line(LOG_INFO, r->id, "sandbox %s", cell_sandbox_id(cell));
 	return 0;
+}
+
+struct cell *run_cell_keep(struct run *r)
+{
+	r->cell_kept = r->cell != NULL;
+	return r->cell;
+}
+
+void run_session_ended(struct run *r, const char *why)
+{
+	r->session_ended = why;
 }
 
 void run_cancel(struct run *r)

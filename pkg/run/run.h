@@ -73,6 +73,12 @@ struct run_client {
 	/* A deadline shorter than every run's (cell_limits.deadline_ms), in
 	 * ms; 0 or a longer one: every run's. */
 	uint64_t deadline_ms;
+	/* A run of a session (docs/sessions.md): its handle, given back in
+	 * the answer, the handle's digest, in its audit lines, and the owner's
+	 * session object. Borrowed: they must outlive the run. NULL: a run of
+	 * its own. */
+	const char *session, *session_digest;
+	void *session_data;
 };
 
 struct run_set_config {
@@ -93,6 +99,10 @@ struct run_set_config {
 	/* A run's cell ended with reason (from its on_done: only note it).
 	 * May be NULL. */
 	void (*cell_ended)(void *data, enum cell_reason reason);
+	/* A session's run ended and is about to be answered: its owner keeps
+	 * its cell (run_cell_keep) or says the session ended
+	 * (run_session_ended). May be NULL. */
+	void (*settle)(void *data, struct run *r);
 	void *data;
 };
 
@@ -158,6 +168,15 @@ struct bridge_asker run_asker(struct run *r);
  * bridge run (may be NULL: every call is refused), both stolen, and r
  * gives the cell its code. 0, or negative with err: both were freed. */
 int run_begin(struct run *r, struct cell *cell, struct bridge_run *br, struct appl_err *err);
+
+/* The settle hook's: r's cell is the owner's from now on (r still reads
+ * its outcome for the answer, and does not free it), or NULL when r got
+ * none. */
+struct cell *run_cell_keep(struct run *r);
+
+/* The settle hook's: r's session ended with it, for why (a static word:
+ * its answer says so). */
+void run_session_ended(struct run *r, const char *why);
 
 /* The client is gone or cancelled the request: r stops now, in whatever
  * state it is, and no answer goes out. */

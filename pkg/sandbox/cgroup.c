@@ -342,3 +342,23 @@ int sandbox_oom_killed(const struct sandbox *sb)
 	fclose(fp);
 	return hits > 0;
 }
+
+/* What the sandbox holds in memory now: its processes' anonymous and
+ * shared pages (gVisor keeps the cell's memory in a shared file, so most
+ * of it is shmem), from our memory cgroup's hierarchical counters; the
+ * page cache is left out, as the kernel may drop it. -ENOENT without a
+ * memory cgroup of ours. */
+int sandbox_memory_bytes(const struct sandbox *sb, uint64_t *out)
+{
+	bool v2 = cg_host()->kind == CG_V2;
+	unsigned long long anon = 0, shmem = 0;
+	char dir[PATH_MAX];
+
+	if (!sb->memcg || cgroup_memcg_dir(sb, dir) < 0)
+		return -ENOENT;
+	if (cg_read_key(dir, "memory.stat", v2 ? "anon" : "total_rss", &anon) < 0 ||
+	    cg_read_key(dir, "memory.stat", v2 ? "shmem" : "total_shmem", &shmem) < 0)
+		return -EIO;
+	*out = anon + shmem;
+	return 0;
+}

@@ -166,6 +166,11 @@ const char *sandbox_id(const struct sandbox *sb);
  * counted a failure to charge). Read it before sandbox_destroy. */
 int sandbox_oom_killed(const struct sandbox *sb);
 
+/* The memory the sandbox holds now (its processes' anonymous and shared
+ * pages, from its memory cgroup), in *out bytes: 0, or -ENOENT where it
+ * has no memory cgroup of ours (rootless), -EIO when it cannot be read. */
+int sandbox_memory_bytes(const struct sandbox *sb, uint64_t *out);
+
 /* SIGKILL the sandbox now, without waiting or cleaning up: the code stops
  * at once; sandbox_destroy does the rest later. */
 void sandbox_kill(struct sandbox *sb);

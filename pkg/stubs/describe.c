@@ -77,6 +77,14 @@ static void intro(const struct stubs *s, const struct stubs_limits *lim, struct 
 		"prints and the value of its last expression come back to you: print only what you "
 		"need.\n");
 	limits_line(lim, b);
+	if (lim->sessions_idle_s)
+		sb_printf(
+			b,
+			"To keep variables, imports and files for the next cell, pass "
+			"session: \"new\"; the result's session is a handle: pass it as session "
+			"to run the next cell in the same interpreter, and {session: HANDLE, end: "
+			"true} to end it. A session ends after %u s without a cell.\n",
+			lim->sessions_idle_s);
 	sb_puts(b, "In the code, tools.search(\"text\") returns the stubs (signature and full "
 		   "description) of the tools whose name or description contains the text, and "
 		   "tools.describe(\"server.tool\") the stub of one tool: print them.\n");

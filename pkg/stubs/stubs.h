@@ -49,6 +49,7 @@ struct stubs_limits {
 	/* Most bytes of the description: 0 means APPL_STUBS_DESCRIPTION_DEF;
 	 * otherwise APPL_STUBS_DESCRIPTION_MIN to APPL_STUBS_DESCRIPTION_CEIL. */
 	size_t max_bytes;
+	unsigned sessions_idle_s; /* the role may keep sessions, ending after this idle; 0: none */
 };
 
 struct stubs;

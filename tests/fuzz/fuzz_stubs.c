@@ -71,7 +71,7 @@ static void check_cell_line(const struct stubs *s)
 	char *line;
 
 	check(tools != NULL);
-	check(cell_proto_cell_encode("1", 1, tools, &line, &len, &err) == 0);
+	check(cell_proto_cell_encode("1", 1, tools, false, &line, &len, &err) == 0);
 	free(line);
 	json_decref(tools);
 	for (size_t i = 0; i < stubs_count(s); i++)

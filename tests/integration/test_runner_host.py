@@ -598,6 +598,48 @@ def exits_right_after_done():
 
 
 @test
+def a_kept_runner_runs_the_next_cell_in_the_same_interpreter():
+    r = Runner()
+    try:
+        assert r.msg() == {"t": "ready", "v": 1}
+        r.send({"t": "cell", "keep": True, "tools": list(TOY),
+                "code": "x = 41\ndef f():\n    raise ValueError('from cell one')\n"
+                        "import threading, time\n"
+                        "threading.Thread(target=lambda: (time.sleep(0.3), print('late')),"
+                        " daemon=True).start()"})
+        out, _, done = r.until_done()
+        assert done["error"] is None and out == "", (out, done)
+        # between cells nothing is said: the thread's print waits for the next cell
+        ready, _, _ = select.select([r.p.stdout.fileno()], [], [], 1.0)
+        assert not ready, "the runner spoke between cells"
+        r.send({"t": "cell", "keep": True, "tools": [],
+                "code": "print(x + 1)\n'toy' in globals()"})
+        out, calls, done = r.until_done(add)
+        assert "42\n" in out and "late\n" in out, out
+        assert done["result"] is False and done["error"] is None, done
+        # a traceback through an earlier cell's function shows that cell's line
+        r.send({"t": "cell", "keep": True, "tools": list(TOY), "code": "f()"})
+        out, calls, done = r.until_done(add)
+        assert "raise ValueError('from cell one')" in done["error"], done
+        assert 'File "<cell 3>", line 1' in done["error"], done
+        r.send({"t": "cell", "tools": list(TOY), "code": "await toy.add(a=x, b=1)"})
+        out, calls, done = r.until_done(add)
+        assert done["result"] == 42 and calls[0]["id"] == 1, (done, calls)
+        # without keep the runner exits after done
+        assert r.line() is None and r.p.wait(timeout=10) == 0
+    finally:
+        r.close()
+    r = Runner()
+    try:
+        assert r.msg() == {"t": "ready", "v": 1}
+        r.send({"t": "cell", "keep": False, "tools": [], "code": "1"})
+        _, _, done = r.until_done()
+        assert done["error"].startswith("runner: bad cell message"), done
+    finally:
+        r.close()
+
+
+@test
 def bad_cell_message_ends_the_run():
     bad_tools = [[{"tool": "x.y", "ns": "print", "fn": "y"}],
                  [{"tool": "x.y", "ns": "x", "fn": "class"}],

@@ -207,7 +207,7 @@ def status_shows_a_running_cell_field_by_field():
         st = wait_status(d, p.pid, lambda s: s["cells"]["in_flight"] == 1 and
                          s["audit"]["lines"] > 0, "cell in flight")
         assert list(st) == ["name", "pid", "policy", "uptime_s", "servers", "cells", "pool",
-                            "http", "audit"], list(st)
+                            "sessions", "http", "audit"], list(st)
         # name: the policy's deployment (no --name); pid: the process
         assert st["name"] == gk._kit.deployment and st["pid"] == p.pid, st
         pol = st["policy"]
@@ -226,6 +226,7 @@ def status_shows_a_running_cell_field_by_field():
         assert pool["size"] == LIMITS["pool"], pool
         assert pool["ready"] + pool["booting"] <= pool["size"], pool
         assert 0 <= pool["frozen"] <= pool["ready"], pool
+        assert st["sessions"] == {"open": 0, "frozen": 0}, st["sessions"]
         assert st["http"] == {"listen": ["127.0.0.1:%d" % port],
                               "sessions": {"alpha": 1, "beta": 0}}, st["http"]
         a = st["audit"]
@@ -242,7 +243,7 @@ def status_shows_a_running_cell_field_by_field():
         for text in ("%s[%d]: up " % (gk._kit.deployment, p.pid), "serial %d" % gk._kit.serial,
                      "toy: ready, revision 2025-11-25, 11 tools, 0 restarts",
                      "1 in flight, 0 waiting, 3 slots", "alpha: 1 in flight",
-                     "sessions: alpha 1 beta 0", audit + ": "):
+                     "sessions: alpha 1 beta 0", "sessions 0 open (0 frozen)", audit + ": "):
             assert text in r.stdout, (text, r.stdout)
     finally:
         if holder:

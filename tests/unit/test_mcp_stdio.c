@@ -61,10 +61,11 @@ static void on_cancel(struct mcp_run *run, void *data)
 	f->cancels++;
 }
 
-static void on_closed(struct mcp_session *s, const char *why, void *data)
+static void on_closed(struct mcp_session *s, const char *why, uint64_t bind, void *data)
 {
 	(void)s;
 	(void)why;
+	(void)bind;
 	((struct fake *)data)->closes++;
 }
 

@@ -595,6 +595,58 @@ static void test_tool_named(void **state)
 	policy_free(p);
 }
 
+/* A role's "sessions": absent none, {} the defaults, each field within
+ * its range, nothing else, and never rootless. */
+static void test_role_sessions(void **state)
+{
+	static const char *const bad[][2] = {
+		{"[]", "must be an object"},
+		{"{\"max\": 0}", "sessions.max"},
+		{"{\"max\": 65}", "sessions.max"},
+		{"{\"idle_s\": 86401}", "sessions.idle_s"},
+		{"{\"max_cells\": 0}", "sessions.max_cells"},
+		{"{\"memory_mb\": 63}", "sessions.memory_mb"},
+		{"{\"memory_mb\": 65537}", "sessions.memory_mb"},
+		{"{\"maxx\": 1}", "did you mean max?"},
+	};
+	struct appl_err err = {0};
+	char doc[1024];
+	struct policy *p = parse_with(
+		", \"servers\": {\"fs\": {\"command\": [\"/bin/fs\"]}}, \"roles\": {\"a\": "
+		"{\"tools\": [\"fs.*\"]}, \"b\": {\"tools\": [\"fs.*\"], \"sessions\": {}}, "
+		"\"c\": {\"tools\": [], \"sessions\": {\"max\": 64, \"idle_s\": 1, "
+		"\"max_cells\": 100000, \"memory_mb\": 64}}}",
+		&err);
+	const struct policy_role *r;
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_int_equal(policy_role_find(p, "a")->sessions.max, 0);
+	r = policy_role_find(p, "b");
+	assert_int_equal(r->sessions.max, APPL_SESSION_MAX_DEF);
+	assert_int_equal(r->sessions.idle_s, APPL_SESSION_IDLE_S_DEF);
+	assert_int_equal(r->sessions.max_cells, APPL_SESSION_MAX_CELLS_DEF);
+	assert_int_equal(r->sessions.memory_mb, APPL_SESSION_MEMORY_MB_DEF);
+	r = policy_role_find(p, "c");
+	assert_int_equal(r->sessions.max, 64);
+	assert_int_equal(r->sessions.idle_s, 1);
+	assert_int_equal(r->sessions.max_cells, 100000);
+	assert_int_equal(r->sessions.memory_mb, 64);
+	policy_free(p);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(doc, sizeof(doc),
+			 ", \"roles\": {\"a\": {\"tools\": [], \"sessions\": %s}}", bad[i][0]);
+		assert_null(parse_with(doc, &err));
+		if (!strstr(err.msg, bad[i][1]))
+			fail_msg("%s: %s", bad[i][0], err.msg);
+	}
+	assert_null(parse_with(", \"runtime\": {\"rootless\": true}, \"roles\": {\"a\": "
+			       "{\"tools\": [], \"sessions\": {}}}",
+			       &err));
+	assert_non_null(strstr(err.msg, "roles.a.sessions: needs root"));
+}
+
 /* A tool entry's "approval", a role's "approve_writes", and which calls
  * they gate. */
 static void test_approvals(void **state)
@@ -2136,6 +2188,7 @@ int main(void)
 		cmocka_unit_test(test_servers_read),
 		cmocka_unit_test(test_stdio_only_not_http),
 		cmocka_unit_test(test_roles_and_clients_read),
+		cmocka_unit_test(test_role_sessions),
 		cmocka_unit_test(test_runtime_read),
 		cmocka_unit_test(test_serial_max),
 		cmocka_unit_test(test_size_cap),

@@ -393,6 +393,45 @@ static void test_state_happy_path(void **state)
 	cell_proto_state_free(st);
 }
 
+/* A running state that saw call 4 and done, then was told its runner
+ * waits for the next cell (a session's). */
+static struct cell_proto_state *kept(void)
+{
+	struct cell_proto_state *st = running();
+
+	feed(st, CALL(4), 0, NULL);
+	feed(st, DONE, 0, NULL);
+	assert_int_equal(cell_proto_state_again(st, NULL), 0);
+	assert_int_equal(cell_proto_state_phase(st), CELL_PHASE_IDLE);
+	return st;
+}
+
+/* A session's runner: after done, the next cell (once the host said so),
+ * its call ids still rising; nothing between the two. */
+static void test_state_kept_runner(void **state)
+{
+	struct cell_proto_state *st = running();
+	struct appl_err err = {0};
+	(void)state;
+
+	assert_int_equal(cell_proto_state_again(st, &err), -EINVAL); /* not done yet */
+	assert_int_equal(cell_proto_state_phase(st), CELL_PHASE_FAILED);
+	cell_proto_state_free(st);
+	st = kept();
+	feed(st, OUT, -EINVAL, "before the cell was sent");
+	cell_proto_state_free(st);
+	st = kept();
+	assert_int_equal(cell_proto_state_cell_sent(st, NULL), 0);
+	feed(st, CALL(4), -EINVAL, "reused");
+	cell_proto_state_free(st);
+	st = kept();
+	assert_int_equal(cell_proto_state_cell_sent(st, NULL), 0);
+	feed(st, CALL(5), 0, NULL);
+	feed(st, DONE, 0, NULL);
+	assert_int_equal(cell_proto_state_calls(st), 2);
+	cell_proto_state_free(st);
+}
+
 static void test_state_before_ready(void **state)
 {
 	const char *lines[] = {OUT, CALL(1), DONE};
@@ -591,13 +630,22 @@ static void test_cell_encode(void **state)
 	size_t len;
 	(void)state;
 
-	assert_int_equal(cell_proto_cell_encode(code, strlen(code), tools, &line, &len, &err), 0);
+	assert_int_equal(
+		cell_proto_cell_encode(code, strlen(code), tools, false, &line, &len, &err), 0);
 	v = line_json(line, len);
 	assert_string_equal(json_string_value(json_object_get(v, "t")), "cell");
 	assert_string_equal(json_string_value(json_object_get(v, "code")), code);
 	assert_true(json_equal(json_object_get(v, "tools"), tools));
 	assert_int_equal(json_object_size(v), 3);
 	assert_int_equal(tools->refcount, 1); /* borrowed: no reference kept */
+	json_decref(v);
+	free(line);
+	/* A session's cell says keep, and only then. */
+	assert_int_equal(cell_proto_cell_encode(code, strlen(code), tools, true, &line, &len, &err),
+			 0);
+	v = line_json(line, len);
+	assert_true(json_is_true(json_object_get(v, "keep")));
+	assert_int_equal(json_object_size(v), 4);
 	json_decref(v);
 	free(line);
 	json_decref(tools);
@@ -610,7 +658,8 @@ static void cell_refused(const char *code, size_t code_len, json_t *tools, int r
 	char *line = (char *)1;
 	size_t len = 1;
 
-	assert_int_equal(cell_proto_cell_encode(code, code_len, tools, &line, &len, &err), rc);
+	assert_int_equal(cell_proto_cell_encode(code, code_len, tools, false, &line, &len, &err),
+			 rc);
 	assert_null(line);
 	assert_int_equal(len, 0);
 	if (!strstr(err.msg, needle))
@@ -689,7 +738,7 @@ static void test_cell_encode_server_entries(void **state)
 	size_t len = 0;
 	(void)state;
 
-	assert_int_equal(cell_proto_cell_encode("1", 1, tools, &line, &len, &err), 0);
+	assert_int_equal(cell_proto_cell_encode("1", 1, tools, false, &line, &len, &err), 0);
 	assert_non_null(strstr(line, "{\"server\":\"dead\",\"ns\":\"dead\"}"));
 	free(line);
 	json_decref(tools);
@@ -816,6 +865,7 @@ int main(void)
 		cmocka_unit_test(test_done_forged_values),
 		cmocka_unit_test(test_duplicate_keys),
 		cmocka_unit_test(test_state_happy_path),
+		cmocka_unit_test(test_state_kept_runner),
 		cmocka_unit_test(test_state_before_ready),
 		cmocka_unit_test(test_state_second_ready),
 		cmocka_unit_test(test_state_before_cell),

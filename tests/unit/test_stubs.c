@@ -811,7 +811,7 @@ static void test_runner_tools_fit_a_cell_line(void **state)
 	assert_non_null(tools);
 	assert_int_equal(json_array_size(tools), APPL_RUNNER_TOOLS_MAX);
 	memset(code, '\x01', APPL_CELL_CODE_MAX);
-	if (cell_proto_cell_encode(code, APPL_CELL_CODE_MAX, tools, &line, &len, &err) != 0)
+	if (cell_proto_cell_encode(code, APPL_CELL_CODE_MAX, tools, false, &line, &len, &err) != 0)
 		fail_msg("cell line: %s", err.msg);
 	free(line);
 	json_decref(tools);
