@@ -11,7 +11,8 @@
 // instead of starting a command.
 // It connects (initialize, notifications/initialized), lists every tool
 // (following nextCursor), makes each --call in order (JSON: {"name": ...,
-// "arguments": {...}}; --pause: that long between two calls), and prints
+// "arguments": {...}}; --pause: that long between two calls; an argument
+// "$session" is the session handle the last call's result gave), and prints
 // one JSON document on stdout:
 //   {"server": serverInfo, "tools": [{"name", "readOnlyHint", "description"}...],
 //    "calls": [{"result": CallToolResult} or {"error": {"code", "message"}}...]}
@@ -108,9 +109,14 @@ async function main() {
     out.tools = tools.map((t) => ({ name: t.name,
                                     readOnlyHint: t.annotations?.readOnlyHint ?? null,
                                     description: t.description ?? null }));
+    let session = null;
     for (const [k, call] of opts.calls.entries()) {
       if (k > 0 && opts.pause > 0) await new Promise((done) => setTimeout(done, opts.pause));
-      out.calls.push(await callOne(client, call, opts.timeout));
+      const args = Object.fromEntries(Object.entries(call.arguments ?? {}).map(
+        ([key, v]) => [key, v === "$session" ? session : v]));
+      const done = await callOne(client, { ...call, arguments: args }, opts.timeout);
+      session = done.result?.structuredContent?.session ?? session;
+      out.calls.push(done);
     }
   } catch (e) {
     process.stdout.write(JSON.stringify({ fatal: String(e.message ?? e), ...out }) + "\n");

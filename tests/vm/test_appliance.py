@@ -85,7 +85,7 @@ def policy(digest):
         "servers": {"toy": {"command": ["/usr/libexec/appliance/toy-server"],
                             "network": False, "memory_mb": 200, "pids": 48}},
         "tools": {"toy.*": {"access": "read"}},
-        "roles": {"r": {"tools": ["toy.*"]}},
+        "roles": {"r": {"tools": ["toy.*"], "sessions": {"memory_mb": 64}}},
         "clients": {"tokens": [{"name": "vm", "role": "r",
                                 "sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}]},
         # Bearer tokens over a network: TLS (the host reaches the guest
@@ -99,22 +99,35 @@ def policy(digest):
 CA = {}
 
 
+def sdk_client(port, calls, timeout_ms=180000, pause_ms=0):
+    """The v1 SDK client on this host, over TLS checked against the test CA,
+    making calls (each {"name", "arguments"}) in one MCP session: started,
+    for sdk_calls to wait for."""
+    argv = ["node", os.path.join(TOP, "tests", "mcp-client.mjs"), "--timeout", str(timeout_ms),
+            "--pause", str(pause_ms), "--url", "https://127.0.0.1:%d/mcp" % port, "--token",
+            TOKEN]
+    for c in calls:
+        argv += ["--call", json.dumps(c)]
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, NODE_EXTRA_CA_CERTS=CA["cert"]))
+
+
+def sdk_calls(p, timeout_s):
+    """sdk_client's calls, done: [(structuredContent or the result, ms)]."""
+    out, err = p.communicate(timeout=timeout_s)
+    expect(p.returncode == 0, "mcp-client exited %d: %s %s" % (p.returncode, out, err))
+    done = []
+    for res in json.loads(out)["calls"]:
+        expect("result" in res, "no result: %r" % res)
+        done.append((res["result"].get("structuredContent") or res["result"], res["ms"]))
+    return done
+
+
 def sdk_call(port, code, timeout_ms=180000):
-    """One run_python call by the v1 SDK client on this host, over TLS
-    checked against the test CA: its result and how long the call took
-    (request to answer, in ms)."""
-    call = json.dumps({"name": "run_python", "arguments": {"code": code}})
-    r = subprocess.run(["node", os.path.join(TOP, "tests", "mcp-client.mjs"), "--timeout",
-                        str(timeout_ms), "--call", call, "--url",
-                        "https://127.0.0.1:%d/mcp" % port, "--token", TOKEN],
-                       capture_output=True, text=True, timeout=timeout_ms / 1000 + 60,
-                       env=dict(os.environ, NODE_EXTRA_CA_CERTS=CA["cert"]))
-    expect(r.returncode == 0, "mcp-client exited %d: %s %s" % (r.returncode, r.stdout,
-                                                               r.stderr))
-    out = json.loads(r.stdout)
-    res = out["calls"][0]
-    expect("result" in res, "no result: %r" % res)
-    return res["result"].get("structuredContent") or {}, res["ms"]
+    """One run_python call by the v1 SDK client: its result and how long the
+    call took (request to answer, in ms)."""
+    call = {"name": "run_python", "arguments": {"code": code}}
+    return sdk_calls(sdk_client(port, [call], timeout_ms), timeout_ms / 1000 + 60)[0]
 
 
 def sdk_cell(port, code, timeout_ms=180000):
@@ -300,6 +313,37 @@ def server_cell(vm, port):
            "pids.max:48" in limits, limits)
 
 
+def frozen_count(vm):
+    return list(frozen_pooled(vm).values()).count("1")
+
+
+def session_cell(vm, port):
+    """A session on cgroup v2: its sandbox waits frozen between cells (one
+    more frozen than the pool's), its variables are there in the next cell,
+    and past the role's memory_mb (64) after a cell it ends, measured from
+    its v2 memory cgroup."""
+    wait_guest(vm, "grep -qx 'frozen 1' %s/cells/*/*/sandbox/cgroup.events" % UNIT_CG,
+               "a frozen pooled sandbox")
+    pooled = frozen_count(vm)
+    calls = [{"name": "run_python", "arguments": {"code": c, "session": s}} for c, s in (
+        ("x = 6 * 7", "new"), ("print(x)", "$session"),
+        ("b = bytearray(96 << 20)\nfor i in range(0, len(b), 4096): b[i] = 1", "$session"))]
+    p = sdk_client(port, calls, pause_ms=25000)
+    # during the first pause: the session's sandbox frozen beside the pool's
+    wait_guest(vm, "[ $(grep -lx 'frozen 1' %s/cells/*/*/sandbox/cgroup.events | wc -l) -gt %d ]"
+               % (UNIT_CG, pooled), "the session's sandbox frozen", timeout=50)
+    show("frozen sandboxes with the session waiting", json.dumps(frozen_pooled(vm)))
+    (first, _), (second, _), (big, _) = sdk_calls(p, 400)
+    show("the session's cells", json.dumps([first, second, big]))
+    expect(first.get("session") and not first.get("session_ended"), first)
+    expect(second.get("stdout") == "42\n" and second.get("session") == first["session"], second)
+    expect(big.get("session_ended") == "memory", big)
+    _, log, _ = vm.run("journalctl -u appliance -b --no-pager | grep 'session ' | tail -5",
+                       check=False)
+    show("the journal on it", log)
+    expect("more than 64" in log, log)
+
+
 def guest_status(vm):
     rc, out, err = vm.run("appliance status --json", check=False)
     expect(rc == 0, "appliance status exited %d: %s" % (rc, err))
@@ -451,6 +495,8 @@ def main():
             memory_cell(vm, port)
         with step("server cell"):
             server_cell(vm, port)
+        with step("session cell"):
+            session_cell(vm, port)
         with step("operate"):
             operate(vm, port)
         with step("placement"):
