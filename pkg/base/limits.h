@@ -23,6 +23,18 @@
 #define APPL_RPC_MESSAGE_MAX (4u * 1024 * 1024) /* one JSON-RPC message */
 #define APPL_CELL_CODE_MAX   (256u * 1024)	/* run_python's code */
 
+/* One answer the appliance writes: run_python's carries the files a cell
+ * left (limits.files) besides its result object. It must fit an HTTP
+ * stream's queue (HTTP_FRONT_STREAM_MAX, 16 MiB) with the event's framing,
+ * and a stdio client's (MCP_STDIO_QUEUE_MAX). */
+#define APPL_RPC_ANSWER_MAX (15u * 1024 * 1024)
+/* What run_python's answer holds besides the files, at its largest: the
+ * result object twice (as structuredContent, and escaped once more as the
+ * text item), with APPL_MAX_OUTPUT_BYTES_CEIL of output whose every byte
+ * escapes to six (seven in the text item), the result value and the
+ * files' list. */
+#define APPL_RUN_ANSWER_BASE_MAX (4u * 1024 * 1024)
+
 /* ---- runner protocol: sandbox to host ----------------------------------- */
 /* 16 KiB of arguments made of control characters escape to about 96 KiB;
  * the cap leaves room for that and the envelope. */

@@ -44,6 +44,9 @@ void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_param
 	cell->max_output = l->max_output_bytes;
 	cell->stop_output = l->stop_output_bytes;
 	cell->max_lines = l->max_runner_lines;
+	cell->files.max_count = l->files.max_count;
+	cell->files.max_bytes = l->files.max_bytes;
+	cell->files.max_total = l->files.max_total_bytes;
 }
 
 /* ---- signals ----------------------------------------------------------------- */
