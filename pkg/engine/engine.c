@@ -471,7 +471,7 @@ struct run *engine_run_new(struct engine *e, const char *code, size_t len,
 	e->gen->runs++;
 	if (!(r = run_new(e->runs, code, len, client, cat, e->gen, &err))) {
 		e->gen->runs--;
-		client->answer(client->c, NULL, true, "out of memory");
+		client->answer(client->c, NULL, true, "out of memory", NULL);
 	}
 	return r;
 }
@@ -483,10 +483,14 @@ struct waited {
 	char fail[APPL_ERR_MSG_MAX];
 };
 
-static void waited_answer(void *c, const json_t *result, bool is_error, const char *text)
+/* The result object, which lists the files: a command in process prints
+ * it and never their content. */
+static void waited_answer(void *c, const json_t *result, bool is_error, const char *text,
+			  const json_t *files)
 {
 	struct waited *w = c;
 	(void)is_error;
+	(void)files;
 
 	w->answered = true;
 	if (result)
