@@ -39,6 +39,7 @@ import math
 import os
 import re
 import resource
+import stat
 import sys
 import threading
 import time
@@ -60,6 +61,14 @@ URI_MAX = 4096                   # APPL_RUNNER_URI_MAX: bytes of read.uri
 OUT_CHUNK = 4096                 # characters per `out` message
 OUT_FLUSH_S = 0.05               # output older than this is sent at the next chance
 READ_BLOCK = 64 * 1024           # bytes per read() of the host pipe
+OUT_DIR = "/out"                 # the cell's files for the host (a tmpfs of its own)
+FILE_CHUNK = 48 * 1024           # APPL_RUNNER_FILE_CHUNK_MAX: raw bytes per `file` line
+FILE_NAME_MAX = 1024             # APPL_RUNNER_FILE_NAME_MAX: bytes of a name sent
+FILE_ENTRIES_MAX = 128           # APPL_RUNNER_FILE_ENTRIES_MAX: entries of /out looked at
+FILES_COUNT_CEIL = 64            # APPL_FILES_MAX_COUNT_CEIL: limits.files.max_count
+FILES_BYTES_CEIL = 5 * 1024 * 1024  # APPL_FILES_MAX_BYTES_CEIL: limits.files.max_bytes
+FILES_TOTAL_CEIL = 5 * 1024 * 1024  # APPL_FILES_MAX_TOTAL_BYTES_CEIL: .max_total_bytes
+EMPTY_BATCH = 1024               # names of a directory taken at once while emptying /out
 
 INT_MIN = -(1 << 63)             # jansson's json_int_t is a signed 64-bit integer
 INT_MAX = (1 << 63) - 1
@@ -69,7 +78,7 @@ CELL_FILE = "<cell>"
 CELL_FILES_KEPT = 16             # a session keeps the source of its last cells for tracebacks
 POOLED_ARG = "--pooled"  # argv[1] of a pooled runner: warm up before `ready`
 RESULT_NAME = "__cell_value__"
-CELL_FIELDS = frozenset(["t", "code", "tools", "keep"])
+CELL_FIELDS = frozenset(["t", "code", "tools", "files", "keep"])
 EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or broken
 RUNNER_FILE = os.path.abspath(__file__)
 CO_COROUTINE = 0x0080            # inspect.CO_COROUTINE, without importing inspect
@@ -313,6 +322,7 @@ class _Channel:
         self.out_parts = []
         self.out_len = 0
         self.out_since = 0.0
+        self.files = None            # the cell's limits.files: (count, bytes, total)
         # Threads the code starts may print while the main thread sends: one
         # lock keeps lines whole and keeps everything before `done`.
         self.lock = threading.RLock()
@@ -989,6 +999,168 @@ def _run(code, g, loop=None, name=CELL_FILE):
         return _traceback_tail(e), None
 
 
+# ---- files out of /out -------------------------------------------------------------
+# What the code leaves in /out goes to the host as `file` lines, within the
+# limits the cell line gave (limits.files), and every entry that is not sent
+# as a `skip` line saying why; then /out is emptied. The host enforces the
+# limits again and judges each file itself: these rules only keep an honest
+# cell within them.
+
+def _check_files(files):
+    """The cell line's `files` as (max_count, max_bytes, max_total_bytes)."""
+    keys = ("max_count", "max_bytes", "max_total_bytes")
+    if type(files) is not dict or set(files) != set(keys):
+        raise _Fatal("files: fields must be %s" % ", ".join(keys))
+    count, size, total = (files[k] for k in keys)
+    if (any(type(v) is not int for v in (count, size, total))
+            or not 0 <= count <= FILES_COUNT_CEIL or not 1 <= size <= FILES_BYTES_CEIL
+            or not size <= total <= FILES_TOTAL_CEIL):
+        raise _Fatal("files: limits out of range")
+    return count, size, total
+
+
+def _kind(mode):
+    """Why an entry that is not a regular file is left out (None: it is one)."""
+    for test, why in ((stat.S_ISREG, None), (stat.S_ISLNK, "symlink"),
+                      (stat.S_ISDIR, "directory"), (stat.S_ISCHR, "device"),
+                      (stat.S_ISBLK, "device"), (stat.S_ISFIFO, "fifo"),
+                      (stat.S_ISSOCK, "socket")):
+        if test(mode):
+            return why
+    return "other"
+
+
+def _read_file(dfd, name, cap):
+    """At most cap bytes of the regular file name in dfd, never through a
+    link, never blocking on a FIFO put there meanwhile; None when it is
+    not a regular file by then."""
+    fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dfd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = bytearray()
+        while len(data) < cap:
+            chunk = os.read(fd, min(cap - len(data), 1024 * 1024))
+            if not chunk:
+                break
+            data += chunk
+        return bytes(data)
+    finally:
+        os.close(fd)
+
+
+def _file_lines(chan, name, data):
+    import binascii
+    for i in range(0, max(len(data), 1), FILE_CHUNK):
+        chunk = binascii.b2a_base64(data[i:i + FILE_CHUNK], newline=False).decode("ascii")
+        chan.send({"t": "file", "name": name, "data": chunk,
+                   "more": i + FILE_CHUNK < len(data)})
+
+
+def _wire_name(entry):
+    """An entry's name as sent: its undecodable bytes become U+FFFD (the
+    host makes it a safe name in any case)."""
+    return _safe_str(entry).encode("utf-8")[:FILE_NAME_MAX].decode("utf-8", "ignore") or "?"
+
+
+def _send_entry(chan, dfd, entry, limits, sent):
+    """Send one entry of /out, or say why not; sent is [files, bytes]."""
+    count, size, total = limits
+    name = _wire_name(entry)
+    try:
+        why = _kind(os.stat(entry, dir_fd=dfd, follow_symlinks=False).st_mode)
+        data = None
+        if why is None and sent[0] >= count:
+            why = "max_count"
+        elif why is None:
+            data = _read_file(dfd, entry, size + 1)
+            why = ("other" if data is None else "max_bytes" if len(data) > size
+                   else "max_total_bytes" if sent[1] + len(data) > total else None)
+    except OSError:
+        why = "unreadable"
+    if why is not None:
+        chan.send({"t": "skip", "name": name, "why": why})
+        return
+    _file_lines(chan, name, data)
+    sent[0] += 1
+    sent[1] += len(data)
+
+
+def _send_files(chan, dfd, limits):
+    import heapq
+    with os.scandir(dfd) as it:
+        # Sorted by name, without holding the names of a huge directory.
+        entries = heapq.nsmallest(FILE_ENTRIES_MAX + 1, (e.name for e in it))
+    sent = [0, 0]
+    for i, entry in enumerate(entries):
+        if i == FILE_ENTRIES_MAX:
+            chan.send({"t": "skip", "name": _wire_name(entry), "why": "max_entries"})
+            break
+        _send_entry(chan, dfd, entry, limits, sent)
+
+
+def _names(dfd):
+    """Up to EMPTY_BATCH names of the directory dfd."""
+    with os.scandir(dfd) as it:
+        return [e.name for e in itertools.islice(it, EMPTY_BATCH)]
+
+
+def _empty_dir(dfd):
+    """Remove everything below dfd without following a link: files are
+    unlinked, directories entered (made writable), emptied and removed.
+    Going down and back up through ".." keeps two descriptors open at most,
+    however deep the tree. Raises OSError when something resists."""
+    cur, path = os.dup(dfd), []
+    try:
+        while True:
+            names = _names(cur)
+            if not names and not path:
+                return
+            if not names:
+                up = os.open("..", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=cur)
+                os.close(cur)
+                cur = up
+                os.rmdir(path.pop(), dir_fd=cur)
+                continue
+            for name in names:
+                if not stat.S_ISDIR(os.stat(name, dir_fd=cur, follow_symlinks=False).st_mode):
+                    os.unlink(name, dir_fd=cur)
+                    continue
+                os.chmod(name, 0o700, dir_fd=cur)  # the code may have taken its rights away
+                down = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               dir_fd=cur)
+                os.close(cur)
+                cur = down
+                path.append(name)
+                break
+    finally:
+        os.close(cur)
+
+
+def _send_out_files(chan):
+    """Send what the code left in /out within the cell's limits.files, then
+    empty /out. Never raises: a failure here must not lose the done line.
+    A cell line without `files` (the runner run outside a sandbox, in its
+    tests) takes nothing and leaves /out alone."""
+    if chan.files is None:
+        return
+    try:
+        chan.out_flush()  # what was printed comes before the files
+        dfd = os.open(OUT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except BaseException:
+        return
+    try:
+        _send_files(chan, dfd, chan.files)
+    except BaseException:
+        pass
+    try:
+        _empty_dir(dfd)
+    except BaseException:
+        pass
+    finally:
+        os.close(dfd)
+
+
 def _finish(chan, error, value, keep=False):
     """Say done and exit at once: nothing the code left running may follow.
     A session's runner (keep) stays instead, quiet until its next cell."""
@@ -1056,11 +1228,12 @@ def _read_cell(chan):
         raise _Fatal("cell line is not JSON: %s" % e) from None
     if (type(msg) is not dict or not {"t", "code", "tools"} <= set(msg) <= CELL_FIELDS
             or msg["t"] != "cell"):
-        raise _Fatal("expected a cell message with fields t, code, tools (and keep)")
+        raise _Fatal("expected a cell message with fields t, code, tools (and files, keep)")
     if type(msg["code"]) is not str:
         raise _Fatal("cell code is not a string")
     if msg.get("keep", True) is not True:
         raise _Fatal("cell keep is not true")
+    chan.files = _check_files(msg["files"]) if "files" in msg else None
     return msg["code"], _check_tools(msg["tools"]), "keep" in msg
 
 
@@ -1102,6 +1275,7 @@ def _one_cell(chan, g, code, tools, keep):
         error, value = unawaited.finish(g, *_run(code, g, name=_cell_file()))
     except BaseException as e:  # the runner's own fault: still say done
         error, value = "runner: internal error: %s" % type(e).__name__, None
+    _send_out_files(chan)
     _finish(chan, error, value, keep)
     # A session's: the next cell line is read with a blocking read, from
     # whatever the event loop's reader left.

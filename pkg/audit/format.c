@@ -26,9 +26,9 @@
 #define INSTALL_KEY  "audit.key"
 
 const char *const audit_events[] = {
-	"log.open", "start",   "stop",		"run.start",   "run.refused", "call",
-	"call.end", "run.end", "auth",		"approval",    "torn",	      "resumed",
-	"seal",	    "reload",  "session.start", "session.end", NULL,
+	"log.open", "start",	"stop",	   "run.start",	    "run.refused", "call",
+	"call.end", "run.file", "run.end", "auth",	    "approval",	   "torn",
+	"resumed",  "seal",	"reload",  "session.start", "session.end", NULL,
 };
 
 void audit_hex(const unsigned char *b, size_t n, char *out)

@@ -41,8 +41,9 @@ static const struct {
 		 "{outcome}[: {reason}]"},
 	{"call.end", "  run {run} call {id}: {tool}: {outcome} in {ms} ms, {result_bytes} result "
 		     "bytes"},
+	{"run.file", "  run {run} file {name}: {bytes} bytes, {type}, sha256 {sha256}"},
 	{"run.end", "run {run} end: {reason} after {ms} ms, {calls} calls, {out_bytes} output "
-		    "bytes[, answered {answered}]"},
+		    "bytes[, {files} files][, answered {answered}]"},
 	{"approval", "  run {run} call {id}: {tool}: approval {outcome} ({by}) after {ms} ms"},
 	{"torn", "torn: the line before is a fragment of {bytes} bytes"},
 	{"resumed", "writing resumed after {failed_ms} ms ({error}), {dropped} events dropped"},

@@ -23,6 +23,18 @@
 #define APPL_RPC_MESSAGE_MAX (4u * 1024 * 1024) /* one JSON-RPC message */
 #define APPL_CELL_CODE_MAX   (256u * 1024)	/* run_python's code */
 
+/* One answer the appliance writes: run_python's carries the files a cell
+ * left (limits.files) besides its result object. It must fit an HTTP
+ * stream's queue (HTTP_FRONT_STREAM_MAX, 16 MiB) with the event's framing,
+ * and a stdio client's (MCP_STDIO_QUEUE_MAX). */
+#define APPL_RPC_ANSWER_MAX (15u * 1024 * 1024)
+/* What run_python's answer holds besides the files, at its largest: the
+ * result object twice (as structuredContent, and escaped once more as the
+ * text item), with APPL_MAX_OUTPUT_BYTES_CEIL of output whose every byte
+ * escapes to six (seven in the text item), the result value and the
+ * files' list. */
+#define APPL_RUN_ANSWER_BASE_MAX (4u * 1024 * 1024)
+
 /* ---- runner protocol: sandbox to host ----------------------------------- */
 /* 16 KiB of arguments made of control characters escape to about 96 KiB;
  * the cap leaves room for that and the envelope. */
@@ -135,6 +147,18 @@
 #define APPL_MAX_APPROVALS_DEF	     10u
 #define APPL_MAX_APPROVALS_CEIL	     1000u
 
+/* Files a cell leaves in /out (limits.files): how many come back, the
+ * largest one, and all of them together. Each file costs up to twice its
+ * size in run_python's answer (text escaped, or base64), which must fit
+ * APPL_RPC_ANSWER_MAX beside the rest of the answer: hence the ceilings
+ * (pkg/policy/limits.c asserts it). */
+#define APPL_FILES_MAX_COUNT_DEF	8u
+#define APPL_FILES_MAX_COUNT_CEIL	64u
+#define APPL_FILES_MAX_BYTES_DEF	(1024u * 1024)
+#define APPL_FILES_MAX_BYTES_CEIL	(5u * 1024 * 1024)
+#define APPL_FILES_MAX_TOTAL_BYTES_DEF	(4u * 1024 * 1024)
+#define APPL_FILES_MAX_TOTAL_BYTES_CEIL (5u * 1024 * 1024)
+
 /* One HTTP client's share of the cell slots when the policy does not name
  * it: one fewer than limits.cells (at least 1), so one client's burst never
  * holds every slot and another client's cell starts at once. */
@@ -204,6 +228,23 @@
 /* Nesting of a value the runner sends (a deeper cell result becomes its
  * repr); well inside APPL_JSON_DEPTH_MAX with the envelope around it. */
 #define APPL_RUNNER_VALUE_DEPTH_MAX 32u
+/* Files out of /out (docs/runner-protocol.md, `file` and `skip`): the raw
+ * bytes of one `file` line (base64 makes them 64 KiB, far below the line
+ * cap), a name as the runner sends it (a Linux name is at most 255 bytes;
+ * each byte that is not UTF-8 becomes a 3-byte U+FFFD), and the entries of
+ * /out the runner looks at: one more is reported as `max_entries`, and a
+ * runner that reports more than that breaks the protocol. */
+#define APPL_RUNNER_FILE_CHUNK_MAX   (48u * 1024)
+#define APPL_RUNNER_FILE_NAME_MAX    1024u
+#define APPL_RUNNER_FILE_ENTRIES_MAX 128u
+/* A name as the client sees it: a safe basename, at most this many bytes. */
+#define APPL_FILE_NAME_MAX 100u
+/* Runner lines the files of one run may take, honestly sent: a line per
+ * APPL_RUNNER_FILE_CHUNK_MAX bytes of each file (at least one per file),
+ * and one per entry left out. They count toward limits.max_runner_lines
+ * like every line, so a policy's budget must leave room for them. */
+#define APPL_FILES_LINES(count, total)                                                             \
+	((total) / APPL_RUNNER_FILE_CHUNK_MAX + (count) + APPL_RUNNER_FILE_ENTRIES_MAX + 1)
 
 /* ---- sandbox ------------------------------------------------------------- */
 /* The oldest gVisor release the appliance was tested with (YYYYMMDD.N, as in
@@ -279,6 +320,10 @@
 #define APPL_AUDIT_ROTATE_KB_MIN    16 /* room for a few lines of 8 KiB at most */
 #define APPL_APPROVAL_TIMEOUT_S_MIN 1
 #define APPL_MAX_APPROVALS_MIN	    0 /* every gated call is refused */
+/* limits.files (max_bytes at most max_total_bytes) */
+#define APPL_FILES_MAX_COUNT_MIN       0 /* no file comes back; /out is still emptied */
+#define APPL_FILES_MAX_BYTES_MIN       1
+#define APPL_FILES_MAX_TOTAL_BYTES_MIN 1
 
 /* The least value of each HTTP limit. */
 #define APPL_HTTP_CONNECTIONS_MIN	 1

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "base/utf8.h"
+#include "cell/files.h"
 #include "cell/proto.h"
 #include "loop/lines.h"
 
@@ -46,6 +47,7 @@ struct cell {
 	unsigned long calls;
 	cell_call_fn caller;
 	void *caller_data;
+	struct cell_files *files; /* made at the first file entry */
 	json_t *done_error, *done_result;
 	/* once ended */
 	struct cell_outcome outcome;
@@ -61,6 +63,7 @@ void cell_limits_init(struct cell_limits *lim)
 	lim->max_output = APPL_MAX_OUTPUT_BYTES_DEF;
 	lim->stop_output = APPL_STOP_OUTPUT_BYTES_DEF;
 	lim->max_lines = APPL_MAX_RUNNER_LINES_DEF;
+	cell_files_limits_init(&lim->files);
 }
 
 static void unwatch(struct cell *c)
@@ -144,6 +147,7 @@ static void outcome_make(struct cell *c, enum cell_reason reason, const char *er
 	o->reason = reason;
 	o->calls = c->calls;
 	o->duration_ms = loop_now_ms() - c->arrival_ms;
+	o->files = reason == CELL_RAN && c->files ? cell_files_list(c->files) : NULL;
 	c->ended = true;
 	if (c->hooks.on_done)
 		c->hooks.on_done(c, c->hooks.data);
@@ -207,8 +211,8 @@ static void cell_send(struct cell *c)
 	char *line;
 	size_t len;
 
-	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, c->keep, &line, &len, &err) <
-	    0) {
+	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, &c->lim.files, c->keep, &line,
+				   &len, &err) < 0) {
 		finish(c, CELL_INTERNAL, err.msg);
 		return;
 	}
@@ -265,6 +269,20 @@ static void on_call(struct cell *c, const struct cell_msg *m)
 	}
 	c->caller(c->caller_data, id, json_string_value(m->u.call.tool), m->u.call.args,
 		  m->u.call.read);
+}
+
+/* A file of /out, or a chunk of one, or an entry the runner left out. */
+static void on_file(struct cell *c, const struct cell_msg *m)
+{
+	struct appl_err err = {0};
+	int rc = -ENOMEM;
+
+	if (c->files || (c->files = cell_files_new(&c->lim.files)))
+		rc = cell_files_feed(c->files, m, &err);
+	if (rc == -ENOMEM)
+		finish(c, CELL_INTERNAL, "out of memory");
+	else if (rc < 0)
+		violation(c, err.msg);
 }
 
 static void on_done(struct cell *c, const struct cell_msg *m)
@@ -333,6 +351,9 @@ static void line_handle(struct cell *c, const char *buf, size_t len)
 		break;
 	case CELL_MSG_DONE:
 		on_done(c, &m);
+		break;
+	case CELL_MSG_FILE:
+		on_file(c, &m);
 		break;
 	default:
 		violation(c, "unexpected message");
@@ -534,8 +555,10 @@ static void run_clear(struct cell *c)
 	free(c->code);
 	free(c->stdout_buf);
 	json_decref(c->tools);
+	cell_files_free(c->files);
 	c->code = c->stdout_buf = NULL;
 	c->tools = NULL;
+	c->files = NULL;
 	c->code_len = c->stdout_len = c->printed = 0;
 	c->truncated = false;
 	c->calls = c->lines = 0;
@@ -554,6 +577,7 @@ int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 	c->lim.max_output = lim->max_output;
 	c->lim.stop_output = lim->stop_output;
 	c->lim.max_lines = lim->max_lines;
+	c->lim.files = lim->files;
 	c->hooks = hooks ? *hooks : (struct cell_hooks){0};
 	c->arrival_ms = arrival_ms;
 	c->stdout_buf = malloc(c->lim.max_output + 1);
@@ -665,6 +689,7 @@ void cell_free(struct cell *c)
 	loop_timer_free(c->boot);
 	sandbox_destroy_async(c->sb, c->loop);
 	cell_proto_state_free(c->proto);
+	cell_files_free(c->files);
 	json_decref(c->tools);
 	json_decref(c->done_error);
 	json_decref(c->done_result);

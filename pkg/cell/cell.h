@@ -23,11 +23,12 @@
 struct cell;
 
 struct cell_limits {
-	uint64_t deadline_ms;	 /* from arrival; the sandbox is killed then */
-	uint64_t boot_ms;	 /* from start, for the runner to say ready */
-	size_t max_output;	 /* printed bytes kept; more sets truncated */
-	size_t stop_output;	 /* printed bytes that stop the run */
-	unsigned long max_lines; /* protocol lines from the runner; more is a violation */
+	uint64_t deadline_ms;		/* from arrival; the sandbox is killed then */
+	uint64_t boot_ms;		/* from start, for the runner to say ready */
+	size_t max_output;		/* printed bytes kept; more sets truncated */
+	size_t stop_output;		/* printed bytes that stop the run */
+	unsigned long max_lines;	/* protocol lines from the runner; more is a violation */
+	struct cell_files_limits files; /* what comes back from /out */
 };
 
 /* Defaults of limits.h. */
@@ -77,6 +78,10 @@ struct cell_outcome {
 	enum cell_reason reason;
 	unsigned long calls;  /* tool calls the code made */
 	uint64_t duration_ms; /* from arrival */
+	/* The files the code left in /out, returned and left out, as
+	 * cell_files_list gives them (their content included); NULL: none.
+	 * Only a run that ran to its end has them. */
+	const json_t *files;
 };
 
 /* true when the model should see the run as failed: the code raised, or
@@ -84,8 +89,9 @@ struct cell_outcome {
 bool cell_outcome_is_error(const struct cell_outcome *o);
 
 /* The result object: {stdout, error, result, truncated, stopped, reason,
- * calls, duration_ms}; new, or NULL on out of memory. It always validates
- * against cell_outcome_schema(). */
+ * calls, duration_ms, files}, files without their content (name, bytes,
+ * type, sha256, returned, and reason when left out); new, or NULL on out of
+ * memory. It always validates against cell_outcome_schema(). */
 json_t *cell_outcome_json(const struct cell_outcome *o);
 
 /* The JSON Schema of the result object (borrowed; static, built once):

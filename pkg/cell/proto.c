@@ -2,6 +2,7 @@
 #include "cell/proto.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ static const char *const out_fields[] = {"t", "data", NULL};
 static const char *const call_fields[] = {"t", "id", "tool", "args", NULL};
 static const char *const read_fields[] = {"t", "id", "server", "uri", NULL};
 static const char *const done_fields[] = {"t", "error", "result", NULL};
+static const char *const file_fields[] = {"t", "name", "data", "more", NULL};
+static const char *const skip_fields[] = {"t", "name", "why", NULL};
 
 static int parse_ready(json_t *root, struct cell_msg *msg, struct appl_err *err)
 {
@@ -72,6 +75,19 @@ static int text_take(const json_t *v, const char *field, size_t max, struct appl
 	if (n == 0 || n > max)
 		return appl_err_set(err, -EINVAL, "%s is %zu bytes, not 1 to %zu", field, n, max);
 	return 0;
+}
+
+/* Quote at most 32 bytes of untrusted text in a message as printable ASCII:
+ * a cut through a UTF-8 sequence would make the message itself invalid
+ * UTF-8, which a JSON log or reply could not carry. */
+static const char *quote_ascii(char dst[static 33], const char *s, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n && i < 32; i++)
+		dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+	dst[i] = '\0';
+	return dst;
 }
 
 static int parse_call(json_t *root, struct cell_msg *msg, struct appl_err *err)
@@ -140,12 +156,110 @@ static int parse_done(json_t *root, struct cell_msg *msg, struct appl_err *err)
 	return 0;
 }
 
+/* ---- files out of /out ---------------------------------------------------- */
+
+static const char *const why_names[CELL_FILE_WHY_N] = {
+	[CELL_FILE_KEPT] = NULL,
+	[CELL_FILE_SYMLINK] = "symlink",
+	[CELL_FILE_DIRECTORY] = "directory",
+	[CELL_FILE_DEVICE] = "device",
+	[CELL_FILE_FIFO] = "fifo",
+	[CELL_FILE_SOCKET] = "socket",
+	[CELL_FILE_OTHER] = "other",
+	[CELL_FILE_UNREADABLE] = "unreadable",
+	[CELL_FILE_MAX_COUNT] = "max_count",
+	[CELL_FILE_MAX_BYTES] = "max_bytes",
+	[CELL_FILE_MAX_TOTAL] = "max_total_bytes",
+	[CELL_FILE_MAX_ENTRIES] = "max_entries",
+};
+
+const char *cell_file_why_name(enum cell_file_why why)
+{
+	return (unsigned)why < CELL_FILE_WHY_N ? why_names[why] : NULL;
+}
+
+/* Base64 of a whole chunk, with its padding: 4 characters per 3 bytes. */
+#define CHUNK_B64_MAX (4 * ((APPL_RUNNER_FILE_CHUNK_MAX + 2) / 3))
+
+/* Strict base64 (the standard alphabet, padded, nothing else): a chunk
+ * that decodes loosely could mean other bytes to another reader. */
+static int chunk_decode(const json_t *data, struct cell_msg *msg, struct appl_err *err)
+{
+	const char *b64 = json_string_value(data), *end = NULL;
+	size_t n = json_string_length(data), len = 0;
+
+	if (n > CHUNK_B64_MAX)
+		return appl_err_set(err, -EINVAL, "file.data is %zu characters, more than %u", n,
+				    CHUNK_B64_MAX);
+	if (n == 0)
+		return 0;
+	msg->u.file.data = malloc(APPL_RUNNER_FILE_CHUNK_MAX);
+	if (!msg->u.file.data)
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	if (sodium_base642bin(msg->u.file.data, APPL_RUNNER_FILE_CHUNK_MAX, b64, n, NULL, &len,
+			      &end, sodium_base64_VARIANT_ORIGINAL) != 0 ||
+	    end != b64 + n) {
+		free(msg->u.file.data);
+		msg->u.file.data = NULL;
+		return appl_err_set(err, -EINVAL, "file.data is not base64");
+	}
+	msg->u.file.len = len;
+	return 0;
+}
+
+static int parse_file(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *name = json_object_get(root, "name");
+	json_t *data = json_object_get(root, "data");
+	json_t *more = json_object_get(root, "more");
+	int rc;
+
+	if (text_take(name, "file.name", APPL_RUNNER_FILE_NAME_MAX, err) < 0)
+		return -EINVAL;
+	if (!json_is_string(data))
+		return appl_err_set(err, -EINVAL, "file.data is %s, not a string",
+				    appl_json_type_name(data));
+	if (!json_is_boolean(more))
+		return appl_err_set(err, -EINVAL, "file.more is %s, not true or false",
+				    appl_json_type_name(more));
+	rc = chunk_decode(data, msg, err);
+	if (rc < 0)
+		return rc;
+	msg->u.file.more = json_is_true(more);
+	msg->u.file.why = CELL_FILE_KEPT;
+	msg->u.file.name = json_incref(name);
+	return 0;
+}
+
+static int parse_skip(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *name = json_object_get(root, "name");
+	json_t *why = json_object_get(root, "why");
+	char quoted[33];
+
+	if (text_take(name, "skip.name", APPL_RUNNER_FILE_NAME_MAX, err) < 0)
+		return -EINVAL;
+	if (!json_is_string(why))
+		return appl_err_set(err, -EINVAL, "skip.why is %s, not a string",
+				    appl_json_type_name(why));
+	for (int w = CELL_FILE_KEPT + 1; w < CELL_FILE_WHY_N; w++)
+		if (strcmp(why_names[w], json_string_value(why)) == 0) {
+			msg->u.file.why = (enum cell_file_why)w;
+			msg->u.file.name = json_incref(name);
+			return 0;
+		}
+	return appl_err_set(err, -EINVAL, "skip.why \"%s\" is not a reason",
+			    quote_ascii(quoted, json_string_value(why), json_string_length(why)));
+}
+
 static const struct msg_kind msg_kinds[] = {
 	{"ready", CELL_MSG_READY, ready_fields, parse_ready},
 	{"out", CELL_MSG_OUT, out_fields, parse_out},
 	{"call", CELL_MSG_CALL, call_fields, parse_call},
 	{"read", CELL_MSG_CALL, read_fields, parse_read},
 	{"done", CELL_MSG_DONE, done_fields, parse_done},
+	{"file", CELL_MSG_FILE, file_fields, parse_file},
+	{"skip", CELL_MSG_FILE, skip_fields, parse_skip},
 };
 
 static const struct msg_kind *msg_kind_find(const json_t *t)
@@ -174,19 +288,6 @@ static int fields_check(const json_t *root, const struct msg_kind *kind, struct 
 		return 0;
 	/* More keys than fields, all fields present: one is unknown; name it. */
 	return appl_json_keys_check(root, kind->fields, kind->name, err);
-}
-
-/* Quote at most 32 bytes of untrusted text in a message as printable ASCII:
- * a cut through a UTF-8 sequence would make the message itself invalid
- * UTF-8, which a JSON log or reply could not carry. */
-static const char *quote_ascii(char dst[static 33], const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n && i < 32; i++)
-		dst[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
-	dst[i] = '\0';
-	return dst;
 }
 
 static int root_parse(json_t *root, struct cell_msg *msg, struct appl_err *err)
@@ -264,6 +365,10 @@ void cell_proto_msg_clear(struct cell_msg *msg)
 		json_decref(msg->u.done.error);
 		json_decref(msg->u.done.result);
 		break;
+	case CELL_MSG_FILE:
+		json_decref(msg->u.file.name);
+		free(msg->u.file.data);
+		break;
 	case CELL_MSG_NONE:
 	case CELL_MSG_READY:
 		break;
@@ -277,6 +382,10 @@ struct cell_proto_state {
 	enum cell_proto_phase phase;
 	json_int_t last_id; /* -1 before the first call */
 	unsigned long calls;
+	/* The files: entries begun (files and skips), and the name of the
+	 * file whose chunks say more follow (NULL: none is open). */
+	unsigned files;
+	json_t *file_open;
 };
 
 /* What each message does in each phase: the next phase, or why it is a
@@ -297,6 +406,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_OUT] = BAD("out before ready"),
 			[CELL_MSG_CALL] = BAD("call before ready"),
 			[CELL_MSG_DONE] = BAD("done before ready"),
+			[CELL_MSG_FILE] = BAD("file before ready"),
 		},
 	[CELL_PHASE_IDLE] =
 		{
@@ -304,6 +414,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_OUT] = BAD("out before the cell was sent"),
 			[CELL_MSG_CALL] = BAD("call before the cell was sent"),
 			[CELL_MSG_DONE] = BAD("done before the cell was sent"),
+			[CELL_MSG_FILE] = BAD("file before the cell was sent"),
 		},
 	[CELL_PHASE_RUNNING] =
 		{
@@ -311,6 +422,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_OUT] = {CELL_PHASE_RUNNING, NULL},
 			[CELL_MSG_CALL] = {CELL_PHASE_RUNNING, NULL},
 			[CELL_MSG_DONE] = {CELL_PHASE_DONE, NULL},
+			[CELL_MSG_FILE] = {CELL_PHASE_RUNNING, NULL},
 		},
 	[CELL_PHASE_DONE] =
 		{
@@ -318,6 +430,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_OUT] = BAD("out after done"),
 			[CELL_MSG_CALL] = BAD("call after done"),
 			[CELL_MSG_DONE] = BAD("a second done"),
+			[CELL_MSG_FILE] = BAD("file after done"),
 		},
 };
 #undef BAD
@@ -335,6 +448,8 @@ struct cell_proto_state *cell_proto_state_new(void)
 
 void cell_proto_state_free(struct cell_proto_state *st)
 {
+	if (st)
+		json_decref(st->file_open);
 	free(st);
 }
 
@@ -374,6 +489,32 @@ static int call_id_check(struct cell_proto_state *st, json_int_t id, struct appl
 	return 0;
 }
 
+/* The file entries in order: a file's chunks one after the other, and
+ * nothing else of the files (nor done) while one says more follow; a
+ * bounded number of entries. */
+static int files_check(struct cell_proto_state *st, const struct cell_msg *msg,
+		       struct appl_err *err)
+{
+	const json_t *name = msg->type == CELL_MSG_FILE ? msg->u.file.name : NULL;
+	bool chunk = name && msg->u.file.why == CELL_FILE_KEPT;
+	json_t *next;
+
+	if (st->file_open && (!chunk || !json_equal(name, st->file_open)))
+		return state_fail(st, err,
+				  msg->type == CELL_MSG_DONE
+					  ? "done while a file's chunks said more follow"
+					  : "a file entry while another file's chunks said more "
+					    "follow");
+	if (!name)
+		return 0;
+	if (!st->file_open && ++st->files > APPL_RUNNER_FILE_ENTRIES_MAX + 1)
+		return state_fail(st, err, "more file entries than /out may report");
+	next = chunk && msg->u.file.more ? json_incref((json_t *)name) : NULL;
+	json_decref(st->file_open);
+	st->file_open = next;
+	return 0;
+}
+
 int cell_proto_state_feed(struct cell_proto_state *st, const struct cell_msg *msg,
 			  struct appl_err *err)
 {
@@ -387,6 +528,9 @@ int cell_proto_state_feed(struct cell_proto_state *st, const struct cell_msg *ms
 	if (tr->why)
 		return state_fail(st, err, tr->why);
 	if (msg->type == CELL_MSG_CALL && call_id_check(st, msg->u.call.id, err) < 0)
+		return -EINVAL;
+	if ((msg->type == CELL_MSG_FILE || msg->type == CELL_MSG_DONE) &&
+	    files_check(st, msg, err) < 0)
 		return -EINVAL;
 	st->phase = tr->next;
 	return 0;

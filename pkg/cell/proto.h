@@ -29,8 +29,32 @@ enum cell_msg_type {
 	CELL_MSG_CALL,	   /* {"t":"call","id":N,"tool":STRING,"args":OBJECT}, and
 			    * {"t":"read","id":N,"server":STRING,"uri":STRING} */
 	CELL_MSG_DONE,	   /* {"t":"done","error":null|STRING,"result":ANY} */
+	CELL_MSG_FILE,	   /* {"t":"file","name":STRING,"data":BASE64,"more":BOOL}, and
+			    * {"t":"skip","name":STRING,"why":WORD} */
 };
-#define CELL_MSG_TYPES 5
+#define CELL_MSG_TYPES 6
+
+/* Why an entry of /out was left out: `skip.why` on the wire, and the
+ * reason in the result. */
+enum cell_file_why {
+	CELL_FILE_KEPT = 0,    /* not left out (a `file` chunk) */
+	CELL_FILE_SYMLINK,     /* "symlink" */
+	CELL_FILE_DIRECTORY,   /* "directory" */
+	CELL_FILE_DEVICE,      /* "device": a character or block device */
+	CELL_FILE_FIFO,	       /* "fifo" */
+	CELL_FILE_SOCKET,      /* "socket" */
+	CELL_FILE_OTHER,       /* "other": any other kind of entry */
+	CELL_FILE_UNREADABLE,  /* "unreadable": it could not be opened or read */
+	CELL_FILE_MAX_COUNT,   /* "max_count": limits.files.max_count files came before */
+	CELL_FILE_MAX_BYTES,   /* "max_bytes": larger than limits.files.max_bytes */
+	CELL_FILE_MAX_TOTAL,   /* "max_total_bytes": it would pass limits.files.max_total_bytes */
+	CELL_FILE_MAX_ENTRIES, /* "max_entries": /out held more than APPL_RUNNER_FILE_ENTRIES_MAX
+				 * entries; this one and those after it were not looked at */
+	CELL_FILE_WHY_N
+};
+
+/* The word of why (static), NULL for CELL_FILE_KEPT. */
+const char *cell_file_why_name(enum cell_file_why why);
 
 /* One parsed runner line. The json_t pointers are owned by the message
  * (released by cell_proto_msg_clear); take your own reference with
@@ -57,6 +81,16 @@ struct cell_msg {
 			json_t *error;	/* string, or NULL when the cell succeeded */
 			json_t *result; /* any value (json null when there is none) */
 		} done;
+		struct {
+			json_t *name; /* string, 1 to APPL_RUNNER_FILE_NAME_MAX bytes */
+			/* A chunk's bytes, decoded from base64: at most
+			 * APPL_RUNNER_FILE_CHUNK_MAX (malloc'ed; NULL when
+			 * empty, and for a skip). */
+			unsigned char *data;
+			size_t len;
+			bool more;		/* more chunks of this file follow */
+			enum cell_file_why why; /* CELL_FILE_KEPT for a chunk, else the skip's */
+		} file;
 	} u;
 };
 
@@ -76,7 +110,7 @@ void cell_proto_msg_clear(struct cell_msg *msg);
 enum cell_proto_phase {
 	CELL_PHASE_BOOT,    /* waiting for ready */
 	CELL_PHASE_IDLE,    /* ready seen, no cell sent yet (a warm sandbox) */
-	CELL_PHASE_RUNNING, /* cell sent: out, call and done allowed */
+	CELL_PHASE_RUNNING, /* cell sent: out, call, file and done allowed */
 	CELL_PHASE_DONE,    /* done seen: nothing more is allowed */
 	CELL_PHASE_FAILED,  /* a violation was seen: everything is refused */
 };
@@ -94,9 +128,12 @@ int cell_proto_state_cell_sent(struct cell_proto_state *st, struct appl_err *err
 
 /* Check that msg (borrowed, parsed) may come now and advance. Refused with
  * -EINVAL, and the state stays FAILED after: a message before ready, a second
- * ready, out/call/done before the cell was sent, anything after done, and a
+ * ready, out/call/file/done before the cell was sent, anything after done, a
  * call id not greater than the previous call's (which is how a reused id is
- * caught without a table: the runner numbers calls 1, 2, 3...). */
+ * caught without a table: the runner numbers calls 1, 2, 3...); and for the
+ * files: while a file's chunks say more follow, a skip, done, or a chunk of
+ * another name (a file's chunks come one after the other), and more than
+ * APPL_RUNNER_FILE_ENTRIES_MAX + 1 entries (files and skips). */
 int cell_proto_state_feed(struct cell_proto_state *st, const struct cell_msg *msg,
 			  struct appl_err *err);
 
@@ -127,13 +164,23 @@ int cell_proto_state_again(struct cell_proto_state *st, struct appl_err *err);
 json_t *cell_proto_tool_new(const char *tool, const char *ns, const char *fn, const char *doc,
 			    struct appl_err *err);
 
-/* {"t":"cell","code":code,"tools":tools}, with "keep":true when keep (the
+/* What the runner may send of the files in /out (limits.files). */
+struct cell_files_limits {
+	unsigned max_count; /* files returned; 0: none */
+	size_t max_bytes;   /* one file */
+	size_t max_total;   /* every file returned, together */
+};
+
+/* {"t":"cell","code":code,"tools":tools,"files":{"max_count":...,
+ * "max_bytes":...,"max_total_bytes":...}}, with "keep":true when keep (the
  * runner waits for another cell after done: a session's). code[0..code_len)
  * is UTF-8 without NUL, at most APPL_CELL_CODE_MAX bytes; tools (borrowed)
  * is an array of at most APPL_RUNNER_TOOLS_MAX entries each shaped as
- * cell_proto_tool_new makes them, no (ns, fn) pair twice. */
-int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, bool keep,
-			   char **line, size_t *len, struct appl_err *err);
+ * cell_proto_tool_new makes them, no (ns, fn) pair twice; files (borrowed)
+ * within the ceilings of limits.h. */
+int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools,
+			   const struct cell_files_limits *files, bool keep, char **line,
+			   size_t *len, struct appl_err *err);
 
 /* The line that asks a runner restored from a checkpoint to reseed its
  * generators and say ready again (runner.py matches these exact bytes). */

@@ -218,10 +218,23 @@ static int line_write(json_t *msg, char **line, size_t *len, struct appl_err *er
 	return 0;
 }
 
-int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools, bool keep,
-			   char **line, size_t *len, struct appl_err *err)
+/* The runner's limits.files into *out (new), checked against the
+ * ceilings: the runner trusts them to size what it reads. */
+static int files_limits_new(const struct cell_files_limits *f, json_t **out, struct appl_err *err)
 {
-	json_t *jcode, *msg;
+	if (!f || f->max_count > APPL_FILES_MAX_COUNT_CEIL || f->max_bytes < 1 ||
+	    f->max_bytes > f->max_total || f->max_total > APPL_FILES_MAX_TOTAL_BYTES_CEIL)
+		return appl_err_set(err, -EINVAL, "files limits out of range");
+	*out = json_pack("{s:I, s:I, s:I}", "max_count", (json_int_t)f->max_count, "max_bytes",
+			 (json_int_t)f->max_bytes, "max_total_bytes", (json_int_t)f->max_total);
+	return *out ? 0 : appl_err_set(err, -ENOMEM, "runner message: out of memory");
+}
+
+int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools,
+			   const struct cell_files_limits *files, bool keep, char **line,
+			   size_t *len, struct appl_err *err)
+{
+	json_t *jcode, *jfiles, *msg;
 	int rc;
 
 	*line = NULL;
@@ -234,11 +247,17 @@ int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tool
 	rc = tools_check(tools, err);
 	if (rc < 0)
 		return rc;
+	rc = files_limits_new(files, &jfiles, err);
+	if (rc < 0)
+		return rc;
 	jcode = json_stringn(code, code_len);
-	if (!jcode)
+	if (!jcode) {
+		json_decref(jfiles);
 		return appl_err_set(err, -EINVAL, "code is not UTF-8");
+	}
 	/* json_pack "O" takes its own reference: tools stays the caller's. */
-	msg = json_pack("{s:s, s:o, s:O}", "t", "cell", "code", jcode, "tools", (json_t *)tools);
+	msg = json_pack("{s:s, s:o, s:O, s:o}", "t", "cell", "code", jcode, "tools",
+			(json_t *)tools, "files", jfiles);
 	if (msg && keep && json_object_set_new(msg, "keep", json_true()) < 0) {
 		json_decref(msg);
 		msg = NULL;

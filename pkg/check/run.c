@@ -17,11 +17,13 @@ const char *check_stopped(const struct check *c)
 }
 
 /* The engine's answer: the probe's result object, or why it had none. */
-static void probe_answer(void *data, const json_t *result, bool is_error, const char *text)
+static void probe_answer(void *data, const json_t *result, bool is_error, const char *text,
+			 const json_t *files)
 {
 	struct check_probe *p = data;
 
 	(void)is_error;
+	(void)files;   /* the result object lists them: what a probe judges */
 	p->run = NULL; /* freed by the engine once this returns */
 	p->ended = true;
 	if (result)

@@ -45,6 +45,9 @@ void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_param
 	cell->max_output = l->max_output_bytes;
 	cell->stop_output = l->stop_output_bytes;
 	cell->max_lines = l->max_runner_lines;
+	cell->files.max_count = l->files.max_count;
+	cell->files.max_bytes = l->files.max_bytes;
+	cell->files.max_total = l->files.max_total_bytes;
 }
 
 /* ---- signals ----------------------------------------------------------------- */
@@ -463,16 +466,16 @@ static void session_end_answer(struct engine *e, const struct run_client *client
 	json_t *obj;
 
 	if (session_end_ask(e->sessions, ask, text, sizeof(text)) < 0) {
-		client->answer(client->c, NULL, true, text);
+		client->answer(client->c, NULL, true, text, NULL);
 		return;
 	}
-	obj = json_pack("{s:s,s:n,s:n,s:b,s:b,s:n,s:i,s:i,s:s,s:s}", "stdout", text, "error",
+	obj = json_pack("{s:s,s:n,s:n,s:b,s:b,s:n,s:i,s:i,s:[],s:s,s:s}", "stdout", text, "error",
 			"result", "truncated", 0, "stopped", 0, "reason", "calls", 0, "duration_ms",
-			0, "session", ask->arg, "session_ended", "end");
+			0, "files", "session", ask->arg, "session_ended", "end");
 	if (obj)
-		client->answer(client->c, obj, false, NULL);
+		client->answer(client->c, obj, false, NULL, NULL);
 	else
-		client->answer(client->c, NULL, true, "out of memory");
+		client->answer(client->c, NULL, true, "out of memory", NULL);
 	json_decref(obj);
 }
 
@@ -544,7 +547,7 @@ struct run *engine_run_session(struct engine *e, const char *code, size_t len,
 		e->gen->runs--;
 		if (client->session_data)
 			session_unused(client->session_data);
-		client->answer(client->c, NULL, true, "out of memory");
+		client->answer(client->c, NULL, true, "out of memory", NULL);
 	}
 	return r;
 }
@@ -573,10 +576,14 @@ struct waited {
 	char fail[APPL_ERR_MSG_MAX];
 };
 
-static void waited_answer(void *c, const json_t *result, bool is_error, const char *text)
+/* The result object, which lists the files: a command in process prints
+ * it and never their content. */
+static void waited_answer(void *c, const json_t *result, bool is_error, const char *text,
+			  const json_t *files)
 {
 	struct waited *w = c;
 	(void)is_error;
+	(void)files;
 
 	w->answered = true;
 	if (result)

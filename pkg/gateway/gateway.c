@@ -51,10 +51,11 @@ static void client_withdraw(void *c, void *handle)
 	mcp_ask_cancel(handle);
 }
 
-static void client_answer(void *c, const json_t *result, bool is_error, const char *text)
+static void client_answer(void *c, const json_t *result, bool is_error, const char *text,
+			  const json_t *files)
 {
 	if (result)
-		mcp_run_finish(c, result, is_error);
+		mcp_run_finish(c, result, is_error, files);
 	else
 		mcp_run_fail(c, text);
 }

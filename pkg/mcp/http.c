@@ -14,6 +14,11 @@
 
 #define SID_HEADER "Mcp-Session-Id"
 
+/* The largest answer goes out as one event ("event: message\ndata: ",
+ * the line, two newlines): a stream must be able to queue it. */
+_Static_assert(APPL_RPC_ANSWER_MAX + 32 <= HTTP_FRONT_STREAM_MAX,
+	       "an answer must fit an HTTP stream's queue");
+
 struct hsess;
 
 /* A POSTed request waiting for its answer. */

@@ -235,10 +235,10 @@ static void run_answer(struct mcp_run *run, json_t *result /* steals */)
 	mcp_tick_arm(s->srv);
 }
 
-void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error)
+void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error, const json_t *files)
 {
 	run_log(run, result, is_error, NULL);
-	run_answer(run, mcp_tool_result(run->rev, result, is_error));
+	run_answer(run, mcp_tool_result(run->rev, result, is_error, files));
 }
 
 void mcp_run_fail(struct mcp_run *run, const char *text)

@@ -81,7 +81,8 @@ void mcp_reply(struct mcp_session *s, const json_t *id, const struct mcp_revisio
 		mcp_reply_error(s, id, JSONRPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
-	if (jsonrpc_result_encode(id, result, APPL_RPC_MESSAGE_MAX, &line, &len, &err) < 0)
+	/* A run's files may make an answer larger than any request. */
+	if (jsonrpc_result_encode(id, result, APPL_RPC_ANSWER_MAX, &line, &len, &err) < 0)
 		mcp_reply_error(s, id, JSONRPC_INTERNAL_ERROR,
 				err.code == -EFBIG ? "answer too large" : "out of memory");
 	else

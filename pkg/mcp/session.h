@@ -163,12 +163,14 @@ void mcp_session_free(struct mcp_session *s);
 
 /* Answer run with its result object (borrowed): as structuredContent
  * (where the revision has it) and as its compact JSON text; isError as
- * is_error says (the code raised or was stopped). Its reason, calls and
+ * is_error says (the code raised or was stopped). files (borrowed; NULL:
+ * none) are the files the code left, with their content, each returned one
+ * a content item after the text (mcp_tool_result). Its reason, calls and
  * duration_ms, when it has them, go into the log message a client that set
  * a level hears. The owner is done with run; a run that waits for its
  * client's retry (2026-07-28) keeps the answer for it until its
  * requestState expires. */
-void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error);
+void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error, const json_t *files);
 
 /* Answer run with a tool error text (isError: true), e.g. a refusal before
  * any cell ran. As mcp_run_finish. */

@@ -19,6 +19,9 @@
 /* The one answer a failed start writes: an id and a capped message. */
 #define MCP_REFUSAL_QUEUE (16u * 1024)
 
+_Static_assert(APPL_RPC_ANSWER_MAX <= MCP_STDIO_QUEUE_MAX,
+	       "an answer must fit what a stdio client's queue holds");
+
 struct mcp_stdio {
 	struct lines *io;
 	struct mcp_session *s;

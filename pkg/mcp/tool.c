@@ -70,7 +70,47 @@ static int session_line(json_t *res, const json_t *result)
 				     json_pack("{s:s,s:s}", "type", "text", "text", line));
 }
 
-json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error)
+/* A file returned, as a content item. Its type was judged on the host
+ * from its bytes: an image is shown as one, text is given as text (an SVG
+ * or an HTML page among it, never rendered), the rest as bytes. */
+static json_t *file_item(const json_t *f)
+{
+	const char *type = json_string_value(json_object_get(f, "type"));
+	const json_t *text = json_object_get(f, "text"), *data = json_object_get(f, "data");
+	char *uri;
+	json_t *item;
+
+	if (data && strncmp(type, "image/", 6) == 0)
+		return json_pack("{s:s,s:O,s:s}", "type", "image", "data", data, "mimeType", type);
+	/* The content's hash keeps a URI from naming two different files. */
+	if (asprintf(&uri, "%s%s/%s", MCP_FILE_URI_PREFIX,
+		     json_string_value(json_object_get(f, "sha256")),
+		     json_string_value(json_object_get(f, "name"))) < 0)
+		return NULL;
+	item = json_pack("{s:s,s:{s:s,s:s,s:O}}", "type", "resource", "resource", "uri", uri,
+			 "mimeType", type, text ? "text" : "blob", text ? text : data);
+	free(uri);
+	return item;
+}
+
+/* After the text item, an item for each file returned (a file left out
+ * has a reason, and only its line in the result object). */
+static int file_items(json_t *content, const json_t *files)
+{
+	const json_t *f;
+	size_t i;
+
+	json_array_foreach(files, i, f) {
+		if (json_object_get(f, "reason"))
+			continue;
+		if (json_array_append_new(content, file_item(f)) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error,
+			const json_t *files)
 {
 	char *text = json_dumps(result, JSON_COMPACT);
 	json_t *res = text ? mcp_tool_text_result(text, is_error) : NULL;
@@ -80,8 +120,9 @@ json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bo
 		json_decref(res);
 		return NULL;
 	}
-	if (res && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
-	    json_object_set_new(res, "structuredContent", json_deep_copy(result)) < 0) {
+	if (res && ((mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
+		     json_object_set_new(res, "structuredContent", json_deep_copy(result)) < 0) ||
+		    file_items(json_object_get(res, "content"), files) < 0)) {
 		json_decref(res);
 		res = NULL;
 	}

@@ -29,10 +29,19 @@ struct mcp_progress {
 json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
 			const json_t *output_schema);
 
+/* The URI a file returned by a run is given in its resource: the scheme
+ * and the first part; the file's SHA-256 in hex and its name follow. */
+#define MCP_FILE_URI_PREFIX "appliance://out/"
+
 /* The tools/call result of a result object (borrowed) under rev: its JSON
  * text, and itself as structuredContent where rev has it; isError as given.
+ * Then a content item for each file of files (borrowed, NULL: none; as
+ * cell_outcome.files lists them) that was returned: an image as
+ * ImageContent, text as an EmbeddedResource with its text, anything else
+ * as one with its bytes (blob), its URI MCP_FILE_URI_PREFIX SHA256/NAME.
  * New, or NULL on out of memory. */
-json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error);
+json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error,
+			const json_t *files);
 
 /* {content: [{type: text, text}], isError}. New, or NULL. */
 json_t *mcp_tool_text_result(const char *text, bool is_error);

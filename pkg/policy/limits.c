@@ -11,6 +11,22 @@
 		.min = APPL_##NAME##_MIN, .max = APPL_##NAME##_CEIL, .def = APPL_##NAME##_DEF      \
 	}
 
+#define FILES_LIMIT(field, NAME)                                                                   \
+	{                                                                                          \
+		.name = #field, .type = F_UINT,                                                    \
+		.off = offsetof(struct policy_files_limits, field),                                \
+		.min = APPL_FILES_##NAME##_MIN, .max = APPL_FILES_##NAME##_CEIL,                   \
+		.def = APPL_FILES_##NAME##_DEF                                                     \
+	}
+
+static const struct field files_fields[] = {
+	FILES_LIMIT(max_count, MAX_COUNT),
+	FILES_LIMIT(max_bytes, MAX_BYTES),
+	FILES_LIMIT(max_total_bytes, MAX_TOTAL_BYTES),
+};
+
+static int files_parse(struct ctx *c, void *base, const json_t *v, const char *path);
+
 static const struct field limit_fields[] = {
 	LIMIT(deadline_s, DEADLINE_S),
 	LIMIT(max_calls, MAX_CALLS),
@@ -40,6 +56,7 @@ static const struct field limit_fields[] = {
 	LIMIT(http_body_kb, HTTP_BODY_KB),
 	LIMIT(http_idle_s, HTTP_IDLE_S),
 	LIMIT(http_slow_s, HTTP_SLOW_S),
+	{.name = "files", .type = F_FN, .parse = files_parse},
 };
 
 _Static_assert(APPL_MAX_RUNNER_LINES_DEF >= APPL_MAX_CALLS_CEIL + APPL_RUNNER_LINES_SPARE,
@@ -50,6 +67,41 @@ _Static_assert(APPL_HTTP_BODY_KB_DEF * 1024ull >= 6ull * APPL_CELL_CODE_MAX + 64
 	       "the default request body must hold the longest program, escaped");
 _Static_assert(APPL_MAX_OUTPUT_BYTES_DEF <= APPL_STOP_OUTPUT_BYTES_DEF,
 	       "the default output kept must not exceed the output that stops a run");
+_Static_assert(APPL_FILES_MAX_BYTES_DEF <= APPL_FILES_MAX_TOTAL_BYTES_DEF,
+	       "the default largest file must fit the default total");
+/* Each file returned costs at most twice its bytes in run_python's answer
+ * (text whose every byte escapes to two, or base64 at four for three), and
+ * less than 512 bytes of envelope. */
+_Static_assert(2ull * APPL_FILES_MAX_TOTAL_BYTES_CEIL + 512ull * APPL_FILES_MAX_COUNT_CEIL +
+			       APPL_RUN_ANSWER_BASE_MAX <=
+		       APPL_RPC_ANSWER_MAX,
+	       "the most files a policy may allow must fit run_python's answer");
+_Static_assert(APPL_MAX_RUNNER_LINES_DEF >=
+		       APPL_MAX_CALLS_CEIL + APPL_RUNNER_LINES_SPARE +
+			       APPL_FILES_LINES(APPL_FILES_MAX_COUNT_CEIL,
+						APPL_FILES_MAX_TOTAL_BYTES_CEIL),
+	       "the default line budget must allow the most calls and files a policy may allow");
+
+/* `files` inside limits: an object ({} for the defaults). */
+static int files_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	struct policy_files_limits *f = &((struct policy_limits *)base)->files;
+	int rc = policy_fields_parse(c, v, files_fields, NELEM(files_fields), f, path);
+
+	if (rc < 0)
+		return rc;
+	/* A file larger than all of them together could never come back. */
+	if (f->max_bytes > f->max_total_bytes)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.max_bytes: must not exceed %s.max_total_bytes (%u)", path,
+				    path, f->max_total_bytes);
+	return 0;
+}
+
+static unsigned files_lines(const struct policy_files_limits *f)
+{
+	return APPL_FILES_LINES(f->max_count, f->max_total_bytes);
+}
 
 int policy_limits_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
@@ -71,12 +123,15 @@ int policy_limits_parse(struct ctx *c, void *base, const json_t *v, const char *
 			c->err, -EINVAL,
 			"%s.max_output_bytes: must not exceed %s.stop_output_bytes (%u)", path,
 			path, l->stop_output_bytes);
-	/* Each call is a line of its own: a budget below the calls allowed
-	 * would stop runs the policy means to allow. */
-	if (l->max_runner_lines < l->max_calls + APPL_RUNNER_LINES_SPARE)
+	/* Each call is a line of its own, and so is each piece of a file: a
+	 * budget below what the policy allows would stop the runs it means
+	 * to allow. */
+	if (l->max_runner_lines < l->max_calls + APPL_RUNNER_LINES_SPARE + files_lines(&l->files))
 		return appl_err_set(c->err, -EINVAL,
-				    "%s.max_runner_lines: must be at least %s.max_calls (%u) + %u",
-				    path, path, l->max_calls, APPL_RUNNER_LINES_SPARE);
+				    "%s.max_runner_lines: must be at least %s.max_calls (%u) + %u, "
+				    "and %u for the files %s.files allows",
+				    path, path, l->max_calls, APPL_RUNNER_LINES_SPARE,
+				    files_lines(&l->files), path);
 	return 0;
 }
 
@@ -85,6 +140,7 @@ int policy_limits_parse(struct ctx *c, void *base, const json_t *v, const char *
 void policy_limits_default(struct policy_limits *l)
 {
 	policy_fields_default(limit_fields, NELEM(limit_fields), l);
+	policy_fields_default(files_fields, NELEM(files_fields), &l->files);
 }
 
 void policy_limits_get(const struct policy *p, struct policy_limits *out)

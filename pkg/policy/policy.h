@@ -119,6 +119,12 @@ struct policy_limits {
 	unsigned http_body_kb;		  /* one request's body, KiB */
 	unsigned http_idle_s;		  /* an idle session expires after this */
 	unsigned http_slow_s;		  /* a request's headers and body arrive within */
+	/* `files`: what comes back of the files a cell leaves in /out */
+	struct policy_files_limits {
+		unsigned max_count;	  /* files returned; 0: none */
+		unsigned max_bytes;	  /* one file; <= max_total_bytes */
+		unsigned max_total_bytes; /* all of them together */
+	} files;
 };
 
 /* Fill l with the defaults (APPL_*_DEF). */

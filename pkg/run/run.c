@@ -84,6 +84,29 @@ static void audit_start(struct run *r)
 	json_decref(body);
 }
 
+/* A run.file line for each file returned, before run.end: what left the
+ * sandbox, by name, size, type and SHA-256 (a line each, since 64 of them
+ * would not fit one line of the log). The number of them, for run.end. */
+static json_int_t audit_files(struct run *r, const json_t *files)
+{
+	json_int_t n = 0;
+	json_t *f, *body;
+	size_t i;
+
+	json_array_foreach(files, i, f) {
+		if (json_object_get(f, "reason"))
+			continue;
+		body = json_pack("{ss sO sO sO sO}", "run", r->id, "name",
+				 json_object_get(f, "name"), "bytes", json_object_get(f, "bytes"),
+				 "type", json_object_get(f, "type"), "sha256",
+				 json_object_get(f, "sha256"));
+		audit_event(r->set->audit, "run.file", body);
+		json_decref(body);
+		n++;
+	}
+	return n;
+}
+
 /* The last line: run.end for a run that ran, run.refused for one that never
  * got a cell. On disk before the answer leaves: 0, or the log's failure. */
 static int audit_end(struct run *r, const struct cell_outcome *o)
@@ -103,13 +126,13 @@ static int audit_end(struct run *r, const struct cell_outcome *o)
 		return audit_flush(a, false);
 	}
 	reason = cell_reason_name(o->reason);
-	body = json_pack("{ss ss sI sI sI sb}", "run", r->id, "reason",
+	body = json_pack("{ss ss sI sI sI sI sb}", "run", r->id, "reason",
 			 reason	    ? reason
 			 : o->error ? "error"
 				    : "done",
 			 "ms", (json_int_t)(loop_now_ms() - r->arrival), "calls",
-			 (json_int_t)o->calls, "out_bytes", (json_int_t)o->out_len, "answered",
-			 r->live);
+			 (json_int_t)o->calls, "out_bytes", (json_int_t)o->out_len, "files",
+			 audit_files(r, o->files), "answered", r->live);
 	if (body && r->client.session_digest)
 		json_object_set_new(body, "session", json_string(r->client.session_digest));
 	if (body && r->session_ended)
@@ -156,7 +179,7 @@ void run_set_refuse(struct run_set *s, const struct run_client *client, const ch
 		audit_event(s->audit, "run.refused", body);
 		json_decref(body);
 	}
-	client->answer(client->c, NULL, true, why);
+	client->answer(client->c, NULL, true, why, NULL);
 }
 
 /* ---- the answer ---------------------------------------------------------------- */
@@ -208,10 +231,11 @@ static void end_count(const struct run *r, const struct cell_outcome *o)
 		metrics_cell(o->error ? "error" : "ok", "none", true, loop_now_ms() - r->arrival);
 }
 
-static void say(struct run *r, const json_t *result, bool is_error, const char *text)
+static void say(struct run *r, const json_t *result, bool is_error, const char *text,
+		const json_t *files)
 {
 	r->live = false;
-	r->client.answer(r->client.c, result, is_error, text);
+	r->client.answer(r->client.c, result, is_error, text, files);
 }
 
 /* The outcome as the client sees it: a run stopped by run_interrupt says
@@ -240,9 +264,9 @@ static void answer_outcome(struct run *r, const struct cell_outcome *o)
 	}
 
 	if (!obj)
-		say(r, NULL, true, "out of memory");
+		say(r, NULL, true, "out of memory", NULL);
 	else
-		say(r, obj, cell_outcome_is_error(o), NULL);
+		say(r, obj, cell_outcome_is_error(o), NULL, o->files);
 	json_decref(obj);
 }
 
@@ -266,7 +290,7 @@ static void answer(struct run *r)
 		snprintf(msg, sizeof(msg),
 			 "the run's answer is withheld: the audit log cannot be written (%s)",
 			 audit_why(r->set->audit));
-		say(r, NULL, true, msg);
+		say(r, NULL, true, msg, NULL);
 	}
 	if (!r->live)
 		return;
@@ -276,7 +300,8 @@ static void answer(struct run *r)
 		say(r, NULL, true,
 		    r->cell   ? "the run ended without a result"
 		    : r->fail ? r->fail
-			      : "the run could not start");
+			      : "the run could not start",
+		    NULL);
 }
 
 /* ---- states ---------------------------------------------------------------------- */

@@ -67,8 +67,12 @@ struct run_client {
 	void (*withdraw)(void *c, void *handle);
 	/* The answer, exactly once unless the run was cancelled first:
 	 * result (borrowed for the call) the result object (cell.h) with
-	 * is_error, or result NULL and text (borrowed) a failure. */
-	void (*answer)(void *c, const json_t *result, bool is_error, const char *text);
+	 * is_error, or result NULL and text (borrowed) a failure. files
+	 * (borrowed for the call; NULL: none) are the files the code left,
+	 * their content included (cell_outcome.files): the result object
+	 * lists them without it. */
+	void (*answer)(void *c, const json_t *result, bool is_error, const char *text,
+		       const json_t *files);
 	void *c;
 	/* A deadline shorter than every run's (cell_limits.deadline_ms), in
 	 * ms; 0 or a longer one: every run's. */

@@ -126,11 +126,16 @@ static json_t *mounts_new(const struct sandbox_oci_params *p)
 	snprintf(tmp_size, sizeof(tmp_size), "size=%um", p->tmpfs_mb);
 	snprintf(dev_size, sizeof(dev_size), "size=%uk", APPL_SANDBOX_DEV_TMPFS_KB);
 	/* /tmp is noexec: it stops planted files being run, not code (the
-	 * interpreter can run anything); gVisor is the boundary that matters. */
+	 * interpreter can run anything); gVisor is the boundary that matters.
+	 * /out is a second tmpfs like it, whose files the runner sends the
+	 * host when the cell ends (the host cannot read gVisor's memory). */
 	return json_pack(
-		"[o, o, o]",
+		"[o, o, o, o]",
 		mount_new("/proc", "proc", json_pack("[s, s, s]", "nosuid", "nodev", "noexec")),
 		mount_new("/tmp", "tmpfs",
+			  json_pack("[s, s, s, s, s]", "nosuid", "nodev", "noexec", "mode=1777",
+				    tmp_size)),
+		mount_new("/out", "tmpfs",
 			  json_pack("[s, s, s, s, s]", "nosuid", "nodev", "noexec", "mode=1777",
 				    tmp_size)),
 		mount_new("/dev", "tmpfs",

@@ -3,7 +3,7 @@
  * Pure code: builds the document with jansson, never by pasting strings, so
  * no path or value can add a field. The config holds exactly what DESIGN.md
  * section 4 and docs/runner-protocol.md describe: a read-only root, fresh
- * proc, tmpfs /tmp and /dev, no bind mount from the host, uid and gid 65534
+ * proc, tmpfs /tmp, /out and /dev, no bind mount from the host, uid and gid 65534
  * with no groups, env exactly PATH=/usr/bin, every capability set empty,
  * noNewPrivileges, rlimits, new pid/ipc/uts/mount/network namespaces, and
  * (as root only) a memory and CPU cgroup. Never a pids cgroup: gVisor's own
@@ -35,7 +35,7 @@ struct sandbox_oci_params {
 				   * APPL_GVISOR_ALLOWANCE_MB for gVisor itself */
 	unsigned pids;		  /* RLIMIT_NPROC (processes and threads) */
 	unsigned nofile;	  /* RLIMIT_NOFILE */
-	unsigned tmpfs_mb;	  /* size of /tmp; also RLIMIT_FSIZE */
+	unsigned tmpfs_mb;	  /* size of /tmp, and of /out; also RLIMIT_FSIZE */
 	bool rootless;		  /* runsc --rootless: no cgroups at all */
 	bool pooled;		  /* the runner warms up before it says ready */
 	const char *cgroups_path; /* linux.cgroupsPath when root, or NULL; borrowed */

@@ -75,7 +75,9 @@ static void intro(const struct stubs *s, const struct stubs_limits *lim, struct 
 		"resource_link "
 		"a tool returned) as str or bytes, where the policy allows it. Only what the code "
 		"prints and the value of its last expression come back to you: print only what you "
-		"need.\n");
+		"need. Files the code writes under /out come back too, within the policy's limits: "
+		"PNG, JPEG, GIF and WebP as images, text, CSV and JSON as text, anything else as "
+		"bytes.\n");
 	limits_line(lim, b);
 	if (lim->sessions_idle_s)
 		sb_printf(

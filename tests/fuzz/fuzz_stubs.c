@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cell/files.h"
 #include "cell/proto.h"
 #include "stubs/stubs.h"
 
@@ -67,11 +68,13 @@ static void check_cell_line(const struct stubs *s)
 {
 	struct appl_err err;
 	json_t *tools = stubs_runner_tools(s, &err);
+	struct cell_files_limits files;
 	size_t len, total = 0;
 	char *line;
 
+	cell_files_limits_init(&files);
 	check(tools != NULL);
-	check(cell_proto_cell_encode("1", 1, tools, false, &line, &len, &err) == 0);
+	check(cell_proto_cell_encode("1", 1, tools, &files, false, &line, &len, &err) == 0);
 	free(line);
 	json_decref(tools);
 	for (size_t i = 0; i < stubs_count(s); i++)

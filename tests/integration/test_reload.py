@@ -7,7 +7,8 @@ new tool, while a cell that started before the reload ends normally under the po
 started with. Reloads that must fail (a lower serial, a bad signature, an expired
 policy, a wrong image digest, a server that cannot start, a field read only at start)
 are each refused with their reason in the log and the audit log; the old tools go on
-working and the rollback floor stays where it was.
+working and the rollback floor stays where it was. A changed limits.files reaches the
+next cell without a pool refill.
 
 Runs as root; needs build/appliance, build/toy-server, build/image and the npm packages.
 """
@@ -145,6 +146,34 @@ def a_changed_sandbox_limit_drains_the_pool_and_the_next_cell_has_it():
         after = text(client.answer("b"))
         assert "as_mib 256" in before and "as_mib 384" in after, (before, after)
         assert live.audit_lines("reload")[-1]["pool"] is True
+        live.stop()
+    finally:
+        if client:
+            client.close()
+        live.cleanup()
+
+
+@test
+def a_reload_changes_what_comes_back_from_out_for_the_next_cell():
+    """limits.files goes to the runner in the cell line: a reload that changes
+    it keeps the pool, and the next cell has it."""
+    live = Live()
+    client = None
+    files = "for n in 'abc':\n    open('/out/%s.txt' % n, 'w').write(n)\n"
+    try:
+        live.start(live.doc(limits={"files": {"max_count": 3}}))
+        client = Client(live.port)
+        client.cell("a", files)
+        before = client.answer("a")
+        live.sign(live.doc(limits={"files": {"max_count": 1}}))
+        line = live.reload("reloaded")
+        assert "the pool is filled again" not in line, line
+        client.cell("b", files)
+        after = client.answer("b")
+        got = [[f.get("reason") for f in r["structuredContent"]["files"]] for r in (before, after)]
+        assert got == [[None, None, None], [None, "max_count", "max_count"]], got
+        assert [len(r["content"]) for r in (before, after)] == [4, 2], (before, after)
+        assert live.audit_lines("reload")[-1]["pool"] is False
         live.stop()
     finally:
         if client:

@@ -654,6 +654,106 @@ def bad_cell_message_ends_the_run():
 
 
 @test
+def bad_files_limits_end_the_run():
+    limits = {"max_count": 8, "max_bytes": 100, "max_total_bytes": 1000}
+    for bad in ({"max_count": 65}, {"max_bytes": 0}, {"max_bytes": 2000},
+                {"max_total_bytes": 5 * 1024 * 1024 + 1}, {"max_count": True},
+                {"max_count": 1.0}, {"extra": 1}):
+        r = Runner()
+        try:
+            assert r.msg() == {"t": "ready", "v": 1}
+            r.send({"t": "cell", "code": "1", "tools": [], "files": dict(limits, **bad)})
+            _, _, done = r.until_done()
+            assert done["error"].startswith("runner: bad cell message: files:"), (bad, done)
+        finally:
+            r.close()
+
+
+def runner_module():
+    """runner.py as a module of this process, for its functions alone."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("appliance_runner", RUNNER)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+class FileChannel:
+    """What _send_out_files needs of a channel; every line strictly checked."""
+
+    def __init__(self, files):
+        self.files = files
+        self.lines = []
+
+    def send(self, msg):
+        line = json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode()
+        self.lines.append(strict_loads(line))
+
+    def out_flush(self):
+        pass
+
+
+@test
+def out_files_are_sent_within_the_limits_and_out_is_emptied():
+    """_send_out_files on a directory of the host: chunks, the order, every
+    reason, names that are not UTF-8, and the emptying (deep, without
+    rights, never through a link)."""
+    import base64
+    import shutil
+    import tempfile
+    runner = runner_module()
+    top = tempfile.mkdtemp(prefix="appliance-out-test.")
+    out, keep = os.path.join(top, "out"), os.path.join(top, "keep")
+    try:
+        os.mkdir(out)
+        os.mkdir(keep)
+        open(os.path.join(keep, "k"), "w").write("k")
+        big = os.urandom(runner.FILE_CHUNK * 2 + 5)
+        open(os.path.join(out, "a.bin"), "wb").write(big)
+        open(os.path.join(out, "b.txt"), "w").write("b" * 100)
+        open(os.path.join(out, "c.txt"), "w").write("c" * 10)
+        open(os.path.join(out, "empty"), "w").close()
+        open(os.path.join(os.fsencode(out), b"n\xff.txt"), "w").write("x")
+        os.mkfifo(os.path.join(out, "fifo"))
+        os.symlink(keep, os.path.join(out, "link"))
+        deep = os.path.join(out, "dir", *["d"] * 100)
+        os.makedirs(deep)
+        open(os.path.join(deep, "f"), "w").write("f")
+        os.chmod(os.path.join(out, "dir", "d"), 0)
+        runner.OUT_DIR = out
+        chan = FileChannel((3, len(big), len(big) + 50))
+        runner._send_out_files(chan)
+        sent = [(m["t"], m["name"], m.get("why"), m.get("more")) for m in chan.lines]
+        assert sent == [("file", "a.bin", None, True), ("file", "a.bin", None, True),
+                        ("file", "a.bin", None, False), ("skip", "b.txt", "max_total_bytes", None),
+                        ("file", "c.txt", None, False), ("skip", "dir", "directory", None),
+                        ("file", "empty", None, False), ("skip", "fifo", "fifo", None),
+                        ("skip", "link", "symlink", None), ("skip", "n\ufffd.txt", "max_count", None)], sent
+        data = b"".join(base64.b64decode(m["data"]) for m in chan.lines[:3])
+        assert data == big and len(base64.b64decode(chan.lines[0]["data"])) == runner.FILE_CHUNK
+        assert chan.lines[6]["data"] == "", chan.lines[6]
+        assert os.listdir(out) == [] and os.listdir(keep) == ["k"], os.listdir(out)
+
+        # past the entries looked at: one more is reported, then no more
+        for i in range(runner.FILE_ENTRIES_MAX + 5):
+            open(os.path.join(out, "f%03d" % i), "w").close()
+        chan = FileChannel((0, 1, 1))
+        runner._send_out_files(chan)
+        assert len(chan.lines) == runner.FILE_ENTRIES_MAX + 1, len(chan.lines)
+        assert chan.lines[-1] == {"t": "skip", "name": "f128", "why": "max_entries"}
+        assert {m["why"] for m in chan.lines[:-1]} == {"max_count"}
+        assert os.listdir(out) == []
+
+        # no limits given (a cell line without files): nothing is taken
+        open(os.path.join(out, "stay"), "w").close()
+        chan = FileChannel(None)
+        runner._send_out_files(chan)
+        assert chan.lines == [] and os.listdir(out) == ["stay"]
+    finally:
+        shutil.rmtree(top, True)
+
+
+@test
 def unknown_result_id_ends_the_run():
     r = Runner()
     try:

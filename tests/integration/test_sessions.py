@@ -126,6 +126,15 @@ def a_client_keeps_its_variables_between_cells_and_no_other_token_can_use_them()
         assert "end needs the session's handle" in a.refused(session="new", end=True)
         assert "end takes no code" in a.refused(code="1", session=h, end=True)
         assert "session must be a string" in a.refused(code="1", session=7)
+        # files a session's cell leaves in /out come back with it, and /out is
+        # empty for its next cell (what it keeps under /tmp stays)
+        wrote = a.call(code="open('/out/a.txt', 'w').write('A')\n"
+                            "open('/tmp/kept.txt', 'w').write('K')", session=h)
+        assert [f["name"] for f in wrote["structuredContent"]["files"]] == ["a.txt"], wrote
+        assert any(c.get("resource", {}).get("text") == "A" for c in wrote["content"]), wrote
+        after = a.ok(code="import os\nprint(os.listdir('/out'), open('/tmp/kept.txt').read())",
+                     session=h)
+        assert after["stdout"] == "[] K\n" and after["files"] == [], after
         # a fresh cell (no session) does not see x
         fresh = a.ok(code="print('x' in globals())")
         assert fresh["stdout"] == "False\n" and "session" not in fresh, fresh
@@ -141,9 +150,9 @@ def a_client_keeps_its_variables_between_cells_and_no_other_token_can_use_them()
         digest = starts[-1]["session"]
         assert starts[-1]["client"] == "ops" and starts[-1]["role"] == "r", starts
         runs = [e for e in live.audit_lines("run.start") if e.get("session") == digest]
-        assert len(runs) == 3, runs
+        assert len(runs) == 5, runs
         end = live.audit_lines("session.end")[-1]
-        assert end["session"] == digest and end["reason"] == "end" and end["cells"] == 3, end
+        assert end["session"] == digest and end["reason"] == "end" and end["cells"] == 5, end
         live.stop()
 
 

@@ -1391,6 +1391,12 @@ static void test_show(void **state)
 		 ",\"run\":\"0123456789ab\",\"id\":3,\"tool\":\"fs.write\",\"role\":\"analyst\","
 		 "\"by\":\"program\",\"outcome\":\"declined\",\"ms\":40");
 	line_add(&b, &c, "run.end", ",\"run\":7,\"reason\":null");
+	line_add(&b, &c, "run.file",
+		 ",\"run\":\"0123456789ab\",\"name\":\"plot.png\",\"bytes\":1234,\"type\":"
+		 "\"image/png\",\"sha256\":\"ab12\"");
+	line_add(&b, &c, "run.end",
+		 ",\"run\":\"f\",\"reason\":\"done\",\"ms\":1,\"calls\":0,\"out_bytes\":0,"
+		 "\"files\":2");
 	lbuf_add(&b, "garbage\n{\"n\":1", 14);
 	file_put(f->path, &b);
 	o = fmemopen(out, sizeof(out) - 1, "w");
@@ -1415,8 +1421,11 @@ static void test_show(void **state)
 	    !strstr(out, "    run 0123456789ab call 3: fs.write: approval declined (program) after "
 			 "40 ms\n") ||
 	    !strstr(out, "  run 7 end: none after ? ms, ? calls, ? output bytes\n") ||
-	    !strstr(out, "line 12: not a log line (7 bytes)\n") ||
-	    !strstr(out, "line 13: not a log line (6 bytes)\nline 13: no newline at the end"))
+	    !strstr(out, "    run 0123456789ab file plot.png: 1234 bytes, image/png, sha256 "
+			 "ab12\n") ||
+	    !strstr(out, "  run f end: done after 1 ms, 0 calls, 0 output bytes, 2 files\n") ||
+	    !strstr(out, "line 14: not a log line (7 bytes)\n") ||
+	    !strstr(out, "line 15: not a log line (6 bytes)\nline 15: no newline at the end"))
 		fail_msg("show said:\n%s", out);
 	assert_true(audit_show("/nonexistent", stdout, &err) < 0);
 	free(b.p);

@@ -27,7 +27,7 @@ static void finish_outcome(struct mcp_run *run, const struct cell_outcome *o)
 {
 	json_t *obj = cell_outcome_json(o);
 
-	mcp_run_finish(run, obj, cell_outcome_is_error(o));
+	mcp_run_finish(run, obj, cell_outcome_is_error(o), o->files);
 	json_decref(obj);
 }
 

@@ -263,6 +263,9 @@ static void test_defaults(void **state)
 	assert_int_equal(l.http_body_kb, 2048);
 	assert_int_equal(l.http_idle_s, 600);
 	assert_int_equal(l.http_slow_s, 30);
+	assert_int_equal(l.files.max_count, 8);
+	assert_int_equal(l.files.max_bytes, 1048576);
+	assert_int_equal(l.files.max_total_bytes, 4194304);
 	assert_null(policy_http(p));
 	assert_int_equal(policy_http_tls_check(p, &err), 0);
 	assert_false(policy_approvals_used(p));
@@ -313,6 +316,35 @@ static void test_limits_read(void **state)
 	policy_free(p);
 }
 
+/* One limit at path ("limits" or "limits.files") against its range: min
+ * and ceiling accepted, one past either refused with the range in the
+ * message. with: other members of its object, after it. */
+static void limit_sides(const char *path, const char *name, long min, long ceil, const char *with)
+{
+	const long vals[] = {min - 1, min, ceil, ceil + 1};
+	bool nested = strchr(path, '.') != NULL;
+
+	for (size_t j = 0; j < 4; j++) {
+		struct appl_err err = {0};
+		char extra[256], want[256];
+		struct policy *p;
+
+		snprintf(extra, sizeof(extra), ", \"limits\": {%s\"%s\": %ld%s}%s",
+			 nested ? "\"files\": {" : "", name, vals[j], with, nested ? "}" : "");
+		p = parse_with(extra, &err);
+		if (j == 1 || j == 2) {
+			if (!p)
+				fail_msg("%s = %ld refused: %s", name, vals[j], err.msg);
+			policy_free(p);
+			continue;
+		}
+		snprintf(want, sizeof(want), "%s.%s: must be an integer between %ld and %ld", path,
+			 name, min, ceil);
+		assert_null(p);
+		assert_string_equal(err.msg, want);
+	}
+}
+
 /* Each limit against the constants of limits.h: min and ceiling accepted,
  * one past either refused with the range in the message. */
 static void test_limits_each_side(void **state)
@@ -357,28 +389,8 @@ static void test_limits_each_side(void **state)
 	(void)state;
 	assert_int_equal(APPL_NOFILE_MIN, 16);
 	assert_int_equal(APPL_POOL_MIN, 0);
-	for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++) {
-		const long vals[] = {lims[i].min - 1, lims[i].min, lims[i].ceil, lims[i].ceil + 1};
-		for (size_t j = 0; j < 4; j++) {
-			struct appl_err err = {0};
-			char extra[256], want[256];
-			snprintf(extra, sizeof(extra), ", \"limits\": {\"%s\": %ld%s}",
-				 lims[i].name, vals[j], lims[i].with);
-			struct policy *p = parse_with(extra, &err);
-			if (j == 1 || j == 2) {
-				if (!p)
-					fail_msg("%s = %ld refused: %s", lims[i].name, vals[j],
-						 err.msg);
-				policy_free(p);
-				continue;
-			}
-			snprintf(want, sizeof(want),
-				 "limits.%s: must be an integer between %ld and %ld", lims[i].name,
-				 lims[i].min, lims[i].ceil);
-			assert_null(p);
-			assert_string_equal(err.msg, want);
-		}
-	}
+	for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++)
+		limit_sides("limits", lims[i].name, lims[i].min, lims[i].ceil, lims[i].with);
 }
 
 static void test_output_limits_cross_check(void **state)
@@ -396,6 +408,74 @@ static void test_output_limits_cross_check(void **state)
 	assert_null(p);
 	assert_string_equal(
 		err.msg, "limits.max_output_bytes: must not exceed limits.stop_output_bytes (100)");
+}
+
+/* limits.files: each limit within its range, max_bytes within
+ * max_total_bytes, no other key, and room for their lines in
+ * max_runner_lines. */
+static void test_files_limits(void **state)
+{
+	static const struct {
+		const char *name;
+		long min, ceil;
+		const char *with;
+	} lims[] = {
+		{"max_count", APPL_FILES_MAX_COUNT_MIN, APPL_FILES_MAX_COUNT_CEIL, ""},
+		{"max_bytes", APPL_FILES_MAX_BYTES_MIN, APPL_FILES_MAX_BYTES_CEIL,
+		 ", \"max_total_bytes\": 5242880"},
+		{"max_total_bytes", APPL_FILES_MAX_TOTAL_BYTES_MIN, APPL_FILES_MAX_TOTAL_BYTES_CEIL,
+		 ", \"max_bytes\": 1"},
+	};
+	static const struct {
+		const char *files, *want;
+	} bad[] = {
+		{"[]", "limits.files: must be an object"},
+		{"{\"max_bytess\": 1}",
+		 "limits.files.max_bytess: unknown key; did you mean max_bytes?"},
+		{"{\"types\": [\"image/png\"]}", "limits.files.types: unknown key"},
+		{"{\"max_bytes\": 101, \"max_total_bytes\": 100}",
+		 "limits.files.max_bytes: must not exceed limits.files.max_total_bytes (100)"},
+		{"{\"max_bytes\": 5000000}",
+		 "limits.files.max_bytes: must not exceed limits.files.max_total_bytes (4194304)"},
+	};
+	struct appl_err err = {0};
+	struct policy_limits l;
+	struct policy *p;
+	char extra[256];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++)
+		limit_sides("limits.files", lims[i].name, lims[i].min, lims[i].ceil, lims[i].with);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(extra, sizeof(extra), ", \"limits\": {\"files\": %s}", bad[i].files);
+		assert_null(parse_with(extra, &err));
+		assert_string_equal(err.msg, bad[i].want);
+	}
+
+	/* {} is the defaults; max_count 0 takes no file */
+	p = parse_with(
+		", \"limits\": {\"files\": {\"max_count\": 0, \"max_total_bytes\": 2000000}}",
+		&err);
+	assert_non_null(p);
+	policy_limits_get(p, &l);
+	assert_int_equal(l.files.max_count, 0);
+	assert_int_equal(l.files.max_bytes, APPL_FILES_MAX_BYTES_DEF);
+	assert_int_equal(l.files.max_total_bytes, 2000000);
+	policy_free(p);
+
+	/* the files' lines count in the line budget: 200 calls, 64 spare,
+	 * and 4 MiB / 48 KiB + 8 + 129 for the default files */
+	p = parse_with(", \"limits\": {\"max_runner_lines\": 486}", &err);
+	assert_non_null(p);
+	policy_free(p);
+	assert_null(parse_with(", \"limits\": {\"max_runner_lines\": 485}", &err));
+	assert_string_equal(err.msg, "limits.max_runner_lines: must be at least limits.max_calls "
+				     "(200) + 64, and 222 for the files limits.files allows");
+	p = parse_with(", \"limits\": {\"max_runner_lines\": 393, \"files\": {\"max_count\": 0, "
+		       "\"max_bytes\": 1, \"max_total_bytes\": 1}}",
+		       &err);
+	assert_non_null(p);
+	policy_free(p);
 }
 
 /* http_cells_per_client left out follows limits.cells, one below it (at
@@ -2180,6 +2260,7 @@ int main(void)
 		cmocka_unit_test(test_tool_named),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),
+		cmocka_unit_test(test_files_limits),
 		cmocka_unit_test(test_cells_per_client_default_follows_cells),
 		cmocka_unit_test(test_expires),
 		cmocka_unit_test(test_layout_resolution),

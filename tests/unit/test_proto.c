@@ -11,6 +11,10 @@
 
 #include "cell/proto.h"
 
+/* limits.files as the cell line carries them */
+static const struct cell_files_limits FILES = {
+	.max_count = 8, .max_bytes = 1024 * 1024, .max_total = 4 * 1024 * 1024};
+
 /* Parse a NUL-terminated line; expect code rc and (on failure) a message
  * containing `needle`. */
 static void parse_fails(const char *line, int rc, const char *needle)
@@ -77,6 +81,115 @@ static void test_valid_messages(void **state)
 	cell_proto_msg_clear(&msg);
 	cell_proto_msg_clear(&msg); /* twice is harmless */
 	assert_int_equal(msg.type, CELL_MSG_NONE);
+}
+
+static void test_file_messages(void **state)
+{
+	static const char *const words[] = {
+		"symlink",   "directory",	"device",     "fifo",
+		"socket",    "other",		"unreadable", "max_count",
+		"max_bytes", "max_total_bytes", "max_entries"};
+	struct cell_msg msg;
+	char line[128];
+	(void)state;
+
+	parse_ok("{\"t\":\"file\",\"name\":\"../x.png\",\"data\":\"AAEC/w==\",\"more\":true}",
+		 &msg);
+	assert_int_equal(msg.type, CELL_MSG_FILE);
+	assert_string_equal(json_string_value(msg.u.file.name), "../x.png");
+	assert_int_equal(msg.u.file.len, 4);
+	assert_memory_equal(msg.u.file.data, "\x00\x01\x02\xff", 4);
+	assert_true(msg.u.file.more);
+	assert_int_equal(msg.u.file.why, CELL_FILE_KEPT);
+	cell_proto_msg_clear(&msg);
+
+	/* an empty file is one empty chunk */
+	parse_ok("{\"t\":\"file\",\"name\":\"e\",\"data\":\"\",\"more\":false}", &msg);
+	assert_null(msg.u.file.data);
+	assert_int_equal(msg.u.file.len, 0);
+	assert_false(msg.u.file.more);
+	cell_proto_msg_clear(&msg);
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		snprintf(line, sizeof(line), "{\"t\":\"skip\",\"name\":\"n\",\"why\":\"%s\"}",
+			 words[i]);
+		parse_ok(line, &msg);
+		assert_int_equal(msg.type, CELL_MSG_FILE);
+		assert_int_equal(msg.u.file.why, (int)i + 1);
+		assert_string_equal(cell_file_why_name(msg.u.file.why), words[i]);
+		assert_null(msg.u.file.data);
+		cell_proto_msg_clear(&msg);
+	}
+	assert_null(cell_file_why_name(CELL_FILE_KEPT));
+	assert_null(cell_file_why_name(CELL_FILE_WHY_N));
+}
+
+/* A file line whose data is n characters of c. */
+static char *file_line(size_t n, char c)
+{
+	static const char head[] = "{\"t\":\"file\",\"name\":\"x\",\"more\":false,\"data\":\"";
+	char *buf = malloc(sizeof(head) + n + 3);
+
+	assert_non_null(buf);
+	memcpy(buf, head, sizeof(head) - 1);
+	memset(buf + sizeof(head) - 1, c, n);
+	memcpy(buf + sizeof(head) - 1 + n, "\"}", 3);
+	return buf;
+}
+
+static void test_file_refusals(void **state)
+{
+	char name[APPL_RUNNER_FILE_NAME_MAX + 80];
+	char *big;
+	(void)state;
+
+	/* strict base64: alphabet, padding, canonical bits, nothing after */
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"QQ\",\"more\":false}", -EINVAL,
+		    "not base64");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"QR==\",\"more\":false}", -EINVAL,
+		    "not base64");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"QQ==QQ==\",\"more\":false}", -EINVAL,
+		    "not base64");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"QQ==\\n\",\"more\":false}", -EINVAL,
+		    "not base64");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"-_8=\",\"more\":false}", -EINVAL,
+		    "not base64");
+	/* a chunk of the most bytes, and one character more */
+	big = file_line(4 * APPL_RUNNER_FILE_CHUNK_MAX / 3, 'A');
+	{
+		struct cell_msg msg;
+
+		parse_ok(big, &msg);
+		assert_int_equal(msg.u.file.len, APPL_RUNNER_FILE_CHUNK_MAX);
+		cell_proto_msg_clear(&msg);
+	}
+	free(big);
+	big = file_line(4 * APPL_RUNNER_FILE_CHUNK_MAX / 3 + 4, 'A');
+	parse_fails(big, -EINVAL, "file.data is 65540 characters, more than 65536");
+	free(big);
+
+	parse_fails("{\"t\":\"file\",\"name\":\"\",\"data\":\"\",\"more\":false}", -EINVAL,
+		    "file.name is 0 bytes");
+	snprintf(name, sizeof(name), "{\"t\":\"skip\",\"why\":\"fifo\",\"name\":\"%0*d\"}",
+		 APPL_RUNNER_FILE_NAME_MAX + 1, 0);
+	parse_fails(name, -EINVAL, "skip.name is 1025 bytes");
+	parse_fails("{\"t\":\"file\",\"name\":7,\"data\":\"\",\"more\":false}", -EINVAL,
+		    "file.name is integer");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":null,\"more\":false}", -EINVAL,
+		    "file.data is null, not a string");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"\",\"more\":1}", -EINVAL,
+		    "file.more is integer");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"\"}", -EINVAL,
+		    "missing field \"more\"");
+	parse_fails("{\"t\":\"file\",\"name\":\"x\",\"data\":\"\",\"more\":false,\"type\":\"image/"
+		    "png\"}",
+		    -EINVAL, "type");
+	parse_fails("{\"t\":\"skip\",\"name\":\"x\",\"why\":\"fifo\",\"data\":\"\"}", -EINVAL,
+		    "data");
+	parse_fails("{\"t\":\"skip\",\"name\":\"x\",\"why\":\"tired\"}", -EINVAL,
+		    "skip.why \"tired\" is not a reason");
+	parse_fails("{\"t\":\"skip\",\"name\":\"x\",\"why\":null}", -EINVAL,
+		    "skip.why is null, not a string");
 }
 
 static void test_references_outlive_the_message(void **state)
@@ -518,6 +631,68 @@ static void test_state_after_done(void **state)
 	}
 }
 
+#define FILE(name, data, more)                                                                     \
+	"{\"t\":\"file\",\"name\":\"" name "\",\"data\":\"" data "\",\"more\":" #more "}"
+#define SKIP(name, why) "{\"t\":\"skip\",\"name\":\"" name "\",\"why\":\"" why "\"}"
+
+static void test_state_files(void **state)
+{
+	struct cell_proto_state *st = cell_proto_state_new();
+	char line[128];
+	(void)state;
+
+	/* only while a cell runs */
+	feed(st, FILE("a", "", false), -EINVAL, "file before ready");
+	cell_proto_state_free(st);
+	st = cell_proto_state_new();
+	feed(st, READY, 0, NULL);
+	feed(st, SKIP("a", "fifo"), -EINVAL, "file before the cell was sent");
+	cell_proto_state_free(st);
+	st = running();
+	feed(st, DONE, 0, NULL);
+	feed(st, FILE("a", "", false), -EINVAL, "file after done");
+	cell_proto_state_free(st);
+
+	/* a file's chunks one after the other; output and calls may come
+	 * between them (a thread of the code's may still print) */
+	st = running();
+	feed(st, FILE("a", "QQ==", true), 0, NULL);
+	feed(st, OUT, 0, NULL);
+	feed(st, CALL(1), 0, NULL);
+	feed(st, FILE("a", "QQ==", false), 0, NULL);
+	feed(st, SKIP("d", "directory"), 0, NULL);
+	feed(st, FILE("a", "", false), 0, NULL); /* the same name again: another file */
+	feed(st, DONE, 0, NULL);
+	cell_proto_state_free(st);
+
+	/* nothing else of the files, nor done, while one is open */
+	st = running();
+	feed(st, FILE("a", "QQ==", true), 0, NULL);
+	feed(st, SKIP("b", "fifo"), -EINVAL, "while another file's chunks said more follow");
+	cell_proto_state_free(st);
+	st = running();
+	feed(st, FILE("a", "QQ==", true), 0, NULL);
+	feed(st, FILE("b", "QQ==", false), -EINVAL, "while another file's");
+	cell_proto_state_free(st);
+	st = running();
+	feed(st, FILE("a", "QQ==", true), 0, NULL);
+	feed(st, DONE, -EINVAL, "done while a file's chunks said more follow");
+	cell_proto_state_free(st);
+
+	/* at most one more entry than the runner looks at; chunks of one
+	 * file count once */
+	st = running();
+	feed(st, FILE("big", "QQ==", true), 0, NULL);
+	feed(st, FILE("big", "QQ==", true), 0, NULL);
+	feed(st, FILE("big", "QQ==", false), 0, NULL);
+	for (unsigned i = 1; i <= APPL_RUNNER_FILE_ENTRIES_MAX; i++) {
+		snprintf(line, sizeof(line), SKIP("f%u", "max_count"), i);
+		feed(st, line, 0, NULL);
+	}
+	feed(st, SKIP("z", "max_entries"), -EINVAL, "more file entries than /out may report");
+	cell_proto_state_free(st);
+}
+
 static void test_state_refuses_unparsed(void **state)
 {
 	struct cell_proto_state *st = running();
@@ -631,21 +806,29 @@ static void test_cell_encode(void **state)
 	(void)state;
 
 	assert_int_equal(
-		cell_proto_cell_encode(code, strlen(code), tools, false, &line, &len, &err), 0);
+		cell_proto_cell_encode(code, strlen(code), tools, &FILES, false, &line, &len, &err),
+		0);
 	v = line_json(line, len);
 	assert_string_equal(json_string_value(json_object_get(v, "t")), "cell");
 	assert_string_equal(json_string_value(json_object_get(v, "code")), code);
 	assert_true(json_equal(json_object_get(v, "tools"), tools));
-	assert_int_equal(json_object_size(v), 3);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(v, "files"), "max_count")), 8);
+	assert_int_equal(
+		json_integer_value(json_object_get(json_object_get(v, "files"), "max_total_bytes")),
+		4 * 1024 * 1024);
+	assert_int_equal(json_object_size(json_object_get(v, "files")), 3);
+	assert_int_equal(json_object_size(v), 4);
 	assert_int_equal(tools->refcount, 1); /* borrowed: no reference kept */
 	json_decref(v);
 	free(line);
 	/* A session's cell says keep, and only then. */
-	assert_int_equal(cell_proto_cell_encode(code, strlen(code), tools, true, &line, &len, &err),
-			 0);
+	assert_int_equal(
+		cell_proto_cell_encode(code, strlen(code), tools, &FILES, true, &line, &len, &err),
+		0);
 	v = line_json(line, len);
 	assert_true(json_is_true(json_object_get(v, "keep")));
-	assert_int_equal(json_object_size(v), 4);
+	assert_int_equal(json_object_size(v), 5);
 	json_decref(v);
 	free(line);
 	json_decref(tools);
@@ -658,8 +841,9 @@ static void cell_refused(const char *code, size_t code_len, json_t *tools, int r
 	char *line = (char *)1;
 	size_t len = 1;
 
-	assert_int_equal(cell_proto_cell_encode(code, code_len, tools, false, &line, &len, &err),
-			 rc);
+	assert_int_equal(
+		cell_proto_cell_encode(code, code_len, tools, &FILES, false, &line, &len, &err),
+		rc);
 	assert_null(line);
 	assert_int_equal(len, 0);
 	if (!strstr(err.msg, needle))
@@ -730,6 +914,32 @@ static void test_cell_encode_refusals(void **state)
 	json_decref(tools);
 }
 
+static void test_cell_encode_files_refused(void **state)
+{
+	const struct cell_files_limits bad[] = {
+		{.max_count = APPL_FILES_MAX_COUNT_CEIL + 1, .max_bytes = 1, .max_total = 1},
+		{.max_count = 1, .max_bytes = 0, .max_total = 1},
+		{.max_count = 1, .max_bytes = 2, .max_total = 1},
+		{.max_count = 1, .max_bytes = 1, .max_total = APPL_FILES_MAX_TOTAL_BYTES_CEIL + 1},
+	};
+	struct appl_err err = {0};
+	json_t *tools = json_array();
+	char *line = NULL;
+	size_t len = 0;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		assert_int_equal(
+			cell_proto_cell_encode("1", 1, tools, &bad[i], false, &line, &len, &err),
+			-EINVAL);
+		assert_non_null(strstr(err.msg, "files limits out of range"));
+		assert_null(line);
+	}
+	assert_int_equal(cell_proto_cell_encode("1", 1, tools, NULL, false, &line, &len, &err),
+			 -EINVAL);
+	json_decref(tools);
+}
+
 static void test_cell_encode_server_entries(void **state)
 {
 	json_t *tools = json_pack("[{s:s, s:s}]", "server", "dead", "ns", "dead");
@@ -738,7 +948,8 @@ static void test_cell_encode_server_entries(void **state)
 	size_t len = 0;
 	(void)state;
 
-	assert_int_equal(cell_proto_cell_encode("1", 1, tools, false, &line, &len, &err), 0);
+	assert_int_equal(cell_proto_cell_encode("1", 1, tools, &FILES, false, &line, &len, &err),
+			 0);
 	assert_non_null(strstr(line, "{\"server\":\"dead\",\"ns\":\"dead\"}"));
 	free(line);
 	json_decref(tools);
@@ -852,6 +1063,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_valid_messages),
+		cmocka_unit_test(test_file_messages),
+		cmocka_unit_test(test_file_refusals),
 		cmocka_unit_test(test_references_outlive_the_message),
 		cmocka_unit_test(test_line_cap),
 		cmocka_unit_test(test_not_json),
@@ -871,11 +1084,13 @@ int main(void)
 		cmocka_unit_test(test_state_before_cell),
 		cmocka_unit_test(test_state_call_id_reuse),
 		cmocka_unit_test(test_state_after_done),
+		cmocka_unit_test(test_state_files),
 		cmocka_unit_test(test_state_refuses_unparsed),
 		cmocka_unit_test(test_tool_new),
 		cmocka_unit_test(test_tool_new_refusals),
 		cmocka_unit_test(test_cell_encode),
 		cmocka_unit_test(test_cell_encode_refusals),
+		cmocka_unit_test(test_cell_encode_files_refused),
 		cmocka_unit_test(test_cell_encode_server_entries),
 		cmocka_unit_test(test_result_encode),
 		cmocka_unit_test(test_host_line_cap),

@@ -34,6 +34,7 @@ struct cell {
 	uint64_t deadline_ms; /* what cell_run was given */
 	char out[64];
 	size_t out_len;
+	const json_t *files; /* the files its outcome hands back */
 };
 
 int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
@@ -54,8 +55,11 @@ int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 static void cell_end(struct cell *c, enum cell_reason reason)
 {
 	c->ended = true;
-	c->outcome = (struct cell_outcome){
-		.out = c->out, .out_len = c->out_len, .reason = reason, .calls = c->calls};
+	c->outcome = (struct cell_outcome){.out = c->out,
+					   .out_len = c->out_len,
+					   .reason = reason,
+					   .calls = c->calls,
+					   .files = c->files};
 	c->hooks.on_done(c, c->hooks.data);
 }
 
@@ -135,6 +139,7 @@ struct fx {
 	unsigned answers, progress;
 	bool is_error;
 	json_t *result;
+	json_t *files; /* as the answer gave them */
 	char text[256];
 	struct run_question asked;
 	bool withdrawn;
@@ -161,7 +166,8 @@ static void c_withdraw(void *c, void *handle)
 	((struct fx *)c)->withdrawn = true;
 }
 
-static void c_answer(void *c, const json_t *result, bool is_error, const char *text)
+static void c_answer(void *c, const json_t *result, bool is_error, const char *text,
+		     const json_t *files)
 {
 	struct fx *fx = c;
 
@@ -169,6 +175,8 @@ static void c_answer(void *c, const json_t *result, bool is_error, const char *t
 	fx->is_error = is_error;
 	json_decref(fx->result);
 	fx->result = result ? json_deep_copy(result) : NULL;
+	json_decref(fx->files);
+	fx->files = files ? json_deep_copy(files) : NULL;
 	snprintf(fx->text, sizeof(fx->text), "%s", text ? text : "");
 }
 
@@ -221,6 +229,7 @@ static void fx_free(struct fx *fx)
 	run_set_free(fx->set);
 	loop_free(fx->loop);
 	json_decref(fx->result);
+	json_decref(fx->files);
 	free(fx);
 }
 
@@ -288,6 +297,35 @@ static void test_a_run_that_ends_is_answered_with_its_result(void **state)
 	assert_true(fx->cells[0].freed);
 	assert_int_equal(fx->reaped, 1);
 	assert_int_equal(run_set_count(fx->set), 0);
+	fx_free(fx);
+}
+
+/* The files the code left reach the client with their content; the
+ * result object lists them without it. */
+static void test_the_files_reach_the_client(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	json_t *files =
+		json_pack("[{s:s,s:i,s:s,s:s,s:s},{s:s,s:s}]", "name", "a.txt", "bytes", 2, "type",
+			  "text/plain", "sha256",
+			  "0000000000000000000000000000000000000000000000000000000000000000",
+			  "text", "hi", "name", "d", "reason", "directory");
+	const json_t *listed;
+	(void)state;
+
+	run_of(fx, "open('/out/a.txt', 'w').write('hi')");
+	fx->cells[0].files = files;
+	cell_end(&fx->cells[0], CELL_RAN);
+	one_round(fx);
+	assert_int_equal(fx->answers, 1);
+	assert_true(json_equal(fx->files, files));
+	listed = json_object_get(fx->result, "files");
+	assert_int_equal(json_array_size(listed), 2);
+	assert_null(json_object_get(json_array_get(listed, 0), "text"));
+	assert_true(json_is_true(json_object_get(json_array_get(listed, 0), "returned")));
+	assert_string_equal(json_string_value(json_object_get(json_array_get(listed, 1), "reason")),
+			    "directory");
+	json_decref(files);
 	fx_free(fx);
 }
 
@@ -586,6 +624,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_a_run_that_ends_is_answered_with_its_result),
+		cmocka_unit_test(test_the_files_reach_the_client),
 		cmocka_unit_test(test_a_waiting_run_ends_at_its_deadline),
 		cmocka_unit_test(test_a_client_may_only_shorten_the_deadline),
 		cmocka_unit_test(test_a_freed_slot_starts_the_next_run),

@@ -18,13 +18,14 @@
 #include "mcp/tool.h"
 #include "schema/schema.h"
 #include "cell/cell.h"
+#include "cell/files.h"
 
 /* The owner's answer, as the run renders it: the outcome's result object. */
 static void finish_outcome(struct mcp_run *run, const struct cell_outcome *o)
 {
 	json_t *obj = cell_outcome_json(o);
 
-	mcp_run_finish(run, obj, cell_outcome_is_error(o));
+	mcp_run_finish(run, obj, cell_outcome_is_error(o), o->files);
 	json_decref(obj);
 }
 
@@ -733,6 +734,79 @@ static void test_run_result_validates_against_its_output_schema(void **state)
 	json_decref(bad);
 	schema_free(sc);
 	json_decref(value);
+}
+
+/* A file of the run, as its runner sends it. */
+static void file_put(struct cell_files *f, const char *name, const char *data, size_t len)
+{
+	struct cell_msg m = {.type = CELL_MSG_FILE};
+
+	m.u.file.name = json_string(name);
+	m.u.file.data = (unsigned char *)data;
+	m.u.file.len = len;
+	assert_int_equal(cell_files_feed(f, &m, NULL), 0);
+	json_decref(m.u.file.name);
+}
+
+/* The files returned follow the text item: an image as one, text as a
+ * resource's text, other bytes as a resource's blob; one left out only
+ * in the result object. In the oldest revision and the newest alike. */
+static void test_run_files_become_content_items(void **state)
+{
+	static const char *const metas[] = {NULL, MODERN_META};
+	struct env *e = *state;
+	struct cell_files_limits lim = {.max_count = 3, .max_bytes = 64, .max_total = 64};
+	struct cell_files *f = cell_files_new(&lim);
+	struct cell_outcome o = {.out = "", .calls = 0};
+	json_t *r, *content, *item, *res;
+	char uri[128];
+
+	file_put(f, "../../x.png", "\x89PNG\r\n\x1a\n", 8);
+	file_put(f, "t.csv", "a,b\n1,2\n", 8);
+	file_put(f, "prog",
+		 "\x7f"
+		 "ELF\x02\x01",
+		 6);
+	file_put(f, "four", "x", 1); /* over max_count */
+	o.files = cell_files_list(f);
+	legacy_init(&e->a, "2024-11-05");
+	for (size_t i = 0; i < 2; i++) {
+		call(&e->a, "7", metas[i]);
+		finish_outcome(e->runs[0], &o);
+		e->nruns = 0;
+		r = result_of(out(&e->a));
+		content = json_object_get(r, "content");
+		assert_int_equal(json_array_size(content), 4);
+		assert_string_equal(str(json_array_get(content, 0), "type"), "text");
+
+		item = json_array_get(content, 1);
+		assert_string_equal(str(item, "type"), "image");
+		assert_string_equal(str(item, "mimeType"), "image/png");
+		assert_string_equal(str(item, "data"), "iVBORw0KGgo=");
+		assert_int_equal(json_object_size(item), 3);
+
+		item = json_array_get(content, 2);
+		assert_string_equal(str(item, "type"), "resource");
+		res = json_object_get(item, "resource");
+		assert_string_equal(str(res, "mimeType"), "text/csv");
+		assert_string_equal(str(res, "text"), "a,b\n1,2\n");
+		snprintf(uri, sizeof(uri), "appliance://out/%s/t.csv",
+			 str(json_array_get(o.files, 1), "sha256"));
+		assert_string_equal(str(res, "uri"), uri);
+		assert_null(json_object_get(res, "blob"));
+
+		res = json_object_get(json_array_get(content, 3), "resource");
+		assert_string_equal(str(res, "mimeType"), "application/octet-stream");
+		assert_string_equal(str(res, "blob"), "f0VMRgIB");
+		assert_non_null(strstr(str(res, "uri"), "/prog"));
+		assert_null(json_object_get(res, "text"));
+		/* structuredContent where the revision has it, and the text
+		 * item: the list, never the content */
+		assert_true((json_object_get(r, "structuredContent") != NULL) == (i == 1));
+		assert_null(strstr(str(json_array_get(content, 0), "text"), "f0VMRgIB"));
+		assert_non_null(strstr(str(json_array_get(content, 0), "text"), "\"max_count\""));
+	}
+	cell_files_free(f);
 }
 
 /* ---- logging, prompts and resources --------------------------------------------------- */
@@ -1468,6 +1542,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_unsupported_versions, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_mixed_eras_on_one_connection, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ids_in_flight_are_unique, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_run_files_become_content_items, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_run_result_validates_against_its_output_schema,
 						setup, teardown),
 		cmocka_unit_test_setup_teardown(test_progress_while_a_run_goes_on, setup, teardown),

@@ -790,6 +790,9 @@ static void test_runner_tools_fit_a_cell_line(void **state)
 	char(*names)[APPL_RUNNER_TOOL_NAME_MAX] = calloc(APPL_RUNNER_TOOLS_MAX, sizeof(*names));
 	char *desc = malloc(20000), *code = malloc(APPL_CELL_CODE_MAX), *line;
 	json_t *schema = heavy_schema(40), *tools;
+	struct cell_files_limits files = {.max_count = APPL_FILES_MAX_COUNT_CEIL,
+					  .max_bytes = APPL_FILES_MAX_BYTES_CEIL,
+					  .max_total = APPL_FILES_MAX_TOTAL_BYTES_CEIL};
 	struct appl_err err = {0};
 	size_t total = 0, len;
 	struct stubs *s;
@@ -811,7 +814,8 @@ static void test_runner_tools_fit_a_cell_line(void **state)
 	assert_non_null(tools);
 	assert_int_equal(json_array_size(tools), APPL_RUNNER_TOOLS_MAX);
 	memset(code, '\x01', APPL_CELL_CODE_MAX);
-	if (cell_proto_cell_encode(code, APPL_CELL_CODE_MAX, tools, false, &line, &len, &err) != 0)
+	if (cell_proto_cell_encode(code, APPL_CELL_CODE_MAX, tools, &files, false, &line, &len,
+				   &err) != 0)
 		fail_msg("cell line: %s", err.msg);
 	free(line);
 	json_decref(tools);
