@@ -922,6 +922,18 @@ static void test_description_example(void **state)
 				  "everything.echo(message: str)  # Echoes \\x1b[1mtext\\x1b[0m\n"
 				  "everything.get_sum(a: int, b: int = 5)  # Adds two numbers.\n"));
 	free(d);
+	assert_null(strstr(d, "session"));
+	/* a role with sessions is told how to keep and end one */
+	{
+		struct stubs_limits lim = {90, 200, 8192, 0, 600};
+
+		d = stubs_description(s, &lim, &err);
+		assert_non_null(d);
+		assert_non_null(strstr(d, "pass session: \"new\""));
+		assert_non_null(strstr(d, "{session: HANDLE, end: true}"));
+		assert_non_null(strstr(d, "after 600 s without a cell"));
+		free(d);
+	}
 	stubs_free(s);
 	json_decref((json_t *)t[0].input_schema);
 	json_decref((json_t *)t[1].input_schema);
