@@ -1191,6 +1191,26 @@ def _warm_up(loop):
     loop.run_until_complete(eval(obj, g))
     json.loads(_dumps(_result_value(g.pop(RESULT_NAME))))
     linecache.cache.pop(CELL_FILE, None)
+    _out_warm_up()
+
+
+def _out_warm_up():
+    """The first steps of taking /out's files (heapq, a sorted listing),
+    read-only: /out is empty in a sandbox that ran no code, and outside one
+    (the runner's own tests) it is not the runner's to change."""
+    import heapq
+    try:
+        dfd = os.open(OUT_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        with os.scandir(dfd) as it:
+            heapq.nsmallest(FILE_ENTRIES_MAX + 1, (e.name for e in it))
+        _names(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
 
 
 def _reseed():
