@@ -359,18 +359,18 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 	const struct run_client *rc = run_client(r);
 	const struct engine_gen *g = run_owner(r);
 	struct bridge_run *br = NULL;
-	struct cell *cell;
+	struct cell *cell = NULL;
 
 	if (!e->pool)
 		return appl_err_set(err, -EINVAL, "no sandbox runtime was started for runs");
+	/* A session's interpreter, kept from its last run; else a sandbox of
+	 * the pool's, kept afterwards when it is a new session's first run. */
 	if (rc->session_data && !(cell = session_take(rc->session_data, err)) && err->code)
 		return err->code;
-	if (rc->session_data && cell)
-		; /* the session's interpreter, kept from its last run */
-	else if (!(cell = pool_take(e->pool)) && !(cell = pool_cold(e->pool, err)))
+	if (!cell && !(cell = pool_take(e->pool)) && !(cell = pool_cold(e->pool, err)))
 		return err->code;
-	else if (rc->session_data)
-		cell_keep(cell); /* a new session's first run */
+	if (rc->session_data)
+		cell_keep(cell);
 	/* The policy the run was admitted under: its approver, its limits,
 	 * its servers. */
 	if (g->ups && run_catalog(r)) {

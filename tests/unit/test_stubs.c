@@ -921,8 +921,8 @@ static void test_description_example(void **state)
 	assert_non_null(strstr(d, "Tools (2):\n"
 				  "everything.echo(message: str)  # Echoes \\x1b[1mtext\\x1b[0m\n"
 				  "everything.get_sum(a: int, b: int = 5)  # Adds two numbers.\n"));
-	free(d);
 	assert_null(strstr(d, "session"));
+	free(d);
 	/* a role with sessions is told how to keep and end one */
 	{
 		struct stubs_limits lim = {90, 200, 8192, 0, 600};
