@@ -132,7 +132,9 @@ def the_inspector_lists_run_python_naming_each_tokens_tools():
                 assert mine in desc and other not in desc, (era, token == ALPHA, desc)
                 assert "toy.write_note(" not in desc, desc  # not allowed by the policy
                 schema = tools[0]["inputSchema"]
-                assert schema["required"] == ["code"], schema
+                # code, and a session's arguments (code is left out with end)
+                assert sorted(schema["properties"]) == ["code", "end", "session"], schema
+                assert "required" not in schema and not schema["additionalProperties"], schema
                 assert schema["properties"]["code"]["type"] == "string", schema
         wait_count(s, "alpha: initialize: revision 2025-11-25", 1)
         wait_count(s, "beta: initialize: revision 2025-11-25", 1)
