@@ -180,7 +180,8 @@ P = {
     "gather_concurrency": env_int("BENCH_GATHER_CONCURRENCY", 16),
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
-    "rows": os.environ.get("BENCH_ROWS", "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18"),
+    "rows": os.environ.get("BENCH_ROWS",
+                           "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19"),
     "sweep_n": env_int("BENCH_SWEEP_N", 30),          # row 13: cells per rate
     "sweep_rates": [float(x) for x in os.environ.get("BENCH_SWEEP_RATES", "0.5,1,2")
                     .replace(" ", "").split(",") if x],
@@ -686,6 +687,107 @@ def row_session(work, n):
     finally:
         rc = m.close()
     return {"times": times, "frozen_mib": frozen_mib, "exit": rc}
+
+
+# ---- row 19: the data image ----------------------------------------------------------------
+
+DATA_LAYOUT = os.path.join(ROOT, "build", "image-data")
+DATA = dict(MAIN, key="d", layout=DATA_LAYOUT, digest_file=DATA_LAYOUT + ".digest")
+PRELOAD = ["numpy", "pandas", "matplotlib.pyplot"]
+# The same program in the sandbox and on the host: a frame of a million rows
+# made once, then its groupby-sum timed inside, five times, the mean printed
+# in ms (the cell's and the MCP round trip's costs left out of the ratio).
+GROUPBY = r"""
+import time, numpy, pandas
+rng = numpy.random.default_rng(7)
+df = pandas.DataFrame({"k": rng.integers(0, 1000, 1_000_000), "v": rng.random(1_000_000)})
+df.groupby("k")["v"].sum()
+t = time.perf_counter()
+for _ in range(5):
+    s = df.groupby("k")["v"].sum()
+print(round((time.perf_counter() - t) / 5 * 1000, 3))
+"""
+
+
+def data_cells(m, code, n, check):
+    """n cells of code, spacing_s apart, after the warm-up: their times."""
+    times = []
+    for i in range(P["warmup"] + n):
+        sc, dt = m.cell(code)
+        if sc.get("error") or not check(sc.get("stdout", "")):
+            raise RowError("%r gave %r" % (code[:40], sc))
+        if i >= P["warmup"]:
+            times.append(dt)
+        time.sleep(P["spacing_s"])
+    return times
+
+
+def warm_sandbox_kb(work, cfg, preload=None):
+    """PSS of the sandboxes of an appliance with pool 2, idle, per sandbox."""
+    extra = {}
+    if preload:
+        extra["image"] = {"layout": cfg["layout"], "digest": read_digest(cfg["digest_file"]),
+                          "preload": preload}
+    m = Mcp(work, work.policy({"pool": 2, "deadline_s": 60}, extra, cfg=cfg),
+            "mem%s%d" % (cfg["key"], bool(preload)))
+    try:
+        time.sleep(P["settle_s"] * 2)
+        mem = tree_memory(m.pid)
+    finally:
+        m.close()
+    return mem["children_pss_kb"] / 2
+
+
+def row_data(work, n):
+    """The data image: warm print(1); a warm `import pandas` without and with
+    image.preload; a groupby over a million rows in the sandbox against the
+    same program on the host; memory per warm sandbox beside the cell
+    image's; the image's size and build time."""
+    digest = read_digest(DATA["digest_file"])
+    out = {}
+    plain = work.policy({"pool": 2, "deadline_s": 120}, cfg=DATA)
+    pre = work.policy({"pool": 2, "deadline_s": 120},
+                      {"image": {"layout": DATA_LAYOUT, "digest": digest, "preload": PRELOAD}},
+                      cfg=DATA)
+    m = Mcp(work, plain, "data")
+    try:
+        time.sleep(P["settle_s"])
+        out["print1"] = data_cells(m, "print(1)", n, lambda o: o == "1\n")
+        out["import"] = data_cells(m, "import pandas\nprint(1)", n, lambda o: o == "1\n")
+    finally:
+        m.close()
+    m = Mcp(work, pre, "datapre")
+    try:
+        time.sleep(P["settle_s"])
+        out["import_pre"] = data_cells(m, "import pandas\nprint(1)", n, lambda o: o == "1\n")
+        inner = []
+        for _ in range(max(3, n // 5)):
+            sc, _ = m.cell(GROUPBY)
+            inner.append(float(sc["stdout"]))
+        out["groupby_cell_ms"] = inner
+    finally:
+        m.close()
+    host = []
+    for _ in range(max(3, n // 5)):
+        r = subprocess.run(["/usr/bin/python3", "-c", GROUPBY], capture_output=True, text=True,
+                           timeout=300)
+        if r.returncode != 0:
+            raise RowError("the host's groupby: %s (scripts/install-deps installs "
+                           "python3-pandas)" % r.stderr.strip()[-300:])
+        host.append(float(r.stdout))
+    out["groupby_host_ms"] = host
+    out["sandbox_kb"] = warm_sandbox_kb(work, DATA, PRELOAD)
+    out["sandbox_kb_plain"] = warm_sandbox_kb(work, DATA)
+    out["sandbox_kb_cell"] = warm_sandbox_kb(work, MAIN)
+    blobs = os.path.join(DATA_LAYOUT, "blobs", "sha256")
+    out["packed_mib"] = sum(os.path.getsize(os.path.join(blobs, b)) for b in os.listdir(blobs)) / MIB
+    try:
+        with open(DATA_LAYOUT + ".seconds") as f:
+            out["build_s"] = int(f.read().strip())
+    except (OSError, ValueError):
+        out["build_s"] = None
+    out["times"] = out["print1"]
+    return out
 
 
 # ---- row 3: bare runsc run of a fresh bundle per cell -----------------------------------
@@ -2051,6 +2153,8 @@ def main():
                 lambda: row_discover(work))
         attempt(18, "a session's cells (thawed, run, frozen again)",
                 lambda: row_session(work, P["n"]))
+        attempt(19, "the data image: cells, imports, a groupby against the host, memory",
+                lambda: row_data(work, P["n"]))
         if P["baselines"]:
             baselines(work, res)
     finally:
@@ -2107,6 +2211,29 @@ def report(info, res, total_s):
     else:
         note = ""
     add("18", "session cell, print(x), frozen between, stdio", r18, note=note)
+    r19 = res.get(19)
+    if r19 is not None and "error" in r19:
+        rows.append(("19", "data image", None, "ERROR: " + r19["error"]))
+    elif r19 is not None:
+        st1 = (res.get(1) or {}).get("stats") if 1 in ROWS else None
+        add("19", "data image: warm cell, print(1), pool 2", r19,
+            note=("%.1fx row 1" % (stats(r19["print1"])["median_ms"] / st1["median_ms"]))
+            if st1 else "")
+        add("19a", "  warm `import pandas`, no preload", r19, "import")
+        add("19b", "  warm `import pandas`, preload numpy, pandas, pyplot", r19, "import_pre")
+        cell, host = (statistics.median(r19[k]) for k in ("groupby_cell_ms", "groupby_host_ms"))
+        rows.append(("19c", "  groupby-sum, 1M rows, in the cell", {
+            "median_ms": cell, "p95_ms": max(r19["groupby_cell_ms"]),
+            "n": len(r19["groupby_cell_ms"])}, "%.2fx the host (goal <= 1.5x)" % (cell / host)))
+        rows.append(("19d", "  same program, host python3, unsandboxed", {
+            "median_ms": host, "p95_ms": max(r19["groupby_host_ms"]),
+            "n": len(r19["groupby_host_ms"])}, "baseline"))
+        rows.append(("19e", "  PSS per warm sandbox: data + preload / data / cell image",
+                     None, "%.1f / %.1f / %.1f MiB" % (
+                         r19["sandbox_kb"] / 1024, r19["sandbox_kb_plain"] / 1024,
+                         r19["sandbox_kb_cell"] / 1024)))
+        rows.append(("19f", "  image: packed size, build time", None, "%.0f MiB, %s" % (
+            r19["packed_mib"], "%d s" % r19["build_s"] if r19["build_s"] else "?")))
     def add6(key, r6, what, direct="  same, host client direct to toy-server",
              direct_note="bench/direct_client.py"):
         if r6 is None:

@@ -77,6 +77,11 @@ INT_STR_DIGITS = 4300            # Python's default int->str conversion limit
 CELL_FILE = "<cell>"
 CELL_FILES_KEPT = 16             # a session keeps the source of its last cells for tracebacks
 POOLED_ARG = "--pooled"  # argv[1] of a pooled runner: warm up before `ready`
+PRELOAD_ARG = "--preload="  # argv[2] of a pooled runner, if any: modules to import first
+FAIL_ERROR_MAX = 1024            # characters of a `fail` line's error
+SITE_DIR = "/usr/lib/python3/dist-packages"  # Debian's own modules (the data image's)
+MPL_CACHE = "/usr/lib/appliance/matplotlib"  # matplotlib's font list, made when the image was
+MPL_CONFIG = "/tmp/matplotlib"   # matplotlib's config and cache directory in a cell
 RESULT_NAME = "__cell_value__"
 CELL_FIELDS = frozenset(["t", "code", "tools", "files", "keep"])
 EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or broken
@@ -596,14 +601,32 @@ class _Out(io.TextIOBase):
 
 # ---- start ----------------------------------------------------------------------
 
-def _one_malloc_arena():
-    """glibc gives each new thread a malloc arena that reserves 64 MiB of
-    address space, all of it counted against RLIMIT_AS (the cell's memory
-    limit): the runner's output thread, and every thread the code starts,
-    would each eat a quarter of a 256 MiB budget. One arena for all."""
-    M_ARENA_MAX = -8
+def _malloc_setup():
+    """glibc's malloc, as a sandbox wants it. One arena for all threads:
+    each new thread's would reserve 64 MiB of address space, all of it
+    counted against RLIMIT_AS (the cell's memory limit), so the runner's
+    output thread and every thread the code starts would each eat a
+    quarter of a 256 MiB budget. And blocks up to 32 MiB from the heap,
+    kept there once freed (up to 128 MiB): by default glibc maps each large
+    block afresh and unmaps it when freed, and under gVisor every first
+    touch of fresh memory is a fault the Sentry serves, which made a
+    pandas groupby five times slower than on the host. A session's runner
+    gives the kept memory back after each cell (_malloc_trim)."""
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
     try:
-        ctypes.CDLL(None).mallopt(M_ARENA_MAX, 1)
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_ARENA_MAX, 1)
+        libc.mallopt(M_MMAP_THRESHOLD, 32 << 20)
+        libc.mallopt(M_TRIM_THRESHOLD, 128 << 20)
+    except (OSError, AttributeError):
+        pass
+
+
+def _malloc_trim():
+    """Free heap memory back to the sandbox's kernel: what a session holds
+    between cells is what its code keeps, not what malloc kept for reuse."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         pass
 
@@ -1227,6 +1250,9 @@ def _reseed():
     ssl = sys.modules.get("ssl")
     if ssl is not None:
         ssl.RAND_add(os.urandom(32), 32.0)
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:  # numpy's global generator, seeded when it was preloaded
+        np_random.seed([int.from_bytes(os.urandom(4), "little") for _ in range(8)])
 
 
 def _read_cell(chan):
@@ -1257,16 +1283,78 @@ def _read_cell(chan):
     return msg["code"], _check_tools(msg["tools"]), "keep" in msg
 
 
+def _image_setup():
+    """What an image with Debian's Python modules needs (the data image;
+    the cell image has none of it): their directory on sys.path, which -S
+    leaves out, and matplotlib drawing without a display into a config
+    directory of its own in /tmp, its font list copied there from the
+    one made when the image was built (so a first chart scans no font)."""
+    if not os.path.isdir(SITE_DIR):
+        return
+    sys.path.append(SITE_DIR)
+    try:
+        names = [n for n in os.listdir(MPL_CACHE) if n.startswith("fontlist-")]
+    except OSError:
+        return
+    os.environ["MPLBACKEND"] = "Agg"
+    os.environ["MPLCONFIGDIR"] = MPL_CONFIG
+    try:
+        os.makedirs(MPL_CONFIG, mode=0o700, exist_ok=True)
+        for n in names:
+            with open(os.path.join(MPL_CACHE, n), "rb") as src:
+                data = src.read()
+            with open(os.path.join(MPL_CONFIG, n), "wb") as dst:
+                dst.write(data)
+    except OSError:
+        pass  # matplotlib makes its font list again, at the first chart
+
+
+def _args(argv):
+    """(pooled, modules to preload) from the runner's arguments: none, or
+    POOLED_ARG and then at most one PRELOAD_ARG."""
+    if argv[:1] != [POOLED_ARG] or len(argv) > 2:
+        return False, []
+    if len(argv) == 2:
+        if not argv[1].startswith(PRELOAD_ARG):
+            return True, []
+        return True, [n for n in argv[1][len(PRELOAD_ARG):].split(",") if n]
+    return True, []
+
+
+def _preload(chan, names):
+    """Import what the policy names (image.preload) before `ready`, so that
+    a cell does not pay for it. Whatever an import prints is dropped (no
+    `out` may come before `ready`); the first that fails is sent as `fail`
+    with its error, and the runner exits: the host takes it as a failed
+    boot, and the appliance's start as a refusal."""
+    import importlib
+    keep_out, keep_err = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = io.StringIO()
+    try:
+        for name in names:
+            try:
+                importlib.import_module(name)
+            except BaseException as e:
+                text = "".join(traceback.format_exception_only(type(e), e)).strip()
+                chan.send({"t": "fail", "error": ("preload %s: %s" % (name, text))[:FAIL_ERROR_MAX]})
+                os._exit(1)
+    finally:
+        sys.stdout, sys.stderr = keep_out, keep_err
+
+
 def main():
-    _one_malloc_arena()
+    _malloc_setup()
     rfd, wfd = _private_fds()
     chan = _Channel(rfd, wfd)
     sys.stdout = _Out(chan, "<stdout>")
     sys.stderr = _Out(chan, "<stderr>")
     sys.stdin = io.StringIO("")
+    _image_setup()
     chan.out_flusher_start()
-    if sys.argv[1:] == [POOLED_ARG]:
+    pooled, preload = _args(sys.argv[1:])
+    if pooled:
         # A pooled sandbox: pay now for what its cell would otherwise pay.
+        _preload(chan, preload)
         _warm_up(_runner_loop())
     chan.send({"t": "ready", "v": PROTOCOL_VERSION})
     g = None
@@ -1296,6 +1384,8 @@ def _one_cell(chan, g, code, tools, keep):
     except BaseException as e:  # the runner's own fault: still say done
         error, value = "runner: internal error: %s" % type(e).__name__, None
     _send_out_files(chan)
+    if keep:
+        _malloc_trim()
     _finish(chan, error, value, keep)
     # A session's: the next cell line is read with a blocking read, from
     # whatever the event loop's reader left.

@@ -59,6 +59,7 @@
 /* ---- OCI image layout ---------------------------------------------------- */
 #define APPL_IMAGE_MANIFEST_MAX (64u * 1024)		    /* manifest blob */
 #define APPL_IMAGE_CONFIG_MAX	(256u * 1024)		    /* config blob */
+#define APPL_IMAGE_SBOM_MAX	(16u * 1024 * 1024)	    /* the SBOM beside a layout */
 #define APPL_IMAGE_INDEX_MAX	(64u * 1024)		    /* index.json (read for messages) */
 #define APPL_IMAGE_LAYERS_MAX	16			    /* layers per manifest */
 #define APPL_IMAGE_LAYER_MAX	(1024ull * 1024 * 1024)	    /* one layer blob */
@@ -225,6 +226,8 @@
 #define APPL_RUNNER_TOOLS_MAX	  1024u	       /* tools given to one cell */
 /* done.error: APPL_TRACEBACK_KEEP characters, at most 4 UTF-8 bytes each. */
 #define APPL_RUNNER_ERROR_MAX (4u * APPL_TRACEBACK_KEEP)
+/* A `fail` line's error: runner.py's FAIL_ERROR_MAX characters, as UTF-8. */
+#define APPL_RUNNER_FAIL_MAX (4u * 1024u)
 /* Nesting of a value the runner sends (a deeper cell result becomes its
  * repr); well inside APPL_JSON_DEPTH_MAX with the envelope around it. */
 #define APPL_RUNNER_VALUE_DEPTH_MAX 32u
@@ -349,6 +352,8 @@
 #define APPL_POLICY_LABEL_MAX	     32	  /* a role or client name */
 #define APPL_POLICY_TOKENS_MAX	     256  /* HTTP clients */
 #define APPL_POLICY_PATH_MAX	     1024 /* a path written in the policy */
+#define APPL_PRELOAD_MAX	     16	  /* image.preload: modules named */
+#define APPL_PRELOAD_NAME_MAX	     128  /* bytes of one module name */
 #define APPL_POLICY_ARGV_MAX	     64	  /* elements of a stdio server's command */
 #define APPL_POLICY_ARG_MAX	     4096 /* one element */
 #define APPL_POLICY_ENV_MAX	     64	  /* environment names passed to one server */

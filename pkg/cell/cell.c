@@ -237,6 +237,23 @@ static void on_ready(struct cell *c)
 	cell_send(c);
 }
 
+/* The runner cannot serve, and says why instead of ready: a failed boot,
+ * its words (the image's, never a cell's: no code has run) kept to
+ * printable ASCII and FAIL_SAID_MAX bytes for the log. */
+#define FAIL_SAID_MAX 512
+static void on_fail(struct cell *c, const json_t *error)
+{
+	char why[FAIL_SAID_MAX + 64], said[FAIL_SAID_MAX];
+	const char *s = json_string_value(error);
+	size_t n = 0;
+
+	for (size_t i = 0; s[i] && n + 1 < sizeof(said); i++)
+		said[n++] = (unsigned char)s[i] < 0x20 || (unsigned char)s[i] >= 0x7f ? '?' : s[i];
+	said[n] = '\0';
+	snprintf(why, sizeof(why), "the runner could not get ready: %s", said);
+	finish(c, CELL_BOOT, why);
+}
+
 static void on_out(struct cell *c, const json_t *data)
 {
 	size_t len = json_string_length(data);
@@ -354,6 +371,9 @@ static void line_handle(struct cell *c, const char *buf, size_t len)
 		break;
 	case CELL_MSG_FILE:
 		on_file(c, &m);
+		break;
+	case CELL_MSG_FAIL:
+		on_fail(c, m.u.fail.error);
 		break;
 	default:
 		violation(c, "unexpected message");

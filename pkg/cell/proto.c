@@ -26,6 +26,7 @@ static const char *const read_fields[] = {"t", "id", "server", "uri", NULL};
 static const char *const done_fields[] = {"t", "error", "result", NULL};
 static const char *const file_fields[] = {"t", "name", "data", "more", NULL};
 static const char *const skip_fields[] = {"t", "name", "why", NULL};
+static const char *const fail_fields[] = {"t", "error", NULL};
 
 static int parse_ready(json_t *root, struct cell_msg *msg, struct appl_err *err)
 {
@@ -156,6 +157,20 @@ static int parse_done(json_t *root, struct cell_msg *msg, struct appl_err *err)
 	return 0;
 }
 
+static int parse_fail(json_t *root, struct cell_msg *msg, struct appl_err *err)
+{
+	json_t *error = json_object_get(root, "error");
+
+	if (!json_is_string(error))
+		return appl_err_set(err, -EINVAL, "fail.error is %s, not a string",
+				    appl_json_type_name(error));
+	if (json_string_length(error) > APPL_RUNNER_FAIL_MAX)
+		return appl_err_set(err, -EINVAL, "fail.error is %zu bytes, more than %u",
+				    json_string_length(error), APPL_RUNNER_FAIL_MAX);
+	msg->u.fail.error = json_incref(error);
+	return 0;
+}
+
 /* ---- files out of /out ---------------------------------------------------- */
 
 static const char *const why_names[CELL_FILE_WHY_N] = {
@@ -260,6 +275,7 @@ static const struct msg_kind msg_kinds[] = {
 	{"done", CELL_MSG_DONE, done_fields, parse_done},
 	{"file", CELL_MSG_FILE, file_fields, parse_file},
 	{"skip", CELL_MSG_FILE, skip_fields, parse_skip},
+	{"fail", CELL_MSG_FAIL, fail_fields, parse_fail},
 };
 
 static const struct msg_kind *msg_kind_find(const json_t *t)
@@ -369,6 +385,9 @@ void cell_proto_msg_clear(struct cell_msg *msg)
 		json_decref(msg->u.file.name);
 		free(msg->u.file.data);
 		break;
+	case CELL_MSG_FAIL:
+		json_decref(msg->u.fail.error);
+		break;
 	case CELL_MSG_NONE:
 	case CELL_MSG_READY:
 		break;
@@ -407,6 +426,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_CALL] = BAD("call before ready"),
 			[CELL_MSG_DONE] = BAD("done before ready"),
 			[CELL_MSG_FILE] = BAD("file before ready"),
+			[CELL_MSG_FAIL] = {CELL_PHASE_DONE, NULL},
 		},
 	[CELL_PHASE_IDLE] =
 		{
@@ -415,6 +435,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_CALL] = BAD("call before the cell was sent"),
 			[CELL_MSG_DONE] = BAD("done before the cell was sent"),
 			[CELL_MSG_FILE] = BAD("file before the cell was sent"),
+			[CELL_MSG_FAIL] = BAD("fail after ready"),
 		},
 	[CELL_PHASE_RUNNING] =
 		{
@@ -423,6 +444,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_CALL] = {CELL_PHASE_RUNNING, NULL},
 			[CELL_MSG_DONE] = {CELL_PHASE_DONE, NULL},
 			[CELL_MSG_FILE] = {CELL_PHASE_RUNNING, NULL},
+			[CELL_MSG_FAIL] = BAD("fail after ready"),
 		},
 	[CELL_PHASE_DONE] =
 		{
@@ -431,6 +453,7 @@ static const struct transition transitions[CELL_PHASE_FAILED][CELL_MSG_TYPES] = 
 			[CELL_MSG_CALL] = BAD("call after done"),
 			[CELL_MSG_DONE] = BAD("a second done"),
 			[CELL_MSG_FILE] = BAD("file after done"),
+			[CELL_MSG_FAIL] = BAD("fail after done"),
 		},
 };
 #undef BAD

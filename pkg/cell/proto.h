@@ -31,8 +31,10 @@ enum cell_msg_type {
 	CELL_MSG_DONE,	   /* {"t":"done","error":null|STRING,"result":ANY} */
 	CELL_MSG_FILE,	   /* {"t":"file","name":STRING,"data":BASE64,"more":BOOL}, and
 			    * {"t":"skip","name":STRING,"why":WORD} */
+	CELL_MSG_FAIL,	   /* {"t":"fail","error":STRING}: instead of ready, a runner
+			    * that cannot serve (a preloaded module failed) */
 };
-#define CELL_MSG_TYPES 6
+#define CELL_MSG_TYPES 7
 
 /* Why an entry of /out was left out: `skip.why` on the wire, and the
  * reason in the result. */
@@ -81,6 +83,9 @@ struct cell_msg {
 			json_t *error;	/* string, or NULL when the cell succeeded */
 			json_t *result; /* any value (json null when there is none) */
 		} done;
+		struct {
+			json_t *error; /* string, at most APPL_RUNNER_FAIL_MAX bytes */
+		} fail;
 		struct {
 			json_t *name; /* string, 1 to APPL_RUNNER_FILE_NAME_MAX bytes */
 			/* A chunk's bytes, decoded from base64: at most

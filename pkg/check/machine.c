@@ -17,17 +17,41 @@
 
 #define CHECK_MEMCG "/sys/fs/cgroup/memory"
 
+/* The SBOM beside the layout: what the image holds, in a line. */
+static void sbom_part(struct check *c)
+{
+	const struct policy *p = c->cp.policy;
+	struct appl_err err = {0};
+	struct image_sbom sb;
+	int rc = image_sbom_read(policy_image_layout(p), policy_image_digest(p), &sb, &err);
+
+	if (rc == 0)
+		check_report_say(c, CHECK_MARK_OK, "image: %u Debian packages, listed in %s (%s)",
+				 sb.packages, sb.path, sb.version);
+	else if (rc == -ENOENT)
+		check_report_say(c, CHECK_MARK_WARNING,
+				 "image: no SBOM beside the layout (%s): what the image holds is "
+				 "not listed; scripts/build-image writes one beside each image",
+				 sb.path);
+	else
+		check_report_say(c, CHECK_MARK_PROBLEM, "image: the SBOM: %s", err.msg);
+}
+
 void check_machine_image(struct check *c)
 {
 	struct appl_err err = {0};
 
 	if (engine_image_verify(c->e, &err) < 0) {
-		check_report_say(c, CHECK_MARK_PROBLEM, "image.digest: %s", err.msg);
+		/* What the image says it needs is the policy's limit to change. */
+		check_report_say(
+			c, CHECK_MARK_PROBLEM, "%s%s",
+			strncmp(err.msg, "limits.", 7) == 0 ? "" : "image.digest: ", err.msg);
 		return;
 	}
 	c->image_ok = true;
 	check_report_say(c, CHECK_MARK_OK, "image: %s verified, unpacked at %s",
 			 policy_image_digest(c->cp.policy), engine_rootfs(c->e, NULL));
+	sbom_part(c);
 }
 
 /* Whether the verified rootfs can be handed to runsc as one image. */

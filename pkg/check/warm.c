@@ -53,7 +53,8 @@ static const struct sandbox *warm_boot(struct warm *w)
 
 	w->until = loop_now_ms() + boot_ms(w);
 	engine_pool_keep(e, 1);
-	while (!engine_pool_ready(e) && waiting(w) && turn(w, boot_ms(w)) >= 0)
+	while (!engine_pool_ready(e) && !engine_pool_failed(e) && waiting(w) &&
+	       turn(w, boot_ms(w)) >= 0)
 		;
 	/* None after it: the probes boot their own, as they always have. */
 	engine_pool_keep(e, 0);
@@ -202,7 +203,19 @@ void check_warm_part(struct check *c)
 	if (!warm_wanted(c))
 		return;
 	if (!warm_boot(&w)) {
-		if (!check_stopped(c))
+		const char *failed = engine_pool_failed(c->e);
+		const char *preload = policy_image_preload(c->cp.policy);
+
+		if (check_stopped(c))
+			;
+		else if (failed && preload)
+			check_report_say(c, CHECK_MARK_PROBLEM,
+					 "image.preload: a warm sandbox importing %s failed: %s",
+					 preload, failed);
+		else if (failed)
+			check_report_say(c, CHECK_MARK_PROBLEM,
+					 "pool: a warm sandbox failed to boot: %s", failed);
+		else
 			check_report_say(c, CHECK_MARK_PROBLEM,
 					 "pool: no warm sandbox was ready within the boot timeout "
 					 "(limits.boot_s, %u s); the log on stderr says why",

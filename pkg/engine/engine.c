@@ -233,6 +233,24 @@ int engine_servers_open(struct engine *e, struct appl_err *err)
 	return 0;
 }
 
+int engine_image_needs(const struct policy *p, struct appl_err *err)
+{
+	struct image_config info;
+	struct policy_limits l;
+
+	if (image_layout_config(policy_image_layout(p), policy_image_digest(p), &info, err) < 0)
+		return err->code;
+	policy_limits_get(p, &l);
+	if (l.memory_mb < info.memory_mb_min)
+		return appl_err_set(err, -EINVAL,
+				    "limits.memory_mb: %u MiB is less than the %u MiB a sandbox of "
+				    "this image needs (the image's config says so, label %s): "
+				    "raise limits.memory_mb to %u or more",
+				    l.memory_mb, info.memory_mb_min, IMAGE_LABEL_MEMORY_MIN,
+				    info.memory_mb_min);
+	return 0;
+}
+
 int engine_image_verify(struct engine *e, struct appl_err *err)
 {
 	const char *image = e->cfg.image, *digest = e->cfg.digest, *dir = e->cfg.cache;
@@ -247,7 +265,8 @@ int engine_image_verify(struct engine *e, struct appl_err *err)
 	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
 		return err->code;
 	if (image_layout_verify(image, digest, dir ? dir : cache, e->rootfs, sizeof(e->rootfs),
-				err) < 0) {
+				err) < 0 ||
+	    (e->policy && engine_image_needs(e->policy, err) < 0)) {
 		e->rootfs[0] = '\0';
 		return err->code;
 	}
@@ -316,6 +335,39 @@ const struct sandbox *engine_pool_ready(const struct engine *e)
 	return pool_ready(e->pool);
 }
 
+const char *engine_pool_failed(const struct engine *e)
+{
+	if (pool_last_boot(e->pool) != POOL_BOOT_FAILED)
+		return NULL;
+	return pool_last_failure(e->pool) ? pool_last_failure(e->pool) : "it did not boot";
+}
+
+/* With image.preload, the start waits for the pool's first boot: a module
+ * that does not import in the image (or a sandbox too small to import it)
+ * refuses the start, rather than failing every warm boot after it. */
+static int preload_prove(struct engine *e, struct appl_err *err)
+{
+	const char *names = e->oci.preload;
+	int rc = 0;
+
+	if (!names || !e->pool)
+		return 0;
+	log_line(LOG_INFO, NULL, "start: a warm sandbox imports image.preload (%s) first", names);
+	while (pool_last_boot(e->pool) == POOL_BOOT_NONE && !e->stop && rc >= 0)
+		rc = loop_run_once(e->loop, -1);
+	if (rc < 0)
+		return appl_err_errno(err, rc, -rc, "the event loop");
+	if (e->stop)
+		return appl_err_set(err, -EINTR, "stopped (%s) before a warm sandbox was ready",
+				    e->stop_why);
+	if (pool_last_boot(e->pool) == POOL_BOOT_FAILED)
+		return appl_err_set(err, -EINVAL,
+				    "image.preload: the first warm sandbox failed: %s",
+				    pool_last_failure(e->pool) ? pool_last_failure(e->pool)
+							       : "it did not boot");
+	return 0;
+}
+
 int engine_start(struct engine *e, struct appl_err *err)
 {
 	unsigned parts = e->cfg.parts;
@@ -333,6 +385,8 @@ int engine_start(struct engine *e, struct appl_err *err)
 	     (e->cfg.start_role && !engine_role_view(e, e->cfg.role, NULL, err))))
 		return err->code;
 	if ((parts & ENGINE_SANDBOX) && engine_cells_open(e, err) < 0)
+		return err->code;
+	if ((parts & ENGINE_SANDBOX) && (parts & ENGINE_POOL) && preload_prove(e, err) < 0)
 		return err->code;
 	/* The serial is recorded only once all of this has passed: a policy
 	 * that cannot start must not lock out the one that can. */
@@ -690,8 +744,10 @@ void engine_gen_use(struct engine *e, struct engine_gen *g)
 	e->blim = g->blim;
 	e->roles = g->roles;
 	e->ups = g->ups;
-	if (g->policy)
+	if (g->policy) {
 		engine_limits_split(&e->lim, &e->oci, &e->cell_lim);
+		e->oci.preload = policy_image_preload(g->policy);
+	}
 }
 
 /* The limits, the run set and the roles: what needs no loop round. */

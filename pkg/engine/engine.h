@@ -115,6 +115,11 @@ bool engine_started(const struct engine *e);
  * called again after it passed, it returns 0 at once. 0, or negative with
  * err. No audit log, no on_started: those are engine_start's alone. */
 int engine_image_verify(struct engine *e, struct appl_err *err);
+
+/* What p's image says it needs (its config's labels) against p: a
+ * limits.memory_mb below the image's least is refused, naming both.
+ * engine_image_verify and a reload's check of a new image call it. */
+int engine_image_needs(const struct policy *p, struct appl_err *err);
 int engine_runtime_open(struct engine *e, struct appl_err *err);
 int engine_rootfs_mount(struct engine *e, struct appl_err *err);
 int engine_servers_open(struct engine *e, struct appl_err *err);
@@ -255,6 +260,9 @@ int engine_reload(struct engine *e, struct engine_reload *rl, struct appl_err *e
  * reading its state, until a run takes it or the loop turns. */
 void engine_pool_keep(struct engine *e, unsigned n);
 const struct sandbox *engine_pool_ready(const struct engine *e);
+/* Why the pool's last boot failed, or NULL when it did not (borrowed,
+ * until the next loop round). */
+const char *engine_pool_failed(const struct engine *e);
 
 /* `appliance check`: judge the policy's audit log (state_dir holds its
  * head and keys) as engine_start judges it, writing nothing. 0 without an

@@ -38,6 +38,8 @@ static int image_stage(struct engine *e, const struct policy *p, struct staged *
 	if (image_layout_verify(policy_image_layout(p), policy_image_digest(p), dir ? dir : cache,
 				st->rootfs, sizeof(st->rootfs), err) < 0)
 		return appl_err_prefix(err, "image");
+	if (engine_image_needs(p, err) < 0)
+		return err->code;
 	if (sandbox_rootfs_image(e->rt, st->rootfs, st->rootfs_image, sizeof(st->rootfs_image),
 				 err) < 0)
 		return appl_err_prefix(err, "image");

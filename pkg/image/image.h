@@ -68,8 +68,28 @@ int image_index_parse(const char *buf, size_t len, struct image_desc *manifest,
 size_t image_index_digests(const char *buf, size_t len, char (*out)[IMAGE_DIGEST_STR], size_t max);
 
 /* Check a config blob: a JSON object for linux/amd64 whose rootfs is
- * "layers" with one diff_id per layer. Everything else in it is ignored. */
+ * "layers" with one diff_id per layer, and whose label
+ * IMAGE_LABEL_MEMORY_MIN, if it has one, is a whole number of MiB within
+ * APPL_MEMORY_MB_MIN..CEIL. Everything else in it is ignored. */
 int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err);
+
+/* What an image says of itself, in its config's labels: the least
+ * limits.memory_mb a sandbox of it needs (the data image's interpreter
+ * with numpy, pandas and matplotlib imported), 0 when it says nothing. */
+#define IMAGE_LABEL_MEMORY_MIN "org.appliance.memory_mb.min"
+struct image_config {
+	unsigned memory_mb_min;
+};
+
+/* image_config_check, and what the config says into *out (may be NULL). */
+int image_config_read(const char *buf, size_t len, size_t nlayers, struct image_config *out,
+		      struct appl_err *err);
+
+/* The config of the image pinned by digest in the layout at layout_dir,
+ * read as image_layout_check reads it (the manifest and the config hashed
+ * against what names them; the layers not read): into *out. */
+int image_layout_config(const char *layout_dir, const char *digest, struct image_config *out,
+			struct appl_err *err);
 
 /* Extract one layer from the open descriptor fd (borrowed, read to EOF) into
  * the directory dirfd (borrowed), hashing exactly the bytes that are
@@ -113,6 +133,25 @@ int image_layout_check_all(const char *layout_dir, const char *digest, struct ap
  * appliance itself only ever takes the digest from the signed policy. */
 int image_layout_digest(const char *layout_dir, char digest[IMAGE_DIGEST_STR],
 			struct appl_err *err);
+
+/* The SBOM beside a layout: the layout's path with this suffix
+ * (build/image.spdx.json beside build/image). scripts/build-image writes
+ * it, SPDX 2.3 JSON: the image as a package whose checksum is its
+ * manifest digest, and each Debian package in it with a pkg:deb purl. */
+#define IMAGE_SBOM_SUFFIX ".spdx.json"
+struct image_sbom {
+	char path[4096 + sizeof(IMAGE_SBOM_SUFFIX)];
+	char version[16];  /* spdxVersion, like "SPDX-2.3" */
+	unsigned packages; /* the Debian packages it lists */
+};
+
+/* Read the SBOM beside layout_dir into *out (out->path is set whatever
+ * happens): -ENOENT when there is none; -ESTALE when it describes another
+ * image than digest (no package has it as its SHA256 checksum); -EINVAL
+ * when it is not SPDX 2 JSON; -EFBIG over APPL_IMAGE_SBOM_MAX. For words
+ * in a report: nothing the appliance runs depends on it. */
+int image_sbom_read(const char *layout_dir, const char *digest, struct image_sbom *out,
+		    struct appl_err *err);
 
 /* Where `make install` puts the cell image, relative to the installed
  * binary: PREFIX/bin/appliance has its layout in PREFIX/share/appliance/image

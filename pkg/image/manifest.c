@@ -2,6 +2,7 @@
 #include "image/image.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -258,8 +259,36 @@ static int config_fields_check(const json_t *root, size_t nlayers, struct appl_e
 	return 0;
 }
 
-int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err)
+/* config.config.Labels[IMAGE_LABEL_MEMORY_MIN]: absent, or the decimal
+ * MiB an image says a sandbox needs, within what limits.memory_mb takes. */
+static int memory_label_read(const json_t *root, unsigned *mb, struct appl_err *err)
 {
+	const json_t *cfg = json_object_get(root, "config");
+	const json_t *labels = json_is_object(cfg) ? json_object_get(cfg, "Labels") : NULL;
+	const json_t *v =
+		json_is_object(labels) ? json_object_get(labels, IMAGE_LABEL_MEMORY_MIN) : NULL;
+	const char *s = json_string_value(v);
+	unsigned long n = 0;
+
+	*mb = 0;
+	if (!v)
+		return 0;
+	for (size_t i = 0; s && s[i] && n <= APPL_MEMORY_MB_CEIL; i++)
+		n = s[i] >= '0' && s[i] <= '9' ? n * 10 + (unsigned long)(s[i] - '0') : ULONG_MAX;
+	if (!s || !s[0] || n < APPL_MEMORY_MB_MIN || n > APPL_MEMORY_MB_CEIL)
+		return appl_err_set(err, -EINVAL,
+				    "config.config.Labels.\"%s\": must be a whole number of MiB "
+				    "from %d to %d, as a string",
+				    IMAGE_LABEL_MEMORY_MIN, APPL_MEMORY_MB_MIN,
+				    APPL_MEMORY_MB_CEIL);
+	*mb = (unsigned)n;
+	return 0;
+}
+
+int image_config_read(const char *buf, size_t len, size_t nlayers, struct image_config *out,
+		      struct appl_err *err)
+{
+	struct image_config info = {0};
 	json_t *root;
 	int rc;
 
@@ -267,8 +296,17 @@ int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_
 	if (!root)
 		return err ? err->code : -EINVAL;
 	rc = config_fields_check(root, nlayers, err);
+	if (rc == 0)
+		rc = memory_label_read(root, &info.memory_mb_min, err);
 	json_decref(root);
+	if (rc == 0 && out)
+		*out = info;
 	return rc;
+}
+
+int image_config_check(const char *buf, size_t len, size_t nlayers, struct appl_err *err)
+{
+	return image_config_read(buf, len, nlayers, NULL, err);
 }
 
 size_t image_index_digests(const char *buf, size_t len, char (*out)[IMAGE_DIGEST_STR], size_t max)

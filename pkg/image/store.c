@@ -145,7 +145,7 @@ static void index_words(int layout, const char *hex, char *out, size_t out_len)
 }
 
 static int manifest_load(int layout, int blobs, const char *layout_dir, const char *hex,
-			 struct image_manifest *m, struct appl_err *err)
+			 struct image_manifest *m, struct image_config *info, struct appl_err *err)
 {
 	char *buf = NULL, *config = NULL, held[INDEX_SHOWN * (IMAGE_DIGEST_STR + 2) + 96];
 	size_t len = 0;
@@ -170,7 +170,7 @@ static int manifest_load(int layout, int blobs, const char *layout_dir, const ch
 		return rc;
 	rc = desc_hash(blobs, &m->config, &config, err);
 	if (rc == 0)
-		rc = image_config_check(config, m->config.size, m->nlayers, err);
+		rc = image_config_read(config, m->config.size, m->nlayers, info, err);
 	free(config);
 	return rc;
 }
@@ -277,7 +277,22 @@ int image_layout_check(const char *layout_dir, const char *digest, struct appl_e
 
 	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
 		return rc;
-	rc = manifest_load(layout, blobs, layout_dir, hex, &m, err);
+	rc = manifest_load(layout, blobs, layout_dir, hex, &m, NULL, err);
+	close(blobs);
+	close(layout);
+	return rc;
+}
+
+int image_layout_config(const char *layout_dir, const char *digest, struct image_config *out,
+			struct appl_err *err)
+{
+	char hex[IMAGE_DIGEST_HEX + 1];
+	struct image_manifest m;
+	int layout, blobs, rc;
+
+	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
+		return rc;
+	rc = manifest_load(layout, blobs, layout_dir, hex, &m, out, err);
 	close(blobs);
 	close(layout);
 	return rc;
@@ -291,7 +306,7 @@ int image_layout_check_all(const char *layout_dir, const char *digest, struct ap
 
 	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
 		return rc;
-	if ((rc = manifest_load(layout, blobs, layout_dir, hex, &m, err)) == 0 &&
+	if ((rc = manifest_load(layout, blobs, layout_dir, hex, &m, NULL, err)) == 0 &&
 	    (rc = layers_check(blobs, &m, err)) < 0)
 		appl_err_prefix(err, "image layout %s", layout_dir);
 	close(blobs);
@@ -374,7 +389,7 @@ int image_layout_verify(const char *layout_dir, const char *digest, const char *
 
 	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
 		return rc;
-	if ((rc = manifest_load(layout, blobs, layout_dir, hex, &m, err)) < 0)
+	if ((rc = manifest_load(layout, blobs, layout_dir, hex, &m, NULL, err)) < 0)
 		goto out;
 	if ((rc = appl_private_dir(cache_dir, "cache", err)) < 0)
 		goto out;

@@ -58,5 +58,9 @@ const char *policy_reload_restart(const struct policy *a, const struct policy *b
 	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++)
 		if (!policy_part_same(a, b, tops[i], NULL))
 			return tops[i];
+	/* The start proves that each preloaded module imports (it waits for a
+	 * warm sandbox); a reload boots none before it commits. */
+	if ((a->preload || b->preload) && !policy_part_same(a, b, "image", NULL))
+		return "image (with image.preload)";
 	return lim;
 }

@@ -61,6 +61,7 @@ struct policy {
 	const char *layout_raw; /* as written */
 	char *layout;		/* resolved against base_dir */
 	const char *digest;
+	char *preload; /* image.preload, its names joined by commas; NULL: none */
 	const char *runsc;
 	const char *platform;
 	bool rootless;

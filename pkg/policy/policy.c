@@ -108,21 +108,6 @@ static int expires_parse(struct ctx *c, void *base, const json_t *v, const char 
 
 /* ---- image, runtime, audit, approvals ------------------------------------ */
 
-static const struct field image_fields[] = {
-	{.name = "layout",
-	 .type = F_STR,
-	 .required = true,
-	 .off = offsetof(struct policy, layout_raw),
-	 .maxlen = APPL_POLICY_PATH_MAX,
-	 .check = policy_layout_check},
-	{.name = "digest",
-	 .type = F_STR,
-	 .required = true,
-	 .off = offsetof(struct policy, digest),
-	 .maxlen = APPL_POLICY_PATH_MAX,
-	 .check = policy_digest_check},
-};
-
 static int layout_resolve(struct ctx *c, const char *path)
 {
 	const char *raw = c->p->layout_raw;
@@ -147,10 +132,107 @@ static int layout_resolve(struct ctx *c, const char *path)
 	return 0;
 }
 
+/* A module name as `import` takes it: dotted ASCII identifiers. Keywords
+ * are left to the start, where the import itself fails and says so. */
+static bool module_name_ok(const char *s, size_t len)
+{
+	bool start = true;
+
+	for (size_t i = 0; i < len; i++) {
+		char ch = s[i];
+
+		if (ch == '.') {
+			if (start)
+				return false;
+			start = true;
+		} else if (ch == '_' || (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+			   (!start && ch >= '0' && ch <= '9')) {
+			start = false;
+		} else {
+			return false;
+		}
+	}
+	return len > 0 && !start;
+}
+
+/* image.preload: the modules a pooled runner imports as it warms up, kept
+ * as one comma-joined string, the form the runner is given them in. */
+static int preload_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	(void)base;
+	size_t n = json_is_array(v) ? json_array_size(v) : 0, total = 0, i, j;
+	const json_t *e;
+
+	if (!json_is_array(v))
+		return appl_err_set(c->err, -EINVAL, "%s: must be an array of module names", path);
+	if (n > APPL_PRELOAD_MAX)
+		return appl_err_set(c->err, -EINVAL, "%s: %zu modules, at most %d", path, n,
+				    APPL_PRELOAD_MAX);
+	json_array_foreach(v, i, e) {
+		const char *s = json_string_value(e);
+		size_t len = json_string_length(e);
+
+		if (!s || len > APPL_PRELOAD_NAME_MAX || strlen(s) != len ||
+		    !module_name_ok(s, len))
+			return appl_err_set(
+				c->err, -EINVAL,
+				"%s[%zu]: must be a module name as import takes "
+				"it (like \"pandas\" or \"matplotlib.pyplot\"), at most "
+				"%d bytes",
+				path, i, APPL_PRELOAD_NAME_MAX);
+		for (j = 0; j < i; j++)
+			if (json_equal(json_array_get(v, j), e))
+				return appl_err_set(c->err, -EINVAL,
+						    "%s[%zu]: \"%s\" is named twice", path, i, s);
+		total += len + 1;
+	}
+	if (n == 0)
+		return 0;
+	if (!(c->p->preload = malloc(total)))
+		return policy_ctx_nomem(c);
+	total = 0;
+	json_array_foreach(v, i, e) {
+		if (i)
+			c->p->preload[total++] = ',';
+		memcpy(c->p->preload + total, json_string_value(e), json_string_length(e));
+		total += json_string_length(e);
+	}
+	c->p->preload[total] = '\0';
+	return 0;
+}
+
+static const struct field image_fields[] = {
+	{.name = "layout",
+	 .type = F_STR,
+	 .required = true,
+	 .off = offsetof(struct policy, layout_raw),
+	 .maxlen = APPL_POLICY_PATH_MAX,
+	 .check = policy_layout_check},
+	{.name = "digest",
+	 .type = F_STR,
+	 .required = true,
+	 .off = offsetof(struct policy, digest),
+	 .maxlen = APPL_POLICY_PATH_MAX,
+	 .check = policy_digest_check},
+	{.name = "preload", .type = F_FN, .parse = preload_parse},
+};
+
 static int image_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
 	int rc = policy_fields_parse(c, v, image_fields, NELEM(image_fields), base, path);
 	return rc < 0 ? rc : layout_resolve(c, path);
+}
+
+/* A module is preloaded only by a runner that warms up, and only pooled
+ * runners do: with no pool it would be accepted and never imported. */
+static int preload_check(const struct policy *p, struct appl_err *err)
+{
+	if (p->preload && p->limits.pool == 0)
+		return appl_err_set(err, -EINVAL,
+				    "image.preload: needs limits.pool of 1 or more (modules are "
+				    "imported while a pooled sandbox warms up; with no pool every "
+				    "cell boots cold and would import nothing)");
+	return 0;
 }
 
 static const struct field runtime_fields[] = {
@@ -363,6 +445,8 @@ int policy_parse(const char *buf, size_t len, const char *base_dir, struct polic
 		rc = policy_servers_confine_check(c.p, err);
 	if (rc == 0)
 		rc = policy_roles_sessions_check(c.p, err);
+	if (rc == 0)
+		rc = preload_check(c.p, err);
 	if (rc < 0) {
 		policy_free(c.p);
 		return rc;
@@ -387,6 +471,7 @@ void policy_free(struct policy *p)
 	free(p->rules);
 	free(p->tokens);
 	free(p->layout);
+	free(p->preload);
 	free(p->serve);
 	json_decref(p->root);
 	free(p);
@@ -417,6 +502,11 @@ const char *policy_image_layout(const struct policy *p)
 const char *policy_image_digest(const struct policy *p)
 {
 	return p->digest;
+}
+
+const char *policy_image_preload(const struct policy *p)
+{
+	return p->preload;
 }
 
 const char *policy_runtime_runsc(const struct policy *p)

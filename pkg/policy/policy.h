@@ -68,6 +68,11 @@ const char *policy_image_layout(const struct policy *p);
 /* image.digest: "sha256:" and 64 lower-case hex digits; borrowed. */
 const char *policy_image_digest(const struct policy *p);
 
+/* image.preload: the module names (dotted Python identifiers, at most
+ * APPL_PRELOAD_MAX, none twice) joined by commas, or NULL when the policy
+ * names none. Only with limits.pool 1 or more. Borrowed. */
+const char *policy_image_preload(const struct policy *p);
+
 #define POLICY_RUNSC_DEFAULT	"/usr/bin/runsc"
 #define POLICY_PLATFORM_DEFAULT "systrap"
 

@@ -49,6 +49,7 @@ struct pool {
 	char image[PATH_MAX];
 	bool unfrozen_said;  /* a failed freeze was logged (once) */
 	enum pool_boot last; /* the last boot seen */
+	char last_why[512];  /* why the last of its own boots failed ("" none yet) */
 	bool probe;	     /* pool_probe */
 };
 
@@ -117,6 +118,7 @@ static void backoff(struct pool *p, const char *why)
 
 	p->failures++;
 	p->last = POOL_BOOT_FAILED;
+	snprintf(p->last_why, sizeof(p->last_why), "%s", why);
 	for (unsigned i = 1; i < p->failures && wait < APPL_POOL_BACKOFF_MAX_MS; i++)
 		wait *= 2;
 	if (wait > APPL_POOL_BACKOFF_MAX_MS)
@@ -416,6 +418,11 @@ struct cell *pool_cold(struct pool *p, struct appl_err *err)
 enum pool_boot pool_last_boot(const struct pool *p)
 {
 	return p ? p->last : POOL_BOOT_NONE;
+}
+
+const char *pool_last_failure(const struct pool *p)
+{
+	return p && p->last_why[0] ? p->last_why : NULL;
 }
 
 void pool_cell_ended(struct pool *p, enum cell_reason reason)

@@ -87,6 +87,11 @@ enum pool_boot {
 
 enum pool_boot pool_last_boot(const struct pool *p);
 
+/* Why the last of the pool's own boots that failed failed (the cell's
+ * words: a timeout, a death, the runner's `fail`), or NULL when none has.
+ * Borrowed, until the next loop round. */
+const char *pool_last_failure(const struct pool *p);
+
 /* A cell the pool handed out (pool_take, pool_cold) ended with reason
  * (its owner tells, from the cell's on_done): CELL_BOOT is a failed boot,
  * CELL_RAN a good one (its code ran), any other says nothing of the boot. */

@@ -17,6 +17,9 @@ void sandbox_oci_params_init(struct sandbox_oci_params *p)
 	p->tmpfs_mb = APPL_TMPFS_MB_DEF;
 }
 
+/* image.preload's names, comma-joined, at their longest. */
+#define PRELOAD_TEXT_MAX (APPL_PRELOAD_MAX * (APPL_PRELOAD_NAME_MAX + 1))
+
 /* An absolute path with no "." or ".." component, printable ASCII only:
  * the rootfs is what runsc serves to the sandbox, so a path that walks
  * elsewhere would serve some other tree. */
@@ -39,6 +42,21 @@ static int path_check(const char *what, const char *path, struct appl_err *err)
 		if ((n == 1 && c[1] == '.') || (n == 2 && c[1] == '.' && c[2] == '.'))
 			return appl_err_set(err, -EINVAL, "%s: \".\" or \"..\" in path", what);
 	}
+	return 0;
+}
+
+/* The runner's argument: module names and the commas between them, and
+ * nothing a shell or the runner could read as more. */
+static int preload_check(const char *names, struct appl_err *err)
+{
+	size_t len = strnlen(names, PRELOAD_TEXT_MAX + 1);
+
+	if (len == 0 || len > PRELOAD_TEXT_MAX ||
+	    strspn(names, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,") !=
+		    len)
+		return appl_err_set(err, -EINVAL,
+				    "preload: not module names joined by commas, at most %u bytes",
+				    (unsigned)PRELOAD_TEXT_MAX);
 	return 0;
 }
 
@@ -66,6 +84,8 @@ static int params_check(const struct sandbox_oci_params *p, struct appl_err *err
 		rc = range_check("nofile", p->nofile, NOFILE_MIN, APPL_NOFILE_CEIL, err);
 	if (rc == 0)
 		rc = range_check("tmpfs_mb", p->tmpfs_mb, 1, APPL_TMPFS_MB_CEIL, err);
+	if (rc == 0 && p->preload)
+		rc = preload_check(p->preload, err);
 	return rc;
 }
 
@@ -104,6 +124,15 @@ static json_t *process_new(const struct sandbox_oci_params *p)
 	if (args && p->pooled && json_array_append_new(args, json_string(SANDBOX_POOLED_ARG)) < 0) {
 		json_decref(args);
 		args = NULL;
+	}
+	if (args && p->pooled && p->preload) {
+		char arg[sizeof(SANDBOX_PRELOAD_ARG) + PRELOAD_TEXT_MAX];
+
+		snprintf(arg, sizeof(arg), "%s%s", SANDBOX_PRELOAD_ARG, p->preload);
+		if (json_array_append_new(args, json_string(arg)) < 0) {
+			json_decref(args);
+			args = NULL;
+		}
 	}
 	return json_pack("{s:b, s:{s:i, s:i, s:[]}, s:o, s:[s], s:s, s:o, s:o, s:b}", "terminal", 0,
 			 "user", "uid", SANDBOX_UID, "gid", SANDBOX_GID, "additionalGids", "args",

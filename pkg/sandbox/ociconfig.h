@@ -18,12 +18,13 @@
 
 #include "base/err.h"
 
-#define SANDBOX_UID	   65534 /* nobody, inside the sandbox's own view */
-#define SANDBOX_GID	   65534
-#define SANDBOX_HOSTNAME   "cell"
-#define SANDBOX_PYTHON	   "/usr/bin/python3.11"
-#define SANDBOX_RUNNER	   "/runner.py"
-#define SANDBOX_POOLED_ARG "--pooled" /* runner.py's POOLED_ARG */
+#define SANDBOX_UID	    65534 /* nobody, inside the sandbox's own view */
+#define SANDBOX_GID	    65534
+#define SANDBOX_HOSTNAME    "cell"
+#define SANDBOX_PYTHON	    "/usr/bin/python3.11"
+#define SANDBOX_RUNNER	    "/runner.py"
+#define SANDBOX_POOLED_ARG  "--pooled"	 /* runner.py's POOLED_ARG */
+#define SANDBOX_PRELOAD_ARG "--preload=" /* runner.py's PRELOAD_ARG, then the names */
 
 struct sandbox_oci_params {
 	const char *rootfs;	  /* absolute path of the verified rootfs; borrowed */
@@ -38,6 +39,9 @@ struct sandbox_oci_params {
 	unsigned tmpfs_mb;	  /* size of /tmp, and of /out; also RLIMIT_FSIZE */
 	bool rootless;		  /* runsc --rootless: no cgroups at all */
 	bool pooled;		  /* the runner warms up before it says ready */
+	const char *preload;	  /* modules a pooled runner imports as it warms
+				   * up, comma-joined (image.preload), or NULL;
+				   * borrowed */
 	const char *cgroups_path; /* linux.cgroupsPath when root, or NULL; borrowed */
 };
 
@@ -50,7 +54,7 @@ void sandbox_oci_params_init(struct sandbox_oci_params *p);
  * least 16 for the interpreter and the runner's private descriptors, tmpfs
  * 1..CEIL); rootfs, rootfs_image and cgroups_path are absolute, at most
  * APPL_SANDBOX_PATH_MAX bytes of printable ASCII, without "." or ".."
- * components. Returns a new reference, or NULL with err filled (-EINVAL,
+ * components; preload holds only ASCII letters, digits, '_', '.' and ','. Returns a new reference, or NULL with err filled (-EINVAL,
  * -ENOMEM). */
 json_t *sandbox_ociconfig_new(const struct sandbox_oci_params *p, struct appl_err *err);
 

@@ -21,7 +21,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		    m.config.size > APPL_IMAGE_CONFIG_MAX)
 			__builtin_trap();
 	}
-	image_config_check((const char *)data, size, 1, &err);
+	struct image_config info;
+
+	/* a label that is read lies within what limits.memory_mb takes */
+	if (image_config_read((const char *)data, size, 1, &info, &err) == 0 &&
+	    info.memory_mb_min != 0 &&
+	    (info.memory_mb_min < APPL_MEMORY_MB_MIN || info.memory_mb_min > APPL_MEMORY_MB_CEIL))
+		__builtin_trap();
 	/* every digest copied out is one image_digest_parse accepts */
 	size_t n = image_index_digests((const char *)data, size, held, 2);
 	for (size_t i = 0; i < n && i < 2; i++)

@@ -2,7 +2,9 @@
 an ordinary user in rootless mode, for the integration tests.
 
 Every cell goes through build/appliance, real runsc and the real image
-(build/image, pinned by build/image.digest): nothing is mocked.
+(build/image, pinned by build/image.digest; build/image-data when
+APPL_TEST_IMAGE is "image-data", as test_containment_data.py sets it before
+importing this): nothing is mocked.
 """
 
 import atexit
@@ -18,13 +20,15 @@ from harness import test
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 APPLIANCE = os.environ.get("APPLIANCE_BIN") or os.path.join(ROOT, "build", "appliance")
-LAYOUT = os.path.join(ROOT, "build", "image")
+IMAGE = os.environ.get("APPL_TEST_IMAGE", "image")
+assert IMAGE in ("image", "image-data"), IMAGE
+LAYOUT = os.path.join(ROOT, "build", IMAGE)
 TEST_USER = "appliance-test"
 MODES = ("root", "rootless")
 
 
 def digest():
-    with open(os.path.join(ROOT, "build", "image.digest")) as f:
+    with open(LAYOUT + ".digest") as f:
         return f.read().strip()
 
 

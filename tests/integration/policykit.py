@@ -69,11 +69,16 @@ class Signer:
         return path + ".sig"
 
     def policy(self, limits=None, image=None, expires="2099-01-01T00:00:00Z", **extra):
-        """A signed policy of the built image (or image = (layout, digest)),
+        """A signed policy of the built image (or image = (layout, digest), or
+        image = the whole image section as a dict),
         deadline 20 s unless limits say otherwise, and extra top-level keys."""
-        layout, dig = image or (os.path.join(ROOT, "build", "image"), digest())
+        if isinstance(image, dict):  # the image section as it is
+            section = image
+        else:
+            layout, dig = image or (os.path.join(ROOT, "build", "image"), digest())
+            section = {"layout": layout, "digest": dig}
         doc = {"policy_version": 1, "expires": expires,
-               "image": {"layout": layout, "digest": dig},
+               "image": section,
                "limits": dict({"deadline_s": 20}, **(limits or {}))}
         doc.update(extra)
         return self.sign(doc)

@@ -134,6 +134,7 @@ def expected_files():
     files = {"usr/bin/appliance": 0o755,
              "usr/libexec/appliance/toy-server": 0o755,
              "usr/share/appliance/image.digest": 0o644,
+             "usr/share/appliance/image.spdx.json": 0o644,
              "lib/systemd/system/appliance.service": 0o644,
              "usr/lib/sysusers.d/appliance.conf": 0o644,
              "usr/share/doc/appliance/copyright": 0o644,

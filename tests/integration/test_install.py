@@ -50,15 +50,16 @@ POLICY_SIG = "/etc/appliance/policy.json.sig"
 
 # ---- make install / uninstall ----------------------------------------------------
 
-def make(target, destdir, prefix="/usr", check=True):
+def make(target, destdir, prefix="/usr", check=True, data=""):
     """`make -s TARGET` at the top with this DESTDIR and PREFIX; the binary and
-    the image digest are taken as they are (-o), never rebuilt."""
+    the image digest are taken as they are (-o), never rebuilt. The data
+    image only when data names its layout."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")}
     argv = ["make", "-s", "-C", ROOT, "-o", BUILD + "/appliance", "-o", BUILD + "/toy-server",
             "-o", LAYOUT + ".digest",
-            target, "BUILD=" + BUILD, "IMAGE_LAYOUT=" + LAYOUT, "DESTDIR=" + destdir,
-            "PREFIX=" + prefix]
+            target, "BUILD=" + BUILD, "IMAGE_LAYOUT=" + LAYOUT, "DATA_IMAGE_LAYOUT=" + data,
+            "DESTDIR=" + destdir, "PREFIX=" + prefix]
     r = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
     if check:
         assert r.returncode == 0, "%s: exit %d\n%s%s" % (" ".join(argv), r.returncode, r.stdout,
@@ -101,11 +102,12 @@ def tree(d):
     return out
 
 
-def layout_files():
+def layout_files(layout=None):
     """The image layout's files, relative to it."""
+    layout = layout or LAYOUT
     out = []
-    for top, _, files in os.walk(LAYOUT):
-        out += [os.path.relpath(os.path.join(top, n), LAYOUT) for n in files]
+    for top, _, files in os.walk(layout):
+        out += [os.path.relpath(os.path.join(top, n), layout) for n in files]
     return sorted(out)
 
 
@@ -114,6 +116,7 @@ def expected(prefix="usr"):
     files = {prefix + "/bin/appliance": 0o755,
              prefix + "/libexec/appliance/toy-server": 0o755,
              prefix + "/share/appliance/image.digest": 0o644,
+             prefix + "/share/appliance/image.spdx.json": 0o644,
              prefix + "/lib/systemd/system/appliance.service": 0o644,
              prefix + "/lib/sysusers.d/appliance.conf": 0o644}
     for f in layout_files():
@@ -882,6 +885,24 @@ def the_unit_as_emulated_serves_a_cell_over_http_and_stops_on_sigterm():
 
 
 # ---- uninstall ---------------------------------------------------------------------------
+
+@test
+def install_puts_the_data_image_beside_the_cell_image_and_uninstall_removes_it():
+    data = os.path.join(ROOT, "build", "image-data")
+    d = scratch("appliance-install-data.")
+    make("install", d, data=data)
+    share = os.path.join(d, "usr", "share", "appliance")
+    got = sorted(os.path.relpath(os.path.join(top, n), os.path.join(share, "image-data"))
+                 for top, _, names in os.walk(os.path.join(share, "image-data")) for n in names)
+    assert got == layout_files(data), got
+    for name in ("image-data.digest", "image-data.spdx.json"):
+        with open(os.path.join(share, name), "rb") as f, \
+                open(os.path.join(ROOT, "build", name), "rb") as g:
+            assert f.read() == g.read(), name
+        assert os.stat(os.path.join(share, name)).st_mode & 0o7777 == 0o644
+    make("uninstall", d, data=data)
+    assert not os.path.exists(share), os.listdir(share)
+
 
 @test
 def uninstall_removes_what_install_put_and_keeps_keys_policies_and_state():

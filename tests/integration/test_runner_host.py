@@ -227,6 +227,34 @@ def a_pooled_runner_warms_up_before_it_says_ready():
         r.close()
 
 
+PRELOADED = "import sys\nprint([m for m in ('csv', 'json.decoder', 'wave') if m in sys.modules])"
+
+
+@test
+def a_pooled_runner_preloads_modules_or_says_fail_instead_of_ready():
+    # Without --preload, csv and wave are not imported ahead (the control).
+    for args, want in ((["--pooled"], "['json.decoder']\n"),
+                       (["--pooled", "--preload=csv,wave"], "['csv', 'json.decoder', 'wave']\n")):
+        r = Runner(*args)
+        try:
+            assert r.msg() == {"t": "ready", "v": 1}
+            r.send({"t": "cell", "code": PRELOADED, "tools": []})
+            out, _, done = r.until_done()
+            assert out == want and done["error"] is None, (args, out, done)
+        finally:
+            r.close()
+    # The first module that does not import: `fail` with its error, instead
+    # of ready, and the runner exits; nothing the imports print comes out.
+    r = Runner("--pooled", "--preload=csv,no_such_module_x,wave")
+    try:
+        assert r.msg() == {"t": "fail", "error": "preload no_such_module_x: ModuleNotFoundError: "
+                                                 "No module named 'no_such_module_x'"}
+        assert r.line() is None
+        assert r.p.wait(10) == 1
+    finally:
+        r.close()
+
+
 @test
 def wake_before_the_cell_reseeds_and_says_ready_again():
     r = Runner("--pooled")

@@ -745,6 +745,92 @@ static void test_config_check(void **state)
 	assert_non_null(strstr(err.msg, "architecture"));
 }
 
+/* The image's own word on the memory it needs: a label of decimal MiB,
+ * within what limits.memory_mb takes; anything else refuses the image. */
+static void test_config_memory_label(void **state)
+{
+	static const char *const bad[] = {
+		"\"\"",	  "\"12\"", "\"4097\"", "\"1e3\"",
+		"\"-5\"", "192",    "null",	"\"99999999999999999999\""};
+	const char *head = "{\"os\":\"linux\",\"architecture\":\"amd64\",\"rootfs\":{\"type\":"
+			   "\"layers\",\"diff_ids\":[\"sha256:0123456789abcdef0123456789abcdef01"
+			   "23456789abcdef0123456789abcdef\"]}";
+	struct image_config info = {.memory_mb_min = 7};
+	struct appl_err err = {0};
+	char buf[768];
+	(void)state;
+
+	snprintf(buf, sizeof(buf), "%s}", head);
+	assert_int_equal(image_config_read(buf, strlen(buf), 1, &info, &err), 0);
+	assert_int_equal(info.memory_mb_min, 0);
+	snprintf(buf, sizeof(buf),
+		 "%s,\"config\":{\"Labels\":{\"" IMAGE_LABEL_MEMORY_MIN "\":\"192\","
+		 "\"other\":\"x\"}}}",
+		 head);
+	assert_int_equal(image_config_read(buf, strlen(buf), 1, &info, &err), 0);
+	assert_int_equal(info.memory_mb_min, 192);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(buf, sizeof(buf),
+			 "%s,\"config\":{\"Labels\":{\"" IMAGE_LABEL_MEMORY_MIN "\":%s}}}", head,
+			 bad[i]);
+		assert_true(image_config_check(buf, strlen(buf), 1, &err) < 0);
+		if (!strstr(err.msg, IMAGE_LABEL_MEMORY_MIN))
+			fail_msg("%s: %s", bad[i], err.msg);
+	}
+}
+
+static void file_put(const char *path, const char *text)
+{
+	FILE *fp = fopen(path, "w");
+
+	assert_non_null(fp);
+	fputs(text, fp);
+	assert_int_equal(fclose(fp), 0);
+}
+
+/* The SBOM beside a layout: counted when it describes the pinned image,
+ * and each way it can be missing or wrong said apart. */
+static void test_sbom_read(void **state)
+{
+	struct fixture *f = *state;
+	const char *hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+	char path[PATH_MAX + 16], doc[2048], digest[IMAGE_DIGEST_STR], slash[PATH_MAX + 2];
+	struct appl_err err = {0};
+	struct image_sbom sb;
+
+	snprintf(digest, sizeof(digest), "sha256:%s", hex);
+	snprintf(path, sizeof(path), "%s.spdx.json", f->layout);
+	assert_int_equal(image_sbom_read(f->layout, digest, &sb, &err), -ENOENT);
+	assert_string_equal(sb.path, path);
+	snprintf(
+		doc, sizeof(doc),
+		"{\"spdxVersion\":\"SPDX-2.3\",\"packages\":[{\"SPDXID\":\"SPDXRef-Image\","
+		"\"checksums\":[{\"algorithm\":\"SHA256\",\"checksumValue\":\"%s\"}]},"
+		"{\"name\":\"libc6\",\"externalRefs\":[{\"referenceType\":\"purl\","
+		"\"referenceLocator\":\"pkg:deb/debian/libc6@2.36-9?arch=amd64\"}]},"
+		"{\"name\":\"python3-numpy\",\"externalRefs\":[{\"referenceType\":\"purl\","
+		"\"referenceLocator\":\"pkg:deb/debian/python3-numpy@1%%3A1.24.2-1?arch=amd64\"}]},"
+		"{\"name\":\"not-a-deb\",\"externalRefs\":[{\"referenceType\":\"purl\","
+		"\"referenceLocator\":\"pkg:pypi/x@1\"}]}, 7]}",
+		hex);
+	file_put(path, doc);
+	assert_int_equal(image_sbom_read(f->layout, digest, &sb, &err), 0);
+	assert_int_equal(sb.packages, 2);
+	assert_string_equal(sb.version, "SPDX-2.3");
+	snprintf(slash, sizeof(slash), "%s/", f->layout); /* a layout named with a slash */
+	assert_int_equal(image_sbom_read(slash, digest, &sb, &err), 0);
+	assert_string_equal(sb.path, path);
+	/* Another image's SBOM. */
+	snprintf(digest, sizeof(digest), "sha256:%064d", 0);
+	assert_int_equal(image_sbom_read(f->layout, digest, &sb, &err), -ESTALE);
+	assert_non_null(strstr(err.msg, "describes another image"));
+	file_put(path, "{\"spdxVersion\":\"SPDX-3.0\",\"packages\":[]}");
+	assert_int_equal(image_sbom_read(f->layout, digest, &sb, &err), -EINVAL);
+	file_put(path, "not json");
+	assert_true(image_sbom_read(f->layout, digest, &sb, &err) < 0);
+	unlink(path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -773,6 +859,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test(test_manifest_parse),
 		cmocka_unit_test(test_config_check),
+		cmocka_unit_test(test_config_memory_label),
+		cmocka_unit_test_setup_teardown(test_sbom_read, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

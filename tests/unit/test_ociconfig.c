@@ -88,6 +88,40 @@ static void test_pooled_runner_argument(void **state)
 	json_decref(pooled);
 }
 
+/* image.preload reaches a pooled runner as one argument after --pooled, a
+ * cold one never; anything but names and commas is refused. */
+static void test_preload_argument(void **state)
+{
+	static const char *const bad[] = {"",	    "numpy pandas", "numpy;id",
+					  "a,$(x)", "--pooled=x",   "numpy\n"};
+	struct sandbox_oci_params p;
+	struct appl_err err = {0};
+	json_t *cfg, *args;
+	(void)state;
+
+	sandbox_oci_params_init(&p);
+	p.rootfs = "/var/lib/appliance/rootfs/abc";
+	p.preload = "numpy,pandas,matplotlib.pyplot";
+	cfg = sandbox_ociconfig_new(&p, &err);
+	assert_non_null(cfg);
+	assert_int_equal(json_array_size(at(cfg, "process.args")), 5); /* not pooled: none */
+	json_decref(cfg);
+	p.pooled = true;
+	cfg = sandbox_ociconfig_new(&p, &err);
+	assert_non_null(cfg);
+	args = at(cfg, "process.args");
+	assert_int_equal(json_array_size(args), 7);
+	assert_string_equal(json_string_value(json_array_get(args, 5)), "--pooled");
+	assert_string_equal(json_string_value(json_array_get(args, 6)),
+			    "--preload=numpy,pandas,matplotlib.pyplot");
+	json_decref(cfg);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		p.preload = bad[i];
+		assert_null(sandbox_ociconfig_new(&p, &err));
+		assert_non_null(strstr(err.msg, "preload"));
+	}
+}
+
 static void test_env_is_exactly_path(void **state)
 {
 	json_t *cfg = config(0);
@@ -373,6 +407,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_process_identity),
 		cmocka_unit_test(test_pooled_runner_argument),
+		cmocka_unit_test(test_preload_argument),
 		cmocka_unit_test(test_env_is_exactly_path),
 		cmocka_unit_test(test_capabilities_empty),
 		cmocka_unit_test(test_rlimits),

@@ -30,6 +30,10 @@
 #define HASH1	"4f2a0c8e9b1d7e6a5c3b2a19f8e7d6c5b4a39281706f5e4d3c2b1a0918273645"
 #define BASEDIR "/etc/appliance"
 
+/* The required fields but the image, ending in a comma. */
+#define HEAD_NO_IMAGE                                                                              \
+	"{\"policy_version\": 1, \"serial\": 5, \"expires\": \"2027-01-31T00:00:00Z\", "
+
 /* The required fields; tests append the rest (starting with a comma). */
 #define HEAD                                                                                       \
 	"{\"policy_version\": 1, \"serial\": 5, \"expires\": \"2027-01-31T00:00:00Z\", "           \
@@ -677,6 +681,67 @@ static void test_tool_named(void **state)
 
 /* A role's "sessions": absent none, {} the defaults, each field within
  * its range, nothing else, and never rootless. */
+/* image.preload: module names, kept comma-joined for the runner; refused
+ * when malformed, repeated, too many, or with no pool to import them in. */
+static void test_image_preload(void **state)
+{
+	static const char *const bad[][2] = {
+		{"\"numpy\"", "image.preload: must be an array of module names"},
+		{"[\"numpy\", 1]", "image.preload[1]: must be a module name"},
+		{"[\"\"]", "image.preload[0]: must be a module name"},
+		{"[\"num py\"]", "image.preload[0]"},
+		{"[\"numpy,os\"]", "image.preload[0]"},
+		{"[\".numpy\"]", "image.preload[0]"},
+		{"[\"numpy.\"]", "image.preload[0]"},
+		{"[\"a..b\"]", "image.preload[0]"},
+		{"[\"9lives\"]", "image.preload[0]"},
+		{"[\"--pooled\"]", "image.preload[0]"},
+		{"[\"pandas\", \"pandas\"]", "image.preload[1]: \"pandas\" is named twice"},
+		{"[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\","
+		 "\"m\",\"n\",\"o\",\"p\",\"q\"]",
+		 "image.preload: 17 modules, at most 16"},
+	};
+	struct appl_err err = {0};
+	char doc[2048];
+	struct policy *p;
+
+	(void)state;
+	p = parse_str(HEAD_NO_IMAGE
+		      "\"image\": {\"layout\": \"img\", \"digest\": \"" DIGEST
+		      "\", \"preload\": [\"numpy\", \"pandas\", \"matplotlib.pyplot\", "
+		      "\"_x9.y_\"]}}",
+		      BASEDIR, &err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_string_equal(policy_image_preload(p), "numpy,pandas,matplotlib.pyplot,_x9.y_");
+	policy_free(p);
+	p = parse_with("", &err);
+	assert_non_null(p);
+	assert_null(policy_image_preload(p));
+	policy_free(p);
+	p = parse_str(HEAD_NO_IMAGE "\"image\": {\"layout\": \"img\", \"digest\": \"" DIGEST
+				    "\", \"preload\": []}}",
+		      BASEDIR, &err);
+	assert_non_null(p);
+	assert_null(policy_image_preload(p));
+	policy_free(p);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(doc, sizeof(doc),
+			 HEAD_NO_IMAGE "\"image\": {\"layout\": \"img\", \"digest\": \"" DIGEST
+				       "\", \"preload\": %s}}",
+			 bad[i][0]);
+		assert_null(parse_str(doc, BASEDIR, &err));
+		if (!strstr(err.msg, bad[i][1]))
+			fail_msg("%s: %s", bad[i][0], err.msg);
+	}
+	/* No pool: nothing would ever import them. */
+	assert_null(parse_str(HEAD_NO_IMAGE
+			      "\"image\": {\"layout\": \"img\", \"digest\": \"" DIGEST
+			      "\", \"preload\": [\"numpy\"]}, \"limits\": {\"pool\": 0}}",
+			      BASEDIR, &err));
+	assert_non_null(strstr(err.msg, "image.preload: needs limits.pool of 1 or more"));
+}
+
 static void test_role_sessions(void **state)
 {
 	static const char *const bad[][2] = {
@@ -2270,6 +2335,7 @@ int main(void)
 		cmocka_unit_test(test_stdio_only_not_http),
 		cmocka_unit_test(test_roles_and_clients_read),
 		cmocka_unit_test(test_role_sessions),
+		cmocka_unit_test(test_image_preload),
 		cmocka_unit_test(test_runtime_read),
 		cmocka_unit_test(test_serial_max),
 		cmocka_unit_test(test_size_cap),

@@ -560,6 +560,44 @@ static void test_state_before_ready(void **state)
 	}
 }
 
+/* A runner that cannot serve says `fail` instead of ready, and only then:
+ * its error is a bounded string; after ready (or a cell) it is a violation,
+ * so no cell code can pass itself off as a failed boot. */
+static void test_fail_message(void **state)
+{
+	struct cell_proto_state *st;
+	struct cell_msg msg = {0};
+	char big[APPL_RUNNER_FAIL_MAX + 64];
+	int n;
+	(void)state;
+
+	parse_ok("{\"t\":\"fail\",\"error\":\"preload numpy: ModuleNotFoundError\"}", &msg);
+	assert_int_equal(msg.type, CELL_MSG_FAIL);
+	assert_string_equal(json_string_value(msg.u.fail.error),
+			    "preload numpy: ModuleNotFoundError");
+	cell_proto_msg_clear(&msg);
+	parse_fails("{\"t\":\"fail\"}", -EINVAL, "");
+	parse_fails("{\"t\":\"fail\",\"error\":null}", -EINVAL, "fail.error is null");
+	parse_fails("{\"t\":\"fail\",\"error\":\"x\",\"v\":1}", -EINVAL, "");
+	n = snprintf(big, sizeof(big), "{\"t\":\"fail\",\"error\":\"%0*d\"}",
+		     (int)APPL_RUNNER_FAIL_MAX + 1, 0);
+	assert_true(n > 0 && (size_t)n < sizeof(big));
+	parse_fails(big, -EINVAL, "more than");
+
+	st = cell_proto_state_new();
+	feed(st, "{\"t\":\"fail\",\"error\":\"x\"}", 0, NULL);
+	assert_int_equal(cell_proto_state_phase(st), CELL_PHASE_DONE);
+	feed(st, READY, -EINVAL, "ready after done");
+	cell_proto_state_free(st);
+	st = cell_proto_state_new();
+	feed(st, READY, 0, NULL);
+	feed(st, "{\"t\":\"fail\",\"error\":\"x\"}", -EINVAL, "fail after ready");
+	cell_proto_state_free(st);
+	st = running();
+	feed(st, "{\"t\":\"fail\",\"error\":\"x\"}", -EINVAL, "fail after ready");
+	cell_proto_state_free(st);
+}
+
 static void test_state_second_ready(void **state)
 {
 	struct cell_proto_state *st = cell_proto_state_new();
@@ -1081,6 +1119,7 @@ int main(void)
 		cmocka_unit_test(test_state_kept_runner),
 		cmocka_unit_test(test_state_before_ready),
 		cmocka_unit_test(test_state_second_ready),
+		cmocka_unit_test(test_fail_message),
 		cmocka_unit_test(test_state_before_cell),
 		cmocka_unit_test(test_state_call_id_reuse),
 		cmocka_unit_test(test_state_after_done),
