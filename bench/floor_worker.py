@@ -46,7 +46,7 @@ def finish(r, chan, error, value):
 
 
 def serve(r):
-    r._one_malloc_arena()
+    r._malloc_setup()
     rfd, wfd = r._private_fds()
     inbuf = bytearray()
     while True:
