@@ -2308,6 +2308,37 @@ static void test_reload_restart(void **state)
 	policy_free(moved);
 }
 
+/* A reload boots no sandbox before it commits, so it cannot prove a
+ * preload: with one (before or after), any change of the image section
+ * is read only at start; without, a new image is a reload's to take. */
+static void test_reload_restart_preload(void **state)
+{
+#define IMG(digest, preload)                                                                       \
+	HEAD_NO_IMAGE "\"image\": {\"layout\": \"img\", \"digest\": \"" digest "\"" preload "}}"
+#define PRE ", \"preload\": [\"numpy\"]"
+	struct appl_err err = {0};
+	struct policy *plain = parse_str(IMG(DIGEST, ""), BASEDIR, &err);
+	struct policy *plain2 = parse_str(IMG("sha256:" HASH1, ""), BASEDIR, &err);
+	struct policy *pre = parse_str(IMG(DIGEST, PRE), BASEDIR, &err);
+	struct policy *pre_same = parse_str(IMG(DIGEST, PRE), BASEDIR, &err);
+	struct policy *pre2 = parse_str(IMG("sha256:" HASH1, PRE), BASEDIR, &err);
+	(void)state;
+
+	assert_non_null(plain && plain2 && pre && pre_same && pre2);
+	assert_null(policy_reload_restart(plain, plain2));
+	assert_null(policy_reload_restart(pre, pre_same));
+	assert_string_equal(policy_reload_restart(pre, pre2), "image (with image.preload)");
+	assert_string_equal(policy_reload_restart(plain, pre), "image (with image.preload)");
+	assert_string_equal(policy_reload_restart(pre, plain), "image (with image.preload)");
+	policy_free(plain);
+	policy_free(plain2);
+	policy_free(pre);
+	policy_free(pre_same);
+	policy_free(pre2);
+#undef PRE
+#undef IMG
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -2336,6 +2367,7 @@ int main(void)
 		cmocka_unit_test(test_roles_and_clients_read),
 		cmocka_unit_test(test_role_sessions),
 		cmocka_unit_test(test_image_preload),
+		cmocka_unit_test(test_reload_restart_preload),
 		cmocka_unit_test(test_runtime_read),
 		cmocka_unit_test(test_serial_max),
 		cmocka_unit_test(test_size_cap),
