@@ -506,14 +506,15 @@ def check_print1(sc):
 
 # ---- rows 1, 2, 9 and 11: warm and cold cells, idle memory, HTTP ------------------------
 
-def spaced_cells(m, n):
-    """The warm-up, then n print(1) cells, spacing_s apart: their times."""
+def spaced_cells(m, n, code="print(1)"):
+    """The warm-up, then n cells of code (which must print 1 and nothing
+    else), spacing_s apart: their times."""
     for _ in range(P["warmup"]):
-        check_print1(m.cell("print(1)")[0])
+        check_print1(m.cell(code)[0])
         time.sleep(P["spacing_s"])
     times = []
     for i in range(n):
-        sc, dt = m.cell("print(1)")
+        sc, dt = m.cell(code)
         check_print1(sc)
         times.append(dt)
         if i + 1 < n:
@@ -723,19 +724,6 @@ _libc.mallopt(-1, 128 << 20)
 """
 
 
-def data_cells(m, code, n, check):
-    """n cells of code, spacing_s apart, after the warm-up: their times."""
-    times = []
-    for i in range(P["warmup"] + n):
-        sc, dt = m.cell(code)
-        if sc.get("error") or not check(sc.get("stdout", "")):
-            raise RowError("%r gave %r" % (code[:40], sc))
-        if i >= P["warmup"]:
-            times.append(dt)
-        time.sleep(P["spacing_s"])
-    return times
-
-
 def warm_sandbox_kb(work, cfg, preload=None):
     """PSS of the sandboxes of an appliance with pool 2, idle, per sandbox."""
     extra = {}
@@ -767,14 +755,14 @@ def row_data(work, n):
     m = Mcp(work, plain, "data")
     try:
         time.sleep(P["settle_s"])
-        out["print1"] = data_cells(m, "print(1)", n, lambda o: o == "1\n")
-        out["import"] = data_cells(m, "import pandas\nprint(1)", n, lambda o: o == "1\n")
+        out["print1"] = spaced_cells(m, n)
+        out["import"] = spaced_cells(m, n, "import pandas\nprint(1)")
     finally:
         m.close()
     m = Mcp(work, pre, "datapre")
     try:
         time.sleep(P["settle_s"])
-        out["import_pre"] = data_cells(m, "import pandas\nprint(1)", n, lambda o: o == "1\n")
+        out["import_pre"] = spaced_cells(m, n, "import pandas\nprint(1)")
         inner = []
         for _ in range(max(3, n // 5)):
             sc, _ = m.cell(GROUPBY)

@@ -42,10 +42,12 @@ void check_machine_image(struct check *c)
 	struct appl_err err = {0};
 
 	if (engine_image_verify(c->e, &err) < 0) {
-		/* What the image says it needs is the policy's limit to change. */
-		check_report_say(
-			c, CHECK_MARK_PROBLEM, "%s%s",
-			strncmp(err.msg, "limits.", 7) == 0 ? "" : "image.digest: ", err.msg);
+		check_report_say(c, CHECK_MARK_PROBLEM, "image.digest: %s", err.msg);
+		return;
+	}
+	/* What the image says it needs is the policy's limit to change. */
+	if (engine_image_needs(c->cp.policy, &err) < 0) {
+		check_report_say(c, CHECK_MARK_PROBLEM, "%s", err.msg);
 		return;
 	}
 	c->image_ok = true;

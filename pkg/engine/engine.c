@@ -265,8 +265,7 @@ int engine_image_verify(struct engine *e, struct appl_err *err)
 	if (!dir && image_cache_default(cache, sizeof(cache), err) < 0)
 		return err->code;
 	if (image_layout_verify(image, digest, dir ? dir : cache, e->rootfs, sizeof(e->rootfs),
-				err) < 0 ||
-	    (e->policy && engine_image_needs(e->policy, err) < 0)) {
+				err) < 0) {
 		e->rootfs[0] = '\0';
 		return err->code;
 	}
@@ -360,11 +359,10 @@ static int preload_prove(struct engine *e, struct appl_err *err)
 	if (e->stop)
 		return appl_err_set(err, -EINTR, "stopped (%s) before a warm sandbox was ready",
 				    e->stop_why);
-	if (pool_last_boot(e->pool) == POOL_BOOT_FAILED)
+	if (engine_pool_failed(e))
 		return appl_err_set(err, -EINVAL,
 				    "image.preload: the first warm sandbox failed: %s",
-				    pool_last_failure(e->pool) ? pool_last_failure(e->pool)
-							       : "it did not boot");
+				    engine_pool_failed(e));
 	return 0;
 }
 
@@ -372,7 +370,8 @@ int engine_start(struct engine *e, struct appl_err *err)
 {
 	unsigned parts = e->cfg.parts;
 
-	if ((parts & ENGINE_SANDBOX) && engine_image_verify(e, err) < 0)
+	if ((parts & ENGINE_SANDBOX) && (engine_image_verify(e, err) < 0 ||
+					 (e->policy && engine_image_needs(e->policy, err) < 0)))
 		return err->code;
 	/* The audit log before the runtime: as run has always opened them. */
 	if ((parts & ENGINE_AUDIT) && audit_start(e, err) < 0)

@@ -118,7 +118,8 @@ int engine_image_verify(struct engine *e, struct appl_err *err);
 
 /* What p's image says it needs (its config's labels) against p: a
  * limits.memory_mb below the image's least is refused, naming both.
- * engine_image_verify and a reload's check of a new image call it. */
+ * engine_start calls it after engine_image_verify, as `check` does and a
+ * reload's check of a new image. */
 int engine_image_needs(const struct policy *p, struct appl_err *err);
 int engine_runtime_open(struct engine *e, struct appl_err *err);
 int engine_rootfs_mount(struct engine *e, struct appl_err *err);

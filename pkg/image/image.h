@@ -87,7 +87,8 @@ int image_config_read(const char *buf, size_t len, size_t nlayers, struct image_
 
 /* The config of the image pinned by digest in the layout at layout_dir,
  * read as image_layout_check reads it (the manifest and the config hashed
- * against what names them; the layers not read): into *out. */
+ * against what names them; the layers not read): into *out, which may be
+ * NULL (image_layout_check). */
 int image_layout_config(const char *layout_dir, const char *digest, struct image_config *out,
 			struct appl_err *err);
 

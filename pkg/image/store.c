@@ -271,16 +271,7 @@ static int layout_open(const char *layout_dir, const char *digest, char *hex, in
 
 int image_layout_check(const char *layout_dir, const char *digest, struct appl_err *err)
 {
-	char hex[IMAGE_DIGEST_HEX + 1];
-	struct image_manifest m;
-	int layout, blobs, rc;
-
-	if ((rc = layout_open(layout_dir, digest, hex, &layout, &blobs, err)) < 0)
-		return rc;
-	rc = manifest_load(layout, blobs, layout_dir, hex, &m, NULL, err);
-	close(blobs);
-	close(layout);
-	return rc;
+	return image_layout_config(layout_dir, digest, NULL, err);
 }
 
 int image_layout_config(const char *layout_dir, const char *digest, struct image_config *out,

@@ -159,15 +159,12 @@ static bool module_name_ok(const char *s, size_t len)
  * as one comma-joined string, the form the runner is given them in. */
 static int preload_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
-	(void)base;
-	size_t n = json_is_array(v) ? json_array_size(v) : 0, total = 0, i, j;
+	size_t total = 0, i, j;
 	const json_t *e;
 
-	if (!json_is_array(v))
-		return appl_err_set(c->err, -EINVAL, "%s: must be an array of module names", path);
-	if (n > APPL_PRELOAD_MAX)
-		return appl_err_set(c->err, -EINVAL, "%s: %zu modules, at most %d", path, n,
-				    APPL_PRELOAD_MAX);
+	(void)base;
+	if (policy_array_check(c, v, 0, APPL_PRELOAD_MAX, "module names", path) < 0)
+		return -EINVAL;
 	json_array_foreach(v, i, e) {
 		const char *s = json_string_value(e);
 		size_t len = json_string_length(e);
@@ -186,7 +183,7 @@ static int preload_parse(struct ctx *c, void *base, const json_t *v, const char 
 						    "%s[%zu]: \"%s\" is named twice", path, i, s);
 		total += len + 1;
 	}
-	if (n == 0)
+	if (json_array_size(v) == 0)
 		return 0;
 	if (!(c->p->preload = malloc(total)))
 		return policy_ctx_nomem(c);

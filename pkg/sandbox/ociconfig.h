@@ -54,8 +54,8 @@ void sandbox_oci_params_init(struct sandbox_oci_params *p);
  * least 16 for the interpreter and the runner's private descriptors, tmpfs
  * 1..CEIL); rootfs, rootfs_image and cgroups_path are absolute, at most
  * APPL_SANDBOX_PATH_MAX bytes of printable ASCII, without "." or ".."
- * components; preload holds only ASCII letters, digits, '_', '.' and ','. Returns a new reference, or NULL with err filled (-EINVAL,
- * -ENOMEM). */
+ * components; preload holds only ASCII letters, digits, '_', '.' and ','.
+ * Returns a new reference, or NULL with err filled (-EINVAL, -ENOMEM). */
 json_t *sandbox_ociconfig_new(const struct sandbox_oci_params *p, struct appl_err *err);
 
 #endif

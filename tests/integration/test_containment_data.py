@@ -18,8 +18,8 @@ import threading
 os.environ["APPL_TEST_IMAGE"] = "image-data"
 
 from harness import main  # noqa: E402
-from cellkit import IMAGE, in_both_modes, ok_stdout, run_cell  # noqa: E402
-import test_containment  # noqa: E402,F401  (registers the whole suite, on this image)
+from cellkit import IMAGE, in_both_modes  # noqa: E402
+import test_containment  # noqa: E402  (registers the whole suite, on this image)
 
 assert IMAGE == "image-data", IMAGE
 
@@ -82,9 +82,9 @@ def the_data_stack_reaches_no_network_and_writes_only_tmp_and_out(mode):
     t = threading.Thread(target=accept)
     t.start()
     try:
-        r = run_cell(DATA_PROBE % (outward_address(), listener.getsockname()[1], marker), mode,
-                     deadline=60)
-        out = json.loads(ok_stdout(r).strip().splitlines()[-1])
+        out = test_containment.probe(
+            DATA_PROBE % (outward_address(), listener.getsockname()[1], marker), mode,
+            deadline=60)
     finally:
         stop.set()
         t.join()
@@ -96,7 +96,7 @@ def the_data_stack_reaches_no_network_and_writes_only_tmp_and_out(mode):
     for name in ("save_usr", "to_csv_etc", "savefig_root", "memmap_usr"):
         assert out[name] != "done", (name, out)
     assert out["save_tmp"] == out["savefig_out"] == "done", out
-    assert token not in ok_stdout(r)
+    assert token not in json.dumps(out)
 
 
 if __name__ == "__main__":

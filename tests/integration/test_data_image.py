@@ -17,12 +17,11 @@ import base64
 import json
 import os
 import shutil
-import struct
 import subprocess
 import tempfile
-import zlib
 
 from harness import main, test
+from pngkit import png_decode
 from cellkit import ROOT
 import gatewaykit as gk
 
@@ -75,50 +74,6 @@ def results(sig, *sources):
     return [c["result"] for c in calls]
 
 
-def png_rows(data):
-    """(width, height, rows of pixels) of an 8-bit RGBA PNG as matplotlib
-    writes it: every chunk's CRC checked, the image data inflated and each
-    row's filter undone."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
-    pos, idat, size = 8, b"", None
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
-        (crc,) = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
-        assert zlib.crc32(kind + body) == crc, kind
-        if kind == b"IHDR":
-            w, h, depth, colour, _, _, interlace = struct.unpack(">IIBBBBB", body)
-            assert (depth, colour, interlace) == (8, 6, 0), (depth, colour, interlace)
-            size = (w, h)
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    w, h = size
-    raw, stride, rows, prev = zlib.decompress(idat), 4 * w, [], bytearray(4 * w)
-    assert len(raw) == h * (1 + stride), len(raw)
-    for r in range(h):
-        kind, line = raw[r * (1 + stride)], bytearray(raw[r * (1 + stride) + 1:(r + 1) * (1 + stride)])
-        for i in range(stride):
-            a = line[i - 4] if i >= 4 else 0
-            b, c = prev[i], prev[i - 4] if i >= 4 else 0
-            if kind == 1:
-                line[i] = (line[i] + a) & 0xFF
-            elif kind == 2:
-                line[i] = (line[i] + b) & 0xFF
-            elif kind == 3:
-                line[i] = (line[i] + (a + b) // 2) & 0xFF
-            elif kind == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                pred = a if pa <= pb and pa <= pc else (b if pb <= pc else c)
-                line[i] = (line[i] + pred) & 0xFF
-            else:
-                assert kind == 0, kind
-        rows.append(line)
-        prev = line
-    return w, h, rows
-
-
 ANALYSIS = r'''
 import io
 import pandas as pd
@@ -143,8 +98,8 @@ def a_dataframe_of_two_tool_results_comes_back_as_sums_and_a_png_chart():
     assert sc["stdout"] == "{'east': 7, 'north': 7, 'south': 6}\n", sc["stdout"]
     images = [c for c in res["content"] if c["type"] == "image"]
     assert len(images) == 1 and images[0]["mimeType"] == "image/png", res["content"]
-    w, h, rows = png_rows(base64.b64decode(images[0]["data"], validate=True))
-    assert (w, h) == (200, 150), (w, h)  # 4 x 3 inches at 50 dpi
+    w, h, colour, _, rows = png_decode(base64.b64decode(images[0]["data"], validate=True))
+    assert (w, h, colour) == (200, 150, 6), (w, h, colour)  # 4 x 3 inches at 50 dpi, RGBA
     # not a blank canvas: the bars' colour is in some rows, the white
     # background in others
     assert len({bytes(r) for r in rows}) > 3

@@ -19,12 +19,11 @@ import hashlib
 import json
 import os
 import shutil
-import struct
 import subprocess
 import tempfile
-import zlib
 
 from harness import main, test
+from pngkit import png_decode
 from cellkit import in_both_modes, ok_stdout, run_cell
 import gatewaykit as gk
 
@@ -70,31 +69,6 @@ print("written")
 '''
 
 
-def png_decode(data):
-    """(width, height, pixels as bytes) of an 8-bit RGB PNG, every chunk's
-    CRC checked."""
-    assert data[:8] == b"\x89PNG\r\n\x1a\n", data[:8]
-    pos, idat, size = 8, b"", None
-    while pos < len(data):
-        (n,) = struct.unpack(">I", data[pos:pos + 4])
-        kind, body = data[pos + 4:pos + 8], data[pos + 8:pos + 8 + n]
-        (crc,) = struct.unpack(">I", data[pos + 8 + n:pos + 12 + n])
-        assert zlib.crc32(kind + body) == crc, kind
-        if kind == b"IHDR":
-            w, h, depth, colour = struct.unpack(">IIBB", body[:10])
-            assert (depth, colour) == (8, 2), (depth, colour)
-            size = (w, h)
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    w, h = size
-    raw = zlib.decompress(idat)
-    assert len(raw) == h * (1 + 3 * w), len(raw)
-    rows = [raw[r * (1 + 3 * w):(r + 1) * (1 + 3 * w)] for r in range(h)]
-    assert all(row[0] == 0 for row in rows)  # filter type None
-    return w, h, b"".join(row[1:] for row in rows)
-
-
 def one_call(sig, src):
     """The SDK client's result of one run_python call."""
     out = gk.sdk(sig, [gk.code(src)])
@@ -134,8 +108,10 @@ def files_come_back_as_images_text_and_bytes_to_the_sdk_client():
 
     image = content[4]
     assert image["mimeType"] == "image/png", image
-    w, h, pixels = png_decode(base64.b64decode(image["data"], validate=True))
-    assert (w, h) == (3, 2) and pixels == bytes((255, 128, 0)) * 6, (w, h, pixels)
+    w, h, colour, filters, rows = png_decode(base64.b64decode(image["data"], validate=True))
+    pixels = b"".join(rows)
+    assert (w, h, colour) == (3, 2, 2) and pixels == bytes((255, 128, 0)) * 6, (w, h, pixels)
+    assert filters == [0, 0], filters  # filter type None, as the cell wrote it
 
     listed = sc["files"]
     assert [(f["name"], f["type"], f["returned"]) for f in listed] == [

@@ -686,7 +686,7 @@ static void test_tool_named(void **state)
 static void test_image_preload(void **state)
 {
 	static const char *const bad[][2] = {
-		{"\"numpy\"", "image.preload: must be an array of module names"},
+		{"\"numpy\"", "image.preload: must be an array of 0 to 16 module names"},
 		{"[\"numpy\", 1]", "image.preload[1]: must be a module name"},
 		{"[\"\"]", "image.preload[0]: must be a module name"},
 		{"[\"num py\"]", "image.preload[0]"},
@@ -699,7 +699,7 @@ static void test_image_preload(void **state)
 		{"[\"pandas\", \"pandas\"]", "image.preload[1]: \"pandas\" is named twice"},
 		{"[\"a\",\"b\",\"c\",\"d\",\"e\",\"f\",\"g\",\"h\",\"i\",\"j\",\"k\",\"l\","
 		 "\"m\",\"n\",\"o\",\"p\",\"q\"]",
-		 "image.preload: 17 modules, at most 16"},
+		 "image.preload: must be an array of 0 to 16 module names"},
 	};
 	struct appl_err err = {0};
 	char doc[2048];
