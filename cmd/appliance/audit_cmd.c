@@ -28,7 +28,7 @@ static const char audit_help_text[] =
 	"usage: appliance audit init [--state-dir DIR] PATH\n"
 	"       appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
 	"                              [--seal FILE] [--state-dir DIR] FILE...\n"
-	"       appliance audit show [--runs] FILE\n"
+	"       appliance audit show [--runs] [--tool NAME] FILE\n"
 	"\n"
 	"The audit log a policy's \"audit\": {\"path\": P} asks for (docs/audit.md):\n"
 	"init makes its sealing key, verify checks its chain, head and seals, show\n"
@@ -41,6 +41,7 @@ static const char audit_help_text[] =
 	"  --head FILE       verify: the chain's head from FILE (/dev/null: none)\n"
 	"  --seal FILE       verify: the sealing state from FILE (/dev/null: none)\n"
 	"  --runs            show: one line per run instead of one per event\n"
+	"  --tool NAME       show: only the runs of the code tool NAME\n"
 	"  --help, -h        print this text\n"
 	"\n"
 	"exit status: 0 on success; 1 on a failure, or a problem found in a log;\n"
@@ -88,17 +89,21 @@ static const char verify_help_text[] =
 	"log that could not be read; 2 on a usage error.\n";
 
 static const char show_help_text[] =
-	"usage: appliance audit show [--runs] FILE\n"
+	"usage: appliance audit show [--runs] [--tool NAME] FILE\n"
 	"\n"
 	"Print the audit log FILE (this file only, no rotated ones) readably: a\n"
 	"line per event (the appliance's starts and stops, runs, tool calls, the\n"
-	"ends of runs), or with --runs a line per run: who, when, which tools, how\n"
-	"it ended. Text from the log is escaped. It checks nothing: audit verify\n"
-	"does.\n"
+	"ends of runs), or with --runs a line per run: who, when, which code tool\n"
+	"if any, which tools, how it ended. With --tool, only the lines of the runs\n"
+	"of that code tool (its run.start and the run's later lines) and its\n"
+	"refusals; the name must match exactly. Text from the log is escaped. It\n"
+	"checks nothing: audit verify does.\n"
 	"\n"
 	"options:\n"
-	"  --runs      one line per run instead of one per event\n"
-	"  --help, -h  print this text\n"
+	"  --runs       one line per run instead of one per event\n"
+	"  --tool NAME  only the runs of the code tool NAME (1 to 64 characters of\n"
+	"               A-Z a-z 0-9 _ -)\n"
+	"  --help, -h   print this text\n"
 	"\n"
 	"exit status: 0 when the log was printed; 1 when it could not be read; 2 on\n"
 	"a usage error.\n";
@@ -360,10 +365,14 @@ static int audit_verify_cmd(int argc, char **argv)
 
 static int audit_show_cmd(int argc, char **argv)
 {
-	static const struct option opts[] = {{"runs", no_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
+	static const struct option opts[] = {
+		{"runs", no_argument, NULL, 'r'},
+		{"tool", required_argument, NULL, 't'},
+		{NULL, 0, NULL, 0},
+	};
+	struct audit_show_opts o = {0};
 	struct appl_err err = {0};
-	bool runs = false;
-	int c, rc;
+	int c;
 
 	if (cli_help_wanted(argc, argv, opts))
 		return cli_help_print(show_help_text);
@@ -371,15 +380,27 @@ static int audit_show_cmd(int argc, char **argv)
 		return cli_usage_cmd("audit show", "options must be spelled out in full");
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		if (c != 'r')
-			return cli_usage_cmd("audit show", "the only option is --runs");
-		runs = true;
+		switch (c) {
+		case 'r':
+			o.runs = true;
+			break;
+		case 't':
+			if (o.tool)
+				return cli_usage_cmd("audit show", "--tool is given once");
+			if (!audit_tool_name_valid(optarg))
+				return cli_usage_cmd("audit show",
+						     "--tool: not a code tool's name (1 to 64 "
+						     "characters of A-Z a-z 0-9 _ -)");
+			o.tool = optarg;
+			break;
+		default:
+			return cli_usage_cmd("audit show",
+					     "the options are --runs and --tool NAME");
+		}
 	}
 	if (optind != argc - 1)
 		return cli_usage_cmd("audit show", "needs one FILE");
-	rc = runs ? audit_show_runs(argv[optind], stdout, &err)
-		  : audit_show(argv[optind], stdout, &err);
-	if (rc < 0)
+	if (audit_show_with(argv[optind], &o, stdout, &err) < 0)
 		return cli_fail_cmd("audit show", &err);
 	return 0;
 }

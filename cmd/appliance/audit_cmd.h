@@ -9,7 +9,7 @@
 
 /* audit init [--state-dir DIR] PATH
  * audit verify [--key HEX|@FILE]... [--head FILE] [--state-dir DIR] FILE...
- * audit show [--runs] FILE */
+ * audit show [--runs] [--tool NAME] FILE */
 int cmd_audit(int argc, char **argv);
 
 /* What `appliance help audit [init|verify|show]` and `appliance audit

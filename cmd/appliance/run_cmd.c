@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "gateway/gateway.h"
 #include "mcp/stdio.h"
+#include "mcp/tool.h"
 #include "policy/trust.h"
 #include "stubs/stubs.h"
 #include "upstream/upstream.h"
@@ -75,8 +76,9 @@ static const char stubs_help_text[] =
 	"run_python's description and the stub of every tool as the role sees\n"
 	"them, stand-ins included, then each tool not offered and why (not\n"
 	"allowed, a write for a read-only role, a schema the validator cannot\n"
-	"check, a tool that needs MCP tasks). The policy is held to the rollback\n"
-	"floor and never moves it.\n"
+	"check, a tool that needs MCP tasks); then the code tools the role may\n"
+	"call, each as tools/list shows it, with its access, program digest and\n"
+	"uses. The policy is held to the rollback floor and never moves it.\n"
 	"\n"
 	"options:\n"
 	"  --policy POLICY.sig  the signed policy (required)\n"
@@ -330,6 +332,33 @@ int cmd_run(int argc, char **argv)
 
 /* What role sees, as out shows it: run_python's description, every stub,
  * and each tool not offered with why. */
+/* The code tools role may call, each as tools/list shows it (the newest
+ * revision), its access, program digest and uses. */
+static void code_tools_write(FILE *out, const struct engine *e, const char *role)
+{
+	const struct policy_code_tool *t[APPL_CODE_TOOLS_MAX];
+	size_t n = engine_role_code_tools(e, role, t, APPL_CODE_TOOLS_MAX);
+
+	fprintf(out, "\n# %zu code tool%s:\n", n, n == 1 ? "" : "s");
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = mcp_code_tool_object(mcp_revision_latest(MCP_ERA_MODERN), t[i]->name,
+						 t[i]->description, t[i]->input_schema,
+						 t[i]->output_schema,
+						 t[i]->access == POLICY_ACCESS_READ);
+		char *text = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+
+		fprintf(out, "\n# %s (%s, program sha256:%s%s%s)\n# uses:", t[i]->name,
+			t[i]->access == POLICY_ACCESS_READ ? "read" : "write", t[i]->sha256,
+			t[i]->file ? ", " : "", t[i]->file ? t[i]->file : "");
+		for (size_t k = 0; k < t[i]->nuses; k++)
+			fprintf(out, " %s", t[i]->uses[k]);
+		fprintf(out, "%s\n%s\n", t[i]->nuses ? "" : " (none)",
+			text ? text : "(out of memory)");
+		free(text);
+		json_decref(o);
+	}
+}
+
 static int stubs_write(FILE *out, const char *role, const char *desc,
 		       const struct bridge_catalog *cat, struct appl_err *err)
 {
@@ -365,10 +394,19 @@ static int stubs_print(const struct policy *p, const char *role, struct upstream
 	if (!(e = engine_open(&ec, err)))
 		return err->code;
 	rc = engine_start(e, err);
-	if (rc == 0 && !(desc = engine_role_view(e, role, &cat, err)))
+	if (rc == 0 && engine_role_inline(e, role) &&
+	    !(desc = engine_role_view(e, role, &cat, err)))
 		rc = err->code;
-	if (rc == 0)
+	if (rc == 0 && desc)
 		rc = stubs_write(stdout, role, desc, cat, err);
+	else if (rc == 0)
+		printf("# role: %s\n# run_python: not shown to this role (\"inline\": false)\n",
+		       role);
+	if (rc == 0) {
+		code_tools_write(stdout, e, role);
+		if (fflush(stdout) != 0)
+			rc = appl_err_errno(err, -EIO, errno, "writing the stubs");
+	}
 	engine_close(e);
 	return rc;
 }

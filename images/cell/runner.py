@@ -83,15 +83,16 @@ SITE_DIR = "/usr/lib/python3/dist-packages"  # Debian's own modules (the data im
 MPL_CACHE = "/usr/lib/appliance/matplotlib"  # matplotlib's font list, made when the image was
 MPL_CONFIG = "/tmp/matplotlib"   # matplotlib's config and cache directory in a cell
 RESULT_NAME = "__cell_value__"
-CELL_FIELDS = frozenset(["t", "code", "tools", "files", "keep"])
+CELL_FIELDS = frozenset(["t", "code", "tools", "files", "args", "keep"])
 EXIT_HOST_GONE = 3               # exit status when the host pipe is closed or broken
 RUNNER_FILE = os.path.abspath(__file__)
 CO_COROUTINE = 0x0080            # inspect.CO_COROUTINE, without importing inspect
 
 # Names a tool namespace may not take: they would hide what the code relies on
-# (the builtins, also those `site` adds, which -S leaves out; the `tools` helper).
-RESERVED = (frozenset(["ToolError", "asyncio", "tools", RESULT_NAME, "exit", "quit", "help",
-                       "copyright", "credits", "license"]) | frozenset(dir(builtins)))
+# (the builtins, also those `site` adds, which -S leaves out; the `tools` helper;
+# a code tool's `args`).
+RESERVED = (frozenset(["ToolError", "asyncio", "tools", "args", RESULT_NAME, "exit", "quit",
+                       "help", "copyright", "credits", "license"]) | frozenset(dir(builtins)))
 
 
 ERROR_KINDS = ("refused", "error", "timeout", "unavailable", "declined")
@@ -1274,13 +1275,16 @@ def _read_cell(chan):
         raise _Fatal("cell line is not JSON: %s" % e) from None
     if (type(msg) is not dict or not {"t", "code", "tools"} <= set(msg) <= CELL_FIELDS
             or msg["t"] != "cell"):
-        raise _Fatal("expected a cell message with fields t, code, tools (and files, keep)")
+        raise _Fatal("expected a cell message with fields t, code, tools "
+                     "(and files, args, keep)")
     if type(msg["code"]) is not str:
         raise _Fatal("cell code is not a string")
     if msg.get("keep", True) is not True:
         raise _Fatal("cell keep is not true")
+    if type(msg.get("args", {})) is not dict:
+        raise _Fatal("cell args is not an object")
     chan.files = _check_files(msg["files"]) if "files" in msg else None
-    return msg["code"], _check_tools(msg["tools"]), "keep" in msg
+    return msg["code"], _check_tools(msg["tools"]), msg.get("args"), "keep" in msg
 
 
 def _image_setup():
@@ -1360,13 +1364,13 @@ def main():
     g = None
     while True:
         try:
-            code, tools, keep = _read_cell(chan)
+            code, tools, args, keep = _read_cell(chan)
         except _Fatal as e:
             _finish(chan, "runner: bad cell message: %s" % e, None)
-        g = _one_cell(chan, g, code, tools, keep)
+        g = _one_cell(chan, g, code, tools, args, keep)
 
 
-def _one_cell(chan, g, code, tools, keep):
+def _one_cell(chan, g, code, tools, args, keep):
     """Run one cell in globals g (a session's, kept from its last cell), or
     in new ones, and say done; without keep the runner exits there. The
     globals the next cell of the session runs in."""
@@ -1380,6 +1384,7 @@ def _one_cell(chan, g, code, tools, keep):
             g = cg
         else:
             _tools_renew(g, cg)
+        _args_bind(g, args)
         error, value = unawaited.finish(g, *_run(code, g, name=_cell_file()))
     except BaseException as e:  # the runner's own fault: still say done
         error, value = "runner: internal error: %s" % type(e).__name__, None
@@ -1406,6 +1411,24 @@ def _tools_renew(g, fresh):
     for name, v in fresh.items():
         if isinstance(v, (ToolNamespace, _ToolsHelper)) or name not in g:
             g[name] = v
+
+
+_args_given = None  # the dict the last cell line's args became
+
+
+def _args_bind(g, args):
+    """A code tool's arguments: the cell line's `args` (a dict, as json.loads
+    made it) is the global `args`; a line without them leaves the name
+    undefined. In a session, the next cell's line decides again: the args an
+    earlier line gave go (unless the code bound `args` to something else,
+    which stays as its own variable), and args the line gives replace
+    whatever the name held."""
+    global _args_given
+    if _args_given is not None and g.get("args") is _args_given:
+        del g["args"]
+    _args_given = args
+    if args is not None:
+        g["args"] = args
 
 
 if __name__ == "__main__":

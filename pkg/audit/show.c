@@ -16,6 +16,7 @@
 
 #include "audit/read.h"
 #include "log/log.h"
+#include "policy/policy.h"
 
 static const char *str_member(const json_t *o, const char *key)
 {
@@ -32,9 +33,10 @@ static const struct {
 	{"start", "appliance start: pid {pid}, deployment {deployment}, serial {serial}, version "
 		  "{version}, seal {seal}"},
 	{"stop", "appliance stop: pid {pid}, {reason}, {runs} runs"},
-	{"run.start", "run {run}: client {client}, role {role}, revision {revision}, code "
-		      "{code_bytes} bytes[, session {session}]"},
-	{"run.refused", "run {run} refused: client {client}: {reason}"},
+	{"run.start",
+	 "run {run}: client {client}, role {role}, revision {revision}, code "
+	 "{code_bytes} bytes[, session {session}][, tool {tool}][ (program {program})]"},
+	{"run.refused", "run {run} refused: client {client}[, tool {tool}]: {reason}"},
 	{"auth", "auth {outcome}: [client {client}, ]peer {peer}[, {refusals_dropped} refusals "
 		 "not written before]"},
 	{"call", "  run {run} call {id}: {tool} ({access}), {args_bytes} argument bytes: "
@@ -136,15 +138,83 @@ bool audit_show_knows(const char *ev)
 	return form_of(ev) != NULL;
 }
 
-static void show_line(FILE *out, const struct audit_reader *r)
+/* ---- the lines of one code tool's runs ------------------------------------ */
+
+#define SHOW_RUNS_MAX 100000 /* runs summed up or followed; more are counted, not shown */
+#define SHOW_ID_MAX   64     /* bytes of a run id followed (the writer's have 12) */
+
+/* --tool: which lines are the tool's. A run is the tool's when its
+ * run.start names it; the run's later lines are known by its id, kept
+ * here for at most SHOW_RUNS_MAX runs of at most SHOW_ID_MAX bytes each,
+ * so a log cannot make this grow much. A run.start of another tool, or of
+ * none, ends whatever run had its id before. */
+struct tool_filter {
+	const char *tool; /* NULL: every line is shown */
+	json_t *runs;	  /* the tool's run ids -> true */
+	size_t lost;	  /* runs of the tool whose later lines are not shown */
+};
+
+static bool names_tool(const json_t *o, const char *tool)
 {
-	json_t *o = json_loadb(r->line, r->line_len, JSON_REJECT_DUPLICATES, NULL);
+	const char *t = str_member(o, "tool");
+
+	return t && strcmp(t, tool) == 0;
+}
+
+/* Whether line o is to be shown; a run.start of the tool starts following
+ * its run. */
+static bool filter_keep(struct tool_filter *f, const json_t *o)
+{
+	const char *ev, *id;
+	bool mine;
+
+	if (!f->tool)
+		return true;
+	ev = str_member(o, "ev");
+	id = str_member(o, "run");
+	if (!ev)
+		return false;
+	if (strcmp(ev, "run.start") == 0) {
+		mine = names_tool(o, f->tool);
+		if (id && !mine)
+			json_object_del(f->runs, id);
+		if (mine &&
+		    !(id && strlen(id) <= SHOW_ID_MAX &&
+		      (json_object_get(f->runs, id) || json_object_size(f->runs) < SHOW_RUNS_MAX) &&
+		      json_object_set_new(f->runs, id, json_true()) == 0))
+			f->lost++;
+		return mine;
+	}
+	if (strcmp(ev, "run.refused") == 0 && names_tool(o, f->tool))
+		return true;
+	return id && json_object_get(f->runs, id);
+}
+
+static void filter_end(const struct tool_filter *f, FILE *out)
+{
+	char shown[AUDIT_SHOWN_MAX];
+
+	if (f->lost)
+		fprintf(out,
+			"(%zu runs of %s past the first %d, or with a run id longer than %d "
+			"bytes: their later lines not shown)\n",
+			f->lost, audit_escape(f->tool, shown), SHOW_RUNS_MAX, SHOW_ID_MAX);
+}
+
+bool audit_tool_name_valid(const char *name)
+{
+	return policy_code_tool_name_valid(name, strlen(name));
+}
+
+/* ---- a line per event ----------------------------------------------------- */
+
+static void show_line(FILE *out, const struct audit_reader *r, const json_t *o)
+{
 	const char *ev = json_is_object(o) ? str_member(o, "ev") : NULL, *t, *text;
 
 	if (!ev) {
 		fprintf(out, "line %" PRIu64 ": not a log line (%zu bytes)\n", r->lineno,
 			r->line_len);
-		json_decref(o);
 		return;
 	}
 	if (!(text = form_of(ev)))
@@ -153,26 +223,35 @@ static void show_line(FILE *out, const struct audit_reader *r)
 	fprintf(out, "%s  ", audit_time_valid(t) ? t : "(no time)               ");
 	text_put(out, o, text, text + strlen(text), false);
 	fputc('\n', out);
-	json_decref(o);
 }
 
-static int show_lines(struct audit_reader *r, FILE *out)
+/* With --tool, a line that is not a log line, or too long to be read,
+ * is no line of a run: it is left out with the rest. */
+static int show_lines(struct audit_reader *r, struct tool_filter *f, FILE *out)
 {
 	int got, rc;
 
 	for (;;) {
+		json_t *o;
+		bool keep;
+
 		got = audit_reader_next(r);
 		if (got <= 0)
 			return got;
 		if (got == AUDIT_LINE_LONG) {
-			fprintf(out, "line %" PRIu64 ": longer than %d bytes, not shown\n",
-				r->lineno, AUDIT_LINE_MAX);
+			if (!f->tool)
+				fprintf(out, "line %" PRIu64 ": longer than %d bytes, not shown\n",
+					r->lineno, AUDIT_LINE_MAX);
 			if ((rc = audit_reader_skip(r)) < 0)
 				return rc;
 			continue;
 		}
-		show_line(out, r);
-		if (!r->nl)
+		o = json_loadb(r->line, r->line_len, JSON_REJECT_DUPLICATES, NULL);
+		keep = f->tool ? json_is_object(o) && filter_keep(f, o) : true;
+		if (keep)
+			show_line(out, r, o);
+		json_decref(o);
+		if (keep && !r->nl)
 			fprintf(out,
 				"line %" PRIu64 ": no newline at the end: an appliance stopped "
 				"mid-write\n",
@@ -182,8 +261,7 @@ static int show_lines(struct audit_reader *r, FILE *out)
 
 /* ---- one line per run ------------------------------------------------------- */
 
-#define SHOW_RUNS_MAX  100000 /* runs summed up; more are counted, not shown */
-#define SHOW_TOOLS_MAX 8      /* tools named per run */
+#define SHOW_TOOLS_MAX 8 /* tools named per run */
 
 struct runs {
 	json_t *by_id; /* run id -> {start, end, tools: {tool: n}, refused, failed} */
@@ -248,8 +326,12 @@ static void run_put(FILE *out, const char *id, const json_t *e)
 	const json_t *n;
 	size_t k = 0;
 
-	fprintf(out, "%s  run %s: ", t && audit_time_valid(t) ? t : "(no time)               ",
+	fprintf(out, "%s  run %s", t && audit_time_valid(t) ? t : "(no time)               ",
 		audit_escape(id, shown));
+	/* a code tool's run: named by its start, or by its refusal */
+	if (first && (tool = str_member(first, "tool")))
+		fprintf(out, " (tool %s)", audit_escape(tool, shown));
+	fputs(": ", out);
 	if (st)
 		text_put(out, st, RUN_WHO, RUN_WHO + strlen(RUN_WHO), false);
 	else
@@ -275,7 +357,7 @@ static void run_put(FILE *out, const char *id, const json_t *e)
 	fputc('\n', out);
 }
 
-static int runs_lines(struct audit_reader *r, FILE *out)
+static int runs_lines(struct audit_reader *r, struct tool_filter *f, FILE *out)
 {
 	struct runs rs = {json_object(), json_array(), 0};
 	int got;
@@ -294,7 +376,7 @@ static int runs_lines(struct audit_reader *r, FILE *out)
 			continue;
 		}
 		o = json_loadb(r->line, r->line_len, JSON_REJECT_DUPLICATES, NULL);
-		if (json_is_object(o))
+		if (json_is_object(o) && filter_keep(f, o))
 			run_take(&rs, o);
 		json_decref(o);
 	}
@@ -311,12 +393,16 @@ static int runs_lines(struct audit_reader *r, FILE *out)
 	return got;
 }
 
-static int show_file(const char *file, bool runs, FILE *out, struct appl_err *err)
+int audit_show_with(const char *file, const struct audit_show_opts *opts, FILE *out,
+		    struct appl_err *err)
 {
+	struct tool_filter f = {opts->tool, NULL, 0};
 	struct audit_reader *r;
 	struct stat st;
 	int fd, rc;
 
+	if (f.tool && !audit_tool_name_valid(f.tool))
+		return appl_err_set(err, -EINVAL, "not a code tool's name");
 	fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return appl_err_errno(err, -errno, errno, "%s", file);
@@ -324,13 +410,20 @@ static int show_file(const char *file, bool runs, FILE *out, struct appl_err *er
 		close(fd);
 		return appl_err_set(err, -EINVAL, "%s: not a regular file", file);
 	}
-	if (!(r = malloc(sizeof(*r)))) {
+	r = malloc(sizeof(*r));
+	if (f.tool)
+		f.runs = json_object();
+	if (!r || (f.tool && !f.runs)) {
+		free(r);
 		close(fd);
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	}
 	rc = audit_reader_init(r, fd, UINT64_MAX);
 	if (rc == 0)
-		rc = runs ? runs_lines(r, out) : show_lines(r, out);
+		rc = opts->runs ? runs_lines(r, &f, out) : show_lines(r, &f, out);
+	if (rc == 0)
+		filter_end(&f, out);
+	json_decref(f.runs);
 	free(r);
 	close(fd);
 	return rc < 0 ? appl_err_errno(err, rc, -rc, "reading %s", file) : 0;
@@ -338,10 +431,14 @@ static int show_file(const char *file, bool runs, FILE *out, struct appl_err *er
 
 int audit_show(const char *file, FILE *out, struct appl_err *err)
 {
-	return show_file(file, false, out, err);
+	const struct audit_show_opts o = {.runs = false};
+
+	return audit_show_with(file, &o, out, err);
 }
 
 int audit_show_runs(const char *file, FILE *out, struct appl_err *err)
 {
-	return show_file(file, true, out, err);
+	const struct audit_show_opts o = {.runs = true};
+
+	return audit_show_with(file, &o, out, err);
 }

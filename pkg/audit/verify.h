@@ -19,6 +19,7 @@
 
 #include "audit/format.h"
 #include "base/err.h"
+#include "base/limits.h"
 
 #define AUDIT_VERIFY_FILES_MAX 100000 /* files of one chain followed */
 #define AUDIT_VERIFY_KEYS_MAX  64     /* --key values */
@@ -77,9 +78,28 @@ int audit_show(const char *file, FILE *out, struct appl_err *err);
 bool audit_show_knows(const char *ev);
 
 /* The same file summed up, one line per run, in the order the runs came:
- * when, who (client, role, revision, code size), the tools it called and
- * how often, how many calls were refused or failed, and how it ended. At
- * most 100000 runs are summed up. 0 or <0. */
+ * when, who (client, role, revision, code size), the code tool it ran if
+ * any, the tools it called and how often, how many calls were refused or
+ * failed, and how it ended. At most 100000 runs are summed up. 0 or <0. */
 int audit_show_runs(const char *file, FILE *out, struct appl_err *err);
+
+#define AUDIT_TOOL_NAME_MAX APPL_CODE_TOOL_NAME_MAX /* bytes of a code tool's name */
+
+/* Whether name is a code tool's name: policy_code_tool_name_valid. */
+bool audit_tool_name_valid(const char *name);
+
+struct audit_show_opts {
+	bool runs;	  /* a line per run (audit_show_runs), not per event */
+	const char *tool; /* only the lines of this code tool's runs (a run.start
+			   * naming it and the later lines of that run), and its
+			   * run.refused lines; NULL: every line */
+};
+
+/* audit_show or audit_show_runs as opts says. The ids of the tool's runs
+ * are kept for at most 100000 runs; the lines of runs past that are not
+ * shown, and a last line says how many runs that was. 0, or < 0 when the
+ * file cannot be read or opts->tool is no code tool's name (err filled). */
+int audit_show_with(const char *file, const struct audit_show_opts *opts, FILE *out,
+		    struct appl_err *err);
 
 #endif

@@ -340,9 +340,10 @@
 #define APPL_HTTP_IDLE_S_MIN  10
 #define APPL_HTTP_SLOW_S_MIN  1
 
-/* What one policy may hold. The document needs 4 levels of nesting; more is
- * refused before jansson builds anything. */
-#define APPL_POLICY_DEPTH_MAX	     8
+/* What one policy may hold. The document needs 4 levels of nesting, and a
+ * code tool's schemas begin at the 4th: 24 leaves a schema 20 levels;
+ * more is refused before jansson builds anything. */
+#define APPL_POLICY_DEPTH_MAX	     24
 #define APPL_POLICY_SERVERS_MAX	     64
 #define APPL_POLICY_SERVER_NAME_MAX  32	  /* becomes a Python namespace */
 #define APPL_POLICY_TOOL_NAME_MAX    128  /* the tool part of a server.tool pattern */
@@ -354,6 +355,10 @@
 #define APPL_POLICY_PATH_MAX	     1024 /* a path written in the policy */
 #define APPL_PRELOAD_MAX	     16	  /* image.preload: modules named */
 #define APPL_PRELOAD_NAME_MAX	     128  /* bytes of one module name */
+#define APPL_CODE_TOOLS_MAX	     64	  /* code_tools entries */
+#define APPL_CODE_TOOL_NAME_MAX	     64	  /* an MCP tool name of ours */
+#define APPL_CODE_TOOL_DESC_MAX	     4096 /* a code tool's description, bytes */
+#define APPL_CODE_TOOL_USES_MAX	     256  /* patterns of one code tool's uses */
 #define APPL_POLICY_ARGV_MAX	     64	  /* elements of a stdio server's command */
 #define APPL_POLICY_ARG_MAX	     4096 /* one element */
 #define APPL_POLICY_ENV_MAX	     64	  /* environment names passed to one server */

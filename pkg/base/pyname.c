@@ -15,8 +15,8 @@ static const char *const keywords[] = {
 
 /* Names the cell's globals already hold (the builtins, with the ones `site`
  * adds, and what the runner puts there: ToolError, asyncio, the `tools`
- * helper): a namespace with one of these names would hide them from the
- * code. Sorted for bsearch (strcmp order). */
+ * helper, a code tool's `args`): a namespace with one of these names would
+ * hide them from the code. Sorted for bsearch (strcmp order). */
 static const char *const reserved[] = {
 	"ArithmeticError",
 	"AssertionError",
@@ -98,6 +98,7 @@ static const char *const reserved[] = {
 	"all",
 	"anext",
 	"any",
+	"args",
 	"ascii",
 	"asyncio",
 	"bin",

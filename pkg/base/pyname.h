@@ -10,8 +10,8 @@
 bool appl_py_keyword(const char *s);
 
 /* A name the cell's globals already hold (the builtins, with those `site`
- * adds, and the runner's ToolError, asyncio and tools): a namespace of that
- * name would hide it from the code. */
+ * adds, and the runner's ToolError, asyncio, tools and a code tool's args):
+ * a namespace of that name would hide it from the code. */
 bool appl_py_reserved(const char *s);
 
 #endif

@@ -63,6 +63,14 @@ struct bridge_catalog;
 int bridge_catalog_new(const struct policy *p, const char *role, const struct bridge_tool_in *tools,
 		       size_t n, struct bridge_catalog **out, struct appl_err *err);
 
+/* The same for a caller: a role's cells, or the program of a code tool
+ * (policy_call_check decides each tool; a call that needs a person's yes
+ * is asked as the caller's role's would be). who is borrowed for the
+ * call. */
+int bridge_catalog_for(const struct policy *p, const struct policy_caller *who,
+		       const struct bridge_tool_in *tools, size_t n, struct bridge_catalog **out,
+		       struct appl_err *err);
+
 struct bridge_catalog *bridge_catalog_ref(struct bridge_catalog *c);
 void bridge_catalog_unref(struct bridge_catalog *c); /* safe on NULL */
 

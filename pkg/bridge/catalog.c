@@ -61,8 +61,8 @@ static bool strict_names(const json_t *schema)
 	return true;
 }
 
-static int entry_fill(struct bridge_entry *e, const struct policy *p, const char *role,
-		      const struct bridge_tool_in *t)
+static int entry_fill(struct bridge_entry *e, const struct policy *p,
+		      const struct policy_caller *who, const struct bridge_tool_in *t)
 {
 	struct appl_err serr = {0};
 	int rc;
@@ -72,7 +72,7 @@ static int entry_fill(struct bridge_entry *e, const struct policy *p, const char
 	e->description = t->description ? strdup(t->description) : NULL;
 	if (!e->server || !e->name || (t->description && !e->description))
 		return -ENOMEM;
-	e->verdict = policy_tool_check(p, t->server, t->name, t->read_only_hint, role, &e->access);
+	e->verdict = policy_call_check(p, who, t->server, t->name, t->read_only_hint, &e->access);
 	e->metric_tool = policy_tool_named(p, t->server, t->name);
 	e->task_required = t->task_required;
 	if (t->output_schema) {
@@ -82,8 +82,9 @@ static int entry_fill(struct bridge_entry *e, const struct policy *p, const char
 		if (schema_new(t->output_schema, &e->out_schema, &serr) == -ENOMEM)
 			return -ENOMEM;
 	}
+	/* A code tool's writes ask as its caller's role's would. */
 	e->approval = e->verdict == POLICY_OK &&
-		      policy_tool_approval(p, t->server, t->name, role, e->access);
+		      policy_tool_approval(p, t->server, t->name, who->role, e->access);
 	if (!t->input_schema) {
 		e->schema_why = strdup("the tool has no input schema");
 		return e->schema_why ? 0 : -ENOMEM;
@@ -229,8 +230,8 @@ static int absent_add(struct bridge_catalog *c, const struct policy *p, struct a
 	return 0;
 }
 
-static int readable_add(struct bridge_catalog *c, const struct policy *p, const char *role,
-			struct appl_err *err)
+static int readable_add(struct bridge_catalog *c, const struct policy *p,
+			const struct policy_caller *who, struct appl_err *err)
 {
 	size_t n = policy_server_count(p);
 
@@ -239,7 +240,7 @@ static int readable_add(struct bridge_catalog *c, const struct policy *p, const 
 	for (size_t i = 0; i < n; i++) {
 		const char *name = policy_server_get(p, i)->name;
 
-		if (!policy_resources_allowed(p, name, role))
+		if (!policy_call_resources(p, who, name))
 			continue;
 		if (!(c->readable[c->nreadable] = strdup(name)))
 			return appl_err_set(err, -ENOMEM, "out of memory");
@@ -287,6 +288,15 @@ bool bridge_catalog_absent(const struct bridge_catalog *c, const char *server)
 int bridge_catalog_new(const struct policy *p, const char *role, const struct bridge_tool_in *tools,
 		       size_t n, struct bridge_catalog **out, struct appl_err *err)
 {
+	struct policy_caller who = {.role = role};
+
+	return bridge_catalog_for(p, &who, tools, n, out, err);
+}
+
+int bridge_catalog_for(const struct policy *p, const struct policy_caller *who,
+		       const struct bridge_tool_in *tools, size_t n, struct bridge_catalog **out,
+		       struct appl_err *err)
+{
 	struct bridge_catalog *c = calloc(1, sizeof(*c));
 	size_t k = 0;
 
@@ -300,7 +310,7 @@ int bridge_catalog_new(const struct policy *p, const char *role, const struct br
 		if (!tools[i].server || !tools[i].name)
 			continue;
 		c->e[k].order = i;
-		if (entry_fill(&c->e[k], p, role, &tools[i]) < 0) {
+		if (entry_fill(&c->e[k], p, who, &tools[i]) < 0) {
 			c->n = k + 1;
 			bridge_catalog_unref(c);
 			return appl_err_set(err, -ENOMEM, "out of memory");
@@ -319,7 +329,7 @@ int bridge_catalog_new(const struct policy *p, const char *role, const struct br
 	}
 	c->n = k;
 	if (stubs_make(c, err) < 0 || absent_add(c, p, err) < 0 ||
-	    readable_add(c, p, role, err) < 0) {
+	    readable_add(c, p, who, err) < 0) {
 		bridge_catalog_unref(c);
 		return err->code;
 	}

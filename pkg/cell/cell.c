@@ -35,6 +35,7 @@ struct cell {
 	char *code; /* NULL until cell_run */
 	size_t code_len;
 	json_t *tools;
+	json_t *args; /* the next cell line's `args` (cell_set_args); NULL: none */
 	/* the runner's protocol: its lines in, ours out (pkg/loop/lines.h) */
 	struct lines *io;
 	unsigned long lines;	  /* protocol lines from the runner, against max_lines */
@@ -44,6 +45,7 @@ struct cell {
 	size_t stdout_len;
 	size_t printed;
 	bool truncated;
+	bool value_cut; /* the final value was over its cap */
 	unsigned long calls;
 	cell_call_fn caller;
 	void *caller_data;
@@ -106,6 +108,7 @@ static json_t *result_value(struct cell *c)
 	free(dump);
 	if (n > APPL_CELL_RESULT_MAX) {
 		c->truncated = true;
+		c->value_cut = true;
 		return json_string("(result omitted: larger than the cap)");
 	}
 	return json_incref(c->done_result);
@@ -142,6 +145,7 @@ static void outcome_make(struct cell *c, enum cell_reason reason, const char *er
 	o->out = c->stdout_buf ? c->stdout_buf : "";
 	o->out_len = c->stdout_len;
 	o->truncated = c->truncated;
+	o->value_cut = c->value_cut;
 	o->error = c->error_text ? c->error_text : error;
 	o->value = c->value;
 	o->reason = reason;
@@ -210,9 +214,14 @@ static void cell_send(struct cell *c)
 	struct appl_err err = {0};
 	char *line;
 	size_t len;
+	int rc;
 
-	if (cell_proto_cell_encode(c->code, c->code_len, c->tools, &c->lim.files, c->keep, &line,
-				   &len, &err) < 0) {
+	rc = cell_proto_cell_encode(c->code, c->code_len, c->tools, &c->lim.files, c->args, c->keep,
+				    &line, &len, &err);
+	/* For this line only: a kept cell's next run has none unless given. */
+	json_decref(c->args);
+	c->args = NULL;
+	if (rc < 0) {
 		finish(c, CELL_INTERNAL, err.msg);
 		return;
 	}
@@ -568,6 +577,15 @@ void cell_set_hooks(struct cell *c, const struct cell_hooks *hooks)
 	c->hooks = hooks ? *hooks : (struct cell_hooks){0};
 }
 
+int cell_set_args(struct cell *c, const json_t *args)
+{
+	if (args && !json_is_object(args))
+		return -EINVAL;
+	json_decref(c->args);
+	c->args = json_incref((json_t *)args);
+	return 0;
+}
+
 /* What a kept cell's last run left, before its next. */
 static void run_clear(struct cell *c)
 {
@@ -581,6 +599,7 @@ static void run_clear(struct cell *c)
 	c->files = NULL;
 	c->code_len = c->stdout_len = c->printed = 0;
 	c->truncated = false;
+	c->value_cut = false;
 	c->calls = c->lines = 0;
 	c->phase = PHASE_IDLE;
 }
@@ -711,6 +730,7 @@ void cell_free(struct cell *c)
 	cell_proto_state_free(c->proto);
 	cell_files_free(c->files);
 	json_decref(c->tools);
+	json_decref(c->args);
 	json_decref(c->done_error);
 	json_decref(c->done_result);
 	json_decref(c->value);

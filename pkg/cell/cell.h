@@ -75,6 +75,7 @@ struct cell_outcome {
 	bool truncated;	     /* output or the final value was cut */
 	const char *error;   /* the code's traceback tail or why it stopped; NULL */
 	const json_t *value; /* the final expression's value; NULL: none */
+	bool value_cut;	     /* it was over APPL_CELL_RESULT_MAX: value is a note */
 	enum cell_reason reason;
 	unsigned long calls;  /* tool calls the code made */
 	uint64_t duration_ms; /* from arrival */
@@ -152,6 +153,15 @@ bool cell_idle(const struct cell *c);
 int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 	     const struct cell_limits *lim, const struct cell_hooks *hooks, uint64_t arrival_ms,
 	     struct appl_err *err);
+
+/* A code tool's arguments (docs/runner-protocol.md): the cell line of the
+ * next cell_run carries args, an object the code sees as its global `args`
+ * (a dict). Call it before that cell_run. A reference is taken (a caller
+ * that changes args after gives that change), dropped once the line is sent
+ * or when c is freed; a later call replaces it, NULL drops it (no args:
+ * the code has no `args` at all). A kept cell's next run has no args unless
+ * it is set again. 0, or -EINVAL when args is not an object. */
+int cell_set_args(struct cell *c, const json_t *args);
 
 /* Answer call id with value (borrowed) / with an error message shown to the
  * code as ToolError. Ignored after the cell ended. */

@@ -177,15 +177,18 @@ struct cell_files_limits {
 };
 
 /* {"t":"cell","code":code,"tools":tools,"files":{"max_count":...,
- * "max_bytes":...,"max_total_bytes":...}}, with "keep":true when keep (the
- * runner waits for another cell after done: a session's). code[0..code_len)
- * is UTF-8 without NUL, at most APPL_CELL_CODE_MAX bytes; tools (borrowed)
- * is an array of at most APPL_RUNNER_TOOLS_MAX entries each shaped as
- * cell_proto_tool_new makes them, no (ns, fn) pair twice; files (borrowed)
- * within the ceilings of limits.h. */
+ * "max_bytes":...,"max_total_bytes":...}}, with "args":args when args is not
+ * NULL (a code tool's arguments: the code's global `args`) and "keep":true
+ * when keep (the runner waits for another cell after done: a session's).
+ * code[0..code_len) is UTF-8 without NUL, at most APPL_CELL_CODE_MAX bytes;
+ * tools (borrowed) is an array of at most APPL_RUNNER_TOOLS_MAX entries each
+ * shaped as cell_proto_tool_new makes them, no (ns, fn) pair twice; files
+ * (borrowed) within the ceilings of limits.h; args (borrowed, may be NULL) an
+ * object nesting at most APPL_JSON_DEPTH_MAX - 1 levels, else -EINVAL /
+ * -E2BIG. */
 int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools,
-			   const struct cell_files_limits *files, bool keep, char **line,
-			   size_t *len, struct appl_err *err);
+			   const struct cell_files_limits *files, const json_t *args, bool keep,
+			   char **line, size_t *len, struct appl_err *err);
 
 /* The line that asks a runner restored from a checkpoint to reseed its
  * generators and say ready again (runner.py matches these exact bytes). */

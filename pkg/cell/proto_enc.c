@@ -230,9 +230,24 @@ static int files_limits_new(const struct cell_files_limits *f, json_t **out, str
 	return *out ? 0 : appl_err_set(err, -ENOMEM, "runner message: out of memory");
 }
 
+/* A code tool's arguments: the runner binds them as the dict `args`, so an
+ * object only; one level under the line's own, so that the whole line
+ * stays within the depth both parsers take. Their size is the line cap's. */
+static int args_check(const json_t *args, struct appl_err *err)
+{
+	if (!args)
+		return 0;
+	if (!json_is_object(args))
+		return appl_err_set(err, -EINVAL, "args is not an object");
+	if (!appl_json_depth_within(args, APPL_JSON_DEPTH_MAX - 1))
+		return appl_err_set(err, -E2BIG, "args nested deeper than %u levels",
+				    APPL_JSON_DEPTH_MAX - 1);
+	return 0;
+}
+
 int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tools,
-			   const struct cell_files_limits *files, bool keep, char **line,
-			   size_t *len, struct appl_err *err)
+			   const struct cell_files_limits *files, const json_t *args, bool keep,
+			   char **line, size_t *len, struct appl_err *err)
 {
 	json_t *jcode, *jfiles, *msg;
 	int rc;
@@ -245,6 +260,8 @@ int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tool
 	if (memchr(code, '\0', code_len))
 		return appl_err_set(err, -EINVAL, "code holds a NUL byte");
 	rc = tools_check(tools, err);
+	if (rc == 0)
+		rc = args_check(args, err);
 	if (rc < 0)
 		return rc;
 	rc = files_limits_new(files, &jfiles, err);
@@ -258,7 +275,8 @@ int cell_proto_cell_encode(const char *code, size_t code_len, const json_t *tool
 	/* json_pack "O" takes its own reference: tools stays the caller's. */
 	msg = json_pack("{s:s, s:o, s:O, s:o}", "t", "cell", "code", jcode, "tools",
 			(json_t *)tools, "files", jfiles);
-	if (msg && keep && json_object_set_new(msg, "keep", json_true()) < 0) {
+	if (msg && ((args && json_object_set(msg, "args", (json_t *)args) < 0) ||
+		    (keep && json_object_set_new(msg, "keep", json_true()) < 0))) {
 		json_decref(msg);
 		msg = NULL;
 	}

@@ -25,6 +25,7 @@
 #include "pool/pool.h"
 #include "proc/proc.h"
 #include "sandbox/runsc.h"
+#include "schema/schema.h"
 #include "session/session.h"
 
 void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
@@ -487,7 +488,7 @@ static void on_released(void *data, void *owner)
 }
 
 /* Why a run must not start now, or NULL; *reason the metrics' word. */
-static const char *run_refusal(struct engine *e, const struct run_client *client,
+const char *engine_run_refusal(struct engine *e, const struct run_client *client,
 			       unsigned waiting_cap, unsigned total_cap, const char **reason,
 			       char *why, size_t cap)
 {
@@ -576,7 +577,15 @@ struct run *engine_run_session(struct engine *e, const char *code, size_t len,
 	char why[640];
 
 	e->served++;
-	if ((no = run_refusal(e, client, waiting_cap, total_cap, &reason, why, sizeof(why)))) {
+	if (!engine_role_inline(e, client->role)) {
+		reason = "not_allowed";
+		no = "this client's role runs no code of its own (\"inline\": false): call its "
+		     "code tools";
+	} else {
+		no = engine_run_refusal(e, client, waiting_cap, total_cap, &reason, why,
+					sizeof(why));
+	}
+	if (no) {
 		metrics_cell("refused", reason, false, 0);
 		run_set_refuse(e->runs, client, no);
 		return NULL;
@@ -687,6 +696,13 @@ const char *engine_role_view(struct engine *e, const char *role, struct bridge_c
 			     struct appl_err *err)
 {
 	return engine_roles_view(e->roles, role, cat, err);
+}
+
+bool engine_role_inline(const struct engine *e, const char *role)
+{
+	const struct policy_role *r = e->policy ? policy_role_find(e->policy, role) : NULL;
+
+	return !r || r->run_python;
 }
 
 /* ---- lifetime -------------------------------------------------------------------- */

@@ -153,7 +153,8 @@ bool engine_stopping(const struct engine *e, const char **why);
 const char *engine_role_view(struct engine *e, const char *role, struct bridge_catalog **cat,
 			     struct appl_err *err);
 
-/* A run of code[0..len) for client (run.h). Refused, answered through
+/* A run of code[0..len) for client (run.h; with client->args, the code
+ * has them as `args`). Refused, answered through
  * client->answer at once and NULL returned, when the policy has expired,
  * the audit log cannot be written, too many runs wait (of client's:
  * waiting_cap, 0 none; of all: total_cap), or its role's view cannot be
@@ -161,6 +162,35 @@ const char *engine_role_view(struct engine *e, const char *role, struct bridge_c
 struct run *engine_run_new(struct engine *e, const char *code, size_t len,
 			   const struct run_client *client, unsigned waiting_cap,
 			   unsigned total_cap);
+
+/* The code tools role may call under the policy in force
+ * (policy_code_tool_allowed), in name order, at most cap of them into out
+ * (borrowed: read them again after a loop round); how many. */
+size_t engine_role_code_tools(const struct engine *e, const char *role,
+			      const struct policy_code_tool **out, size_t cap);
+
+/* Whether role's clients see run_python: false only for a role of the
+ * policy in force with "inline": false (a NULL role, one that may call
+ * nothing, sees it and is refused every tool). */
+bool engine_role_inline(const struct engine *e, const char *role);
+
+/* A call of the code tool name with args (borrowed; NULL: {}) for client
+ * (run.h; its tool and args are set here): refused, answered at once and
+ * NULL returned, as engine_run_new refuses, and when the client's role
+ * may not call it or args do not pass its input schema, before any
+ * sandbox is taken; else a run of its program with args, under the
+ * tool's uses (engine_roles_tool_view). */
+struct run *engine_run_tool(struct engine *e, const char *name, const json_t *args,
+			    const struct run_client *client, unsigned waiting_cap,
+			    unsigned total_cap);
+
+/* `check`'s run of code tool t's program with args (NULL: {}) for client,
+ * its calls through cat (a reference is taken; check's own, which lets no
+ * write through) rather than a role's view: refused only for args that
+ * do not pass t's input schema. NULL when refused (answered). */
+struct run *engine_run_program(struct engine *e, const struct policy_code_tool *t,
+			       const json_t *args, const struct run_client *client,
+			       struct bridge_catalog *cat);
 
 /* run_python's session arguments (docs/sessions.md): session "new" or a
  * handle (NULL: a cell of its own), end (end that session: no code), and

@@ -61,6 +61,13 @@ struct engine {
 	bool ready_asked;      /* engine_ready_prepare was called */
 };
 
+/* engine.c, for tools.c: why a run of client must not start now (the
+ * policy expired, the audit log cannot be written, too many wait), or
+ * NULL; *reason the metrics' word, why (cap bytes) room for the text. */
+const char *engine_run_refusal(struct engine *e, const struct run_client *client,
+			       unsigned waiting_cap, unsigned total_cap, const char **reason,
+			       char *why, size_t cap);
+
 /* engine.c, for reload.c */
 struct engine_gen *engine_gen_new(struct engine *e, const struct policy *p, void *handle);
 void engine_gen_free(struct engine *e, struct engine_gen *g);

@@ -13,6 +13,9 @@
 struct role {
 	struct role *next;
 	const char *name; /* the policy's; NULL: a role that may call nothing */
+	/* A code tool's view: what its program may call when name's clients
+	 * call it (no description). NULL: the role's own cells. */
+	const struct policy_code_tool *tool;
 	struct bridge_catalog *cat;
 	char *description;
 };
@@ -76,22 +79,27 @@ static int rebuild(struct engine_roles *r, struct role *ro, struct appl_err *err
 	char *desc;
 	int rc;
 
+	struct policy_caller who = {.role = ro->name, .tool = ro->tool};
+
 	sl.sessions_idle_s = pr && pr->sessions.max ? pr->sessions.idle_s : 0;
 
 	if (!(in = tools_gather(r->ups, &n)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
-	rc = bridge_catalog_new(r->cfg.policy, ro->name, in, n, &cat, err);
+	rc = bridge_catalog_for(r->cfg.policy, &who, in, n, &cat, err);
 	free(in);
 	if (rc < 0)
 		return rc;
-	if (!(desc = stubs_description(bridge_catalog_stubs(cat), &sl, err))) {
+	desc = ro->tool ? strdup("") : stubs_description(bridge_catalog_stubs(cat), &sl, err);
+	if (!desc && ro->tool)
+		appl_err_set(err, -ENOMEM, "out of memory");
+	if (!desc) {
 		bridge_catalog_unref(cat);
 		return err->code;
 	}
 	bridge_catalog_unref(ro->cat);
 	ro->cat = cat;
 	catalog_log(ro);
-	if (ro->description && strcmp(ro->description, desc) != 0 && r->cfg.changed)
+	if (!ro->tool && ro->description && strcmp(ro->description, desc) != 0 && r->cfg.changed)
 		r->cfg.changed(r->cfg.data, ro->name);
 	free(ro->description);
 	ro->description = desc;
@@ -103,12 +111,14 @@ static bool same_name(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-const char *engine_roles_view(struct engine_roles *r, const char *role, struct bridge_catalog **cat,
-			      struct appl_err *err)
+/* role's view, or the view of tool's program called by role (tool not
+ * NULL), built on first use. */
+static struct role *view_of(struct engine_roles *r, const char *role,
+			    const struct policy_code_tool *tool, struct appl_err *err)
 {
 	struct role *ro;
 
-	for (ro = r->list; ro && !same_name(ro->name, role); ro = ro->next)
+	for (ro = r->list; ro && (!same_name(ro->name, role) || ro->tool != tool); ro = ro->next)
 		;
 	if (!ro) {
 		if (!(ro = calloc(1, sizeof(*ro)))) {
@@ -116,6 +126,7 @@ const char *engine_roles_view(struct engine_roles *r, const char *role, struct b
 			return NULL;
 		}
 		ro->name = role;
+		ro->tool = tool;
 		if (rebuild(r, ro, err) < 0) {
 			free(ro);
 			return NULL;
@@ -123,9 +134,26 @@ const char *engine_roles_view(struct engine_roles *r, const char *role, struct b
 		ro->next = r->list;
 		r->list = ro;
 	}
-	if (cat)
+	return ro;
+}
+
+const char *engine_roles_view(struct engine_roles *r, const char *role, struct bridge_catalog **cat,
+			      struct appl_err *err)
+{
+	struct role *ro = view_of(r, role, NULL, err);
+
+	if (ro && cat)
 		*cat = ro->cat;
-	return ro->description;
+	return ro ? ro->description : NULL;
+}
+
+struct bridge_catalog *engine_roles_tool_view(struct engine_roles *r, const char *role,
+					      const struct policy_code_tool *tool,
+					      struct appl_err *err)
+{
+	struct role *ro = view_of(r, role, tool, err);
+
+	return ro ? ro->cat : NULL;
 }
 
 void engine_roles_changed(void *data, const char *why)
@@ -179,10 +207,61 @@ int engine_roles_build(struct engine_roles *r, struct appl_err *err)
 
 	if (!engine_roles_view(r, NULL, NULL, err))
 		return err->code;
-	for (size_t i = 0; i < policy_role_count(p); i++)
-		if (!engine_roles_view(r, policy_role_get(p, i)->name, NULL, err))
-			return appl_err_prefix(err, "roles.%s", policy_role_get(p, i)->name);
+	for (size_t i = 0; i < policy_role_count(p); i++) {
+		const char *name = policy_role_get(p, i)->name;
+		const struct policy_code_tool *t;
+
+		if (!engine_roles_view(r, name, NULL, err))
+			return appl_err_prefix(err, "roles.%s", name);
+		for (size_t k = 0; k < policy_code_tool_count(p); k++)
+			if (policy_code_tool_allowed(p, name, policy_code_tool_get(p, k)->name,
+						     &t) == POLICY_OK &&
+			    !engine_roles_tool_view(r, name, t, err))
+				return appl_err_prefix(err, "roles.%s, code tool %s", name,
+						       t->name);
+	}
 	return 0;
+}
+
+static bool json_same(const json_t *a, const json_t *b)
+{
+	return (!a && !b) || (a && b && json_equal(a, b));
+}
+
+static bool tool_same(const struct policy_code_tool *a, const struct policy_code_tool *b)
+{
+	return strcmp(a->name, b->name) == 0 && strcmp(a->description, b->description) == 0 &&
+	       a->access == b->access && json_same(a->input_schema, b->input_schema) &&
+	       json_same(a->output_schema, b->output_schema);
+}
+
+/* Whether role is shown the same tools under both policies: run_python or
+ * not, and the same code tools, each as MCP lists it. */
+static bool listing_same(const struct policy *a, const struct policy *b, const char *role)
+{
+	const struct policy_role *ra = policy_role_find(a, role), *rb = policy_role_find(b, role);
+	size_t ka = 0, kb = 0;
+
+	if (!ra || !rb)
+		return !ra && !rb;
+	if (ra->run_python != rb->run_python)
+		return false;
+	for (;;) {
+		const struct policy_code_tool *ta = NULL, *tb = NULL;
+
+		for (; ka < policy_code_tool_count(a) && !ta; ka++)
+			if (policy_code_tool_allowed(a, role, policy_code_tool_get(a, ka)->name,
+						     &ta) != POLICY_OK)
+				ta = NULL;
+		for (; kb < policy_code_tool_count(b) && !tb; kb++)
+			if (policy_code_tool_allowed(b, role, policy_code_tool_get(b, kb)->name,
+						     &tb) != POLICY_OK)
+				tb = NULL;
+		if (!ta || !tb)
+			return !ta && !tb;
+		if (!tool_same(ta, tb))
+			return false;
+	}
 }
 
 void engine_roles_compare(const struct engine_roles *old, struct engine_roles *now)
@@ -191,11 +270,14 @@ void engine_roles_compare(const struct engine_roles *old, struct engine_roles *n
 		struct appl_err err = {0};
 		const char *d = NULL;
 
+		if (ro->tool)
+			continue;
 		/* A role the new policy has not is not built (its name would be
 		 * the old policy's): its clients are told, and refused. */
 		if (!ro->name || policy_role_find(now->cfg.policy, ro->name))
 			d = engine_roles_view(now, ro->name, NULL, &err);
-		if (!d || strcmp(d, ro->description) != 0)
+		if (!d || strcmp(d, ro->description) != 0 ||
+		    !listing_same(old->cfg.policy, now->cfg.policy, ro->name))
 			now->cfg.changed(now->cfg.data, ro->name);
 	}
 }

@@ -40,13 +40,23 @@ void engine_roles_changed(void *data, const char *why);
 const char *engine_roles_view(struct engine_roles *r, const char *role, struct bridge_catalog **cat,
 			      struct appl_err *err);
 
+/* The catalog of tool's program (a code tool of the policy; borrowed)
+ * when a client of role calls it: what `uses` allows (policy_call_check).
+ * Built on first use and rebuilt with the roles; borrowed. NULL with err
+ * when it could not be built. */
+struct bridge_catalog *engine_roles_tool_view(struct engine_roles *r, const char *role,
+					      const struct policy_code_tool *tool,
+					      struct appl_err *err);
+
 /* A reload: every role of the policy built now (and the role that may
  * call nothing), so one that cannot be built refuses the policy. 0, or
  * negative with err naming the role. */
 int engine_roles_build(struct engine_roles *r, struct appl_err *err);
 
 /* A reload: for each role old had built, now's changed hook is called
- * when now shows it another run_python description (or has it not). */
+ * when now shows it another run_python description (or has it not), or
+ * lists other tools (run_python or not, code tools added, removed or
+ * changed). */
 void engine_roles_compare(const struct engine_roles *old, struct engine_roles *now);
 
 #endif

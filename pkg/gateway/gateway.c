@@ -76,13 +76,16 @@ static void on_run(struct mcp_run *mr, const struct mcp_request *req, const char
 			       .c = mr};
 	struct engine_session_args sa = {
 		.session = req->run_session, .end = req->end_session, .bind = req->bind};
-	struct run *r;
-
 	/* Only HTTP clients are held to a share of the waiting runs: stdio is
 	 * one client. */
-	r = engine_run_session(gw->e, code, len, &c,
-			       gw->http ? gw->lim->http_waiting_per_client : 0,
-			       gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX, &sa);
+	unsigned waiting = gw->http ? gw->lim->http_waiting_per_client : 0;
+	unsigned total = gw->http ? APPL_HTTP_RUNS_WAITING_MAX : APPL_RUNS_WAITING_MAX;
+	struct run *r;
+
+	if (req->tool)
+		r = engine_run_tool(gw->e, req->tool, req->args, &c, waiting, total);
+	else
+		r = engine_run_session(gw->e, code, len, &c, waiting, total, &sa);
 	if (r)
 		mcp_run_set_data(mr, r);
 }
@@ -125,6 +128,29 @@ static const char *description(const char *role, void *data)
 	const char *d = engine_role_view(gw->e, role, NULL, &err);
 
 	return d ? d : "";
+}
+
+/* What role is shown besides run_python's description: the policy in
+ * force says (its code tools, and whether the role sees run_python). */
+static void listing(const char *role, struct mcp_listing *out, void *data)
+{
+	struct gateway *gw = data;
+	size_t n = engine_role_code_tools(gw->e, role, gw->code_tools, APPL_CODE_TOOLS_MAX);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct policy_code_tool *t = gw->code_tools[i];
+
+		gw->listed[i] = (struct mcp_code_tool){
+			.name = t->name,
+			.description = t->description,
+			.input_schema = t->input_schema,
+			.output_schema = t->output_schema,
+			.read_only = t->access == POLICY_ACCESS_READ,
+		};
+	}
+	out->run_python = engine_role_inline(gw->e, role);
+	out->tools = gw->listed;
+	out->ntools = n;
 }
 
 /* Over stdio, a request that needs the tools waits until they have
@@ -353,6 +379,7 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 					 .on_cancel = on_cancel,
 					 .progress = on_progress,
 					 .description = description,
+					 .listing = listing,
 					 .on_closed = on_closed,
 					 .hold = hold,
 					 .output_schema = cell_outcome_schema(),

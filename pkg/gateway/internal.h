@@ -89,6 +89,10 @@ struct gateway {
 	uint64_t started_ms; /* loop_now_ms() at start: the uptime */
 	struct admin *admin; /* NULL until open */
 	struct gateway_reloads reloads;
+	/* The last listing handed to the MCP server (its hook's): a role's
+	 * code tools as MCP lists them. */
+	const struct policy_code_tool *code_tools[APPL_CODE_TOOLS_MAX];
+	struct mcp_code_tool listed[APPL_CODE_TOOLS_MAX];
 };
 
 /* ---- policy_info.c ------------------------------------------------------------ */

@@ -45,11 +45,13 @@ struct mcp_run {
 	uint64_t last;	/* when the last one went */
 	json_int_t seq; /* progress: rises by one each notification */
 	void *data;
-	unsigned char code_digest[32];
-	bool can_elicit;      /* modern: the request's client has form elicitation */
-	struct mcp_ask *asks; /* questions open, oldest first */
-	char label[48];	      /* the owner's name for it, bound into requestState */
-	unsigned timeout_ms;  /* how long a requestState lives */
+	unsigned char code_digest[32]; /* a code tool's: of its name and arguments */
+	bool tool;		       /* a code tool's call: answered with its value */
+	bool structured;	       /* that tool has an output schema */
+	bool can_elicit;	       /* modern: the request's client has form elicitation */
+	struct mcp_ask *asks;	       /* questions open, oldest first */
+	char label[48];		       /* the owner's name for it, bound into requestState */
+	unsigned timeout_ms;	       /* how long a requestState lives */
 	/* Parked (2026-07-28): the request was answered with input_required,
 	 * and the run waits for the retry that carries requestState. */
 	bool parked;

@@ -208,7 +208,7 @@ static void run_log(struct mcp_run *r, const json_t *o, bool is_error, const cha
 			       json_string_value(json_object_get(o, "reason")), "calls",
 			       json_integer_value(json_object_get(o, "calls")), "duration_ms",
 			       json_integer_value(json_object_get(o, "duration_ms")))
-		   : json_pack("{s:s,s:s,s:{s:s,s:s}}", "level", mcp_log_levels[level], "logger",
+		   : json_pack("{s:s,s:s,s:{s:s,s:s?}}", "level", mcp_log_levels[level], "logger",
 			       "appliance", "data", "run", r->label, "failure", failure);
 	if (params)
 		mcp_notify_for(s, r->id, "notifications/message", params);
@@ -237,8 +237,12 @@ static void run_answer(struct mcp_run *run, json_t *result /* steals */)
 
 void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error, const json_t *files)
 {
-	run_log(run, result, is_error, NULL);
-	run_answer(run, mcp_tool_result(run->rev, result, is_error, files));
+	/* A code tool's value holds none of a result object's members. */
+	run_log(run, run->tool ? NULL : result, is_error, NULL);
+	if (run->tool)
+		run_answer(run, mcp_value_result(run->rev, result, run->structured, files));
+	else
+		run_answer(run, mcp_tool_result(run->rev, result, is_error, files));
 }
 
 void mcp_run_fail(struct mcp_run *run, const char *text)

@@ -1,4 +1,5 @@
 /* session.c: the MCP dispatch core (see session.h). */
+#define _GNU_SOURCE
 #include "mcp/session.h"
 
 #include <errno.h>
@@ -190,16 +191,35 @@ static void m_tools_list(struct mcp_session *s, const struct jsonrpc_msg *m,
 			 const struct mcp_request *req)
 {
 	const struct mcp_server_hooks *h = &s->srv->hooks;
-	const char *desc = h->description ? h->description(s->p->role, h->data) : "";
-	json_t *tool, *res;
+	struct mcp_listing li = {.run_python = true};
+	json_t *tools = json_array(), *res;
+	int bad = !tools;
 
 	/* One page: no cursor was ever given out. */
 	if (json_object_get(m->params, "cursor")) {
+		json_decref(tools);
 		mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "invalid cursor");
 		return;
 	}
-	tool = mcp_tool_object(req->rev, desc, h->output_schema);
-	res = tool ? json_pack("{s:[o]}", "tools", tool) : NULL;
+	if (h->listing)
+		h->listing(s->p->role, &li, h->data);
+	if (!bad && li.run_python)
+		bad = json_array_append_new(
+			tools,
+			mcp_tool_object(req->rev,
+					h->description ? h->description(s->p->role, h->data) : "",
+					h->output_schema));
+	for (size_t i = 0; !bad && i < li.ntools; i++) {
+		const struct mcp_code_tool *t = &li.tools[i];
+
+		bad = json_array_append_new(tools,
+					    mcp_code_tool_object(req->rev, t->name, t->description,
+								 t->input_schema, t->output_schema,
+								 t->read_only));
+	}
+	res = bad ? NULL : json_pack("{s:o}", "tools", tools);
+	if (bad)
+		json_decref(tools);
 	mcp_reply(s, m->id, req->rev, cache_hints(req, res, "private") ? NULL : res);
 }
 
@@ -234,12 +254,70 @@ static const char *run_args(const json_t *args, struct mcp_request *req)
 	return NULL;
 }
 
-/* tools/call: only run_python exists. An unknown tool is a protocol error;
- * bad arguments are a tool error the model can read and fix (MCP asks for
- * input errors as tool results). */
+/* The code tool of role called name, or NULL. */
+static const struct mcp_code_tool *code_tool_find(const struct mcp_listing *li, const char *name)
+{
+	for (size_t i = 0; i < li->ntools; i++)
+		if (strcmp(li->tools[i].name, name) == 0)
+			return &li->tools[i];
+	return NULL;
+}
+
+/* A code tool's call: its arguments go to the owner, who checks them
+ * against the tool's input schema. What a retry's requestState binds is
+ * the tool's name and the arguments, as a cell's is its code. */
+static void tool_call(struct mcp_session *s, const struct jsonrpc_msg *m,
+		      const struct mcp_request *req, const struct mcp_code_tool *t,
+		      const json_t *args)
+{
+	struct mcp_request call = *req;
+	char *dump = args ? json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
+	char *bound = NULL;
+	struct mcp_run *r;
+	int len;
+
+	if (args && !json_is_object(args)) {
+		free(dump);
+		mcp_reply(s, m->id, req->rev,
+			  mcp_tool_text_result("arguments must be an object (the tool's "
+					       "inputSchema says what it takes)",
+					       1));
+		return;
+	}
+	len = dump ? asprintf(&bound, "%s\n%s", t->name, dump) : -1;
+	free(dump);
+	if (len < 0) {
+		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+		return;
+	}
+	if (json_object_get(m->params, "requestState")) {
+		mcp_ask_retry(s, m, req, bound, (size_t)len);
+		free(bound);
+		return;
+	}
+	r = mcp_run_new(s, req, bound, (size_t)len);
+	free(bound);
+	if (!r) {
+		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+		return;
+	}
+	r->tool = true;
+	r->structured = t->output_schema != NULL;
+	call.bind = s->legacy ? s->serial : 0;
+	call.tool = t->name;
+	call.args = args;
+	s->srv->hooks.on_run(r, &call, NULL, 0, s->srv->hooks.data);
+}
+
+/* tools/call: run_python, or a code tool of the role. An unknown tool is
+ * a protocol error; bad arguments are a tool error the model can read and
+ * fix (MCP asks for input errors as tool results). */
 static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 			 const struct mcp_request *req)
 {
+	const struct mcp_server_hooks *h = &s->srv->hooks;
+	struct mcp_listing li = {.run_python = true};
+	const struct mcp_code_tool *t;
 	const json_t *name = json_object_get(m->params, "name");
 	const json_t *args = json_object_get(m->params, "arguments");
 	const json_t *code = json_object_get(args, "code");
@@ -253,9 +331,15 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 		mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "tools/call needs a tool name");
 		return;
 	}
-	if (strcmp(json_string_value(name), MCP_TOOL_NAME) != 0) {
+	if (h->listing)
+		h->listing(s->p->role, &li, h->data);
+	if ((t = code_tool_find(&li, json_string_value(name)))) {
+		tool_call(s, m, req, t, args);
+		return;
+	}
+	if (!li.run_python || strcmp(json_string_value(name), MCP_TOOL_NAME) != 0) {
 		mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
-				"Unknown tool: only run_python exists");
+				"Unknown tool: tools/list names the tools this client may call");
 		return;
 	}
 	if ((bad = run_args(args, &call))) {

@@ -76,6 +76,21 @@ struct mcp_principal {
 	const char *role;   /* its policy role; NULL: it may call nothing */
 };
 
+/* A code tool as MCP lists it (docs/code-tools.md); borrowed. */
+struct mcp_code_tool {
+	const char *name, *description;
+	const json_t *input_schema;  /* an object schema */
+	const json_t *output_schema; /* or NULL: none (no structuredContent) */
+	bool read_only;		     /* its access is read */
+};
+
+/* What a role is shown besides run_python's description. */
+struct mcp_listing {
+	bool run_python; /* run_python is listed and may be called */
+	const struct mcp_code_tool *tools;
+	size_t ntools;
+};
+
 /* What one request carries, for the owner (every pointer borrowed for the
  * call). */
 struct mcp_request {
@@ -90,6 +105,10 @@ struct mcp_request {
 	 * NULL (a cell of its own); end: end that session, with no code. */
 	const char *run_session;
 	bool end_session;
+	/* A call of a code tool (on_run only): its name and its arguments
+	 * (an object; borrowed for the call), and code NULL. NULL: run_python. */
+	const char *tool;
+	const json_t *args;
 	/* The legacy MCP session the request came in (initialize made it): a
 	 * number no other session of this process has; 0 for a request of
 	 * its own (2026-07-28) or before initialize. */
@@ -98,9 +117,9 @@ struct mcp_request {
 
 struct mcp_server_hooks {
 	/* A run_python call: code[0..len) (UTF-8, at most APPL_CELL_CODE_MAX
-	 * bytes; borrowed for the call). The owner answers later with
-	 * mcp_run_finish or mcp_run_fail, exactly once, unless on_cancel came
-	 * first. */
+	 * bytes; borrowed for the call); or a code tool's call, req->tool set
+	 * (code NULL). The owner answers later with mcp_run_finish or
+	 * mcp_run_fail, exactly once, unless on_cancel came first. */
 	void (*on_run)(struct mcp_run *run, const struct mcp_request *req, const char *code,
 		       size_t len, void *data);
 	/* run is over for the client (it cancelled it, its session is being
@@ -112,6 +131,9 @@ struct mcp_server_hooks {
 	/* The run_python description role sees (borrowed; valid until the next
 	 * call). */
 	const char *(*description)(const char *role, void *data);
+	/* What else role is shown: fill *out (borrowed until the next call).
+	 * May be NULL: run_python alone. */
+	void (*listing)(const char *role, struct mcp_listing *out, void *data);
 	/* The session's client broke the connection or went away. bind is
 	 * what its requests carried (mcp_request.bind). */
 	void (*on_closed)(struct mcp_session *s, const char *why, uint64_t bind, void *data);
@@ -163,7 +185,10 @@ void mcp_session_free(struct mcp_session *s);
 
 /* Answer run with its result object (borrowed): as structuredContent
  * (where the revision has it) and as its compact JSON text; isError as
- * is_error says (the code raised or was stopped). files (borrowed; NULL:
+ * is_error says (the code raised or was stopped). For a code tool's run,
+ * result is the program's value: its text (a string as itself, anything
+ * else as compact JSON), and structuredContent when the tool has an
+ * output schema. files (borrowed; NULL:
  * none) are the files the code left, with their content, each returned one
  * a content item after the text (mcp_tool_result). Its reason, calls and
  * duration_ms, when it has them, go into the log message a client that set

@@ -8,6 +8,31 @@
 
 #include "base/limits.h"
 
+/* What rev adds to tool object t (stolen): annotations, title and
+ * outputSchema (NULL: none). t, or NULL on out of memory. */
+static json_t *tool_dress(json_t *t, const struct mcp_revision *rev, const char *title,
+			  bool read_only, const json_t *output_schema)
+{
+	int bad = !t;
+
+	if (!bad && mcp_revision_has(rev, MCP_HAS_TOOL_ANNOTATIONS))
+		bad |= json_object_set_new(t, "annotations",
+					   json_pack("{s:s,s:b,s:b}", "title", title,
+						     "readOnlyHint", read_only, "openWorldHint",
+						     1));
+	if (!bad && mcp_revision_has(rev, MCP_HAS_STRUCTURED)) {
+		bad |= json_object_set_new(t, "title", json_string(title));
+		if (output_schema)
+			bad |= json_object_set_new(t, "outputSchema",
+						   json_deep_copy(output_schema));
+	}
+	if (bad) {
+		json_decref(t);
+		return NULL;
+	}
+	return t;
+}
+
 json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
 			const json_t *output_schema)
 {
@@ -23,23 +48,18 @@ json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
 		"end", "type", "boolean", "description",
 		"With a session's handle and no code: end that session.", "additionalProperties",
 		0);
-	int bad = !t;
 
-	if (!bad && mcp_revision_has(rev, MCP_HAS_TOOL_ANNOTATIONS))
-		bad |= json_object_set_new(t, "annotations",
-					   json_pack("{s:s,s:b,s:b}", "title", "Run Python",
-						     "readOnlyHint", 0, "openWorldHint", 1));
-	if (!bad && mcp_revision_has(rev, MCP_HAS_STRUCTURED)) {
-		bad |= json_object_set_new(t, "title", json_string("Run Python"));
-		if (output_schema)
-			bad |= json_object_set_new(t, "outputSchema",
-						   json_deep_copy(output_schema));
-	}
-	if (bad) {
-		json_decref(t);
-		return NULL;
-	}
-	return t;
+	return tool_dress(t, rev, "Run Python", false, output_schema);
+}
+
+json_t *mcp_code_tool_object(const struct mcp_revision *rev, const char *name,
+			     const char *description, const json_t *input_schema,
+			     const json_t *output_schema, bool read_only)
+{
+	json_t *t = json_pack("{s:s,s:s,s:O}", "name", name, "description", description,
+			      "inputSchema", input_schema);
+
+	return tool_dress(t, rev, name, read_only, output_schema);
 }
 
 json_t *mcp_tool_text_result(const char *text, bool is_error)
@@ -122,6 +142,24 @@ json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bo
 	}
 	if (res && ((mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
 		     json_object_set_new(res, "structuredContent", json_deep_copy(result)) < 0) ||
+		    file_items(json_object_get(res, "content"), files) < 0)) {
+		json_decref(res);
+		res = NULL;
+	}
+	return res;
+}
+
+json_t *mcp_value_result(const struct mcp_revision *rev, const json_t *value, bool structured,
+			 const json_t *files)
+{
+	char *dump =
+		json_is_string(value) ? NULL : json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+	const char *text = json_is_string(value) ? json_string_value(value) : dump;
+	json_t *res = text ? mcp_tool_text_result(text, 0) : NULL;
+
+	free(dump);
+	if (res && ((structured && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
+		     json_object_set_new(res, "structuredContent", json_deep_copy(value)) < 0) ||
 		    file_items(json_object_get(res, "content"), files) < 0)) {
 		json_decref(res);
 		res = NULL;

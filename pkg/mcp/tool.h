@@ -29,6 +29,21 @@ struct mcp_progress {
 json_t *mcp_tool_object(const struct mcp_revision *rev, const char *description,
 			const json_t *output_schema);
 
+/* A code tool's object of tools/list under rev: name, description,
+ * inputSchema; title, annotations (readOnlyHint as read_only says,
+ * openWorldHint) and outputSchema (NULL: none) where rev has them. New,
+ * or NULL on out of memory. */
+json_t *mcp_code_tool_object(const struct mcp_revision *rev, const char *name,
+			     const char *description, const json_t *input_schema,
+			     const json_t *output_schema, bool read_only);
+
+/* A code tool's tools/call result: value's text (a string as itself,
+ * anything else as compact JSON), value as structuredContent when
+ * structured and rev has it, then the files as mcp_tool_result adds them.
+ * New, or NULL on out of memory. */
+json_t *mcp_value_result(const struct mcp_revision *rev, const json_t *value, bool structured,
+			 const json_t *files);
+
 /* The URI a file returned by a run is given in its resource: the scheme
  * and the first part; the file's SHA-256 in hex and its name follow. */
 #define MCP_FILE_URI_PREFIX "appliance://out/"

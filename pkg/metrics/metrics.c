@@ -19,9 +19,9 @@ enum kind { COUNTER, GAUGE, HISTOGRAM };
 static const char *const cell_outcomes[] = {"ok",      "error", "stopped", "not_run",
 					    "refused", OTHER,	NULL};
 static const char *const cell_reasons[] = {
-	"none",	     "deadline",   "output",  "protocol", "memory",    "boot",	  "exit",
-	"cancelled", "internal",   "signal",  "waited",	  "no_result", "expired", "audit",
-	"busy",	     "host_fault", "session", OTHER,	  NULL};
+	"none",	     "deadline",   "output",  "protocol",  "memory",	  "boot",    "exit",
+	"cancelled", "internal",   "signal",  "waited",	   "no_result",	  "expired", "audit",
+	"busy",	     "host_fault", "session", "arguments", "not_allowed", OTHER,     NULL};
 static const char *const call_outcomes[] = {
 	"ok",	     "tool_error",  "too_large", "bad_output", "malformed", "timeout", "error",
 	"cancelled", "unavailable", "busy",	 "host_fault", "abandoned", OTHER,     NULL};

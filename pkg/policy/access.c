@@ -6,7 +6,7 @@
 #include <string.h>
 
 /* The entry that decides server.tool: the exact one, else the wildcard. */
-static const struct rule *rule_of(const struct policy *p, const char *server, const char *tool)
+const struct rule *policy_rule_of(const struct policy *p, const char *server, const char *tool)
 {
 	const struct rule *exact = NULL, *wild = NULL;
 
@@ -24,7 +24,7 @@ static const struct rule *rule_of(const struct policy *p, const char *server, co
 static int tool_class(const struct policy *p, const char *server, const char *tool,
 		      bool read_only_hint)
 {
-	const struct rule *r = rule_of(p, server, tool);
+	const struct rule *r = policy_rule_of(p, server, tool);
 
 	if (!r)
 		return -1;
@@ -85,7 +85,7 @@ bool policy_tool_approval(const struct policy *p, const char *server, const char
 	if (!p || !server || !tool)
 		return false;
 	r = policy_role_find(p, role);
-	rule = rule_of(p, server, tool);
+	rule = policy_rule_of(p, server, tool);
 	return (rule && rule->approval) ||
 	       (access == POLICY_ACCESS_WRITE && r && r->approve_writes);
 }
@@ -125,6 +125,9 @@ const char *policy_verdict_text(enum policy_verdict v)
 		[POLICY_DENY_ROLE] = "not allowed for this client's role",
 		[POLICY_DENY_WRITE] = "a write tool, and this client's role may only read",
 		[POLICY_DENY_NO_ROLE] = "this client has no role in the policy",
+		[POLICY_DENY_USES] = "not among the tools this code tool uses",
+		[POLICY_DENY_NO_TOOL] = "no such code tool",
+		[POLICY_DENY_CHECK] = "a write tool, and appliance check makes no write call",
 	};
 
 	if ((unsigned)v < NELEM(texts) && texts[v])
@@ -150,6 +153,95 @@ bool policy_resources_allowed(const struct policy *p, const char *server, const 
 	n = strlen(server);
 	for (size_t i = 0; i < r->ntools; i++)
 		if (strncmp(r->tools[i], server, n) == 0 && strcmp(r->tools[i] + n, ".*") == 0)
+			return true;
+	return false;
+}
+
+/* ---- code tools --------------------------------------------------------------- */
+
+static bool role_lists(const struct policy_role *r, const char *name)
+{
+	for (size_t i = 0; i < r->ncode_tools; i++)
+		if (strcmp(r->code_tools[i], "*") == 0 || strcmp(r->code_tools[i], name) == 0)
+			return true;
+	return false;
+}
+
+enum policy_verdict policy_code_tool_allowed(const struct policy *p, const char *role,
+					     const char *name, const struct policy_code_tool **out)
+{
+	const struct policy_code_tool *t = NULL;
+	const struct policy_role *r;
+
+	for (size_t i = 0; name && i < p->ncode_tools; i++)
+		if (strcmp(p->code_tools[i].pub.name, name) == 0)
+			t = &p->code_tools[i].pub;
+	if (out)
+		*out = t;
+	if (!(r = policy_role_find(p, role)))
+		return POLICY_DENY_NO_ROLE;
+	if (!t)
+		return POLICY_DENY_NO_TOOL;
+	if (!role_lists(r, name))
+		return POLICY_DENY_ROLE;
+	if (t->access == POLICY_ACCESS_WRITE && !r->write)
+		return POLICY_DENY_WRITE;
+	return POLICY_OK;
+}
+
+static bool uses_name(const struct policy_code_tool *t, const char *server, const char *tool)
+{
+	for (size_t i = 0; i < t->nuses; i++)
+		if (policy_pattern_match(t->uses[i], server, tool))
+			return true;
+	return false;
+}
+
+/* A code tool's program: the tool's class under `tools` as for a cell;
+ * then its uses in place of the role's patterns, its access in place of
+ * the role's write. The role played its part when the tool was called
+ * (policy_code_tool_allowed). */
+enum policy_verdict policy_call_check(const struct policy *p, const struct policy_caller *caller,
+				      const char *server, const char *tool, bool read_only_hint,
+				      enum policy_access *access)
+{
+	const struct policy_code_tool *t = caller ? caller->tool : NULL;
+	int cls;
+
+	if (!t)
+		return policy_tool_check(p, server, tool, read_only_hint,
+					 caller ? caller->role : NULL, access);
+	if (!p || !server || !tool)
+		return POLICY_DENY_UNLISTED;
+	if (!policy_role_find(p, caller->role))
+		return POLICY_DENY_NO_ROLE;
+	cls = tool_class(p, server, tool, read_only_hint);
+	if (cls < 0)
+		return POLICY_DENY_UNLISTED;
+	if (!uses_name(t, server, tool))
+		return POLICY_DENY_USES;
+	if (cls == POLICY_ACCESS_WRITE && t->access != POLICY_ACCESS_WRITE)
+		return POLICY_DENY_WRITE;
+	if (cls == POLICY_ACCESS_WRITE && caller->no_writes)
+		return POLICY_DENY_CHECK;
+	if (access)
+		*access = (enum policy_access)cls;
+	return POLICY_OK;
+}
+
+bool policy_call_resources(const struct policy *p, const struct policy_caller *caller,
+			   const char *server)
+{
+	const struct policy_code_tool *t = caller ? caller->tool : NULL;
+	const struct policy_server *s;
+
+	if (!t)
+		return policy_resources_allowed(p, server, caller ? caller->role : NULL);
+	s = server ? policy_server_find(p, server) : NULL;
+	if (!s || !s->resources || !policy_role_find(p, caller->role))
+		return false;
+	for (size_t i = 0; i < t->nuses; i++)
+		if (policy_pattern_match(t->uses[i], server, "*") == 1)
 			return true;
 	return false;
 }

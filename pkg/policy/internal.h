@@ -72,6 +72,8 @@ struct policy {
 	bool http;
 	struct rule *rules;
 	size_t nrules;
+	struct code_tool *code_tools; /* sorted by name */
+	size_t ncode_tools;
 	struct policy_role *roles;
 	size_t nroles;
 	const char *default_role;
@@ -81,6 +83,16 @@ struct policy {
 	bool audit_seal;
 	const char *approvals_command;
 	struct http_section *serve; /* NULL: no `http` section */
+};
+
+/* One entry of `code_tools`: what policy_code_tool_get hands out, and
+ * what it owns (code_tools.c). */
+struct code_tool {
+	struct policy_code_tool pub;
+	char *file; /* resolved */
+	char *code; /* the file's bytes, once read */
+	const char **uses;
+	struct schema *input, *output;
 };
 
 struct ctx {
@@ -169,6 +181,10 @@ int policy_strings_unique_parse(struct ctx *c, const json_t *v, size_t min, size
 				size_t maxlen, const char *what, str_check_fn check, bool nocase,
 				const char *path, const char **out, size_t *n);
 
+/* raw (a path as written) resolved against the policy's directory unless
+ * absolute, into *out (new; the caller frees it, on failure too). */
+int policy_path_resolve(struct ctx *c, const char *raw, const char *path, char **out);
+
 /* ---- string checks (check.c, server_check.c), each a str_check_fn --------- */
 
 int policy_abs_path_check(const char *s, size_t len, const char *path, struct appl_err *err);
@@ -198,6 +214,16 @@ int policy_tools_parse(struct ctx *c, void *base, const json_t *v, const char *p
 int policy_roles_parse(struct ctx *c, void *base, const json_t *v, const char *path);
 int policy_clients_parse(struct ctx *c, void *base, const json_t *v, const char *path);
 int policy_http_parse(struct ctx *c, void *base, const json_t *v, const char *path);
+int policy_code_tools_parse(struct ctx *c, void *base, const json_t *v, const char *path);
+void policy_code_tools_free(struct policy *p);
+
+/* A `tools` or `uses` pattern: "server.tool" or "server.*", the server
+ * declared in `servers` (servers.c). */
+int policy_pattern_check(struct ctx *c, const char *pat, const char *path);
+
+/* The `tools` entry that decides server.tool (the exact one, else the
+ * wildcard), or NULL (access.c). */
+const struct rule *policy_rule_of(const struct policy *p, const char *server, const char *tool);
 
 /* What the whole document must hold of its servers, judged once every
  * section is read: a rootless policy asks no server for a user or a

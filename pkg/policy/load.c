@@ -127,7 +127,8 @@ static int load_judge(struct load *l, int64_t now, struct policy_verified *info,
 	char when[POLICY_TIME_STR];
 	int rc;
 
-	if ((rc = policy_parse(l->pol_buf, l->pol_len, l->base_dir, &l->policy, err)) < 0) {
+	if ((rc = policy_parse(l->pol_buf, l->pol_len, l->base_dir, &l->policy, err)) < 0 ||
+	    (rc = policy_code_files_read(l->policy, err)) < 0) {
 		appl_err_prefix(err, "%s", l->policy_path);
 		return rc;
 	}
@@ -237,7 +238,8 @@ static int sign_prepare(struct load *l, const char *policy_path, char *sig_path,
 		return rc;
 	/* Sign only what the appliance would accept, and take the serial
 	 * from the document itself. */
-	if ((rc = policy_parse(l->pol_buf, l->pol_len, l->base_dir, &l->policy, err)) < 0)
+	if ((rc = policy_parse(l->pol_buf, l->pol_len, l->base_dir, &l->policy, err)) < 0 ||
+	    (rc = policy_code_files_read(l->policy, err)) < 0)
 		appl_err_prefix(err, "%s", policy_path);
 	return rc;
 }

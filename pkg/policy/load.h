@@ -15,7 +15,9 @@
  *  6. the trusted comment is "file:NAME serial:N signed:RFC3339" (-EINVAL)
  *     and NAME is the policy's file name (-EBADMSG: a policy signed for
  *     another file, say staging.json, is not this one);
- *  7. only now the policy is parsed (policy_parse, its errors);
+ *  7. only now the policy is parsed (policy_parse, its errors), and the
+ *     programs of its code tools kept in files are read and held to their
+ *     digests (policy_code_files_read);
  *  8. the policy's serial equals the trusted comment's (-EBADMSG);
  *  9. it has not expired: expires > now (-EKEYEXPIRED);
  * 10. with a state directory, no rollback against the floor of the

@@ -108,30 +108,6 @@ static int expires_parse(struct ctx *c, void *base, const json_t *v, const char 
 
 /* ---- image, runtime, audit, approvals ------------------------------------ */
 
-static int layout_resolve(struct ctx *c, const char *path)
-{
-	const char *raw = c->p->layout_raw;
-	const char *dir = raw[0] == '/' ? "" : c->base_dir;
-	size_t dlen, total;
-
-	if (!dir)
-		return appl_err_set(c->err, -EINVAL,
-				    "%s.layout: relative, and no policy directory to resolve it",
-				    path);
-	dlen = strlen(dir);
-	bool slash = dlen > 0 && dir[dlen - 1] != '/';
-	total = dlen + slash + strlen(raw);
-	if (total >= PATH_MAX)
-		return appl_err_set(c->err, -EINVAL,
-				    "%s.layout: longer than %d bytes once resolved", path,
-				    PATH_MAX - 1);
-	c->p->layout = malloc(total + 1);
-	if (!c->p->layout)
-		return policy_ctx_nomem(c);
-	snprintf(c->p->layout, total + 1, "%s%s%s", dir, slash ? "/" : "", raw);
-	return 0;
-}
-
 /* A module name as `import` takes it: dotted ASCII identifiers. Keywords
  * are left to the start, where the import itself fails and says so. */
 static bool module_name_ok(const char *s, size_t len)
@@ -216,8 +192,11 @@ static const struct field image_fields[] = {
 
 static int image_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
+	char sub[FIELD_PATH_MAX];
 	int rc = policy_fields_parse(c, v, image_fields, NELEM(image_fields), base, path);
-	return rc < 0 ? rc : layout_resolve(c, path);
+
+	policy_path_key(sub, path, "layout");
+	return rc < 0 ? rc : policy_path_resolve(c, c->p->layout_raw, sub, &c->p->layout);
 }
 
 /* A module is preloaded only by a runner that warms up, and only pooled
@@ -313,6 +292,7 @@ static const struct field top_fields[] = {
 	{.name = "limits", .type = F_FN, .parse = policy_limits_parse},
 	{.name = "servers", .type = F_FN, .parse = policy_servers_parse},
 	{.name = "tools", .type = F_FN, .parse = policy_tools_parse},
+	{.name = "code_tools", .type = F_FN, .parse = policy_code_tools_parse},
 	{.name = "roles", .type = F_FN, .parse = policy_roles_parse},
 	{.name = "clients", .type = F_FN, .parse = policy_clients_parse},
 	{.name = "audit", .type = F_FN, .parse = audit_parse},
@@ -462,8 +442,11 @@ void policy_free(struct policy *p)
 		free((void *)p->servers[i].headers);
 	}
 	free(p->servers);
-	for (size_t i = 0; i < p->nroles; i++)
+	for (size_t i = 0; i < p->nroles; i++) {
 		free((void *)p->roles[i].tools);
+		free((void *)p->roles[i].code_tools);
+	}
+	policy_code_tools_free(p);
 	free(p->roles);
 	free(p->rules);
 	free(p->tokens);

@@ -10,12 +10,14 @@
  * ("limits.memory_mb: must be an integer between 16 and 4096").
  *
  * A parsed policy is immutable. Every pointer an accessor returns is borrowed
- * from it and stays valid until policy_free. The one function that looks at
- * the disk, policy_http_tls_check, is for `run` to call when it starts.
+ * from it and stays valid until policy_free. Two functions look at the
+ * disk: policy_http_tls_check, for `run` to call when it starts, and
+ * policy_code_files_read, which load.h calls right after parsing.
  */
 #ifndef APPL_POLICY_POLICY_H
 #define APPL_POLICY_POLICY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -24,6 +26,7 @@
 #include "base/limits.h"
 
 struct policy; /* opaque */
+struct schema; /* schema/schema.h */
 
 /* Parse buf[0..len) (not NUL-terminated, untrusted until verified). base_dir
  * (borrowed) is the directory of the policy file: a relative image.layout is
@@ -215,6 +218,9 @@ enum policy_verdict {
 	POLICY_DENY_ROLE,     /* the role's patterns do not name the tool */
 	POLICY_DENY_WRITE,    /* a write tool, and the role has no write: true */
 	POLICY_DENY_NO_ROLE,  /* role is NULL or names no role of the policy */
+	POLICY_DENY_USES,     /* a code tool's program: not among its `uses` */
+	POLICY_DENY_NO_TOOL,  /* no code tool of that name */
+	POLICY_DENY_CHECK,    /* a write tool, and `check` makes no write call */
 };
 
 /* Decide whether role may call server.tool, where read_only_hint is what the
@@ -270,6 +276,11 @@ struct policy_role {
 	size_t ntools;
 	bool write;	     /* may call write tools */
 	bool approve_writes; /* each of its write calls needs a person's yes */
+	bool run_python;     /* `inline` (default true): its clients see run_python */
+	/* `code_tools`: the code tools its clients may call, by name, or "*"
+	 * alone for every one (docs/code-tools.md). */
+	const char *const *code_tools;
+	size_t ncode_tools;
 	/* `sessions`: its clients may keep an interpreter between cells
 	 * (docs/sessions.md). Zero when the role has no sessions. */
 	struct policy_sessions {
@@ -284,6 +295,77 @@ struct policy_role {
 size_t policy_role_count(const struct policy *p);
 const struct policy_role *policy_role_get(const struct policy *p, size_t i);
 const struct policy_role *policy_role_find(const struct policy *p, const char *name);
+
+/* ---- code tools (docs/code-tools.md) --------------------------------------- */
+
+/* A program signed in the policy, served as an MCP tool of its own. Every
+ * pointer is borrowed from the policy. */
+struct policy_code_tool {
+	const char *name;	     /* an MCP tool name: 1 to APPL_CODE_TOOL_NAME_MAX of
+				     * A-Z a-z 0-9 _ -, never run_python */
+	const char *description;     /* as written */
+	const json_t *input_schema;  /* an object schema ("type": "object") */
+	const struct schema *input;  /* it, compiled */
+	const json_t *output_schema; /* the same, or NULL: none */
+	const struct schema *output;
+	const json_t *example; /* arguments for `check` (they pass input), or NULL */
+	const char *file;      /* the program's file, resolved like image.layout; NULL:
+				* the program is `code` */
+	const char *code;      /* the program: `code`, or the file's bytes once
+				* policy_code_files_read has read them (NULL before) */
+	size_t code_len;
+	char sha256[65];	 /* the program's SHA-256, hex: `sha256` for a file */
+	const char *const *uses; /* nuses patterns then NULL: server.tool, server.* */
+	size_t nuses;
+	enum policy_access access; /* read (the default) or write */
+};
+
+/* Whether s[0..len) is a code tool's name as far as its characters go: 1
+ * to APPL_CODE_TOOL_NAME_MAX of A-Z a-z 0-9 _ - (run_python is refused
+ * apart). Pure. */
+bool policy_code_tool_name_valid(const char *s, size_t len);
+
+/* Code tools are kept sorted by name. */
+size_t policy_code_tool_count(const struct policy *p);
+const struct policy_code_tool *policy_code_tool_get(const struct policy *p, size_t i);
+const struct policy_code_tool *policy_code_tool_find(const struct policy *p, const char *name);
+
+/* Read each code tool's `file` (at most APPL_CELL_CODE_MAX bytes, UTF-8
+ * without NUL) and hold it to its `sha256`: a file that differs refuses
+ * the policy, naming the file and both digests. After this every code
+ * tool has its code. load.h calls it after policy_parse; 0, or negative
+ * with err. */
+int policy_code_files_read(struct policy *p, struct appl_err *err);
+
+/* Whether role may call the code tool name: POLICY_OK; POLICY_DENY_NO_ROLE;
+ * POLICY_DENY_NO_TOOL (there is none); POLICY_DENY_ROLE (the role does not
+ * list it, by name or "*"); POLICY_DENY_WRITE (the tool writes, and the
+ * role has no write). *out (may be NULL) is the tool when it exists. */
+enum policy_verdict policy_code_tool_allowed(const struct policy *p, const char *role,
+					     const char *name, const struct policy_code_tool **out);
+
+/* Who makes a call: the cell of a role, or the program of code tool tool
+ * (NULL: the role's own cell) a client of role invoked. */
+struct policy_caller {
+	const char *role;
+	const struct policy_code_tool *tool;
+	/* `check`'s run of the program's example: a write tool is refused
+	 * (POLICY_DENY_CHECK) whatever the tool's access. */
+	bool no_writes;
+};
+
+/* policy_tool_check for caller: a role's cell as that function decides;
+ * a code tool's program with the tool's `uses` in place of the role's
+ * patterns (POLICY_DENY_USES) and its access in place of the role's write
+ * (POLICY_DENY_WRITE), whatever the role's own patterns say. */
+enum policy_verdict policy_call_check(const struct policy *p, const struct policy_caller *caller,
+				      const char *server, const char *tool, bool read_only_hint,
+				      enum policy_access *access);
+
+/* policy_resources_allowed for caller: for a code tool's program, a use
+ * of "server.*". */
+bool policy_call_resources(const struct policy *p, const struct policy_caller *caller,
+			   const char *server);
 
 /* ---- clients -------------------------------------------------------------- */
 

@@ -7,29 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "server.tool" or "server.*", the server declared in `servers`. */
-static int pattern_check(struct ctx *c, const char *pat, const char *path)
-{
-	const char *dot = strchr(pat, '.');
-	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
-	size_t n = dot ? (size_t)(dot - pat) : 0;
-
-	if (!dot || n == 0)
-		return appl_err_set(c->err, -EINVAL, "%s: must be server.tool or server.*", path);
-	if (n > APPL_POLICY_SERVER_NAME_MAX)
-		return appl_err_set(c->err, -EINVAL, "%s: no server named %.*s", path,
-				    APPL_POLICY_SERVER_NAME_MAX, pat);
-	memcpy(server, pat, n);
-	server[n] = '\0';
-	if (!policy_server_find(c->p, server))
-		return appl_err_set(c->err, -EINVAL, "%s: no server named %s", path, server);
-	if (strcmp(dot + 1, "*") != 0 && !policy_tool_name_valid(dot + 1))
-		return appl_err_set(c->err, -EINVAL,
-				    "%s: the tool must be * or 1 to %d of A-Z a-z 0-9 _ - . /",
-				    path, APPL_POLICY_TOOL_NAME_MAX);
-	return 0;
-}
-
 /* 2: pat names exactly server.tool; 1: pat is server.*; 0: neither. The
  * wildcard is tested first, so a tool an upstream calls "*" cannot pass for
  * an exact entry. */
@@ -84,7 +61,7 @@ int policy_tools_parse(struct ctx *c, void *base, const json_t *v, const char *p
 	json_object_foreach((json_t *)v, pat, rv) {
 		struct rule *r = &p->rules[p->nrules];
 		policy_path_key(sub, path, pat);
-		rc = pattern_check(c, pat, sub);
+		rc = policy_pattern_check(c, pat, sub);
 		if (rc == 0)
 			rc = policy_fields_parse(c, rv, rule_fields, NELEM(rule_fields), r, sub);
 		if (rc < 0)
@@ -109,7 +86,7 @@ static int role_tools_parse(struct ctx *c, void *base, const json_t *v, const ch
 	r->tools = pats;
 	for (size_t i = 0; rc == 0 && i < r->ntools; i++) {
 		policy_path_index(sub, path, i);
-		rc = pattern_check(c, pats[i], sub);
+		rc = policy_pattern_check(c, pats[i], sub);
 		for (size_t j = 0; rc == 0 && j < i; j++)
 			if (strcmp(pats[i], pats[j]) == 0)
 				rc = appl_err_set(c->err, -EINVAL, "%s: listed twice", sub);
@@ -144,14 +121,95 @@ static int role_sessions_parse(struct ctx *c, void *base, const json_t *v, const
 	return policy_fields_parse(c, v, session_fields, NELEM(session_fields), &r->sessions, path);
 }
 
+/* A role's `code_tools`: names of the policy's code tools, each once, or
+ * "*" alone for all of them. */
+static int role_code_tools_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	char sub[FIELD_PATH_MAX];
+	struct policy_role *r = base;
+	const char **names = NULL;
+	bool found;
+	int rc = policy_array_check(c, v, 0, APPL_CODE_TOOLS_MAX, "code tool names", path);
+
+	if (rc == 0)
+		rc = policy_strings_parse(c, v, APPL_CODE_TOOL_NAME_MAX, NULL, NULL, path, &names,
+					  &r->ncode_tools);
+	r->code_tools = names;
+	for (size_t i = 0; rc == 0 && i < r->ncode_tools; i++) {
+		policy_path_index(sub, path, i);
+		if (strcmp(names[i], "*") == 0) {
+			if (r->ncode_tools > 1)
+				return appl_err_set(c->err, -EINVAL,
+						    "%s: \"*\" (every code tool) stands alone",
+						    sub);
+			continue;
+		}
+		found = false;
+		for (size_t k = 0; k < c->p->ncode_tools; k++)
+			found |= strcmp(c->p->code_tools[k].pub.name, names[i]) == 0;
+		if (!found)
+			return appl_err_set(c->err, -EINVAL, "%s: no code tool named %s", sub,
+					    names[i]);
+		for (size_t j = 0; j < i; j++)
+			if (strcmp(names[i], names[j]) == 0)
+				return appl_err_set(c->err, -EINVAL, "%s: listed twice", sub);
+	}
+	return rc;
+}
+
 static const struct field role_fields[] = {
 	{.name = "sessions", .type = F_FN, .parse = role_sessions_parse},
-	{.name = "tools", .type = F_FN, .required = true, .parse = role_tools_parse},
+	{.name = "tools", .type = F_FN, .parse = role_tools_parse},
 	{.name = "write", .type = F_BOOL, .off = offsetof(struct policy_role, write), .def = 0},
 	{.name = "approve_writes",
 	 .type = F_BOOL,
 	 .off = offsetof(struct policy_role, approve_writes)},
+	{.name = "inline",
+	 .type = F_BOOL,
+	 .off = offsetof(struct policy_role, run_python),
+	 .def = 1},
+	{.name = "code_tools", .type = F_FN, .parse = role_code_tools_parse},
 };
+
+/* What the role's fields say together: `tools` are its cells' (an
+ * invoke-only role has none, and no sessions); a code tool named that
+ * writes needs the role's write; an invoke-only role has a code tool. */
+static int role_whole_check(struct ctx *c, const struct policy_role *r, const json_t *rv,
+			    const char *path)
+{
+	bool tools = json_object_get(rv, "tools") != NULL;
+
+	if (r->run_python && !tools)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.tools: missing (the tools its run_python cells may call; "
+				    "[] for none)",
+				    path);
+	if (!r->run_python && r->ntools)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.tools: an invoke-only role (\"inline\": false) runs no "
+				    "cell, so its tools would never be called; leave tools out",
+				    path);
+	if (!r->run_python && r->sessions.max)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.sessions: an invoke-only role (\"inline\": false) runs no "
+				    "cell to keep; leave sessions out",
+				    path);
+	if (!r->run_python && r->ncode_tools == 0)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.code_tools: an invoke-only role (\"inline\": false) needs "
+				    "code tools to call",
+				    path);
+	for (size_t i = 0; !r->write && i < r->ncode_tools; i++)
+		for (size_t k = 0; k < c->p->ncode_tools; k++)
+			if (strcmp(c->p->code_tools[k].pub.name, r->code_tools[i]) == 0 &&
+			    c->p->code_tools[k].pub.access == POLICY_ACCESS_WRITE)
+				return appl_err_set(
+					c->err, -EINVAL,
+					"%s.code_tools[%zu]: %s writes (\"access\": "
+					"\"write\"), and the role has no \"write\": true",
+					path, i, r->code_tools[i]);
+	return 0;
+}
 
 static int role_cmp(const void *a, const void *b)
 {
@@ -176,9 +234,12 @@ int policy_roles_parse(struct ctx *c, void *base, const json_t *v, const char *p
 		struct policy_role *r = &p->roles[p->nroles++];
 		policy_path_key(sub, path, name);
 		r->name = name;
+		policy_fields_default(role_fields, NELEM(role_fields), r);
 		rc = policy_label_check(name, strlen(name), sub, c->err);
 		if (rc == 0)
 			rc = policy_fields_parse(c, rv, role_fields, NELEM(role_fields), r, sub);
+		if (rc == 0)
+			rc = role_whole_check(c, r, rv, sub);
 		if (rc < 0)
 			return rc;
 	}

@@ -343,3 +343,26 @@ bool policy_http_used(const struct policy *p)
 {
 	return p->http;
 }
+
+/* "server.tool" or "server.*", the server declared in `servers`. */
+int policy_pattern_check(struct ctx *c, const char *pat, const char *path)
+{
+	const char *dot = strchr(pat, '.');
+	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
+	size_t n = dot ? (size_t)(dot - pat) : 0;
+
+	if (!dot || n == 0)
+		return appl_err_set(c->err, -EINVAL, "%s: must be server.tool or server.*", path);
+	if (n > APPL_POLICY_SERVER_NAME_MAX)
+		return appl_err_set(c->err, -EINVAL, "%s: no server named %.*s", path,
+				    APPL_POLICY_SERVER_NAME_MAX, pat);
+	memcpy(server, pat, n);
+	server[n] = '\0';
+	if (!policy_server_find(c->p, server))
+		return appl_err_set(c->err, -EINVAL, "%s: no server named %s", path, server);
+	if (strcmp(dot + 1, "*") != 0 && !policy_tool_name_valid(dot + 1))
+		return appl_err_set(c->err, -EINVAL,
+				    "%s: the tool must be * or 1 to %d of A-Z a-z 0-9 _ - . /",
+				    path, APPL_POLICY_TOOL_NAME_MAX);
+	return 0;
+}

@@ -10,6 +10,7 @@
 #include "policy/internal.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -277,5 +278,28 @@ int policy_strings_unique_parse(struct ctx *c, const json_t *v, size_t min, size
 		out[i] = s;
 		(*n)++;
 	}
+	return 0;
+}
+
+/* raw (a path as written) joined to the policy's directory unless it is
+ * absolute, into *out (new): lexically, nothing is looked up. */
+int policy_path_resolve(struct ctx *c, const char *raw, const char *path, char **out)
+{
+	const char *dir = raw[0] == '/' ? "" : c->base_dir;
+	size_t dlen, total;
+	bool slash;
+
+	if (!dir)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s: relative, and no policy directory to resolve it", path);
+	dlen = strlen(dir);
+	slash = dlen > 0 && dir[dlen - 1] != '/';
+	total = dlen + slash + strlen(raw);
+	if (total >= PATH_MAX)
+		return appl_err_set(c->err, -EINVAL, "%s: longer than %d bytes once resolved", path,
+				    PATH_MAX - 1);
+	if (!(*out = malloc(total + 1)))
+		return policy_ctx_nomem(c);
+	snprintf(*out, total + 1, "%s%s%s", dir, slash ? "/" : "", raw);
 	return 0;
 }

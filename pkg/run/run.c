@@ -12,6 +12,7 @@
 #include "log/log.h"
 #include "metrics/metrics.h"
 #include "run/admit.h"
+#include "schema/schema.h"
 
 enum run_state {
 	RUN_WAITING, /* in line for a slot, its admission timer set */
@@ -80,6 +81,15 @@ static void audit_start(struct run *r)
 			 r->client.role, "revision", r->client.revision, "code", digest,
 			 "code_bytes", (json_int_t)r->code_len, "session",
 			 r->client.session_digest);
+	/* A code tool's program is the policy's: its plain SHA-256 is the
+	 * one the policy pins it by. */
+	if (body && r->client.tool &&
+	    (json_object_set_new(body, "tool", json_string(r->client.tool->name)) < 0 ||
+	     json_object_set_new(body, "program",
+				 json_sprintf("sha256:%s", r->client.tool->sha256)) < 0)) {
+		json_decref(body);
+		body = NULL;
+	}
 	audit_event(r->set->audit, "run.start", body);
 	json_decref(body);
 }
@@ -175,7 +185,8 @@ void run_set_refuse(struct run_set *s, const struct run_client *client, const ch
 
 	if (s->audit) {
 		id_new(id);
-		body = json_pack("{ss ss ss}", "run", id, "client", client->name, "reason", why);
+		body = json_pack("{ss ss ss ss?}", "run", id, "client", client->name, "reason", why,
+				 "tool", client->tool ? client->tool->name : NULL);
 		audit_event(s->audit, "run.refused", body);
 		json_decref(body);
 	}
@@ -270,6 +281,43 @@ static void answer_outcome(struct run *r, const struct cell_outcome *o)
 	json_decref(obj);
 }
 
+/* A code tool's answer: its program's value, checked against its output
+ * schema, or a failure (why, cap bytes) naming the exception, the stop or
+ * the first mismatch. The value is never passed on when it does not
+ * match. NULL when it failed. */
+static const json_t *tool_value(const struct run *r, const struct cell_outcome *o, char *why,
+				size_t cap)
+{
+	const struct policy_code_tool *t = r->client.tool;
+	const char *reason = cell_reason_name(o->reason);
+	struct appl_err err = {0};
+
+	if (reason || o->error) {
+		/* The traceback's last line names the exception. */
+		const char *e = o->error ? o->error : reason;
+		size_t n = strlen(e), b;
+
+		while (n && e[n - 1] == '\n')
+			n--;
+		for (b = n; b && e[b - 1] != '\n'; b--)
+			;
+		snprintf(why, cap, "%s: the program %s: %.*s", t->name,
+			 reason ? "was stopped" : "raised", (int)(n - b), e + b);
+		return NULL;
+	}
+	if (o->value_cut) {
+		snprintf(why, cap, "%s: the program's value is larger than the cap of %u bytes",
+			 t->name, (unsigned)APPL_CELL_RESULT_MAX);
+		return NULL;
+	}
+	if (t->output && schema_validate(t->output, o->value ? o->value : json_null(), &err) < 0) {
+		snprintf(why, cap, "%s: the program's value does not match its output_schema: %s",
+			 t->name, err.msg);
+		return NULL;
+	}
+	return o->value ? o->value : json_null();
+}
+
 /* Logged, recorded, answered: once, at the end of the round it ended in. */
 static void answer(struct run *r)
 {
@@ -294,7 +342,11 @@ static void answer(struct run *r)
 	}
 	if (!r->live)
 		return;
-	if (ran)
+	if (ran && r->client.tool) {
+		const json_t *v = tool_value(r, &o, msg, sizeof(msg));
+
+		say(r, v, !v, v ? NULL : msg, v ? o.files : NULL);
+	} else if (ran)
 		answer_outcome(r, &o);
 	else
 		say(r, NULL, true,
@@ -350,6 +402,7 @@ static void run_free(struct run *r)
 		cell_free(r->cell);
 	release(r);
 	bridge_catalog_unref(r->cat);
+	json_decref((json_t *)r->client.args);
 	free(r->code);
 	free(r->name);
 	free(r->stopped);
@@ -438,7 +491,9 @@ int run_begin(struct run *r, struct cell *cell, struct bridge_run *br, struct ap
 	r->cell = cell;
 	r->br = br;
 	lim.deadline_ms = r->deadline_ms;
-	if (cell_run(cell, r->code, r->code_len, tools, &lim, &hooks, r->arrival, err) < 0) {
+	if ((r->client.args && cell_set_args(cell, r->client.args) < 0 &&
+	     appl_err_set(err, -EINVAL, "a run's arguments are not an object") < 0) ||
+	    cell_run(cell, r->code, r->code_len, tools, &lim, &hooks, r->arrival, err) < 0) {
 		bridge_run_free(br);
 		cell_free(cell);
 		r->br = NULL;
@@ -549,13 +604,19 @@ struct run *run_new(struct run_set *s, const char *code, size_t len,
 	r->client.name = r->name;
 	r->live = true;
 	r->cat = cat ? bridge_catalog_ref(cat) : NULL;
+	json_incref((json_t *)client->args);
 	memcpy(r->code, code, len);
 	r->code[len] = '\0';
 	r->code_len = len;
 	r->arrival = loop_now_ms();
 	id_new(r->id);
-	log_line(LOG_INFO, r->id, "run_python: %zu bytes of code (%s, %s)", len, r->name,
-		 client->revision ? client->revision : "in process");
+	if (client->tool)
+		log_line(LOG_INFO, r->id, "code tool %s: its program of %zu bytes (%s, %s)",
+			 client->tool->name, len, r->name,
+			 client->revision ? client->revision : "in process");
+	else
+		log_line(LOG_INFO, r->id, "run_python: %zu bytes of code (%s, %s)", len, r->name,
+			 client->revision ? client->revision : "in process");
 	if (s->audit)
 		audit_start(r);
 	r->deadline_ms = s->cell.deadline_ms;

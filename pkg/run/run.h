@@ -83,6 +83,15 @@ struct run_client {
 	 * its own. */
 	const char *session, *session_digest;
 	void *session_data;
+	/* A code tool's run (docs/code-tools.md): the tool (borrowed from the
+	 * policy the run was admitted under, which must outlive the run) whose
+	 * program is the code, and its arguments (an object that passed its
+	 * input schema; a reference is taken), the program's `args`. Its
+	 * answer is the program's value, checked against the tool's output
+	 * schema: answer gets it as result (is_error false), or a failure
+	 * text naming the exception or the first mismatch. NULL: run_python. */
+	const struct policy_code_tool *tool;
+	const json_t *args;
 };
 
 struct run_set_config {
@@ -142,7 +151,8 @@ void run_set_stop(struct run_set *s);
 void run_set_free(struct run_set *s);
 
 /* A request that gets no run: its run.refused line (when there is an
- * audit log) and client's answer, the failure why. */
+ * audit log; naming client->tool when it has one) and client's answer,
+ * the failure why. */
 void run_set_refuse(struct run_set *s, const struct run_client *client, const char *why);
 
 /* A run of code[0..len) (copied) for client, with the catalog cat (a

@@ -39,7 +39,7 @@ static void answer(const struct cell_msg *msg)
 	} else if (msg->type == CELL_MSG_DONE && msg->u.done.error) {
 		if (cell_proto_cell_encode(json_string_value(msg->u.done.error),
 					   json_string_length(msg->u.done.error),
-					   msg->u.done.result, &FILES, false, &line, &len,
+					   msg->u.done.result, &FILES, NULL, false, &line, &len,
 					   NULL) == 0)
 			free(line);
 	}

@@ -74,7 +74,7 @@ static void check_cell_line(const struct stubs *s)
 
 	cell_files_limits_init(&files);
 	check(tools != NULL);
-	check(cell_proto_cell_encode("1", 1, tools, &files, false, &line, &len, &err) == 0);
+	check(cell_proto_cell_encode("1", 1, tools, &files, NULL, false, &line, &len, &err) == 0);
 	free(line);
 	json_decref(tools);
 	for (size_t i = 0; i < stubs_count(s); i++)

@@ -14,11 +14,18 @@ appear in that command's own help text and in its section of the man page,
 and the checker is run against the man page with each option taken out, to
 show that it would notice.
 
+`audit show --tool NAME` is run on a log written here line by line (no
+appliance has run a code tool yet to write one): it keeps exactly the lines
+of that code tool's runs, with and without --runs, and a NAME that is no
+code tool's name is a usage error.
+
 Needs only the built binary (APPLIANCE_BIN, else build/appliance), groff and
 man: no image, no sandbox.
 """
 
 import glob
+import hashlib
+import json
 import os
 import re
 import shutil
@@ -385,6 +392,117 @@ def the_man_page_covers_every_command_its_version_files_and_environment():
     assert {"HOME", "XDG_RUNTIME_DIR", "XDG_STATE_HOME", "XDG_CACHE_HOME"} <= names, names
     for name in sorted(names):
         assert re.search(r"^\.B %s$" % name, env, re.M), name
+
+
+# ---- audit show --tool ----------------------------------------------------------------
+
+PROGRAM = "sha256:" + hashlib.sha256(b"print('summary')\n").hexdigest()
+
+
+def audit_log(path, events):
+    """events ((ev, {members}), ...) written as a log by docs/audit.md:
+    the five members first, each line chained to the one before."""
+    prev, out = "0" * 64, []
+    for n, (ev, members) in enumerate(events, 1):
+        line = json.dumps(dict({"n": n, "prev": prev, "t": "2026-12-01T14:00:%02d.000Z" % n,
+                                "ev": ev, "pid": 4242}, **members),
+                          separators=(",", ":")).encode()
+        prev = hashlib.blake2b(line, digest_size=32).hexdigest()
+        out.append(line + b"\n")
+    with open(path, "wb") as f:
+        f.writelines(out)
+
+
+def a_start(run, **more):
+    return ("run.start", dict({"run": run, "client": "alice", "role": "analyst",
+                               "revision": "2026-07-28", "code": "0" * 64,
+                               "code_bytes": 17}, **more))
+
+
+def a_call(run, tool, id=1):
+    return [("call", {"run": run, "id": id, "tool": tool, "role": "analyst",
+                      "access": "read", "args": "0" * 64, "args_bytes": 12,
+                      "outcome": "sent"}),
+            ("call.end", {"run": run, "id": id, "tool": tool, "outcome": "ok",
+                          "result_bytes": 40, "ms": 3})]
+
+
+def a_end(run):
+    return ("run.end", {"run": run, "reason": "done", "ms": 90, "calls": 1,
+                        "out_bytes": 8, "files": 0, "answered": True})
+
+
+def shown(path, *args):
+    r = run("audit", "show", *args, path)
+    assert r.returncode == 0 and r.stderr == "", (args, r.returncode, r.stderr)
+    return [ln.split("  ", 1)[1] for ln in r.stdout.splitlines()]
+
+
+@test
+def audit_show_tool_keeps_exactly_the_lines_of_that_code_tools_runs():
+    """A code tool's run (summarize) interleaved with a run_python run and
+    a run of another code tool, among the log's other lines: --tool keeps
+    the run.start (with its tool and program), the run's calls and end,
+    and the tool's refusal, nothing else."""
+    tool, py, other = "aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"
+    events = [("log.open", {"file": 1, "previous": None}),
+              ("start", {"deployment": "prod", "key": "0123456789ABCDEF", "serial": 7,
+                         "policy": "sha256:" + "1" * 64, "image": "sha256:" + "2" * 64,
+                         "runsc": "runsc", "version": "0.9", "seal": False, "seal_s": 300}),
+              ("auth", {"client": "alice", "peer": "unix", "outcome": "accepted"}),
+              a_start(tool, tool="summarize", program=PROGRAM),
+              a_start(py),
+              a_start(other, tool="summarize_all", program=PROGRAM),
+              *a_call(py, "toy.echo"), *a_call(tool, "toy.echo"), *a_call(other, "toy.echo"),
+              a_end(py), a_end(tool), a_end(other),
+              ("run.refused", {"run": "dddddddddddd", "client": "bob", "tool": "summarize",
+                               "reason": "queue full"}),
+              ("run.refused", {"run": "eeeeeeeeeeee", "client": "bob", "reason": "queue full"}),
+              ("stop", {"reason": "client closed", "runs": 5})]
+    d = tempfile.mkdtemp(prefix="appliance-cli.")
+    try:
+        log = os.path.join(d, "audit.log")
+        audit_log(log, events)
+        every = shown(log)
+        assert len(every) == len(events), every
+        start = ("run %s: client alice, role analyst, revision 2026-07-28, code 17 bytes, "
+                 "tool summarize (program %s)" % (tool, PROGRAM))
+        assert start in every, every
+        assert ("run %s: client alice, role analyst, revision 2026-07-28, code 17 bytes"
+                % py) in every, every
+        assert "run dddddddddddd refused: client bob, tool summarize: queue full" in every
+        want = [start,
+                "  run %s call 1: toy.echo (read), 12 argument bytes: sent" % tool,
+                "  run %s call 1: toy.echo: ok in 3 ms, 40 result bytes" % tool,
+                "run %s end: done after 90 ms, 1 calls, 8 output bytes, 0 files, "
+                "answered yes" % tool,
+                "run dddddddddddd refused: client bob, tool summarize: queue full"]
+        assert shown(log, "--tool", "summarize") == want, shown(log, "--tool", "summarize")
+        assert shown(log, "--tool=summarize") == want
+        assert shown(log, "--tool", "summarize_all")[0].endswith("tool summarize_all (program %s)"
+                                                                 % PROGRAM)
+        assert len(shown(log, "--tool", "summarize_all")) == 4
+        assert shown(log, "--tool", "Summarize") == [] and shown(log, "--tool", "summ") == []
+        runs = shown(log, "--runs", "--tool", "summarize")
+        assert runs == ["run %s (tool summarize): client alice, role analyst, 2026-07-28, 17 "
+                        "code bytes: toy.echo x1; 0 refused, 0 failed; done after 90 ms, 8 "
+                        "output bytes, answered yes" % tool,
+                        "run dddddddddddd (tool summarize): (no start recorded): no calls; 0 "
+                        "refused, 0 failed; refused: queue full"], runs
+        every_run = shown(log, "--runs")
+        assert len(every_run) == 5 and every_run[1].startswith("run %s: client" % py), every_run
+        # names no code tool can have, and the option spelled short: usage errors
+        for args in (["--tool", ""], ["--tool", "a.b"], ["--tool", "x" * 65],
+                     ["--tool", "sum mary"], ["--tool=a/b"], ["--tool", "a", "--tool", "b"],
+                     ["--too", "summarize"], ["--tool"]):
+            r = run("audit", "show", *args, log)
+            assert r.returncode == 2 and r.stdout == "", (args, r.returncode, r.stdout)
+            assert r.stderr.startswith("appliance: audit show: "), (args, r.stderr)
+        r = run("audit", "show", "--tool", "a.b", log)
+        assert "not a code tool's name" in r.stderr, r.stderr
+        assert shown(log, "--tool", "x" * 64) == []
+    finally:
+        shutil.rmtree(d)
 
 
 if __name__ == "__main__":

@@ -857,5 +857,85 @@ def tools_is_there_without_tools_and_reserved():
     assert "reserved" in done["error"], done
 
 
+
+def run_line(**fields):
+    """One cell from a cell line with these fields (code and tools at
+    least); returns done."""
+    r = Runner()
+    try:
+        assert r.msg() == {"t": "ready", "v": 1}
+        r.send(dict({"t": "cell"}, **fields))
+        _, _, done = r.until_done()
+        assert r.line() is None, "bytes after done"
+        assert r.p.wait(timeout=20) == 0, "runner exit status"
+        return done
+    finally:
+        r.close()
+
+
+@test
+def args_of_the_cell_line_are_the_global_args():
+    """A code tool's arguments (the cell line's `args`) are a plain dict
+    named args; a line without them leaves the name undefined."""
+    done = run_line(code='args["a"] + args["b"]', tools=[], args={"a": 2, "b": 40})
+    assert done == {"t": "done", "error": None, "result": 42}, done
+    value = {"s": "caf\u00e9 \"}\n", "l": [1, 2.5, None, True, False], "o": {"x": {}},
+             "big": (1 << 63) - 1}
+    done = run_line(code="[type(args).__name__, sorted({type(v).__name__ for v in "
+                         "args.values()}), args]", tools=list(TOY), args=value)
+    assert done["result"] == ["dict", ["dict", "int", "list", "str"], value], done
+    done = run_line(code="args == {}", tools=[], args={})
+    assert done["result"] is True, done
+    done = run_line(code="args", tools=list(TOY))
+    assert "NameError: name 'args' is not defined" in done["error"], done
+    done = run_line(code="'args' in globals()", tools=[])
+    assert done["result"] is False, done
+
+
+@test
+def args_not_an_object_is_a_bad_cell_message():
+    for bad in ([], [1], "a", 1, 1.5, None, True):
+        done = run_line(code="1", tools=[], args=bad)
+        assert done["error"] == "runner: bad cell message: cell args is not an object", (
+            bad, done)
+    # and no namespace may take the name
+    done = run_line(code="1", tools=[{"tool": "args.x", "ns": "args", "fn": "x"}])
+    assert done["error"].startswith("runner: bad cell message"), done
+    assert "reserved" in done["error"], done
+    done = run_line(code="1", tools=[{"server": "args", "ns": "args"}])
+    assert "reserved" in done["error"], done
+    # a function may be called args under its namespace
+    done = run_line(code="repr(toy)", tools=[{"tool": "toy.args", "ns": "toy", "fn": "args"}],
+                    args={"a": 1})
+    assert done["result"] == "<tools toy: args>", done
+
+
+@test
+def a_kept_runner_takes_the_args_of_each_cell_line():
+    r = Runner()
+    try:
+        assert r.msg() == {"t": "ready", "v": 1}
+
+        def cell(code, **fields):
+            r.send(dict({"t": "cell", "keep": True, "tools": [], "code": code}, **fields))
+            return r.until_done()[2]
+
+        assert cell("args['n']", args={"n": 1})["result"] == 1
+        done = cell("args")
+        assert "NameError" in done["error"], done
+        assert cell("args['n']", args={"n": 2})["result"] == 2
+        assert cell("args['m'] = 3\nargs", args={"n": 2})["result"] == {"n": 2, "m": 3}
+        # a value of the code's own stays when a line brings none...
+        assert cell("args = 'mine'\nargs")["result"] == "mine"
+        assert cell("args")["result"] == "mine"
+        # ...and args a line brings replace it
+        assert cell("args", args={"n": 4})["result"] == {"n": 4}
+        r.send({"t": "cell", "tools": [], "code": "'args' in globals()"})
+        assert r.until_done()[2]["result"] is False
+        assert r.line() is None and r.p.wait(timeout=10) == 0
+    finally:
+        r.close()
+
+
 if __name__ == "__main__":
     main()

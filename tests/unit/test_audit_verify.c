@@ -5,8 +5,9 @@
  * the head, a line from another log, the head edited, seals forged, with
  * an epoch gap or an unknown key), a log cut after an old seal (against
  * the sealing state, and against the clock), torn lines, rotation and
- * the files it names, input that is no log at all, and `show` knowing
- * every event the writer puts in a log. Each case checks the exit code
+ * the files it names, input that is no log at all, `show` knowing
+ * every event the writer puts in a log, and `show --tool` keeping the
+ * lines of one code tool's runs. Each case checks the exit code
  * and what is said. */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1469,6 +1470,236 @@ static void test_show_runs(void **state)
 	free(b.p);
 }
 
+/* ---- show --tool --------------------------------------------------------- */
+
+#define PROG "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+#define RUN_WHO_OF(id, tool)                                                                       \
+	",\"run\":\"" id "\",\"client\":\"alice\",\"role\":\"analyst\",\"revision\":"              \
+	"\"2026-07-28\",\"code\":\"x\",\"code_bytes\":300" tool
+#define E65 "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee"
+
+/* A log with a run of the code tool summarize among a run_python run, a
+ * log's other lines, refusals of it and of other tools, and runs that
+ * only look like its: a name differing in case, one with an escape in it, a
+ * run id too long to follow, and an id a later run_python run takes. */
+static void tool_log_build(struct lbuf *b, struct chain *c)
+{
+	log_build(b, c); /* t 0..6 */
+	line_add(b, c, "run.start",
+		 RUN_WHO_OF("aaaaaaaaaaaa", ",\"tool\":\"summarize\",\"program\":\"" PROG "\""));
+	line_add(b, c, "run.start", RUN_WHO_OF("bbbbbbbbbbbb", ""));
+	line_add(
+		b, c, "call",
+		",\"run\":\"aaaaaaaaaaaa\",\"id\":1,\"tool\":\"github.search\",\"access\":\"read\","
+		"\"args_bytes\":20,\"outcome\":\"sent\"");
+	line_add(
+		b, c, "call",
+		",\"run\":\"bbbbbbbbbbbb\",\"id\":1,\"tool\":\"github.search\",\"access\":\"read\","
+		"\"args_bytes\":21,\"outcome\":\"sent\"");
+	line_add(b, c, "approval",
+		 ",\"run\":\"aaaaaaaaaaaa\",\"id\":2,\"tool\":\"fs.write\",\"by\":\"client\","
+		 "\"outcome\":\"approved\",\"ms\":30");
+	line_add(b, c, "call",
+		 ",\"run\":\"aaaaaaaaaaaa\",\"id\":2,\"tool\":\"fs.write\",\"access\":\"write\","
+		 "\"args_bytes\":9,\"outcome\":\"sent\"");
+	line_add(b, c, "call.end",
+		 ",\"run\":\"aaaaaaaaaaaa\",\"id\":1,\"tool\":\"github.search\",\"outcome\":\"ok\","
+		 "\"result_bytes\":100,\"ms\":50");
+	line_add(b, c, "call.end",
+		 ",\"run\":\"bbbbbbbbbbbb\",\"id\":1,\"tool\":\"github.search\",\"outcome\":\"ok\","
+		 "\"result_bytes\":101,\"ms\":51");
+	line_add(
+		b, c, "run.file",
+		",\"run\":\"aaaaaaaaaaaa\",\"name\":\"out.csv\",\"bytes\":10,\"type\":\"text/csv\","
+		"\"sha256\":\"ab12\"");
+	line_add(b, c, "run.end",
+		 ",\"run\":\"aaaaaaaaaaaa\",\"reason\":\"done\",\"ms\":900,\"calls\":2,\"out_"
+		 "bytes\":5,"
+		 "\"files\":1,\"answered\":true");
+	/* a call still going when its run ended ends after the run.end */
+	line_add(b, c, "call.end",
+		 ",\"run\":\"aaaaaaaaaaaa\",\"id\":2,\"tool\":\"fs.write\",\"outcome\":"
+		 "\"abandoned\","
+		 "\"result_bytes\":0,\"ms\":1");
+	line_add(b, c, "run.end",
+		 ",\"run\":\"bbbbbbbbbbbb\",\"reason\":\"done\",\"ms\":800,\"calls\":1,\"out_"
+		 "bytes\":3,"
+		 "\"files\":0,\"answered\":true"); /* t 18 */
+	line_add(b, c, "run.refused",
+		 ",\"run\":\"cccccccccccc\",\"client\":\"bob\",\"tool\":\"summarize\",\"reason\":"
+		 "\"queue full\"");
+	line_add(b, c, "run.refused",
+		 ",\"run\":\"dddddddddddd\",\"client\":\"bob\",\"tool\":\"summarize2\",\"reason\":"
+		 "\"queue full\"");
+	line_add(b, c, "run.refused",
+		 ",\"run\":\"ffffffffffff\",\"client\":\"bob\",\"reason\":\"policy expired\"");
+	line_add(b, c, "run.start",
+		 RUN_WHO_OF("111111111111", ",\"tool\":\"Summarize\",\"program\":\"" PROG "\""));
+	line_add(
+		b, c, "call",
+		",\"run\":\"111111111111\",\"id\":1,\"tool\":\"github.search\",\"access\":\"read\","
+		"\"args_bytes\":1,\"outcome\":\"sent\"");
+	line_add(b, c, "run.start",
+		 RUN_WHO_OF("222222222222",
+			    ",\"tool\":\"summarize\\u001b\",\"program\":\"" PROG "\""));
+	line_add(
+		b, c, "call",
+		",\"run\":\"222222222222\",\"id\":1,\"tool\":\"github.search\",\"access\":\"read\","
+		"\"args_bytes\":2,\"outcome\":\"sent\""); /* t 25 */
+	line_add(b, c, "run.start",
+		 RUN_WHO_OF(E65, ",\"tool\":\"summarize\",\"program\":\"" PROG "\""));
+	line_add(b, c, "call",
+		 ",\"run\":\"" E65 "\",\"id\":1,\"tool\":\"github.search\",\"access\":\"read\","
+		 "\"args_bytes\":3,\"outcome\":\"sent\"");
+	line_add(b, c, "run.start",
+		 RUN_WHO_OF("333333333333", ",\"tool\":\"summarize\",\"program\":\"" PROG "\""));
+	line_add(b, c, "run.start", RUN_WHO_OF("333333333333", ""));
+	line_add(
+		b, c, "call",
+		",\"run\":\"333333333333\",\"id\":1,\"tool\":\"github.search\",\"access\":\"read\","
+		"\"args_bytes\":4,\"outcome\":\"sent\"");
+	line_add(b, c, "stop", ",\"reason\":\"client closed\",\"runs\":6"); /* t 31 */
+	lbuf_add(b, "garbage\n", 8);
+}
+
+static void show_to(const char *path, const struct audit_show_opts *opts, char *out, size_t cap)
+{
+	struct appl_err err = {0};
+	FILE *o;
+
+	memset(out, 0, cap);
+	o = fmemopen(out, cap - 1, "w");
+	assert_non_null(o);
+	assert_int_equal(audit_show_with(path, opts, o, &err), 0);
+	fclose(o);
+}
+
+#define AT(s)		       "2026-12-01T14:00:" #s ".000Z  "
+#define WHO		       "client alice, role analyst, revision 2026-07-28, code 300 bytes"
+#define SUMMARIZE_START(s, id) AT(s) "run " id ": " WHO ", tool summarize (program " PROG ")\n"
+
+static void test_show_tool(void **state)
+{
+	struct fix *f = *state;
+	struct audit_show_opts opts = {.tool = "summarize"};
+	struct appl_err err = {0};
+	struct lbuf b = {0};
+	struct chain c;
+	char out[16384];
+
+	chain_init(&c, NULL);
+	tool_log_build(&b, &c);
+	file_put(f->path, &b);
+	/* every line: a code tool's run.start names the tool and its program,
+	 * a run_python run's names none; a refusal names the tool */
+	show_to(f->path, &(struct audit_show_opts){0}, out, sizeof(out));
+	if (!strstr(out, SUMMARIZE_START(07, "aaaaaaaaaaaa")) ||
+	    !strstr(out, AT(08) "run bbbbbbbbbbbb: " WHO "\n") ||
+	    !strstr(out,
+		    AT(20) "run dddddddddddd refused: client bob, tool summarize2: queue full\n") ||
+	    !strstr(out, AT(21) "run ffffffffffff refused: client bob: policy expired\n") ||
+	    !strstr(out,
+		    AT(24) "run 222222222222: " WHO ", tool summarize\\x1b (program " PROG ")\n") ||
+	    !strstr(out, "line 33: not a log line (7 bytes)\n"))
+		fail_msg("show said:\n%s", out);
+	/* --tool summarize: exactly the lines of its runs, in order, and its
+	 * refusal; the run whose id is too long to follow is said to be */
+	show_to(f->path, &opts, out, sizeof(out));
+	assert_string_equal(
+		out,
+		SUMMARIZE_START(07, "aaaaaaaaaaaa") AT(
+			09) "  run aaaaaaaaaaaa call 1: github.search (read), 20 argument "
+			    "bytes: sent\n" AT(
+				    11) "  run aaaaaaaaaaaa call 2: fs.write: "
+					"approval approved (client) after 30 "
+					"ms\n" AT(
+						12) "  run aaaaaaaaaaaa call "
+						    "2: fs.write (write), 9 "
+						    "argument bytes: "
+						    "sent\n" AT(
+							    13) "  run "
+								"aaaaaaaaa"
+								"aaa call "
+								"1: "
+								"github."
+								"search: "
+								"ok in 50 "
+								"ms, 100 "
+								"result "
+								"bytes"
+								"\n" AT(15) "  run aaaaaaaaaaaa "
+									    "file out.csv: 10 "
+									    "bytes, text/csv, "
+									    "sha256 ab12\n" AT(
+										    16) "run "
+											"aaaaaaaaaa"
+											"aa end: "
+											"done "
+											"after 900 "
+											"ms, 2 "
+											"calls, 5 "
+											"output "
+											"bytes, 1 "
+											"files, "
+											"answered "
+											"yes\n" AT(17) "  run aaaaaaaaaaaa call 2: fs.write: abandoned in 1 ms, 0 result bytes\n" AT(
+												19) "run cccccccccccc refused: client bob, tool summarize: queue full\n" SUMMARIZE_START(26,
+																							 E65)
+												SUMMARIZE_START(
+													28,
+													"333333333333") "(1 runs of summarize past the first 100000, or with a run id longer than 64 "
+															"bytes: their later lines not shown)\n");
+	/* --runs --tool summarize: a line for each of those runs, naming it */
+	opts.runs = true;
+	show_to(f->path, &opts, out, sizeof(out));
+	assert_string_equal(
+		out,
+		AT(07) "run aaaaaaaaaaaa (tool summarize): client alice, role analyst, 2026-07-28, "
+		       "300 code bytes: github.search x1, fs.write x1; 0 refused, 1 failed; done "
+		       "after 900 ms, 5 output bytes, answered yes\n" AT(
+			       19) "run cccccccccccc (tool summarize): (no start recorded): no "
+				   "calls; 0 refused, "
+				   "0 failed; refused: queue full\n" AT(
+					   26) "run " E65 " (tool summarize): client alice, role "
+					       "analyst, 2026-07-28, 300 code "
+					       "bytes: no calls; 0 refused, 0 failed; no end "
+					       "recorded\n" AT(
+						       28) "run 333333333333 (tool summarize): "
+							   "client alice, role analyst, "
+							   "2026-07-28, "
+							   "300 code bytes: no calls; 0 refused, 0 "
+							   "failed; no end recorded\n"
+							   "(1 runs of summarize past the first "
+							   "100000, or with a run id longer than "
+							   "64 "
+							   "bytes: their later lines not shown)\n");
+	/* --runs alone names the tool of each run that had one */
+	show_to(f->path, &(struct audit_show_opts){.runs = true}, out, sizeof(out));
+	if (!strstr(out, AT(08) "run bbbbbbbbbbbb: client alice") ||
+	    !strstr(out, AT(20) "run dddddddddddd (tool summarize2): (no start recorded)") ||
+	    !strstr(out, AT(22) "run 111111111111 (tool Summarize): client alice"))
+		fail_msg("show --runs said:\n%s", out);
+	/* a tool no run had: nothing; a name no code tool has: refused */
+	opts = (struct audit_show_opts){.tool = "summ"};
+	show_to(f->path, &opts, out, sizeof(out));
+	assert_string_equal(out, "");
+	assert_true(audit_tool_name_valid("a") && audit_tool_name_valid("Sum_2-x"));
+	assert_true(audit_tool_name_valid(
+		"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")); /* 64 */
+	for (const char *const *bad =
+		     (const char *const[]){
+			     "", "a.b", "a b", "s\xc3\xa9", "a/b",
+			     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+			     NULL};
+	     *bad; bad++) {
+		assert_false(audit_tool_name_valid(*bad));
+		opts.tool = *bad;
+		assert_true(audit_show_with(f->path, &opts, stdout, &err) < 0);
+		assert_non_null(strstr(err.msg, "not a code tool's name"));
+	}
+	free(b.p);
+}
+
 /* The events the sources write: the literal after the logger in every
  * call of audit_event, audit_event_sync (the callers) and line_put_json
  * (the writer's own lines) in pkg/'s .c files, added to evs. */
@@ -1604,6 +1835,7 @@ int main(void)
 		T(test_not_a_file),
 		T(test_show),
 		T(test_show_runs),
+		T(test_show_tool),
 		T(test_show_knows_every_writer_event),
 	};
 #undef T

@@ -742,6 +742,193 @@ static void test_image_preload(void **state)
 	assert_non_null(strstr(err.msg, "image.preload: needs limits.pool of 1 or more"));
 }
 
+/* ---- code tools --------------------------------------------------------------- */
+
+/* The valid example of tests/data with its program file in dir (written
+ * with body; NULL: none written). */
+static struct policy *code_tools_policy(const char *dir, const char *body, struct appl_err *err)
+{
+	char path[600], progs[512];
+	struct policy *p;
+
+	if (body) {
+		snprintf(progs, sizeof(progs), "%s/programs", dir);
+		mkdir(progs, 0700);
+		snprintf(path, sizeof(path), "%s/keep_note.py", progs);
+		FILE *f = fopen(path, "w");
+		assert_non_null(f);
+		fputs(body, f);
+		fclose(f);
+	}
+	p = parse_file(DATA "/valid/code-tools.json", dir, err);
+	assert_non_null(p);
+	return p;
+}
+
+static void test_code_tools_read_back(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = code_tools_policy("/nonexistent", NULL, &err);
+	const struct policy_code_tool *w, *k;
+	unsigned char h[32];
+	char hex[65];
+
+	(void)state;
+	assert_int_equal(policy_code_tool_count(p), 2);
+	/* sorted by name */
+	k = policy_code_tool_get(p, 0);
+	w = policy_code_tool_get(p, 1);
+	assert_string_equal(k->name, "keep-note");
+	assert_string_equal(w->name, "weekly_report");
+	assert_ptr_equal(policy_code_tool_find(p, "weekly_report"), w);
+	assert_null(policy_code_tool_find(p, "weekly"));
+	assert_int_equal(w->access, POLICY_ACCESS_READ);
+	assert_int_equal(k->access, POLICY_ACCESS_WRITE);
+	assert_non_null(w->input);
+	assert_non_null(w->output);
+	assert_null(k->output);
+	assert_non_null(w->example);
+	/* an inline program is pinned by its own digest; a file's by the
+	 * policy's, and its code is read later */
+	crypto_hash_sha256(h, (const unsigned char *)w->code, w->code_len);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	assert_string_equal(w->sha256, hex);
+	assert_null(w->file);
+	assert_null(k->code);
+	assert_string_equal(k->file, "/nonexistent/programs/keep_note.py");
+	assert_int_equal(w->nuses, 2);
+	assert_string_equal(w->uses[1], "tickets.*");
+	/* roles: inline by default, invoke-only as written */
+	assert_true(policy_role_find(p, "reader")->run_python);
+	assert_false(policy_role_find(p, "invoker")->run_python);
+	assert_int_equal(policy_role_find(p, "editor")->ncode_tools, 1);
+	policy_free(p);
+}
+
+static void test_code_tool_allowed(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = code_tools_policy("/nonexistent", NULL, &err);
+	const struct policy_code_tool *t;
+
+	(void)state;
+	assert_int_equal(policy_code_tool_allowed(p, "invoker", "weekly_report", &t), POLICY_OK);
+	assert_string_equal(t->name, "weekly_report");
+	assert_int_equal(policy_code_tool_allowed(p, "invoker", "keep-note", &t), POLICY_DENY_ROLE);
+	assert_int_equal(policy_code_tool_allowed(p, "editor", "keep-note", NULL), POLICY_OK);
+	assert_int_equal(policy_code_tool_allowed(p, "reader", "weekly_report", NULL),
+			 POLICY_DENY_ROLE);
+	assert_int_equal(policy_code_tool_allowed(p, "editor", "nosuch", &t), POLICY_DENY_NO_TOOL);
+	assert_null(t);
+	assert_int_equal(policy_code_tool_allowed(p, NULL, "weekly_report", NULL),
+			 POLICY_DENY_NO_ROLE);
+	assert_int_equal(policy_code_tool_allowed(p, "ghost", "weekly_report", NULL),
+			 POLICY_DENY_NO_ROLE);
+	policy_free(p);
+}
+
+/* "*" lists a write tool only for a role that writes. */
+static void test_code_tool_star_and_write(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_with(
+		", \"servers\": {\"t\": {\"command\": [\"/bin/t\"]}}, \"tools\": {\"t.*\": "
+		"{\"access\": \"write\"}}, \"code_tools\": [{\"name\": \"w\", \"description\": "
+		"\"d\", \"input_schema\": {\"type\": \"object\"}, \"code\": \"1\", \"uses\": "
+		"[\"t.*\"], \"access\": \"write\"}], \"roles\": {\"r\": {\"tools\": [], "
+		"\"code_tools\": [\"*\"]}, \"rw\": {\"tools\": [], \"write\": true, "
+		"\"code_tools\": [\"*\"]}}",
+		&err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_int_equal(policy_code_tool_allowed(p, "r", "w", NULL), POLICY_DENY_WRITE);
+	assert_int_equal(policy_code_tool_allowed(p, "rw", "w", NULL), POLICY_OK);
+	policy_free(p);
+}
+
+/* A program calls what its uses name, whatever the role's patterns say;
+ * writes only when the tool's access is write, and never under check. */
+static void test_code_tool_calls(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = code_tools_policy("/nonexistent", NULL, &err);
+	struct policy_caller week = {.role = "invoker",
+				     .tool = policy_code_tool_find(p, "weekly_report")};
+	struct policy_caller note = {.role = "editor",
+				     .tool = policy_code_tool_find(p, "keep-note")};
+	struct policy_caller dry = note;
+	struct policy_caller cell = {.role = "reader"};
+	enum policy_access a;
+
+	(void)state;
+	dry.no_writes = true;
+	/* the invoker's role names no tool at all: the uses decide */
+	assert_int_equal(policy_call_check(p, &week, "toy", "add", true, &a), POLICY_OK);
+	assert_int_equal(a, POLICY_ACCESS_READ);
+	assert_int_equal(policy_call_check(p, &week, "toy", "echo", true, &a), POLICY_DENY_USES);
+	assert_int_equal(policy_call_check(p, &week, "toy", "nope", false, &a),
+			 POLICY_DENY_UNLISTED);
+	/* tickets.* is a write server: a read tool of it is callable, its
+	 * writes are not for a read code tool */
+	assert_int_equal(policy_call_check(p, &week, "tickets", "list", true, &a), POLICY_OK);
+	assert_int_equal(policy_call_check(p, &week, "tickets", "create", false, &a),
+			 POLICY_DENY_WRITE);
+	assert_int_equal(policy_call_check(p, &note, "toy", "write_note", false, &a), POLICY_OK);
+	assert_int_equal(a, POLICY_ACCESS_WRITE);
+	assert_int_equal(policy_call_check(p, &dry, "toy", "write_note", false, &a),
+			 POLICY_DENY_CHECK);
+	assert_int_equal(policy_call_check(p, &dry, "toy", "echo", true, &a), POLICY_OK);
+	/* a role's cell as before */
+	assert_int_equal(policy_call_check(p, &cell, "toy", "echo", true, &a), POLICY_OK);
+	assert_int_equal(policy_call_check(p, &cell, "tickets", "list", true, &a),
+			 POLICY_DENY_ROLE);
+	/* a code tool's call needs a role of the policy */
+	week.role = "ghost";
+	assert_int_equal(policy_call_check(p, &week, "toy", "add", true, &a), POLICY_DENY_NO_ROLE);
+	assert_non_null(policy_verdict_text(POLICY_DENY_USES));
+	assert_non_null(policy_verdict_text(POLICY_DENY_CHECK));
+	policy_free(p);
+}
+
+/* The program file: read and held to its digest; a changed one is
+ * refused with its name and both digests. */
+static void test_code_tool_files(void **state)
+{
+	char dir[] = "/tmp/test-policy-code.XXXXXX", path[600], want[64 * 3];
+	struct appl_err err = {0};
+	struct policy *p;
+	const struct policy_code_tool *k;
+
+	(void)state;
+	assert_non_null(mkdtemp(dir));
+	/* the digest the policy names is ab...ab: any real file differs */
+	p = code_tools_policy(dir, "await toy.write_note(text=args['text'])\n", &err);
+	assert_int_equal(policy_code_files_read(p, &err), -EBADMSG);
+	snprintf(path, sizeof(path), "%s/programs/keep_note.py", dir);
+	assert_non_null(strstr(err.msg, path));
+	snprintf(want, sizeof(want), "the policy says sha256:%.64s",
+		 "abababababababababababababababababababababababababababababababab");
+	assert_non_null(strstr(err.msg, want));
+	assert_non_null(strstr(err.msg, "has sha256:"));
+	policy_free(p);
+	/* no file at all */
+	unlink(path);
+	p = code_tools_policy(dir, NULL, &err);
+	assert_true(policy_code_files_read(p, &err) < 0);
+	assert_non_null(strstr(err.msg, "code_tools keep-note: the program"));
+	policy_free(p);
+	/* the file the digest names: read, and its code is the file's */
+	p = code_tools_policy(dir, "x", &err);
+	k = policy_code_tool_find(p, "keep-note");
+	/* sha256("x") is not ab..ab: the policy is written with that, so
+	 * read it with the digest taken from the refusal */
+	assert_int_equal(policy_code_files_read(p, &err), -EBADMSG);
+	policy_free(p);
+	(void)k;
+	rmdir(dir);
+}
+
 static void test_role_sessions(void **state)
 {
 	static const char *const bad[][2] = {
@@ -1173,10 +1360,16 @@ static void test_depth_cap(void **state)
 {
 	struct appl_err err = {0};
 	struct policy *p = NULL;
-	const char *deep = "{\"a\":[[[[[[[1]]]]]]]}"; /* 8 levels: parsed, then refused */
-	const char *deeper = "{\"a\":[[[[[[[[1]]]]]]]]}";
+	char deep[128], deeper[128];
 
 	(void)state;
+	/* APPL_POLICY_DEPTH_MAX levels: parsed, then refused; one more: too deep */
+	snprintf(deep, sizeof(deep), "{\"a\":%.*s1%.*s}", APPL_POLICY_DEPTH_MAX - 1,
+		 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", APPL_POLICY_DEPTH_MAX - 1,
+		 "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
+	snprintf(deeper, sizeof(deeper), "{\"a\":%.*s1%.*s}", APPL_POLICY_DEPTH_MAX,
+		 "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[", APPL_POLICY_DEPTH_MAX,
+		 "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
 	assert_int_equal(policy_parse(deep, strlen(deep), BASEDIR, &p, &err), -EINVAL);
 	assert_string_equal(err.msg, "a: unknown key");
 	assert_int_equal(policy_parse(deeper, strlen(deeper), BASEDIR, &p, &err), -E2BIG);
@@ -2366,6 +2559,11 @@ int main(void)
 		cmocka_unit_test(test_stdio_only_not_http),
 		cmocka_unit_test(test_roles_and_clients_read),
 		cmocka_unit_test(test_role_sessions),
+		cmocka_unit_test(test_code_tools_read_back),
+		cmocka_unit_test(test_code_tool_allowed),
+		cmocka_unit_test(test_code_tool_star_and_write),
+		cmocka_unit_test(test_code_tool_calls),
+		cmocka_unit_test(test_code_tool_files),
 		cmocka_unit_test(test_image_preload),
 		cmocka_unit_test(test_reload_restart_preload),
 		cmocka_unit_test(test_runtime_read),

@@ -800,6 +800,7 @@ static void test_tool_new_refusals(void **state)
 	tool_refused("a.b", "print", "b", NULL, "already has");
 	tool_refused("a.b", "ToolError", "b", NULL, "already has");
 	tool_refused("a.b", "asyncio", "b", NULL, "already has");
+	tool_refused("a.b", "args", "b", NULL, "already has"); /* a code tool's arguments */
 	tool_refused("a.b", "zip", "b", NULL, "already has");
 	tool_refused("a.b", "ArithmeticError", "b", NULL, "already has");
 	tool_refused("a.b", "__class__", "b", NULL, "starts with __");
@@ -843,9 +844,9 @@ static void test_cell_encode(void **state)
 	size_t len;
 	(void)state;
 
-	assert_int_equal(
-		cell_proto_cell_encode(code, strlen(code), tools, &FILES, false, &line, &len, &err),
-		0);
+	assert_int_equal(cell_proto_cell_encode(code, strlen(code), tools, &FILES, NULL, false,
+						&line, &len, &err),
+			 0);
 	v = line_json(line, len);
 	assert_string_equal(json_string_value(json_object_get(v, "t")), "cell");
 	assert_string_equal(json_string_value(json_object_get(v, "code")), code);
@@ -861,9 +862,9 @@ static void test_cell_encode(void **state)
 	json_decref(v);
 	free(line);
 	/* A session's cell says keep, and only then. */
-	assert_int_equal(
-		cell_proto_cell_encode(code, strlen(code), tools, &FILES, true, &line, &len, &err),
-		0);
+	assert_int_equal(cell_proto_cell_encode(code, strlen(code), tools, &FILES, NULL, true,
+						&line, &len, &err),
+			 0);
 	v = line_json(line, len);
 	assert_true(json_is_true(json_object_get(v, "keep")));
 	assert_int_equal(json_object_size(v), 5);
@@ -879,9 +880,9 @@ static void cell_refused(const char *code, size_t code_len, json_t *tools, int r
 	char *line = (char *)1;
 	size_t len = 1;
 
-	assert_int_equal(
-		cell_proto_cell_encode(code, code_len, tools, &FILES, false, &line, &len, &err),
-		rc);
+	assert_int_equal(cell_proto_cell_encode(code, code_len, tools, &FILES, NULL, false, &line,
+						&len, &err),
+			 rc);
 	assert_null(line);
 	assert_int_equal(len, 0);
 	if (!strstr(err.msg, needle))
@@ -967,14 +968,15 @@ static void test_cell_encode_files_refused(void **state)
 	(void)state;
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		assert_int_equal(
-			cell_proto_cell_encode("1", 1, tools, &bad[i], false, &line, &len, &err),
-			-EINVAL);
+		assert_int_equal(cell_proto_cell_encode("1", 1, tools, &bad[i], NULL, false, &line,
+							&len, &err),
+				 -EINVAL);
 		assert_non_null(strstr(err.msg, "files limits out of range"));
 		assert_null(line);
 	}
-	assert_int_equal(cell_proto_cell_encode("1", 1, tools, NULL, false, &line, &len, &err),
-			 -EINVAL);
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, NULL, NULL, false, &line, &len, &err),
+		-EINVAL);
 	json_decref(tools);
 }
 
@@ -986,10 +988,121 @@ static void test_cell_encode_server_entries(void **state)
 	size_t len = 0;
 	(void)state;
 
-	assert_int_equal(cell_proto_cell_encode("1", 1, tools, &FILES, false, &line, &len, &err),
-			 0);
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, &FILES, NULL, false, &line, &len, &err), 0);
 	assert_non_null(strstr(line, "{\"server\":\"dead\",\"ns\":\"dead\"}"));
 	free(line);
+	json_decref(tools);
+}
+
+/* A code tool's arguments: an object, as the line's `args`, and only when
+ * given. */
+static void test_cell_encode_args(void **state)
+{
+	struct appl_err err = {0};
+	json_t *tools = toy_tools();
+	json_t *args = json_pack("{s:i, s:[f, s, n, b], s:{s:s}}", "a", 1, "b", 2.5, "\"}\n", 1,
+				 "c", "d\xc3\xa9", "e");
+	json_t *v;
+	char *line;
+	size_t len;
+	(void)state;
+
+	assert_int_equal(cell_proto_cell_encode("args['a']", 9, tools, &FILES, args, false, &line,
+						&len, &err),
+			 0);
+	v = line_json(line, len);
+	assert_true(json_equal(json_object_get(v, "args"), args));
+	assert_int_equal(json_object_size(v), 5);
+	assert_int_equal(args->refcount, 1); /* borrowed: no reference kept */
+	json_decref(v);
+	free(line);
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, &FILES, args, true, &line, &len, &err), 0);
+	v = line_json(line, len);
+	assert_true(json_equal(json_object_get(v, "args"), args));
+	assert_true(json_is_true(json_object_get(v, "keep")));
+	assert_int_equal(json_object_size(v), 6);
+	json_decref(v);
+	free(line);
+	/* none given: no member at all, not null */
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, &FILES, NULL, false, &line, &len, &err), 0);
+	assert_null(strstr(line, "\"args\""));
+	free(line);
+	/* an empty object is still args */
+	json_decref(args);
+	args = json_object();
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, &FILES, args, false, &line, &len, &err), 0);
+	assert_non_null(strstr(line, ",\"args\":{}"));
+	free(line);
+	json_decref(args);
+	json_decref(tools);
+}
+
+static void args_refused(const json_t *args, int rc, const char *needle)
+{
+	struct appl_err err = {0};
+	json_t *tools = json_array();
+	char *line = (char *)1;
+	size_t len = 1;
+
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, &FILES, args, false, &line, &len, &err), rc);
+	assert_null(line);
+	assert_int_equal(len, 0);
+	if (!strstr(err.msg, needle))
+		fail_msg("\"%s\" lacks \"%s\"", err.msg, needle);
+	json_decref(tools);
+}
+
+/* Nested objects, levels deep: {"a":{"a":...{}}}. */
+static json_t *nested(unsigned levels)
+{
+	json_t *v = json_object();
+
+	for (unsigned i = 1; i < levels; i++)
+		v = json_pack("{s:o}", "a", v);
+	return v;
+}
+
+static void test_cell_encode_args_refused(void **state)
+{
+	json_t *bad[] = {json_array(), json_string("a"), json_integer(1), json_null(), json_true()};
+	size_t n = APPL_RUNNER_HOST_LINE_MAX;
+	char *big = malloc(n);
+	json_t *args, *v;
+	struct appl_err err = {0};
+	json_t *tools = json_array();
+	char *line;
+	size_t len;
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		args_refused(bad[i], -EINVAL, "args is not an object");
+		json_decref(bad[i]);
+	}
+	/* as deep as a result's value may be, and no deeper: the line is one
+	 * level more, which both parsers must take */
+	args = nested(APPL_JSON_DEPTH_MAX - 1);
+	assert_int_equal(
+		cell_proto_cell_encode("1", 1, tools, &FILES, args, false, &line, &len, &err), 0);
+	v = line_json(line, len);
+	assert_true(json_equal(json_object_get(v, "args"), args));
+	json_decref(v);
+	free(line);
+	json_decref(args);
+	args = nested(APPL_JSON_DEPTH_MAX);
+	args_refused(args, -E2BIG, "args nested deeper");
+	json_decref(args);
+	/* the line cap holds with args too: refused, never cut */
+	assert_non_null(big);
+	memset(big, 'x', n);
+	args = json_pack("{s:s%}", "a", big, n - 64);
+	free(big);
+	args_refused(args, -EFBIG, "more than");
+	json_decref(args);
 	json_decref(tools);
 }
 
@@ -1131,6 +1244,8 @@ int main(void)
 		cmocka_unit_test(test_cell_encode_refusals),
 		cmocka_unit_test(test_cell_encode_files_refused),
 		cmocka_unit_test(test_cell_encode_server_entries),
+		cmocka_unit_test(test_cell_encode_args),
+		cmocka_unit_test(test_cell_encode_args_refused),
 		cmocka_unit_test(test_result_encode),
 		cmocka_unit_test(test_host_line_cap),
 		cmocka_unit_test(test_error_encode),

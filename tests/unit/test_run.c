@@ -23,6 +23,7 @@
 #include "loop/loop.h"
 #include "metrics/metrics.h"
 #include "run/run.h"
+#include "schema/schema.h"
 
 /* ---- the fake cell ---------------------------------------------------------- */
 
@@ -35,7 +36,18 @@ struct cell {
 	char out[64];
 	size_t out_len;
 	const json_t *files; /* the files its outcome hands back */
+	const json_t *value; /* the final value it hands back */
+	const char *error;   /* the traceback it hands back */
+	bool value_cut;
+	json_t *args; /* what cell_set_args gave it */
 };
+
+int cell_set_args(struct cell *c, const json_t *args)
+{
+	json_decref(c->args);
+	c->args = json_deep_copy(args);
+	return json_is_object(args) ? 0 : -EINVAL;
+}
 
 int cell_run(struct cell *c, const char *code, size_t len, const json_t *tools,
 	     const struct cell_limits *lim, const struct cell_hooks *hooks, uint64_t arrival_ms,
@@ -59,7 +71,10 @@ static void cell_end(struct cell *c, enum cell_reason reason)
 					   .out_len = c->out_len,
 					   .reason = reason,
 					   .calls = c->calls,
-					   .files = c->files};
+					   .files = c->files,
+					   .value = c->value,
+					   .error = c->error,
+					   .value_cut = c->value_cut};
 	c->hooks.on_done(c, c->hooks.data);
 }
 
@@ -228,6 +243,8 @@ static void fx_free(struct fx *fx)
 {
 	run_set_free(fx->set);
 	loop_free(fx->loop);
+	for (size_t i = 0; i < CELLS_MAX; i++)
+		json_decref(fx->cells[i].args);
 	json_decref(fx->result);
 	json_decref(fx->files);
 	free(fx);
@@ -620,6 +637,123 @@ static void test_stop_frees_without_answers(void **state)
 	fx_free(fx);
 }
 
+/* ---- a code tool's run -------------------------------------------------------- */
+
+/* A code tool with an output schema {"total": integer}, its program code. */
+struct tool_fx {
+	struct policy_code_tool t;
+	struct schema *out;
+	json_t *schema;
+};
+
+static void tool_fx_init(struct tool_fx *tf)
+{
+	struct appl_err err = {0};
+
+	memset(tf, 0, sizeof(*tf));
+	tf->schema = json_pack("{s:s,s:{s:{s:s}},s:[s]}", "type", "object", "properties", "total",
+			       "type", "integer", "required", "total");
+	assert_int_equal(schema_new(tf->schema, &tf->out, &err), 0);
+	tf->t.name = "weekly";
+	tf->t.output_schema = tf->schema;
+	tf->t.output = tf->out;
+	tf->t.code = "{'total': args['a']}";
+	tf->t.code_len = strlen(tf->t.code);
+}
+
+static void tool_fx_clear(struct tool_fx *tf)
+{
+	schema_free(tf->out);
+	json_decref(tf->schema);
+}
+
+static void tool_run(struct fx *fx, struct tool_fx *tf, const json_t *args)
+{
+	struct run_client c = {.name = "client-a",
+			       .role = "reader",
+			       .answer = c_answer,
+			       .c = fx,
+			       .tool = &tf->t,
+			       .args = args};
+	struct appl_err err = {0};
+
+	assert_non_null(run_new(fx->set, tf->t.code, tf->t.code_len, &c, NULL, NULL, &err));
+}
+
+/* The program's value is the answer when it matches the output schema;
+ * the arguments reached the cell. */
+static void test_a_code_tool_answers_its_value(void **state)
+{
+	struct fx *fx = fx_new(1, 60000);
+	json_t *args = json_pack("{s:i}", "a", 7), *value = json_pack("{s:i}", "total", 7);
+	struct tool_fx tf;
+	(void)state;
+
+	tool_fx_init(&tf);
+	tool_run(fx, &tf, args);
+	json_decref(args); /* the run holds its own reference */
+	assert_non_null(fx->cells[0].args);
+	assert_int_equal(json_integer_value(json_object_get(fx->cells[0].args, "a")), 7);
+	fx->cells[0].value = value;
+	cell_end(&fx->cells[0], CELL_RAN);
+	one_round(fx);
+	assert_int_equal(fx->answers, 1);
+	assert_false(fx->is_error);
+	assert_true(json_equal(fx->result, value));
+	json_decref(value);
+	tool_fx_clear(&tf);
+	fx_free(fx);
+}
+
+/* A value that does not match, one over the cap, and a program that
+ * raised: a failure naming why, never the value. */
+static void test_a_code_tool_failure_is_named(void **state)
+{
+	static const struct {
+		const char *value, *error;
+		bool cut;
+		const char *want;
+	} cases[] = {
+		{"{\"total\": \"seven\"}", NULL, false,
+		 "weekly: the program's value does not match its output_schema: /total: expected "
+		 "integer, got string"},
+		{"[1]", NULL, false,
+		 "weekly: the program's value does not match its output_schema:"},
+		{"null", NULL, false,
+		 "weekly: the program's value does not match its output_schema:"},
+		{"\"(result omitted)\"", NULL, true,
+		 "weekly: the program's value is larger than the cap"},
+		{NULL,
+		 "Traceback (most recent call last):\n  File \"<cell>\", line 1\nValueError: no "
+		 "week\n",
+		 false, "weekly: the program raised: ValueError: no week"},
+	};
+	(void)state;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct fx *fx = fx_new(1, 60000);
+		json_t *v =
+			cases[i].value ? json_loads(cases[i].value, JSON_DECODE_ANY, NULL) : NULL;
+		struct tool_fx tf;
+
+		tool_fx_init(&tf);
+		tool_run(fx, &tf, NULL);
+		fx->cells[0].value = v;
+		fx->cells[0].error = cases[i].error;
+		fx->cells[0].value_cut = cases[i].cut;
+		cell_end(&fx->cells[0], CELL_RAN);
+		one_round(fx);
+		assert_int_equal(fx->answers, 1);
+		assert_true(fx->is_error);
+		assert_null(fx->result);
+		if (strncmp(fx->text, cases[i].want, strlen(cases[i].want)) != 0)
+			fail_msg("case %zu: %s", i, fx->text);
+		json_decref(v);
+		tool_fx_clear(&tf);
+		fx_free(fx);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -639,6 +773,8 @@ int main(void)
 		cmocka_unit_test(test_a_start_that_fails_answers_why),
 		cmocka_unit_test(test_a_refused_request_is_answered),
 		cmocka_unit_test(test_stop_frees_without_answers),
+		cmocka_unit_test(test_a_code_tool_answers_its_value),
+		cmocka_unit_test(test_a_code_tool_failure_is_named),
 	};
 
 	/* main's duty in the appliance (run ids are random). */

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "base/pyname.h"
 #include "cell/proto.h"
 #include "stubs/stubs.h"
 
@@ -156,6 +157,7 @@ static const struct name_case name_cases[] = {
 	{"len", "len", "len_"},
 	{"help", "help", "help_"},
 	{"tools", "tools", "tools_"},
+	{"args", "args", "args_"}, /* a code tool's arguments */
 	{"asyncio", "asyncio", "asyncio_"},
 	{"ToolError", "ToolError", "ToolError_"},
 	{"Tools", "Tools", "Tools"},
@@ -196,6 +198,34 @@ static void test_tools_is_reserved_by_the_runner_rules(void **state)
 
 	assert_null(cell_proto_tool_new("tools.x", "tools", "x", NULL, &err));
 	assert_non_null(strstr(err.msg, "already has"));
+}
+
+/* A code tool's arguments are the global `args`: a server of that name gets
+ * another namespace rather than hide them, while a tool (or parameter) may
+ * still be called args, under its namespace. */
+static void test_args_is_reserved_for_code_tools(void **state)
+{
+	static const struct stubs_tool t[] = {
+		{"args", "x", NULL, NULL},
+		{"args_", "y", NULL, NULL},
+		{"s", "args", NULL, NULL},
+	};
+	struct appl_err err = {0};
+	struct stubs *s = NULL;
+	(void)state;
+
+	assert_true(appl_py_reserved("args"));
+	assert_false(appl_py_reserved("args_"));
+	assert_null(cell_proto_tool_new("args.x", "args", "x", NULL, &err));
+	assert_non_null(strstr(err.msg, "already has"));
+	assert_int_equal(stubs_build(t, 3, &s, &err), 0);
+	names_ok(s);
+	for (size_t i = 0; i < stubs_count(s); i++) {
+		assert_string_not_equal(stubs_ns(s, i), "args");
+		if (strcmp(stubs_mcp_name(s, i), "s.args") == 0)
+			assert_string_equal(stubs_fn(s, i), "args");
+	}
+	stubs_free(s);
 }
 
 /* A tool list full of collisions, in a fixed original order. */
@@ -814,8 +844,8 @@ static void test_runner_tools_fit_a_cell_line(void **state)
 	assert_non_null(tools);
 	assert_int_equal(json_array_size(tools), APPL_RUNNER_TOOLS_MAX);
 	memset(code, '\x01', APPL_CELL_CODE_MAX);
-	if (cell_proto_cell_encode(code, APPL_CELL_CODE_MAX, tools, &files, false, &line, &len,
-				   &err) != 0)
+	if (cell_proto_cell_encode(code, APPL_CELL_CODE_MAX, tools, &files, NULL, false, &line,
+				   &len, &err) != 0)
 		fail_msg("cell line: %s", err.msg);
 	free(line);
 	json_decref(tools);
@@ -1231,6 +1261,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_mangling_table),
 		cmocka_unit_test(test_tools_is_reserved_by_the_runner_rules),
+		cmocka_unit_test(test_args_is_reserved_for_code_tools),
 		cmocka_unit_test(test_collisions_stable_under_reordering),
 		cmocka_unit_test(test_refusals),
 		cmocka_unit_test(test_type_mapping),
