@@ -41,6 +41,11 @@ static void cells_part(struct check *c)
 		check_report_say(c, CHECK_MARK_PROBLEM, "check: stopped by %s", check_stopped(c));
 	check_table_print(c);
 	check_table_details(c);
+	if (check_stopped(c))
+		return;
+	check_code_part(c);
+	if (check_stopped(c))
+		check_report_say(c, CHECK_MARK_PROBLEM, "check: stopped by %s", check_stopped(c));
 }
 
 /* The engine run starts with, on the accepted policy: its loop and

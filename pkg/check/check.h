@@ -7,7 +7,8 @@
  * Part 2 runs real cells in fresh sandboxes under the policy's limits: what
  * must work, and what must be denied, each judged by check_judge_result
  * (judge.h) from the cell's result and from what check's own listeners on
- * the host received.
+ * the host received; then each code tool's program once with the policy's
+ * example, no write call made (code.c), or compiled when it has none.
  *
  * The report is the product: it is handed, piece by piece, to the
  * caller's print hook (cmd/ writes it to stdout); nothing here prints.

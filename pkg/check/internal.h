@@ -151,6 +151,12 @@ void check_run_release(struct check_probe *p);
  * it, and running that run's cell; its row said. Before the probes. */
 void check_warm_part(struct check *c);
 
+/* code.c: each code tool's program, in name order: run once with its
+ * example (the first role that may call it, write tools refused) and its
+ * answer judged, or, without an example or a role, compiled in a sandbox.
+ * After the probes; stops at a stop signal. */
+void check_code_part(struct check *c);
+
 /* table.c: the table of rows, then every row it had to cut and every
  * surprise in full (counted). */
 void check_table_print(struct check *c);

@@ -142,13 +142,41 @@ static int catalog_of(struct check *c, const char *role, struct bridge_catalog *
 	return 0;
 }
 
+/* How many code tools role may call. */
+static size_t code_tools_of(const struct check *c, const char *role)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < policy_code_tool_count(c->cp.policy); i++)
+		n += policy_code_tool_allowed(c->cp.policy, role,
+					      policy_code_tool_get(c->cp.policy, i)->name,
+					      NULL) == POLICY_OK;
+	return n;
+}
+
+/* A role that names no tool and calls code tools (an invoke-only one, or
+ * one whose cells only compute): nothing to call directly, by design. */
+static bool role_code_only(struct check *c, const struct policy_role *r)
+{
+	size_t n;
+
+	if (r->ntools || !r->ncode_tools)
+		return false;
+	n = code_tools_of(c, r->name);
+	check_report_say(c, CHECK_MARK_OK, "roles.%s: calls no tool %s; it may call %zu code tools",
+			 r->name, r->run_python ? "from its cells" : "itself (\"inline\": false)",
+			 n);
+	return true;
+}
+
 static void role_judge(struct check *c, const char *role, bool *told)
 {
 	struct bridge_catalog *cat;
 	struct bridge_tool_info info;
 	size_t offered = 0;
 
-	if (catalog_of(c, role, &cat) < 0)
+	if (role_code_only(c, policy_role_find(c->cp.policy, role)) ||
+	    catalog_of(c, role, &cat) < 0)
 		return;
 	for (size_t i = 0; bridge_catalog_info(cat, i, &info) == 0; i++) {
 		if (!info.why_not)

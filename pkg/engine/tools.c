@@ -33,6 +33,7 @@ static const char *tool_refusal(struct engine *e, const char *name, const json_t
 {
 	enum policy_verdict v = policy_code_tool_allowed(e->policy, client->role, name, t);
 	struct appl_err err = {0};
+	size_t size;
 
 	*reason = v == POLICY_OK ? "arguments" : "not_allowed";
 	if (v != POLICY_OK) {
@@ -40,7 +41,15 @@ static const char *tool_refusal(struct engine *e, const char *name, const json_t
 		return why;
 	}
 	/* Before any sandbox: arguments the program was not written for
-	 * never reach it. */
+	 * never reach it, nor more than one of its calls may carry. */
+	size = json_dumpb(args, NULL, 0, JSON_COMPACT);
+	if (size > e->lim.max_args_bytes) {
+		snprintf(why, cap,
+			 "%s: the arguments are %zu bytes of JSON, over the cap of %u "
+			 "(limits.max_args_bytes)",
+			 name, size, e->lim.max_args_bytes);
+		return why;
+	}
 	if (schema_validate((*t)->input, args, &err) < 0) {
 		snprintf(why, cap, "%s: the arguments do not match its input_schema: %s", name,
 			 err.msg);

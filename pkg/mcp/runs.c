@@ -35,6 +35,12 @@ static void progress_send(struct mcp_run *r, uint64_t now)
 
 	if (srv->hooks.progress)
 		srv->hooks.progress(r, &p, srv->hooks.data);
+	/* A code tool answers with its value: what its program prints is
+	 * not the client's, in progress either. */
+	if (r->tool) {
+		p.out = NULL;
+		p.out_len = 0;
+	}
 	params = json_pack("{s:O,s:I}", "progressToken", r->token, "progress", ++r->seq);
 	if (params && mcp_revision_has(r->rev, MCP_HAS_PROGRESS_MESSAGE) &&
 	    (msg = mcp_progress_message(&p)))

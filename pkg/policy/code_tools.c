@@ -50,8 +50,9 @@ static int schema_parse(struct ctx *c, const json_t *v, const char *path, struct
 {
 	struct appl_err serr = {0};
 	int rc;
+	const char *type = json_string_value(json_object_get(v, "type"));
 
-	if (!json_is_object(v) || !json_equal(json_object_get(v, "type"), json_string("object")))
+	if (!json_is_object(v) || !type || strcmp(type, "object") != 0)
 		return appl_err_set(c->err, -EINVAL,
 				    "%s: must be a JSON Schema object with \"type\": \"object\" "
 				    "(MCP's tool schemas describe an object)",

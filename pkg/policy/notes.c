@@ -163,38 +163,58 @@ bool policy_notes_rule_has(const struct policy_notes *n, const char *pat)
 	return bsearch(&pat, n->pat, n->n, sizeof(*n->pat), str_cmp) != NULL;
 }
 
-/* Whether role may call server.tool for either answer of the server's
- * read-only mark: policy_tool_check decides, so this is the bridge's. */
+/* Whether who may call server.tool for either answer of the server's
+ * read-only mark: policy_call_check decides, so this is the bridge's. */
 static bool tool_callable(const struct policy *p, const char *server, const char *tool,
-			  const char *role)
+			  const struct policy_caller *who)
 {
-	return policy_tool_access(p, server, tool, true, role, NULL) ||
-	       policy_tool_access(p, server, tool, false, role, NULL);
+	return policy_call_check(p, who, server, tool, true, NULL) == POLICY_OK ||
+	       policy_call_check(p, who, server, tool, false, NULL) == POLICY_OK;
 }
 
-/* Whether role may call some tool that entry i decides: an exact entry its
- * own tool; a wildcard the role's exact patterns on that server that have
- * no entry of their own, and any other tool when the role has the
- * server's wildcard too. */
-static bool rule_callable(const struct policy_notes *r, size_t i, const struct policy_role *role)
+/* Whether who, with its patterns pats[0..n) (a role's tools, a code
+ * tool's uses), may call some tool that entry i decides: an exact entry
+ * its own tool; a wildcard the exact patterns on that server that have no
+ * entry of their own, and any other tool when who has the server's
+ * wildcard too. */
+static bool rule_callable(const struct policy_notes *r, size_t i, const char *const *pats, size_t n,
+			  const struct policy_caller *who)
 {
 	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
 
 	if (!policy_notes_pattern_server(r->pat[i], server, sizeof(server)))
 		return false;
 	if (!policy_notes_pattern_wild(r->pat[i]))
-		return tool_callable(r->p, server, policy_notes_pattern_tool(r->pat[i]),
-				     role->name);
-	for (size_t k = 0; k < role->ntools; k++) {
-		const char *rp = role->tools[k];
+		return tool_callable(r->p, server, policy_notes_pattern_tool(r->pat[i]), who);
+	for (size_t k = 0; k < n; k++) {
+		const char *rp = pats[k];
 
 		if (!policy_notes_pattern_on(rp, server))
 			continue;
 		if (policy_notes_pattern_wild(rp) &&
-		    tool_callable(r->p, server, NOTES_ANY_TOOL, role->name))
+		    tool_callable(r->p, server, NOTES_ANY_TOOL, who))
 			return true;
 		if (!policy_notes_pattern_wild(rp) && !policy_notes_rule_has(r, rp) &&
-		    tool_callable(r->p, server, policy_notes_pattern_tool(rp), role->name))
+		    tool_callable(r->p, server, policy_notes_pattern_tool(rp), who))
+			return true;
+	}
+	return false;
+}
+
+/* Whether role's cells, or the program of a code tool some role may
+ * call, may call through entry i. */
+static bool rule_used(const struct policy_notes *r, size_t i, const struct policy_role *role)
+{
+	struct policy_caller who = {.role = role->name};
+
+	if (role->run_python && rule_callable(r, i, role->tools, role->ntools, &who))
+		return true;
+	for (size_t k = 0; k < policy_code_tool_count(r->p); k++) {
+		const struct policy_code_tool *t = policy_code_tool_get(r->p, k);
+
+		who.tool = t;
+		if (policy_code_tool_allowed(r->p, role->name, t->name, NULL) == POLICY_OK &&
+		    rule_callable(r, i, t->uses, t->nuses, &who))
 			return true;
 	}
 	return false;
@@ -210,7 +230,7 @@ static void roles_emit(const struct policy_notes *r, policy_note_fn fn, void *da
 		bool any = false;
 
 		for (size_t i = 0; i < r->n && !any; i++)
-			any = rule_callable(r, i, role);
+			any = rule_used(r, i, role);
 		if (any)
 			continue;
 		snprintf(text, sizeof(text),
@@ -230,7 +250,7 @@ static void rules_emit(const struct policy_notes *r, policy_note_fn fn, void *da
 		bool used = false;
 
 		for (size_t k = 0; k < nroles && !used; k++)
-			used = rule_callable(r, i, policy_role_get(r->p, k));
+			used = rule_used(r, i, policy_role_get(r->p, k));
 		if (used)
 			continue;
 		snprintf(text, sizeof(text), "tools.\"%s\": no role can call a tool through it",

@@ -146,10 +146,15 @@ static void t_close(void *t, const char *why)
 static void on_run(struct mcp_run *run, const struct mcp_request *req, const char *code, size_t len,
 		   void *data)
 {
-	(void)code;
 	(void)len;
 	(void)data;
 	if (!req->rev || !req->principal)
+		__builtin_trap();
+	/* a code tool's call: its name, arguments an object or none, no code */
+	if (req->tool &&
+	    (code || strcmp(req->tool, "sum") != 0 || (req->args && !json_is_object(req->args))))
+		__builtin_trap();
+	if (!req->tool && !code)
 		__builtin_trap();
 	st.handed++;
 	for (size_t i = 0; i < st.nruns; i++)
@@ -200,6 +205,29 @@ static const char *description(const char *role, void *data)
 	(void)role;
 	(void)data;
 	return "d";
+}
+
+/* One code tool besides run_python; its schemas as MCP lists them. */
+static void listing(const char *role, struct mcp_listing *out, void *data)
+{
+	static json_t *in, *outs;
+	static struct mcp_code_tool t;
+
+	(void)role;
+	(void)data;
+	if (!in) {
+		in = json_pack("{s:s,s:{s:{s:s}}}", "type", "object", "properties", "a", "type",
+			       "integer");
+		outs = json_pack("{s:s}", "type", "object");
+		t = (struct mcp_code_tool){.name = "sum",
+					   .description = "s",
+					   .input_schema = in,
+					   .output_schema = outs,
+					   .read_only = true};
+	}
+	out->run_python = true;
+	out->tools = &t;
+	out->ntools = 1;
 }
 
 /* Act on the oldest run in flight, by the byte b. */
@@ -266,6 +294,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					 .on_cancel = on_cancel,
 					 .progress = progress,
 					 .description = description,
+					 .listing = listing,
 					 .output_schema = cell_outcome_schema()};
 	struct mcp_transport t = {.send = t_send, .close = t_close};
 	struct appl_err err = {0};

@@ -434,6 +434,150 @@ def rootless_says_its_warm_sandboxes_wait_unfrozen():
         shutil.rmtree(home, True)
 
 
+# ---- code tools ---------------------------------------------------------------------
+
+OBJECT = {"type": "object"}
+INVOKER = {"inline": False, "code_tools": ["*"], "write": True}
+
+
+def code_tools_policy(code_tools, server=None, invoker=None):
+    """The toy (or server) with code_tools, an invoke-only role for them and
+    the stdio client's role r."""
+    return _kit.policy({"deadline_s": 30}, servers={"toy": server or gatewaykit.toy_server()},
+                       tools=TOY_TOOLS, code_tools=code_tools,
+                       roles={"inv": invoker or INVOKER, "r": {"tools": ["toy.*"]}},
+                       clients={"default_role": "r"})
+
+
+def recorded_toy(d):
+    """The toy behind a shell that appends every line the appliance sends it
+    to d/sent (the toy keeps its notes to itself: this is what it was asked)."""
+    os.chmod(d, 0o755)  # the server runs as a uid of its own
+    sent, script = os.path.join(d, "sent"), os.path.join(d, "toy.sh")
+    open(sent, "w").close()
+    os.chmod(sent, 0o666)
+    with open(script, "w") as f:
+        f.write("#!/bin/sh\ntee -a %s | %s\n" % (sent, gatewaykit.need(gatewaykit.TOY)))
+    os.chmod(script, 0o755)
+    return {"command": [script]}, sent
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def code_lines(r, word):
+    return [l for l in lines_of(r, word) if l.startswith("code_tools.")]
+
+
+@test
+def code_tools_run_their_examples_once_and_make_no_write_call():
+    d = tempfile.mkdtemp(prefix="appliance-check-toy.")
+    try:
+        server, sent = recorded_toy(d)
+        sig = code_tools_policy([
+            {"name": "sum_it", "description": "Add 2.",
+             "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}},
+                              "required": ["a"]},
+             "output_schema": {"type": "object", "properties": {"total": {"type": "integer"}},
+                               "required": ["total"]},
+             "code": "r = await toy.add(a=args['a'], b=2)\n{'total': r['sum']}",
+             "uses": ["toy.add"], "example": {"a": 3}},
+            {"name": "keep-note", "description": "Keep a note.", "input_schema": OBJECT,
+             "code": "await toy.echo(text='before the write')\n"
+                     "await toy.write_note(text='from the example')\n'written'",
+             "uses": ["toy.echo", "toy.write_note"], "access": "write", "example": {}},
+            {"name": "long", "description": "A long value.", "input_schema": OBJECT,
+             "code": "'\u00e9' * 300", "uses": ["toy.add"], "example": {}},
+            {"name": "plain", "description": "No example.", "input_schema": OBJECT,
+             "code": "1 / 0\n", "uses": ["toy.add"]}], server=server)
+        r = check(sig, timeout=300)
+        asked = read(sent)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert lines_of(r, "problem") == [], r.stdout
+    assert "must work" in r.stdout, r.stdout  # after the probes
+    assert 'roles.inv: calls no tool itself ("inline": false); it may call 4 code tools' in \
+        lines_of(r, "ok"), r.stdout
+    assert code_lines(r, "warning") == [], r.stdout
+    # in name order
+    assert code_lines(r, "ok") == [
+        "code_tools.keep-note: the example ran up to a write call, which check does not make "
+        "(toy.write_note)",
+        # a value's JSON is cut at 120 bytes, never inside a character
+        'code_tools.long: the example returned a value (no output_schema): "' +
+        "\u00e9" * 59 + "\u2026",
+        "code_tools.plain: compiles (no example, so not run)",
+        'code_tools.sum_it: the example returned a value that matches output_schema: '
+        '{"total":5}'], r.stdout
+    # the program's read went out, its write never did
+    assert "before the write" in asked and '"add"' in asked, asked
+    assert "write_note" not in asked and "from the example" not in asked, asked
+
+
+@test
+def a_code_tool_that_does_not_compile_or_fails_its_example_is_a_problem():
+    tools = [
+        {"name": "broken", "description": "A syntax error.", "input_schema": OBJECT,
+         "code": "x = 1\ndef f(:\n    pass\n", "uses": ["toy.add"]},
+        {"name": "mismatch", "description": "Not its output schema.", "input_schema": OBJECT,
+         "output_schema": {"type": "object", "properties": {"n": {"type": "integer"}},
+                           "required": ["n"]},
+         "code": "{'n': 'seven'}", "uses": ["toy.add"], "example": {}},
+        {"name": "raises", "description": "Raises.", "input_schema": OBJECT,
+         "code": "raise ValueError('no \\x1b[31m')", "uses": ["toy.add"], "example": {}},
+        {"name": "unnamed", "description": "No role names it.", "input_schema": OBJECT,
+         "code": "'x' * 3", "uses": ["toy.add"], "example": {}}]
+    r = check(code_tools_policy(tools, invoker={"inline": False,
+                                                "code_tools": ["broken", "mismatch", "raises"]}),
+              timeout=300)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "must work" in r.stdout and "cells not run" not in r.stdout, r.stdout
+    assert code_lines(r, "problem") == [
+        "code_tools.broken: does not compile: SyntaxError: invalid syntax (line 2)",
+        "code_tools.mismatch: the example failed: the program's value does not match its "
+        "output_schema: /n: expected integer, got string",
+        "code_tools.raises: the example failed: the program raised: ValueError: no "
+        "\\x1b[31m"], r.stdout
+    assert lines_of(r, "problem") == code_lines(r, "problem"), r.stdout
+    assert code_lines(r, "warning") == ["code_tools.unnamed: no role may call it"], r.stdout
+    assert code_lines(r, "ok") == [
+        "code_tools.unnamed: compiles (no role may call it, so not run)"], r.stdout
+    assert "check failed: 3 problems, 0 surprises" in r.stdout, r.stdout
+
+
+@test
+def a_signal_while_a_code_tool_runs_stops_it_and_the_check():
+    before, run_dir = markers(), tempfile.mkdtemp(prefix="appliance-check-run.")
+    d = tempfile.mkdtemp(prefix="appliance-check-toy.")
+    try:
+        server, sent = recorded_toy(d)
+        sig = code_tools_policy([
+            {"name": "slow", "description": "Sleeps.", "input_schema": OBJECT,
+             "code": "await toy.sleep(ms=60000)\n1", "uses": ["toy.sleep"], "example": {}},
+            {"name": "t2", "description": "Never reached.", "input_schema": OBJECT,
+             "code": "2", "uses": ["toy.add"]}], server=server)
+        p = subprocess.Popen(_kit.argv(sig, "check") + ["--runtime-dir", run_dir],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 240
+        while '"sleep"' not in read(sent):  # the program's call reached the toy
+            assert time.time() < deadline and p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=60)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    assert p.returncode == 1, (out, err)
+    assert "must work" in out, out
+    assert [l for l in out.splitlines() if "stopped by" in l] == \
+        ["problem check: stopped by signal 15"], out
+    assert not [l for l in out.splitlines() if "code_tools." in l], out
+    assert left_behind(run_dir, before) == ([], [], set())
+    os.rmdir(run_dir)
+
+
 # ---- stopping -----------------------------------------------------------------------
 
 @test

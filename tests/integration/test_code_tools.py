@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 from harness import main, test
 import gatewaykit as gk
@@ -299,6 +300,39 @@ def stubs_prints_the_code_tools_as_a_client_sees_them():
     assert "# sum_two (read, program sha256:" in out and "# uses: toy.add" in out, out
     listed = json.loads(out[out.index("{"):out.rindex("}") + 1])
     assert listed["name"] == "sum_two" and listed["outputSchema"] == SUM["output_schema"], listed
+    shutil.rmtree(d)
+
+
+SLOW = dict(SUM, name="slow", uses=["toy.sleep"], output_schema={"type": "object"},
+            code="print('working')\nawait toy.sleep(ms=60000)\n{}\n")
+
+
+@test
+def a_code_tool_run_reports_progress_without_its_output_and_is_cancelled_like_a_cell():
+    d = scratch()
+    sig = policy(d, code_tools=(SUM, NOTES, SLOW), role="both")
+    with gk.Session(sig) as s:
+        rid = s.start("tools/call", {"name": "slow", "arguments": {"a": 1, "b": 2},
+                                     "_meta": {"progressToken": "p1"}})
+        note = s.wait_note("notifications/progress", timeout=60)
+        assert note is not None, s.log()
+        # the sleep call is in flight: the progress counts it, quoting nothing
+        deadline = time.time() + 60
+        while "1 call" not in json.dumps(s.notes) and time.time() < deadline:
+            s.wait_notes("notifications/progress", len([n for n in s.notes if n.get(
+                "method") == "notifications/progress"]) + 1, timeout=5)
+        assert "1 call" in json.dumps(s.notes), s.notes
+        assert "working" not in json.dumps(s.notes), s.notes
+        s.send({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": rid, "reason": "test"}})
+        deadline = time.time() + 60
+        while time.time() < deadline and not [e for e in events(d, "run.end")
+                                              if e["reason"] == "cancelled"]:
+            time.sleep(0.2)
+    ends = events(d, "run.end")
+    assert [(e["reason"], e["answered"]) for e in ends] == [("cancelled", False)], ends
+    starts = events(d, "run.start")
+    assert [e["tool"] for e in starts] == ["slow"], starts
     shutil.rmtree(d)
 
 

@@ -207,6 +207,69 @@ def a_token_taken_out_ends_its_sessions_and_is_refused_from_the_next_request():
     finally:
         live.cleanup()
 
+def code_tool(name, code, file=None):
+    """A code tool over the toy: {a, b} in, {total} out."""
+    t = {"name": name, "description": "Sum a and b, by the toy.",
+         "input_schema": {"type": "object", "required": ["a", "b"],
+                          "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+         "output_schema": {"type": "object", "required": ["total"],
+                           "properties": {"total": {"type": "integer"}}},
+         "uses": ["toy.add"]}
+    if file:
+        t.update(file=file, sha256=hashlib.sha256(code.encode()).hexdigest())
+    else:
+        t["code"] = code
+    return t
+
+
+@test
+def a_reload_changes_a_code_tool_and_the_client_is_told():
+    live = Live()
+    client = None
+    prog = os.path.join(live.dir, "sum.py")
+    v1 = "{'total': (await toy.add(a=args['a'], b=args['b']))['sum']}\n"
+    v2 = "{'total': (await toy.add(a=args['a'], b=args['b']))['sum'] + 100}\n"
+    role = {"r": {"tools": ["toy.*"], "code_tools": ["*"]}}
+    try:
+        with open(prog, "w") as f:
+            f.write(v1)
+        live.start(live.doc(roles=role, code_tools=[code_tool("sum", v1, prog)]))
+        client = Client(live.port)
+        assert client.list()["tools"] == ["run_python", "sum"]
+        client.send({"op": "call", "id": "a", "name": "sum", "arguments": {"a": 1, "b": 2}})
+        assert client.answer("a")["structuredContent"] == {"total": 3}
+        # the program's file changes under a signed policy: its reload is
+        # refused, naming the file and both digests (sign itself would
+        # have refused to sign it so)
+        live.sign(live.doc(roles=role, code_tools=[code_tool("sum", v1, prog)]))
+        with open(prog, "w") as f:
+            f.write(v2)
+        line = live.reload("reload refused")
+        assert prog in line and hashlib.sha256(v2.encode()).hexdigest() in line, line
+        client.send({"op": "call", "id": "b", "name": "sum", "arguments": {"a": 1, "b": 2}})
+        assert client.answer("b")["structuredContent"] == {"total": 3}
+        # signed with the new digest, and a second tool: taken, and told
+        live.sign(live.doc(roles=role, code_tools=[code_tool("sum", v2, prog),
+                                                   code_tool("sum_inline", v1)]))
+        live.reload("reloaded")
+        client.next(lambda m: m["op"] == "list_changed")
+        assert client.list()["tools"] == ["run_python", "sum", "sum_inline"]
+        client.send({"op": "call", "id": "c", "name": "sum", "arguments": {"a": 1, "b": 2}})
+        assert client.answer("c")["structuredContent"] == {"total": 103}
+        # arguments that do not pass: refused before a sandbox, and counted
+        client.send({"op": "call", "id": "d", "name": "sum", "arguments": {"a": "1", "b": 2}})
+        bad = client.answer("d")
+        assert bad["isError"] is True and "input_schema" in text(bad), bad
+        assert live.metric('appliance_cells_total{outcome="refused",reason="arguments"}') == 1
+        starts = [e for e in live.audit_lines("run.start") if e.get("tool") == "sum"]
+        assert [e["program"] for e in starts] == [
+            "sha256:" + hashlib.sha256(v.encode()).hexdigest() for v in (v1, v1, v2)], starts
+        live.stop()
+    finally:
+        if client:
+            client.close()
+        live.cleanup()
+
 
 if __name__ == "__main__":
     main()

@@ -161,6 +161,36 @@ static void test_rule_unused(void **state)
 	assert_int_equal(h.n, 0);
 }
 
+/* An entry a code tool's program calls through is used, by the roles
+ * that may call the code tool; an invoke-only role with a code tool does
+ * not idle. A code tool no role may call uses nothing. */
+static void test_code_tools_use_entries(void **state)
+{
+	struct heard h;
+
+	(void)state;
+	notes_of(", \"tools\": {\"gh.create\": {\"access\": \"write\"}, "
+		 "\"fs.*\": {\"access\": \"read\"}}, "
+		 "\"code_tools\": [{\"name\": \"file_it\", \"description\": \"d\", "
+		 "\"input_schema\": {\"type\": \"object\"}, \"code\": \"1\", "
+		 "\"uses\": [\"gh.create\"], \"access\": \"write\"}], "
+		 "\"roles\": {\"inv\": {\"inline\": false, \"write\": true, "
+		 "\"code_tools\": [\"file_it\"]}, \"r\": {\"tools\": [\"fs.*\"]}}, "
+		 "\"clients\": {\"default_role\": \"r\"}",
+		 &h);
+	assert_int_equal(h.n, 0);
+	/* nobody may call the code tool: its entry is unused */
+	notes_of(", \"tools\": {\"gh.create\": {\"access\": \"write\"}, "
+		 "\"fs.*\": {\"access\": \"read\"}}, "
+		 "\"code_tools\": [{\"name\": \"file_it\", \"description\": \"d\", "
+		 "\"input_schema\": {\"type\": \"object\"}, \"code\": \"1\", "
+		 "\"uses\": [\"gh.create\"], \"access\": \"write\"}], "
+		 "\"roles\": {\"r\": {\"tools\": [\"fs.*\"]}}, "
+		 "\"clients\": {\"default_role\": \"r\"}",
+		 &h);
+	assert_string_equal(h.text, "2 tools.\"gh.create\": no role can call a tool through it\n");
+}
+
 /* Every kind at once: clients first, then roles, then entries. */
 static void test_order(void **state)
 {
@@ -269,7 +299,7 @@ int main(void)
 		cmocka_unit_test(test_role_idle),    cmocka_unit_test(test_rule_unused),
 		cmocka_unit_test(test_order),	     cmocka_unit_test(test_changed_since_signed),
 		cmocka_unit_test(test_not_a_policy), cmocka_unit_test(test_rules),
-		cmocka_unit_test(test_patterns),
+		cmocka_unit_test(test_patterns),     cmocka_unit_test(test_code_tools_use_entries),
 	};
 
 	if (sodium_init() < 0)
