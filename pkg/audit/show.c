@@ -44,8 +44,9 @@ static const struct {
 	{"call.end", "  run {run} call {id}: {tool}: {outcome} in {ms} ms, {result_bytes} result "
 		     "bytes"},
 	{"run.file", "  run {run} file {name}: {bytes} bytes, {type}, sha256 {sha256}"},
-	{"run.end", "run {run} end: {reason} after {ms} ms, {calls} calls, {out_bytes} output "
-		    "bytes[, {files} files][, answered {answered}]"},
+	{"run.end",
+	 "run {run} end: {reason} after {ms} ms, {calls} calls, {out_bytes} output "
+	 "bytes[, {files} files][, answered {answered}][, value refused: {value_refused}]"},
 	{"approval", "  run {run} call {id}: {tool}: approval {outcome} ({by}) after {ms} ms"},
 	{"torn", "torn: the line before is a fragment of {bytes} bytes"},
 	{"resumed", "writing resumed after {failed_ms} ms ({error}), {dropped} events dropped"},
@@ -59,7 +60,7 @@ static const struct {
 /* The parts of a run's summary line. */
 static const char RUN_WHO[] = "client {client}, role {role}, {revision}, {code_bytes} code bytes";
 static const char RUN_END[] = "{reason} after {ms} ms, {out_bytes} output bytes[, answered "
-			      "{answered}]";
+			      "{answered}][, value refused: {value_refused}]";
 static const char RUN_REFUSED[] = "refused: {reason}";
 
 static const json_t *member_at(const json_t *o, const char *key, size_t len)

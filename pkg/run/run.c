@@ -41,6 +41,7 @@ struct run {
 	void *owner;		   /* run_new's, given back by run_owner and released */
 	bool cell_kept;		   /* the cell is its session's (run_cell_keep) */
 	const char *session_ended; /* run_session_ended's */
+	const char *value_refused; /* a code tool's value not passed on: why (static) */
 	char id[RUN_ID_LEN + 1];
 };
 
@@ -147,6 +148,8 @@ static int audit_end(struct run *r, const struct cell_outcome *o)
 		json_object_set_new(body, "session", json_string(r->client.session_digest));
 	if (body && r->session_ended)
 		json_object_set_new(body, "session_ended", json_string(r->session_ended));
+	if (body && r->value_refused)
+		json_object_set_new(body, "value_refused", json_string(r->value_refused));
 	if (!r->live) {
 		audit_event(a, "run.end", body);
 		json_decref(body);
@@ -285,8 +288,7 @@ static void answer_outcome(struct run *r, const struct cell_outcome *o)
  * schema, or a failure (why, cap bytes) naming the exception, the stop or
  * the first mismatch. The value is never passed on when it does not
  * match. NULL when it failed. */
-static const json_t *tool_value(const struct run *r, const struct cell_outcome *o, char *why,
-				size_t cap)
+static const json_t *tool_value(struct run *r, const struct cell_outcome *o, char *why, size_t cap)
 {
 	const struct policy_code_tool *t = r->client.tool;
 	const char *reason = cell_reason_name(o->reason);
@@ -306,11 +308,13 @@ static const json_t *tool_value(const struct run *r, const struct cell_outcome *
 		return NULL;
 	}
 	if (o->value_cut) {
+		r->value_refused = "cap";
 		snprintf(why, cap, "%s: the program's value is larger than the cap of %u bytes",
 			 t->name, (unsigned)APPL_CELL_RESULT_MAX);
 		return NULL;
 	}
 	if (t->output && schema_validate(t->output, o->value ? o->value : json_null(), &err) < 0) {
+		r->value_refused = "output_schema";
 		snprintf(why, cap, "%s: the program's value does not match its output_schema: %s",
 			 t->name, err.msg);
 		return NULL;
@@ -323,11 +327,16 @@ static void answer(struct run *r)
 {
 	struct cell_outcome o;
 	bool ran = r->cell && cell_outcome(r->cell);
-	char msg[640];
+	const json_t *v = NULL;
+	char msg[640], why[640];
 
 	if (ran) {
 		outcome_of(r, &o);
 		end_log(r, &o);
+		/* A code tool's value is judged first: the log says when it was
+		 * not passed on. */
+		if (r->client.tool)
+			v = tool_value(r, &o, why, sizeof(why));
 	} else {
 		log_line(LOG_INFO, r->id, "ended without a run: %s",
 			 r->fail ? r->fail : "it could not start");
@@ -342,11 +351,9 @@ static void answer(struct run *r)
 	}
 	if (!r->live)
 		return;
-	if (ran && r->client.tool) {
-		const json_t *v = tool_value(r, &o, msg, sizeof(msg));
-
-		say(r, v, !v, v ? NULL : msg, v ? o.files : NULL);
-	} else if (ran)
+	if (ran && r->client.tool)
+		say(r, v, !v, v ? NULL : why, v ? o.files : NULL);
+	else if (ran)
 		answer_outcome(r, &o);
 	else
 		say(r, NULL, true,

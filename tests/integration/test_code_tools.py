@@ -204,6 +204,12 @@ def a_wrong_value_and_an_exception_are_tool_errors_never_passed_on():
     assert text(wrong) == ("wrong_shape: the program's value does not match its output_schema: "
                            "/total: expected integer, got string"), wrong
     assert "structuredContent" not in wrong and "many" not in json.dumps(wrong), wrong
+    # the log says the value was not passed on, and why
+    by_run = {e["run"]: e.get("tool") for e in events(d, "run.start")}
+    ends = {by_run[e["run"]]: e for e in events(d, "run.end")}
+    assert ends["wrong_shape"]["value_refused"] == "output_schema", ends
+    assert ends["wrong_shape"]["reason"] == "done", ends
+    assert ends["raises"]["reason"] == "error" and "value_refused" not in ends["raises"], ends
     assert raised["isError"] is True, raised
     assert text(raised) == "raises: the program raised: ValueError: no sum today", raised
     # a call outside uses is refused as a cell's call outside its role is:
