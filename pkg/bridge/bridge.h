@@ -182,6 +182,15 @@ struct bridge_approvals {
 };
 void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *ap);
 
+/* Give each call of r a span (trace.h) of tracer t (borrowed; it must
+ * outlive r) below parent (copied; NULL: no spans): named by its method
+ * and the policy's names of the server and the tool, with its outcome and
+ * result bytes, an approval's wait as a child; a call that goes upstream
+ * carries the span's traceparent. Before the first call. */
+struct tracer;
+struct trace_ctx;
+void bridge_run_trace(struct bridge_run *r, struct tracer *t, const struct trace_ctx *parent);
+
 /* Take r's calls through the per-server slots of g (borrowed; it must
  * outlive r). Without one, only the run's own concurrency applies. Before
  * the first call. */

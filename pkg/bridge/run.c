@@ -16,6 +16,7 @@
 #include "log/log.h"
 #include "loop/loop.h"
 #include "metrics/metrics.h"
+#include "trace/trace.h"
 #include "upstream/set.h"
 
 #define RUN_LOG_ID_MAX 32
@@ -35,7 +36,9 @@ struct bridge_call {
 	bool sent;
 	struct bridge_ask *ask; /* while a person is asked */
 	uint64_t ask_ms;
-	const char *by; /* who was asked: "program" or "client" */
+	const char *by;		    /* who was asked: "program" or "client" */
+	struct trace_span *span;    /* its span, NULL: none */
+	struct trace_span *waiting; /* the approval's, while a person is asked */
 };
 
 struct call_list {
@@ -59,6 +62,8 @@ struct bridge_run {
 	struct call_list asking;  /* calls waiting for a yes */
 	struct bridge_gate *gate; /* per-server slots; NULL: none */
 	bool joined;		  /* takes turns at the gate */
+	struct tracer *tracer;	  /* NULL: no spans */
+	struct trace_ctx parent;  /* the run's span, its calls' parent */
 };
 
 void bridge_limits_from_policy(const struct policy_limits *l, struct bridge_limits *out)
@@ -98,6 +103,8 @@ static void list_del(struct call_list *l, struct bridge_call *c)
 
 static void call_free(struct bridge_call *c)
 {
+	trace_span_end(c->waiting);
+	trace_span_end(c->span);
 	json_decref(c->args);
 	free(c->tool);
 	free(c->label);
@@ -179,6 +186,10 @@ static void audit_end(struct bridge_run *r, const struct bridge_call *c, const c
 	json_t *o;
 
 	metrics_count(METRICS_TOOL_CALLS, c->server, metric_tool(r, c), outcome);
+	trace_span_str(c->span, "appliance.call.outcome", outcome);
+	trace_span_int(c->span, "appliance.call.result_bytes", (int64_t)result_bytes);
+	if (strcmp(outcome, "ok") != 0)
+		trace_span_error(c->span);
 	if (!r->audit)
 		return;
 	o = json_pack("{ss sI ss ss sI sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
@@ -285,7 +296,7 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 			  : rc == -EPROTO ? "bad_output"
 					  : "malformed";
 		/* Its size is measured again only for the log. */
-		audit_end(r, c, outcome, r->audit ? appl_json_size(result) : 0);
+		audit_end(r, c, outcome, r->audit || c->span ? appl_json_size(result) : 0);
 		if (rc == 0)
 			cell_call_answer(r->cell, c->id, value);
 		else if (rc == 1) /* the tool's own error: its text, as it is */
@@ -404,9 +415,15 @@ static void send_one(struct bridge_run *r, struct bridge_call *c)
 				       json_string_value(json_object_get(c->args, "uri")),
 				       r->lim.call_timeout_ms, on_result, c, &c->up_id,
 				       r->log_id[0] ? r->log_id : NULL);
-	else
+	else {
+		char tp[TRACE_PARENT_LEN + 1];
+
+		if (c->span)
+			trace_parent_format(trace_span_ctx(c->span), tp);
 		rc = upstream_set_call(r->ups, c->server, c->name, c->args, r->lim.call_timeout_ms,
-				       on_result, c, &c->up_id, r->log_id[0] ? r->log_id : NULL);
+				       c->span ? tp : NULL, on_result, c, &c->up_id,
+				       r->log_id[0] ? r->log_id : NULL);
+	}
 	if (rc == 0) {
 		c->sent = true;
 		json_decref(c->args);
@@ -497,12 +514,15 @@ struct bridge_run *bridge_run_new(struct bridge_catalog *c, const struct bridge_
 
 /* ---- approvals ------------------------------------------------------------- */
 
-static void audit_approval(struct bridge_run *r, const struct bridge_call *c, const char *outcome,
+static void audit_approval(struct bridge_run *r, struct bridge_call *c, const char *outcome,
 			   uint64_t ms)
 {
 	json_t *o;
 
 	metrics_count(METRICS_APPROVALS, outcome);
+	trace_span_str(c->waiting, "appliance.approval.outcome", outcome);
+	trace_span_end(c->waiting);
+	c->waiting = NULL;
 	if (!r->audit)
 		return;
 	o = json_pack("{ss sI ss ss? ss? ss sI}", "run", r->log_id, "id", c->id, "tool", c->tool,
@@ -591,6 +611,9 @@ static void approval_ask(struct bridge_run *r, struct bridge_call *c)
 	}
 	r->asked++;
 	c->ask_ms = loop_now_ms();
+	c->waiting =
+		trace_span_start(r->tracer, trace_span_ctx(c->span), "approval", TRACE_INTERNAL);
+	trace_span_str(c->waiting, "appliance.approval.by", c->by);
 	q = bridge_question_obj(r->log_id, r->ap.client, r->role, c->server, c->name, c->args);
 	if (q && r->ap.command) {
 		char *text = json_dumps(q, JSON_COMPACT);
@@ -695,6 +718,22 @@ static struct bridge_call *call_new(struct bridge_run *r, json_int_t id, const c
 	return c;
 }
 
+/* c's span, below the run's: its method and what the policy calls the
+ * tool, never what the code sent. */
+static void call_span(struct bridge_run *r, struct bridge_call *c, const char *method)
+{
+	char name[TRACE_NAME_MAX];
+
+	if (!r->tracer)
+		return;
+	snprintf(name, sizeof(name), "%s %s.%s", method, c->server, metric_tool(r, c));
+	c->span = trace_span_start(r->tracer, &r->parent, name, TRACE_CLIENT);
+	trace_span_str(c->span, "mcp.method.name", method);
+	trace_span_str(c->span, "appliance.server", c->server);
+	trace_span_str(c->span, "gen_ai.tool.name", metric_tool(r, c));
+	trace_span_int(c->span, "appliance.call.id", (int64_t)c->id);
+}
+
 void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, const json_t *args)
 {
 	char msg[APPL_TOOL_ERROR_MAX + 1], logged[APPL_TOOL_ERROR_MAX + 1];
@@ -722,6 +761,7 @@ void bridge_run_call(struct bridge_run *r, json_int_t id, const char *tool, cons
 	}
 	c->server = server;
 	c->name = name;
+	call_span(r, c, "tools/call");
 	if (entry && entry->approval) {
 		approval_ask(r, c);
 		return;
@@ -780,6 +820,7 @@ void bridge_run_read(struct bridge_run *r, json_int_t id, const char *server, co
 		} else {
 			c->server = owned;
 			c->read = true;
+			call_span(r, c, "resources/read");
 			list_push(&r->waiting, c);
 			pump(r);
 		}
@@ -801,6 +842,13 @@ void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role)
 {
 	r->audit = a;
 	r->role = role;
+}
+
+void bridge_run_trace(struct bridge_run *r, struct tracer *t, const struct trace_ctx *parent)
+{
+	r->tracer = parent ? t : NULL;
+	if (parent)
+		r->parent = *parent;
 }
 
 void bridge_run_gate(struct bridge_run *r, struct bridge_gate *g)

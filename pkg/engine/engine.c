@@ -27,6 +27,7 @@
 #include "sandbox/runsc.h"
 #include "schema/schema.h"
 #include "session/session.h"
+#include "trace/trace.h"
 
 void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_params *oci,
 			 struct cell_limits *cell)
@@ -441,6 +442,7 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 			return err->code;
 		}
 		bridge_run_audit(br, e->audit, rc->role);
+		bridge_run_trace(br, e->tracer, run_trace(r));
 		bridge_run_approvals(br, &ap);
 		bridge_run_gate(br, e->gate);
 	}
@@ -766,6 +768,22 @@ void engine_gen_use(struct engine *e, struct engine_gen *g)
 }
 
 /* The limits, the run set and the roles: what needs no loop round. */
+/* With TRACES and a policy that names a collector: the tracer, before
+ * anything that makes spans. */
+static int tracer_make(struct engine *e, struct appl_err *err)
+{
+	const struct policy *p = e->cfg.policy;
+	struct trace_config tc = {.endpoint = p ? policy_telemetry_endpoint(p) : NULL,
+				  .service_name = p ? policy_telemetry_service(p) : NULL};
+
+	if (!(e->cfg.parts & ENGINE_TRACES) || !tc.endpoint)
+		return 0;
+	if (tracer_new(e->loop, &tc, &e->tracer, err) < 0)
+		return appl_err_prefix(err, "telemetry");
+	log_line(LOG_INFO, NULL, "traces: spans go to %s/v1/traces", tc.endpoint);
+	return 0;
+}
+
 static int parts_make(struct engine *e, struct appl_err *err)
 {
 	struct run_set_config rc = {.cell = &e->cell_lim,
@@ -776,6 +794,8 @@ static int parts_make(struct engine *e, struct appl_err *err)
 				    .settle = on_settle,
 				    .data = e};
 
+	if (tracer_make(e, err) < 0)
+		return err->code;
 	if (!(e->gen = engine_gen_new(e, e->cfg.policy, NULL)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	if (!e->cfg.policy) {
@@ -784,6 +804,7 @@ static int parts_make(struct engine *e, struct appl_err *err)
 	}
 	engine_gen_use(e, e->gen);
 	rc.loop = e->loop;
+	rc.tracer = e->tracer;
 	rc.cells = e->lim.cells;
 	rc.per_client = e->cfg.per_client;
 	rc.approval_timeout_ms = e->lim.approval_timeout_s * 1000u;
@@ -808,6 +829,11 @@ struct engine *engine_open(const struct engine_config *cfg, struct appl_err *err
 		return NULL;
 	}
 	return e;
+}
+
+struct tracer *engine_tracer(const struct engine *e)
+{
+	return e->tracer;
 }
 
 struct loop *engine_loop(const struct engine *e)
@@ -854,6 +880,12 @@ void engine_close(struct engine *e)
 	run_set_stop(e->runs);
 	run_set_free(e->runs); /* each run's last line */
 	e->runs = NULL;
+	/* The spans still held go, for at most ENGINE_TRACES_FLUSH_MS. */
+	tracer_flush(e->tracer, ENGINE_TRACES_FLUSH_MS);
+	if (e->tracer)
+		log_line(LOG_INFO, NULL, "traces: %llu spans sent, %llu lost",
+			 (unsigned long long)tracer_exported(e->tracer),
+			 (unsigned long long)tracer_dropped(e->tracer));
 	session_set_free(e->sessions); /* their sandboxes, before the runtime goes */
 	e->sessions = NULL;
 	pool_free(e->pool);
@@ -868,6 +900,7 @@ void engine_close(struct engine *e)
 	audit_stop(e);
 	sandbox_rt_close(e->rt); /* before the loop: it finishes teardowns from it */
 	engine_confine_release(&e->confine);
+	tracer_free(e->tracer);
 	loop_free(e->loop);
 	engine_reap_children();
 	free(e);

@@ -42,10 +42,14 @@ struct sandbox_rt;
 struct sandbox;
 
 /* The parts engine_start starts. */
-#define ENGINE_SANDBOX 0x1u /* the image and the sandbox runtime: runs get cells */
-#define ENGINE_SERVERS 0x2u /* the policy's servers: runs get their tools */
-#define ENGINE_POOL    0x4u /* limits.pool sandboxes made ahead (with SANDBOX) */
-#define ENGINE_AUDIT   0x8u /* the policy's audit log, when it has one */
+#define ENGINE_SANDBOX 0x1u  /* the image and the sandbox runtime: runs get cells */
+#define ENGINE_SERVERS 0x2u  /* the policy's servers: runs get their tools */
+#define ENGINE_POOL    0x4u  /* limits.pool sandboxes made ahead (with SANDBOX) */
+#define ENGINE_AUDIT   0x8u  /* the policy's audit log, when it has one */
+#define ENGINE_TRACES  0x10u /* spans to the policy's telemetry collector, when it names one */
+
+/* How long engine_close waits for the last spans to go. */
+#define ENGINE_TRACES_FLUSH_MS 5000u
 
 struct engine_config {
 	unsigned parts;
@@ -139,6 +143,11 @@ struct loop *engine_loop(const struct engine *e);
 const struct policy *engine_policy(const struct engine *e);
 /* The policy's limits (the defaults without a policy). */
 const struct policy_limits *engine_limits(const struct engine *e);
+/* The tracer (trace.h), or NULL: no traces (made by engine_open with
+ * ENGINE_TRACES when the policy names a collector). */
+struct tracer;
+struct tracer *engine_tracer(const struct engine *e);
+
 /* The audit log, or NULL (none, or not started). */
 struct audit *engine_audit(const struct engine *e);
 

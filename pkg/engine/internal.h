@@ -53,6 +53,7 @@ struct engine {
 	struct run_set *runs;
 	struct session_set *sessions; /* interpreters kept between cells */
 	struct audit *audit;	      /* NULL: none */
+	struct tracer *tracer;	      /* NULL: no traces */
 	unsigned long served;	      /* runs asked for, for the stop line */
 	char stop_why[32];
 	bool stop;

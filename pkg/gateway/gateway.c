@@ -73,7 +73,8 @@ static void on_run(struct mcp_run *mr, const struct mcp_request *req, const char
 			       .ask = client_ask,
 			       .withdraw = client_withdraw,
 			       .answer = client_answer,
-			       .c = mr};
+			       .c = mr,
+			       .trace = req->trace};
 	struct engine_session_args sa = {
 		.session = req->run_session, .end = req->end_session, .bind = req->bind};
 	/* Only HTTP clients are held to a share of the waiting runs: stdio is
@@ -346,7 +347,7 @@ static int on_started(void *data, struct appl_err *err)
 static int engine_make(struct gateway *gw, const struct gateway_config *cfg, struct appl_err *err)
 {
 	struct engine_config ec = {.parts = ENGINE_SANDBOX | ENGINE_SERVERS | ENGINE_POOL |
-					    ENGINE_AUDIT,
+					    ENGINE_AUDIT | ENGINE_TRACES,
 				   .policy = cfg->policy,
 				   .cache = cfg->cache,
 				   .run_dir = cfg->run_dir,
@@ -394,7 +395,10 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 	gw->policy = cfg->policy;
 	gw->stdio_client = (struct mcp_principal){.client = "stdio",
 						  .role = policy_client_default_role(cfg->policy)};
-	if (engine_make(gw, cfg, err) < 0 || !(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
+	if (engine_make(gw, cfg, err) < 0)
+		return err->code;
+	hooks.tracer = engine_tracer(gw->e);
+	if (!(gw->srv = mcp_server_new(gw->loop, &hooks, err)))
 		return err->code;
 	gw->started_ms = loop_now_ms();
 	gateway_policy_info_set(&gw->info, cfg->policy_path, cfg->verified, time(NULL));

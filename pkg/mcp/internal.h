@@ -47,6 +47,7 @@ struct mcp_run {
 	void *data;
 	unsigned char code_digest[32]; /* a code tool's: of its name and arguments */
 	bool tool;		       /* a code tool's call: answered with its value */
+	struct trace_span *span;       /* its request's span; NULL: none */
 	bool structured;	       /* that tool has an output schema */
 	bool can_elicit;	       /* modern: the request's client has form elicitation */
 	struct mcp_ask *asks;	       /* questions open, oldest first */
@@ -83,6 +84,9 @@ struct mcp_session {
 	struct mcp_run *runs;
 	struct listen *listens;
 	unsigned nlistens;
+	/* The span of the request being dispatched: a run made for it takes
+	 * it (mcp_run_new), else it ends once the request was handled. */
+	struct trace_span *span;
 };
 
 struct mcp_server {

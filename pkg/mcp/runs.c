@@ -10,6 +10,7 @@
 #include "jsonrpc/jsonrpc.h"
 #include "log/log.h"
 #include "mcp/internal.h"
+#include "trace/trace.h"
 #include "mcp/tool.h"
 
 /* ---- progress ---------------------------------------------------------------- */
@@ -127,6 +128,8 @@ struct mcp_run *mcp_run_new(struct mcp_session *s, const struct mcp_request *req
 		return NULL;
 	}
 	r->s = s;
+	r->span = s->span;
+	s->span = NULL;
 	mcp_code_digest(code, len, r->code_digest);
 	r->next = s->runs;
 	if (s->runs)
@@ -180,6 +183,7 @@ void mcp_run_free(struct mcp_run *r)
 		r->next->prev = r->prev;
 	json_decref(r->id);
 	json_decref(r->token);
+	trace_span_end(r->span);
 	free(r);
 }
 
@@ -243,6 +247,8 @@ static void run_answer(struct mcp_run *run, json_t *result /* steals */)
 
 void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error, const json_t *files)
 {
+	if (is_error)
+		trace_span_error(run->span);
 	/* A code tool's value holds none of a result object's members. */
 	run_log(run, run->tool ? NULL : result, is_error, NULL);
 	if (run->tool)
@@ -253,6 +259,7 @@ void mcp_run_finish(struct mcp_run *run, const json_t *result, bool is_error, co
 
 void mcp_run_fail(struct mcp_run *run, const char *text)
 {
+	trace_span_error(run->span);
 	run_log(run, NULL, true, text);
 	run_answer(run, mcp_tool_text_result(text, 1));
 }

@@ -540,6 +540,36 @@ static int classify(struct mcp_session *s, const struct jsonrpc_msg *m, struct m
 	return 0;
 }
 
+/* The request's span, below the client's traceparent when its _meta has
+ * one: named by its method and, for tools/call, a tool the client is
+ * listed (names of ours or the policy's, never the client's text). */
+static void request_span(struct mcp_session *s, const struct jsonrpc_msg *m,
+			 const struct method *meth, struct mcp_request *req)
+{
+	const struct mcp_server_hooks *h = &s->srv->hooks;
+	const char *tp = json_string_value(json_object_get(req->meta, "traceparent"));
+	const char *tool = json_string_value(json_object_get(m->params, "name"));
+	struct mcp_listing li = {.run_python = true};
+	struct trace_ctx parent;
+	char name[TRACE_NAME_MAX];
+	bool has = tp && trace_parent_parse(tp, strlen(tp), &parent) == 0;
+
+	if (!h->tracer)
+		return;
+	if (tool && meth->fn == m_tools_call && h->listing)
+		h->listing(s->p->role, &li, h->data);
+	if (tool && meth->fn == m_tools_call &&
+	    ((li.run_python && strcmp(tool, MCP_TOOL_NAME) == 0) || code_tool_find(&li, tool)))
+		snprintf(name, sizeof(name), "%s %s", meth->name, tool);
+	else
+		snprintf(name, sizeof(name), "%s", meth->name);
+	s->span = trace_span_start(h->tracer, has ? &parent : NULL, name, TRACE_SERVER);
+	trace_span_str(s->span, "mcp.method.name", meth->name);
+	trace_span_str(s->span, "mcp.protocol.version", req->rev->name);
+	trace_span_str(s->span, "appliance.client", s->p->client);
+	req->trace = trace_span_ctx(s->span);
+}
+
 /* Returns true when m was held (the hold hook): nothing was answered. */
 static bool on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
 {
@@ -588,7 +618,11 @@ static bool on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
 		return true;
 	if (!req.rev) /* legacy, before initialize: ping */
 		req.rev = mcp_revision_latest(MCP_ERA_LEGACY);
+	request_span(s, m, meth, &req);
 	meth->fn(s, m, &req);
+	/* A run took it, or the request has been answered. */
+	trace_span_end(s->span);
+	s->span = NULL;
 	return false;
 }
 

@@ -36,6 +36,7 @@
 #include "loop/loop.h"
 #include "mcp/revision.h"
 #include "mcp/tool.h"
+#include "trace/trace.h"
 
 /* The _meta keys every 2026-07-28 request carries, and the error codes of
  * that revision (HTTP answers them with 400). */
@@ -109,6 +110,8 @@ struct mcp_request {
 	 * (an object; borrowed for the call), and code NULL. NULL: run_python. */
 	const char *tool;
 	const json_t *args;
+	/* The request's span (on_run: the run's goes below it), or NULL. */
+	const struct trace_ctx *trace;
 	/* The legacy MCP session the request came in (initialize made it): a
 	 * number no other session of this process has; 0 for a request of
 	 * its own (2026-07-28) or before initialize. */
@@ -147,6 +150,10 @@ struct mcp_server_hooks {
 	 * of the result object mcp_run_finish is given (borrowed; may be
 	 * NULL: none). */
 	const json_t *output_schema;
+	/* A span per request (trace.h; borrowed; NULL: none), below the
+	 * client's params._meta.traceparent when it sent one; a run's lasts
+	 * until it is answered. */
+	struct tracer *tracer;
 	void *data;
 };
 

@@ -34,6 +34,7 @@ static const char *const http_codes[] = {"200", "202", "204", "400", "401", "403
 					 "404", "405", "406", "409", "413", "415",
 					 "429", "500", "503", OTHER, NULL};
 static const char *const reload_outcomes[] = {"ok", "refused", OTHER, NULL};
+static const char *const span_outcomes[] = {"sent", "lost", OTHER, NULL};
 
 struct family {
 	const char *name, *help;
@@ -146,6 +147,14 @@ static const struct family families[METRICS_FAMILIES] = {
 			     {"outcome"},
 			     {reload_outcomes},
 			     true},
+	[METRICS_SPANS] = {"appliance_spans_total",
+			   "Spans for the telemetry collector, by outcome: sent (it took them) "
+			   "or lost (the queue was full, the export failed).",
+			   COUNTER,
+			   1,
+			   {"outcome"},
+			   {span_outcomes},
+			   false},
 	[METRICS_POLICY_SERIAL] = {"appliance_policy_serial",
 				   "The serial of the policy in force.",
 				   GAUGE,

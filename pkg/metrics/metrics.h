@@ -44,6 +44,7 @@ enum metrics_family {
 	METRICS_AUDIT_SEALS,	   /* counter */
 	METRICS_AUDIT_FAILURES,	   /* counter */
 	METRICS_RELOADS,	   /* counter {outcome} */
+	METRICS_SPANS,		   /* counter {outcome}: sent, lost */
 	METRICS_POLICY_SERIAL,	   /* gauge */
 	METRICS_POLICY_EXPIRY,	   /* gauge */
 	METRICS_FAMILIES

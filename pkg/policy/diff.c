@@ -45,10 +45,10 @@ static const char *limit_restart(const struct policy *a, const struct policy *b)
 
 const char *policy_reload_restart(const struct policy *a, const struct policy *b)
 {
-	/* The sandbox runtime, the audit log and the HTTP front's listeners
-	 * are opened once; a reload that changed them would be a policy the
+	/* The sandbox runtime, the audit log, the HTTP front's listeners and
+	 * the span exporter are opened once; a reload that changed them would be a policy the
 	 * running appliance does not honour. */
-	static const char *const tops[] = {"runtime", "audit", "http"};
+	static const char *const tops[] = {"runtime", "audit", "http", "telemetry"};
 	const char *lim = limit_restart(a, b);
 
 	if (a->version != b->version)

@@ -82,6 +82,8 @@ struct policy {
 	const char *audit_path;
 	bool audit_seal;
 	const char *approvals_command;
+	const char *otlp_endpoint; /* telemetry.otlp_endpoint; NULL: no traces */
+	const char *service_name;
 	struct http_section *serve; /* NULL: no `http` section */
 };
 

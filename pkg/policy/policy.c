@@ -270,6 +270,50 @@ static int approvals_parse(struct ctx *c, void *base, const json_t *v, const cha
 	return policy_fields_parse(c, v, approvals_fields, NELEM(approvals_fields), base, path);
 }
 
+/* A service name: what a collector files the spans under. */
+static int service_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	for (size_t i = 0; i < len; i++)
+		if (!is_alpha(s[i]) && !is_digit(s[i]) && !strchr("._-", s[i]))
+			return appl_err_set(err, -EINVAL, "%s: 1 to 64 of A-Z a-z 0-9 . _ -", path);
+	return len ? 0 : appl_err_set(err, -EINVAL, "%s: 1 to 64 of A-Z a-z 0-9 . _ -", path);
+}
+
+static const struct field telemetry_fields[] = {
+	{.name = "otlp_endpoint",
+	 .type = F_STR,
+	 .required = true,
+	 .off = offsetof(struct policy, otlp_endpoint),
+	 .maxlen = APPL_POLICY_URL_MAX,
+	 .check = policy_server_url_check},
+	{.name = "service_name",
+	 .type = F_STR,
+	 .off = offsetof(struct policy, service_name),
+	 .sdef = POLICY_SERVICE_NAME_DEFAULT,
+	 .maxlen = 64,
+	 .check = service_check},
+};
+
+/* `telemetry`: where spans go (docs/operating.md, Traces). */
+static int telemetry_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	char sub[FIELD_PATH_MAX];
+	const char *ep;
+	int rc;
+
+	policy_fields_default(telemetry_fields, NELEM(telemetry_fields), base);
+	rc = policy_fields_parse(c, v, telemetry_fields, NELEM(telemetry_fields), base, path);
+	ep = c->p->otlp_endpoint;
+	/* /v1/traces is put after it: a query or fragment would end up before */
+	policy_path_key(sub, path, "otlp_endpoint");
+	if (rc == 0 && strpbrk(ep, "?#"))
+		return appl_err_set(c->err, -EINVAL,
+				    "%s: the collector's base URL, without ? or # (/v1/traces is "
+				    "put after it)",
+				    sub);
+	return rc;
+}
+
 /* ---- the document ---------------------------------------------------------- */
 
 static const struct field top_fields[] = {
@@ -298,6 +342,7 @@ static const struct field top_fields[] = {
 	{.name = "audit", .type = F_FN, .parse = audit_parse},
 	{.name = "approvals", .type = F_FN, .parse = approvals_parse},
 	{.name = "http", .type = F_FN, .parse = policy_http_parse},
+	{.name = "telemetry", .type = F_FN, .parse = telemetry_parse},
 };
 
 /* jansson reports a repeated key by its line and column; the rule here is
@@ -522,4 +567,14 @@ bool policy_audit_seal(const struct policy *p)
 const char *policy_approvals_command(const struct policy *p)
 {
 	return p->approvals_command;
+}
+
+const char *policy_telemetry_endpoint(const struct policy *p)
+{
+	return p->otlp_endpoint;
+}
+
+const char *policy_telemetry_service(const struct policy *p)
+{
+	return p->otlp_endpoint ? p->service_name : NULL;
 }

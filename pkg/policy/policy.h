@@ -470,10 +470,25 @@ bool policy_part_same(const struct policy *a, const struct policy *b, const char
 
 /* Why the running policy a cannot become b without a restart: the first
  * part that differs among those read only at start (the version, the
- * deployment, runtime, audit, http, and the audit and HTTP limits), named
+ * deployment, runtime, audit, http, telemetry, and the audit and HTTP
+ * limits), named
  * as its field ("runtime", "limits.http_body_kb"); NULL when a reload may
  * take b. Pure; borrowed static text. */
 const char *policy_reload_restart(const struct policy *a, const struct policy *b);
+
+/* ---- telemetry -------------------------------------------------------------- */
+
+#define POLICY_SERVICE_NAME_DEFAULT "appliance"
+
+/* telemetry.otlp_endpoint: the OTLP/HTTP collector's base URL (spans go to
+ * it + "/v1/traces"; http:// only to a loopback address), or NULL: no
+ * traces. Read at start only (a reload that changes telemetry needs a
+ * restart). */
+const char *policy_telemetry_endpoint(const struct policy *p);
+
+/* telemetry.service_name (POLICY_SERVICE_NAME_DEFAULT when left out), or
+ * NULL without telemetry. */
+const char *policy_telemetry_service(const struct policy *p);
 
 /* ---- audit ---------------------------------------------------------------- */
 

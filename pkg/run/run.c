@@ -13,6 +13,7 @@
 #include "metrics/metrics.h"
 #include "run/admit.h"
 #include "schema/schema.h"
+#include "trace/trace.h"
 
 enum run_state {
 	RUN_WAITING, /* in line for a slot, its admission timer set */
@@ -42,6 +43,8 @@ struct run {
 	bool cell_kept;		   /* the cell is its session's (run_cell_keep) */
 	const char *session_ended; /* run_session_ended's */
 	const char *value_refused; /* a code tool's value not passed on: why (static) */
+	/* Its spans (NULL: none): the run's, its wait for a sandbox, its cell. */
+	struct trace_span *span, *wait, *cell_span;
 	char id[RUN_ID_LEN + 1];
 };
 
@@ -196,6 +199,49 @@ void run_set_refuse(struct run_set *s, const struct run_client *client, const ch
 	client->answer(client->c, NULL, true, why, NULL);
 }
 
+/* ---- spans ------------------------------------------------------------------------ */
+
+/* The run's span below its request's, and the wait for a sandbox below
+ * it: names from the policy and numbers only. */
+static void spans_start(struct run *r, const struct trace_ctx *parent)
+{
+	char name[TRACE_NAME_MAX];
+	struct tracer *t = r->set->cfg.tracer;
+
+	if (!t || !parent)
+		return;
+	snprintf(name, sizeof(name), "run %s",
+		 r->client.tool ? r->client.tool->name : "run_python");
+	r->span = trace_span_start(t, parent, name, TRACE_INTERNAL);
+	trace_span_str(r->span, "appliance.run.id", r->id);
+	trace_span_str(r->span, "appliance.client", r->name);
+	trace_span_str(r->span, "appliance.role", r->client.role);
+	if (r->client.tool)
+		trace_span_str(r->span, "gen_ai.tool.name", r->client.tool->name);
+	r->wait = trace_span_start(t, trace_span_ctx(r->span), "sandbox", TRACE_INTERNAL);
+}
+
+/* How it ended, on its spans, which end. */
+static void spans_end(struct run *r, const char *outcome, const char *reason, bool is_error)
+{
+	trace_span_end(r->wait);
+	r->wait = NULL;
+	trace_span_end(r->cell_span);
+	r->cell_span = NULL;
+	trace_span_str(r->span, "appliance.run.outcome", outcome);
+	trace_span_str(r->span, "appliance.run.reason", reason);
+	trace_span_int(r->span, "appliance.run.calls", (int64_t)run_calls(r));
+	if (is_error)
+		trace_span_error(r->span);
+	trace_span_end(r->span);
+	r->span = NULL;
+}
+
+const struct trace_ctx *run_trace(const struct run *r)
+{
+	return trace_span_ctx(r->span);
+}
+
 /* ---- the answer ---------------------------------------------------------------- */
 
 static void end_log(const struct run *r, const struct cell_outcome *o)
@@ -233,16 +279,19 @@ static const char *not_run_reason(const struct run *r)
 }
 
 /* How r ended, for the metrics: a run that ran by its cell's reason. */
-static void end_count(const struct run *r, const struct cell_outcome *o)
+/* How r ended, for the metrics and its spans: a run that ran by its
+ * cell's reason. */
+static void end_count(struct run *r, const struct cell_outcome *o)
 {
 	const char *reason = o ? cell_reason_name(o->reason) : NULL;
+	const char *outcome = !o ? "not_run" : reason ? "stopped" : o->error ? "error" : "ok";
 
 	if (!o)
-		metrics_cell("not_run", not_run_reason(r), false, 0);
-	else if (reason)
-		metrics_cell("stopped", reason, true, loop_now_ms() - r->arrival);
-	else
-		metrics_cell(o->error ? "error" : "ok", "none", true, loop_now_ms() - r->arrival);
+		reason = not_run_reason(r);
+	else if (!reason)
+		reason = "none";
+	metrics_cell(outcome, reason, o != NULL, o ? loop_now_ms() - r->arrival : 0);
+	spans_end(r, outcome, reason, strcmp(outcome, "ok") != 0 || r->value_refused);
 }
 
 static void say(struct run *r, const json_t *result, bool is_error, const char *text,
@@ -409,6 +458,7 @@ static void run_free(struct run *r)
 		cell_free(r->cell);
 	release(r);
 	bridge_catalog_unref(r->cat);
+	spans_end(r, "shutdown", "shutdown", true); /* those answer did not end */
 	json_decref((json_t *)r->client.args);
 	free(r->code);
 	free(r->name);
@@ -509,6 +559,11 @@ int run_begin(struct run *r, struct cell *cell, struct bridge_run *br, struct ap
 	}
 	r->state = RUN_RUNNING;
 	loop_timer_set(r->admit, 0);
+	trace_span_end(r->wait);
+	r->wait = NULL;
+	if (r->span)
+		r->cell_span = trace_span_start(r->set->cfg.tracer, trace_span_ctx(r->span), "cell",
+						TRACE_INTERNAL);
 	log_line(LOG_INFO, r->id, "sandbox %s", cell_sandbox_id(cell));
 	return 0;
 }
@@ -617,6 +672,8 @@ struct run *run_new(struct run_set *s, const char *code, size_t len,
 	r->code_len = len;
 	r->arrival = loop_now_ms();
 	id_new(r->id);
+	spans_start(r, client->trace);
+	r->client.trace = NULL; /* copied into the span: not kept */
 	if (client->tool)
 		log_line(LOG_INFO, r->id, "code tool %s: its program of %zu bytes (%s, %s)",
 			 client->tool->name, len, r->name,

@@ -92,10 +92,17 @@ struct run_client {
 	 * text naming the exception or the first mismatch. NULL: run_python. */
 	const struct policy_code_tool *tool;
 	const json_t *args;
+	/* The span of the request that asked for the run (copied; NULL: none):
+	 * the run's span goes below it. */
+	const struct trace_ctx *trace;
 };
+
+struct tracer;
+struct trace_ctx;
 
 struct run_set_config {
 	struct loop *loop;		/* borrowed, as all of these */
+	struct tracer *tracer;		/* each run's spans (trace.h); NULL: none */
 	const struct cell_limits *cell; /* every run's cell limits */
 	unsigned cells;			/* slots: runs with a cell at once */
 	unsigned per_client;		/* slots one client may hold; 0: no cap */
@@ -199,6 +206,11 @@ void run_cancel(struct run *r);
 /* r is stopped for the appliance's own reason (a stop signal), and still
  * answered: its result says stopped, reason "signal", error why (copied). */
 void run_interrupt(struct run *r, const char *why);
+
+/* r's span, which its tool calls go below (beside its wait for a sandbox
+ * and its cell), or NULL when there are no spans. Borrowed while r
+ * lives. */
+const struct trace_ctx *run_trace(const struct run *r);
 
 /* Where r is, for progress: waiting for a slot, the calls its code made
  * (the one counter: every call line, refused ones too), what it printed

@@ -10,6 +10,7 @@
 #include "base/version.h"
 #include "http/client.h"
 #include "log/log.h"
+#include "metrics/metrics.h"
 #include "trace/internal.h"
 
 #define EXPORT_TIMEOUT_MS   10000u	 /* one request, whole */
@@ -32,6 +33,21 @@ struct tracer {
 };
 
 static void send_batch(struct tracer *t);
+
+/* n spans went (the collector took them), or were lost: counted here and
+ * in the metrics. */
+static void spans_sent(struct tracer *t, size_t n)
+{
+	t->exported += n;
+	metrics_add(METRICS_SPANS, n, METRICS_L("sent"));
+}
+
+static void spans_lost(struct tracer *t, size_t n)
+{
+	t->dropped += n;
+	if (n)
+		metrics_add(METRICS_SPANS, n, METRICS_L("lost"));
+}
 
 /* ---- the request ------------------------------------------------------------ */
 
@@ -58,9 +74,9 @@ static void on_done(void *ctx, int rc, const char *why)
 	t->call = NULL;
 	t->sending = 0;
 	if (rc == 0 && t->status >= 200 && t->status < 300) {
-		t->exported += n;
+		spans_sent(t, n);
 	} else {
-		t->dropped += n;
+		spans_lost(t, n);
 		if (!t->logged_ms || now - t->logged_ms >= EXPORT_LOG_EVERY_MS) {
 			t->logged_ms = now;
 			log_line(LOG_WARN, NULL,
@@ -122,7 +138,7 @@ static void send_batch(struct tracer *t)
 		  : -ENOMEM;
 	free(body);
 	if (rc < 0) {
-		t->dropped += n;
+		spans_lost(t, n);
 		log_line(LOG_WARN, NULL, "traces: %zu spans lost: %s", n,
 			 rc == -ENOMEM ? "out of memory" : err.msg);
 		return;
@@ -144,7 +160,7 @@ void tracer_queue(struct tracer *t, json_t *span)
 {
 	if (json_array_size(t->held) + t->sending >= t->cfg.queue_max ||
 	    json_array_append(t->held, span) < 0) {
-		t->dropped++;
+		spans_lost(t, 1);
 		return;
 	}
 	if (json_array_size(t->held) >= t->cfg.batch_max)
@@ -155,7 +171,7 @@ void tracer_queue(struct tracer *t, json_t *span)
 
 void tracer_lost(struct tracer *t, unsigned n)
 {
-	t->dropped += n;
+	spans_lost(t, n);
 }
 
 /* ---- the tracer -------------------------------------------------------------- */
@@ -204,10 +220,10 @@ void tracer_flush(struct tracer *t, unsigned ms)
 	if (t->call) {
 		http_call_cancel(t->call);
 		t->call = NULL;
-		t->dropped += t->sending;
+		spans_lost(t, t->sending);
 		t->sending = 0;
 	}
-	t->dropped += json_array_size(t->held);
+	spans_lost(t, json_array_size(t->held));
 	json_array_clear(t->held);
 }
 

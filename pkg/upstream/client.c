@@ -236,6 +236,13 @@ static int caller_submit(struct upstream *u, struct req *r, unsigned timeout_ms,
 int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsigned timeout_ms,
 		  upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err)
 {
+	return upstream_call_traced(u, tool, args, timeout_ms, NULL, cb, ctx, call_id, err);
+}
+
+int upstream_call_traced(struct upstream *u, const char *tool, const json_t *args,
+			 unsigned timeout_ms, const char *traceparent, upstream_result_cb cb,
+			 void *ctx, uint64_t *call_id, struct appl_err *err)
+{
 	struct req *r;
 
 	if (!tool || !*tool || strlen(tool) > APPL_UPSTREAM_TOOL_NAME_MAX || !cb ||
@@ -245,7 +252,11 @@ int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsi
 				    "and a callback");
 	r = calloc(1, sizeof(*r));
 	if (!r || !(r->tool = strdup(tool)) || !(r->params = json_pack("{s:s}", "name", tool)) ||
-	    (args && json_object_set(r->params, "arguments", (json_t *)args) < 0)) {
+	    (args && json_object_set(r->params, "arguments", (json_t *)args) < 0) ||
+	    (traceparent &&
+	     (!(r->traceparent = strdup(traceparent)) ||
+	      json_object_set_new(r->params, "_meta",
+				  json_pack("{s:s}", "traceparent", traceparent)) < 0))) {
 		upstream_req_free(r);
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	}

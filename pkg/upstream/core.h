@@ -30,8 +30,10 @@ struct req {
 	bool dropping;
 	char *line; /* a call not sent yet (server starting, or no room) */
 	size_t len;
-	char *tool;	/* a call's tool; NULL for a read */
-	json_t *params; /* a call's params, kept to encode it again */
+	char *tool;	   /* a call's tool; NULL for a read */
+	char *traceparent; /* a call's trace context (its _meta and, over HTTP,
+			    * its header), or NULL */
+	json_t *params;	   /* a call's params, kept to encode it again */
 	upstream_result_cb cb;
 	void *ctx;
 };

@@ -483,6 +483,8 @@ static void own_headers(struct up_http *h, const struct up_req_info *r, bool get
 			  get ? "text/event-stream" : "application/json, text/event-stream");
 	if (!get)
 		upstream_hdrs_add(o, "Content-Type", "application/json");
+	if (r && r->traceparent)
+		upstream_hdrs_add(o, "traceparent", r->traceparent);
 	if (h->link.view->modern) {
 		upstream_hdrs_add(o, "MCP-Protocol-Version",
 				  h->link.view->version[0]

@@ -21,6 +21,7 @@ void upstream_req_free(struct req *r)
 		return;
 	free(r->line);
 	free(r->tool);
+	free(r->traceparent);
 	json_decref(r->params);
 	free(r);
 }
@@ -128,7 +129,11 @@ static json_t *params_for(const struct upstream *u, const json_t *params)
 	meta = json_pack("{s:s, s:{s:s, s:s}, s:{}}", META_PROTOCOL,
 			 mcp_revision_latest(MCP_ERA_MODERN)->name, META_CLIENT_INFO, "name",
 			 UPSTREAM_CLIENT_NAME, "version", u->client_version, META_CLIENT_CAPS);
-	if (!p || !meta || json_object_set_new(p, "_meta", meta) < 0) {
+	/* the caller's own _meta (a call's traceparent) goes along */
+	if (!p || !meta ||
+	    (json_object_get(p, "_meta") &&
+	     json_object_update_missing(meta, json_object_get(p, "_meta")) < 0) ||
+	    json_object_set_new(p, "_meta", meta) < 0) {
 		json_decref(p);
 		return NULL;
 	}
@@ -168,7 +173,8 @@ void upstream_req_describe(const struct upstream *u, const struct req *r, struct
 				    .name = r->kind == REQ_CALL ? req_name(r) : NULL,
 				    .tool = r->tool,
 				    .args = json_object_get(r->params, "arguments"),
-				    .cap = upstream_answer_cap(u, r)};
+				    .cap = upstream_answer_cap(u, r),
+				    .traceparent = r->traceparent};
 }
 
 /* Send line as request r (NULL: a notification or an answer of ours)

@@ -335,8 +335,8 @@ static struct upstream *find(const struct upstream_set *s, const char *server)
 }
 
 int upstream_set_call(struct upstream_set *s, const char *server, const char *tool,
-		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
-		      uint64_t *call_id, const char *log_id)
+		      const json_t *args, unsigned timeout_ms, const char *traceparent,
+		      upstream_result_cb cb, void *ctx, uint64_t *call_id, const char *log_id)
 {
 	struct upstream *u = find(s, server);
 	struct appl_err err = {0};
@@ -344,7 +344,7 @@ int upstream_set_call(struct upstream_set *s, const char *server, const char *to
 
 	if (!u)
 		return -EAGAIN;
-	rc = upstream_call(u, tool, args, timeout_ms, cb, ctx, call_id, &err);
+	rc = upstream_call_traced(u, tool, args, timeout_ms, traceparent, cb, ctx, call_id, &err);
 	if (rc < 0 && rc != -EAGAIN)
 		log_line(LOG_WARN, log_id, "calling %s.%s: %s", server, tool, err.msg);
 	else if (rc == 0)

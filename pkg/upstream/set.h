@@ -69,11 +69,12 @@ const struct upstream *upstream_set_get(const struct upstream_set *s, size_t i);
 /* Restart each server that is down (work has arrived). */
 void upstream_set_wake(struct upstream_set *s);
 
-/* Call server.tool(args) as upstream_call does, for the run log_id (for
- * log lines; may be NULL). -EAGAIN also when no server has that name. */
+/* Call server.tool(args) as upstream_call_traced does (traceparent may be
+ * NULL), for the run log_id (for log lines; may be NULL). -EAGAIN also
+ * when no server has that name. */
 int upstream_set_call(struct upstream_set *s, const char *server, const char *tool,
-		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
-		      uint64_t *call_id, const char *log_id);
+		      const json_t *args, unsigned timeout_ms, const char *traceparent,
+		      upstream_result_cb cb, void *ctx, uint64_t *call_id, const char *log_id);
 
 /* Read server's resource at uri as upstream_read does, for the run log_id
  * (for log lines; may be NULL; the uri is never logged). -EAGAIN also when

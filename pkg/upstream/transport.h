@@ -64,9 +64,10 @@ struct up_req_info {
 	/* What Mcp-Name carries for a caller's request (2026-07-28): a
 	 * call's tool, a read's uri; NULL for one of the core's own. */
 	const char *name;
-	const char *tool;   /* a call's tool; NULL for a read and the core's own */
-	const json_t *args; /* a call's arguments (may be NULL) */
-	size_t cap;	    /* the largest answer it may get */
+	const char *tool;	 /* a call's tool; NULL for a read and the core's own */
+	const json_t *args;	 /* a call's arguments (may be NULL) */
+	size_t cap;		 /* the largest answer it may get */
+	const char *traceparent; /* a call's W3C trace context, or NULL */
 };
 
 /* The core, for its transport; core is the link's. Those that report

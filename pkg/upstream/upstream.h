@@ -213,6 +213,14 @@ typedef void (*upstream_result_cb)(void *ctx, int status, const json_t *result, 
 int upstream_call(struct upstream *u, const char *tool, const json_t *args, unsigned timeout_ms,
 		  upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err);
 
+/* upstream_call with the caller's W3C trace context (a traceparent,
+ * borrowed; NULL: none): the request's params._meta carries it, and over
+ * HTTP a traceparent header too, so the server's spans hang below the
+ * caller's. */
+int upstream_call_traced(struct upstream *u, const char *tool, const json_t *args,
+			 unsigned timeout_ms, const char *traceparent, upstream_result_cb cb,
+			 void *ctx, uint64_t *call_id, struct appl_err *err);
+
 /* The longest resource URI upstream_read sends, in bytes. */
 #define UPSTREAM_URI_MAX 4096u
 

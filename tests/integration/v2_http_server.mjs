@@ -7,7 +7,8 @@
 //   Listens on 127.0.0.1:PORT at /mcp (PORT 0 = any free port) and prints
 //   "listening PORT" on stdout. With TOKEN, requests must carry
 //   "Authorization: Bearer TOKEN" or get HTTP 401.
-// stderr gets one line per request: "request METHOD [mcp-method=..] [mcp-name=..]",
+// stderr gets one line per request: "request METHOD [mcp-method=..] [mcp-name=..]
+// [traceparent=..] [meta-traceparent=..]" (the header, and params._meta.traceparent),
 // plus "unauthorized" for refused requests and "cancelled sleep" when a sleep
 // call is aborted by the client.
 // Tools: echo {text}, add {a,b}, sleep {ms}, grow {} (adds tool "extra" and
@@ -59,14 +60,17 @@ function factory() {
 const handler = createMcpHandler(factory, { legacy: 'reject', onerror: e => log(`sdk error: ${e.message}`) });
 
 function describe(body, headers) {
-    let methods = ['-'];
+    let methods = ['-'], metaTrace;
     try {
         const msg = JSON.parse(body.toString('utf8'));
         methods = (Array.isArray(msg) ? msg : [msg]).map(m => m?.method ?? '-');
+        metaTrace = Array.isArray(msg) ? undefined : msg?.params?._meta?.traceparent;
     } catch { /* not JSON: no method */ }
     let line = `request ${methods.join(',')}`;
     if (headers['mcp-method'] !== undefined) line += ` mcp-method=${headers['mcp-method']}`;
     if (headers['mcp-name'] !== undefined) line += ` mcp-name=${headers['mcp-name']}`;
+    if (headers['traceparent'] !== undefined) line += ` traceparent=${headers['traceparent']}`;
+    if (metaTrace !== undefined) line += ` meta-traceparent=${metaTrace}`;
     return line;
 }
 

@@ -500,12 +500,13 @@ static void write_logged_before_sent(void)
 }
 
 int upstream_set_call(struct upstream_set *set, const char *server, const char *tool,
-		      const json_t *args, unsigned timeout_ms, upstream_result_cb cb, void *ctx,
-		      uint64_t *call_id, const char *log_id)
+		      const json_t *args, unsigned timeout_ms, const char *traceparent,
+		      upstream_result_cb cb, void *ctx, uint64_t *call_id, const char *log_id)
 {
 	struct fake *f = set->c->f;
 	struct sent *s = &f->sent[f->nsent];
 
+	(void)traceparent;
 	assert_string_equal(log_id, "run-1");
 	assert_true(json_is_object(args));
 	assert_int_equal(timeout_ms, 30000);

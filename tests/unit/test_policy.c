@@ -805,6 +805,29 @@ static void test_code_tools_read_back(void **state)
 	policy_free(p);
 }
 
+/* telemetry: the collector and the service name, read back; none without
+ * the section. */
+static void test_telemetry_read_back(void **state)
+{
+	struct appl_err err = {0};
+	struct policy *p = parse_file(DATA "/valid/telemetry.json", BASEDIR, &err);
+	struct policy *none = parse_file(DATA "/valid/code-tools.json", BASEDIR, &err);
+
+	(void)state;
+	assert_non_null(p);
+	assert_non_null(none);
+	assert_string_equal(policy_telemetry_endpoint(p), "http://127.0.0.1:4318");
+	assert_string_equal(policy_telemetry_service(p), "appliance-prod.1");
+	assert_null(policy_telemetry_endpoint(none));
+	assert_null(policy_telemetry_service(none));
+	policy_free(p);
+	policy_free(none);
+	p = parse_with(", \"telemetry\": {\"otlp_endpoint\": \"https://otel.example.com\"}", &err);
+	assert_non_null(p);
+	assert_string_equal(policy_telemetry_service(p), POLICY_SERVICE_NAME_DEFAULT);
+	policy_free(p);
+}
+
 static void test_code_tool_allowed(void **state)
 {
 	struct appl_err err = {0};
@@ -2470,6 +2493,7 @@ static void test_reload_restart(void **state)
 		{", \"limits\": {\"http_body_kb\": 64}", "limits.http_body_kb"},
 		{", \"limits\": {\"audit_seal_s\": 30}", "limits.audit_seal_s"},
 		{", \"deployment\": \"other\"", "deployment"},
+		{", \"telemetry\": {\"otlp_endpoint\": \"http://127.0.0.1:4318\"}", "telemetry"},
 	};
 	struct appl_err err = {0};
 	struct policy *a = parse_with(", \"servers\": {\"s\": {\"command\": [\"/bin/s\"]}}", &err);
@@ -2561,6 +2585,7 @@ int main(void)
 		cmocka_unit_test(test_role_sessions),
 		cmocka_unit_test(test_code_tools_read_back),
 		cmocka_unit_test(test_code_tool_allowed),
+		cmocka_unit_test(test_telemetry_read_back),
 		cmocka_unit_test(test_code_tool_star_and_write),
 		cmocka_unit_test(test_code_tool_calls),
 		cmocka_unit_test(test_code_tool_files),
