@@ -140,6 +140,35 @@ def one_cell_with_two_calls_is_one_trace_under_the_clients_span():
 
 
 @test
+def an_approval_wait_is_a_span_below_its_call():
+    col = Collector()
+    d = gk.work()
+    approver = os.path.join(d, "approver-yes")
+    with open(approver, "w") as f:
+        f.write("#!/bin/sh\ncat > /dev/null\necho approve\n")
+    os.chmod(approver, 0o755)
+    try:
+        sig = gk._kit.policy({"deadline_s": 60, "pool": 1}, servers={"toy": gk.toy_server()},
+                             tools={"toy.*": {"access": "read"},
+                                    "toy.write_note": {"access": "write", "approval": True}},
+                             roles={"w": {"tools": ["toy.*"], "write": True}},
+                             clients={"default_role": "w"}, approvals={"command": approver},
+                             telemetry={"otlp_endpoint": "http://localhost:%d" % col.port})
+        with gk.Session(sig) as s:
+            assert "kept" in s.cell("await toy.write_note(text=%r)\nprint('kept')" % SECRET)
+        spans = col.spans()
+        (call,) = [sp for sp in spans if sp["name"] == "tools/call toy.write_note"]
+        (ap,) = [sp for sp in spans if sp["name"] == "approval"]
+        assert ap["parentSpanId"] == call["spanId"] and ap["traceId"] == call["traceId"], ap
+        assert attrs(ap) == {"appliance.approval.by": "program",
+                             "appliance.approval.outcome": "approved"}, ap
+        assert attrs(call)["appliance.call.outcome"] == "ok", call
+        assert SECRET not in "".join(col.bodies)
+    finally:
+        col.close()
+
+
+@test
 def an_http_upstream_gets_the_calls_trace_context():
     col = Collector()
     port = free_port()
