@@ -29,10 +29,11 @@ size_t engine_role_code_tools(const struct engine *e, const char *role,
 static const char *tool_refusal(struct engine *e, const char *name, const json_t *args,
 				const struct run_client *client, const struct policy_code_tool **t,
 				struct bridge_catalog **cat, const char **reason, char *why,
-				size_t cap)
+				char *logged, size_t cap)
 {
 	enum policy_verdict v = policy_code_tool_allowed(e->policy, client->role, name, t);
 	struct appl_err err = {0};
+	const char *kw = NULL;
 	size_t size;
 
 	*reason = v == POLICY_OK ? "arguments" : "not_allowed";
@@ -50,9 +51,12 @@ static const char *tool_refusal(struct engine *e, const char *name, const json_t
 			 name, size, e->lim.max_args_bytes);
 		return why;
 	}
-	if (schema_validate((*t)->input, args, &err) < 0) {
+	if (schema_validate_kw((*t)->input, args, &err, &kw) < 0) {
 		snprintf(why, cap, "%s: the arguments do not match its input_schema: %s", name,
 			 err.msg);
+		/* The audit log gets the keyword, never a name the client sent. */
+		snprintf(logged, cap, "%s: the arguments do not match its input_schema (%s)", name,
+			 kw ? kw : "a cap");
 		return why;
 	}
 	if (e->ups && !(*cat = engine_roles_tool_view(e->roles, client->role, *t, &err))) {
@@ -90,7 +94,7 @@ struct run *engine_run_tool(struct engine *e, const char *name, const json_t *ar
 	struct run_client c = *client;
 	const char *no, *reason = "host_fault";
 	json_t *empty = NULL;
-	char why[640];
+	char why[640], logged[640] = "";
 	struct run *r = NULL;
 
 	e->served++;
@@ -100,12 +104,13 @@ struct run *engine_run_tool(struct engine *e, const char *name, const json_t *ar
 		no = "the run could not start: host fault";
 	else if (!(no = engine_run_refusal(e, client, waiting_cap, total_cap, &reason, why,
 					   sizeof(why))))
-		no = tool_refusal(e, name, args, client, &t, &cat, &reason, why, sizeof(why));
+		no = tool_refusal(e, name, args, client, &t, &cat, &reason, why, logged,
+				  sizeof(why));
 	c.tool = t;
 	c.args = args;
 	if (no) {
 		metrics_cell("refused", reason, false, 0);
-		run_set_refuse(e->runs, &c, no);
+		run_set_refuse_logged(e->runs, &c, no, logged[0] ? logged : no);
 	} else {
 		r = program_run(e, t, &c, cat);
 	}

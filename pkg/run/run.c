@@ -186,13 +186,19 @@ static void audit_shutdown(struct run *r)
 
 void run_set_refuse(struct run_set *s, const struct run_client *client, const char *why)
 {
+	run_set_refuse_logged(s, client, why, why);
+}
+
+void run_set_refuse_logged(struct run_set *s, const struct run_client *client, const char *why,
+			   const char *logged)
+{
 	char id[RUN_ID_LEN + 1];
 	json_t *body;
 
 	if (s->audit) {
 		id_new(id);
-		body = json_pack("{ss ss ss ss?}", "run", id, "client", client->name, "reason", why,
-				 "tool", client->tool ? client->tool->name : NULL);
+		body = json_pack("{ss ss ss ss?}", "run", id, "client", client->name, "reason",
+				 logged, "tool", client->tool ? client->tool->name : NULL);
 		audit_event(s->audit, "run.refused", body);
 		json_decref(body);
 	}

@@ -162,6 +162,11 @@ void run_set_free(struct run_set *s);
  * the failure why. */
 void run_set_refuse(struct run_set *s, const struct run_client *client, const char *why);
 
+/* The same, with logged (borrowed) as the run.refused line's reason: why
+ * without what the client sent (an argument's name). */
+void run_set_refuse_logged(struct run_set *s, const struct run_client *client, const char *why,
+			   const char *logged);
+
 /* A run of code[0..len) (copied) for client, with the catalog cat (a
  * reference is taken; NULL: no tools) and owner (the caller's: run_owner
  * gives it back, the set's released hook gets it when the run is freed). It waits for a slot with its

@@ -113,10 +113,12 @@ def an_invoke_only_client_sees_and_calls_only_its_code_tools():
                          {"name": "sum_two", "arguments": {"a": "two", "b": 40}},
                          {"name": "sum_two", "arguments": {"a": 1}},
                          {"name": "run_python", "arguments": {"code": "print(1)"}},
-                         {"name": "keep_notes", "arguments": {"text": "x"}}])
+                         {"name": "keep_notes", "arguments": {"text": "x"}},
+                         {"name": "sum_two", "arguments": {"a": 1, "b": 2, "leaky_name_42": 0}}])
     # only its code tool is listed: no run_python, no tool of the other role
     assert [(t["name"], t["readOnlyHint"]) for t in out["tools"]] == [("sum_two", True)], out
-    ok, bad_type, missing, cell, other = [c.get("result", c.get("error")) for c in out["calls"]]
+    ok, bad_type, missing, cell, other, extra = [c.get("result", c.get("error"))
+                                                 for c in out["calls"]]
     # the SDK checked structuredContent against the outputSchema
     assert ok.get("isError") is not True, ok
     assert ok["structuredContent"] == {"total": 42}, ok
@@ -134,9 +136,13 @@ def an_invoke_only_client_sees_and_calls_only_its_code_tools():
     starts = events(d, "run.start")
     assert [(e["tool"], e["role"]) for e in starts] == [("sum_two", "inv")], starts
     assert re.fullmatch(r"sha256:[0-9a-f]{64}", starts[0]["program"]), starts
+    # a name the client made up is told to the client, never written to the log
+    assert extra["isError"] is True and "leaky_name_42" in text(extra), extra
     refused = events(d, "run.refused")
-    assert [e["tool"] for e in refused] == ["sum_two", "sum_two"], refused
-    assert "input_schema" in refused[0]["reason"], refused
+    assert [e["tool"] for e in refused] == ["sum_two"] * 3, refused
+    assert refused[0]["reason"] == ("sum_two: the arguments do not match its input_schema "
+                                    "(type)"), refused
+    assert "leaky_name_42" not in open(os.path.join(d, "audit.jsonl")).read()
     assert len(re.findall(r"run=[0-9a-f]{12}: sandbox ", log)) == 1, log
     ends = events(d, "run.end")
     assert [(e["reason"], e["calls"]) for e in ends] == [("done", 1)], ends
