@@ -83,6 +83,7 @@ static int machine_part(struct check *c)
 	check_machine_runtime(c);
 	if (engine_runtime(c->e))
 		check_machine_cgroups(c);
+	check_machine_telemetry(c);
 	return 0;
 }
 

@@ -104,10 +104,13 @@ const char *check_report_shown(const char *s, char *out, size_t cap);
 int check_policy_part(struct check *c);
 int check_policy_notes_part(struct check *c);
 
-/* machine.c: the image, runsc, the cgroups. */
+/* machine.c: the image, runsc, the cgroups, the telemetry collector (one
+ * span sent, waited for at most CHECK_TELEMETRY_WAIT_MS). */
+#define CHECK_TELEMETRY_WAIT_MS 5000u
 void check_machine_image(struct check *c);
 void check_machine_runtime(struct check *c);
 void check_machine_cgroups(struct check *c);
+void check_machine_telemetry(struct check *c);
 
 /* servers.c: start the servers and gather their tools (-1 when they could
  * not be started at all); a ready server by name, or NULL. */

@@ -14,6 +14,7 @@
 #include "engine/process.h"
 #include "image/image.h"
 #include "sandbox/runsc.h"
+#include "trace/trace.h"
 
 #define CHECK_MEMCG "/sys/fs/cgroup/memory"
 
@@ -199,4 +200,37 @@ void check_machine_cgroups(struct check *c)
 			 "cgroups: cgroup v1; a memory cgroup of %u MiB per sandbox can be "
 			 "made in %s",
 			 c->lim.memory_mb + APPL_GVISOR_ALLOWANCE_MB, CHECK_MEMCG);
+}
+
+/* With `telemetry`: one span sent to the collector the way run sends its
+ * spans, and whether it took it. A collector that does not is a warning:
+ * run starts all the same, and only loses its spans. */
+void check_machine_telemetry(struct check *c)
+{
+	struct trace_config tc = {.endpoint = policy_telemetry_endpoint(c->cp.policy),
+				  .service_name = policy_telemetry_service(c->cp.policy)};
+	struct appl_err err = {0};
+	struct tracer *t = NULL;
+
+	if (!tc.endpoint)
+		return;
+	if (tracer_new(engine_loop(c->e), &tc, &t, &err) < 0) {
+		check_report_say(c, CHECK_MARK_PROBLEM, "telemetry: %s", err.msg);
+		return;
+	}
+	trace_span_end(trace_span_start(t, NULL, "appliance check", TRACE_INTERNAL));
+	tracer_flush(t, CHECK_TELEMETRY_WAIT_MS);
+	if (tracer_exported(t) == 1)
+		check_report_say(c, CHECK_MARK_OK,
+				 "telemetry: the collector at %s/v1/traces took a span (OTLP/HTTP, "
+				 "JSON)",
+				 tc.endpoint);
+	else
+		check_report_say(
+			c, CHECK_MARK_WARNING,
+			"telemetry: the collector at %s/v1/traces did not take a span "
+			"within %u s (the log says why): run would lose its spans, and run "
+			"its cells all the same",
+			tc.endpoint, CHECK_TELEMETRY_WAIT_MS / 1000);
+	tracer_free(t);
 }

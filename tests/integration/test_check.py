@@ -413,6 +413,32 @@ def a_policy_without_a_pool_has_no_freeze_to_prove():
 
 
 @test
+def the_telemetry_collector_is_sent_one_span_and_one_that_is_down_is_a_warning():
+    from otlpkit import Collector
+    col = Collector()
+    try:
+        doc = dict(servers={"toy": gatewaykit.toy_server()}, tools=TOY_TOOLS,
+                   roles={"r": {"tools": ["toy.*"]}}, clients={"default_role": "r"})
+        r = check(_kit.policy({"pool": 0}, telemetry={"otlp_endpoint": "http://127.0.0.1:%d"
+                                                      % col.port}, **doc))
+        want = ("telemetry: the collector at http://127.0.0.1:%d/v1/traces took a span "
+                "(OTLP/HTTP, JSON)" % col.port)
+        assert want in lines_of(r, "ok"), r.stdout + r.stderr
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert [s["name"] for s in col.spans()] == ["appliance check"], col.bodies
+    finally:
+        col.close()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    r = check(_kit.policy({"pool": 0}, telemetry={"otlp_endpoint": "http://127.0.0.1:%d" % dead},
+                          **doc))
+    warned = [w for w in lines_of(r, "warning") if w.startswith("telemetry:")]
+    assert warned and "did not take a span" in warned[0], r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr  # a warning: run would start
+
+
+@test
 def rootless_says_its_warm_sandboxes_wait_unfrozen():
     app, layout = rootless_files()
     user = ensure_user()

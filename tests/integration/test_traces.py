@@ -19,56 +19,16 @@ import json
 import os
 import re
 import socket
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from harness import main, test
 import gatewaykit as gk
 from nodekit import free_port, v2_server
+from otlpkit import Collector
 
 CLIENT_TRACE = "0af7651916cd43dd8448eb211c80319c"
 CLIENT_SPAN = "b7ad6b7169203331"
 TRACEPARENT = "00-%s-%s-01" % (CLIENT_TRACE, CLIENT_SPAN)
 SECRET = "s3cr3t-value-7d1f"
-
-
-class Collector:
-    """A loopback OTLP/HTTP receiver: each POST body to /v1/traces, kept."""
-
-    def __init__(self):
-        self.bodies = []
-        self.paths = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                n = int(self.headers.get("Content-Length", 0))
-                body = self.rfile.read(n)
-                outer.paths.append((self.path, self.headers.get("Content-Type")))
-                outer.bodies.append(body.decode())
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def spans(self):
-        out = []
-        for b in self.bodies:
-            for rs in json.loads(b)["resourceSpans"]:
-                for ss in rs["scopeSpans"]:
-                    out += ss["spans"]
-        return out
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def attrs(span):
