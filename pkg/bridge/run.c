@@ -726,11 +726,15 @@ static void call_span(struct bridge_run *r, struct bridge_call *c, const char *m
 
 	if (!r->tracer)
 		return;
-	snprintf(name, sizeof(name), "%s %s.%s", method, c->server, metric_tool(r, c));
+	if (c->read)
+		snprintf(name, sizeof(name), "%s %s", method, c->server);
+	else
+		snprintf(name, sizeof(name), "%s %s.%s", method, c->server, metric_tool(r, c));
 	c->span = trace_span_start(r->tracer, &r->parent, name, TRACE_CLIENT);
 	trace_span_str(c->span, "mcp.method.name", method);
 	trace_span_str(c->span, "appliance.server", c->server);
-	trace_span_str(c->span, "gen_ai.tool.name", metric_tool(r, c));
+	if (!c->read)
+		trace_span_str(c->span, "gen_ai.tool.name", metric_tool(r, c));
 	trace_span_int(c->span, "appliance.call.id", (int64_t)c->id);
 }
 
