@@ -129,6 +129,26 @@ def an_approval_wait_is_a_span_below_its_call():
 
 
 @test
+def a_resource_read_is_a_span_that_names_the_server_not_the_uri():
+    col = Collector()
+    try:
+        sig = toy_policy("http://127.0.0.1:%d" % col.port,
+                         servers={"toy": dict(gk.toy_server(), resources=True)})
+        with gk.Session(sig) as s:
+            out = s.cell("try:\n    await toy.read_resource('toy://%s')\n"
+                         "except ToolError as e:\n    print('refused', e.kind)\n" % SECRET)
+            assert out.startswith("refused"), out
+        (read,) = [sp for sp in col.spans() if sp["name"].startswith("resources/read")]
+        assert read["name"] == "resources/read toy", read
+        a = attrs(read)
+        assert a["mcp.method.name"] == "resources/read" and "gen_ai.tool.name" not in a, a
+        assert a["appliance.call.outcome"] != "ok" and read["status"]["code"] == 2, read
+        assert SECRET not in "".join(col.bodies)
+    finally:
+        col.close()
+
+
+@test
 def an_http_upstream_gets_the_calls_trace_context():
     col = Collector()
     port = free_port()
