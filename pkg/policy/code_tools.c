@@ -153,16 +153,19 @@ static int sha256_parse(struct ctx *c, void *base, const json_t *v, const char *
 
 static int access_parse(struct ctx *c, void *base, const json_t *v, const char *path)
 {
-	struct code_tool *t = base;
-	const char *s = json_string_value(v);
+	return policy_access_parse(c, v, path, &((struct code_tool *)base)->pub.access);
+}
 
-	if (s && strcmp(s, "read") == 0)
-		t->pub.access = POLICY_ACCESS_READ;
-	else if (s && strcmp(s, "write") == 0)
-		t->pub.access = POLICY_ACCESS_WRITE;
-	else
-		return appl_err_set(c->err, -EINVAL, "%s: must be \"read\" or \"write\"", path);
-	return 0;
+/* The `tools` entry that decides a use "server.tool" or "server.*" (its
+ * form checked: policy_pattern_check), or NULL. */
+static const struct rule *use_rule(const struct policy *p, const char *pat)
+{
+	const char *dot = strchr(pat, '.');
+	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
+
+	memcpy(server, pat, (size_t)(dot - pat));
+	server[dot - pat] = '\0';
+	return policy_rule_of(p, server, dot + 1);
 }
 
 /* Each use a pattern a `tools` entry allows: "server.*" only under a
@@ -170,21 +173,17 @@ static int access_parse(struct ctx *c, void *base, const json_t *v, const char *
  * are); a read code tool uses no tool `tools` names as a write. */
 static int use_check(struct ctx *c, const struct code_tool *t, const char *pat, const char *path)
 {
-	const char *dot = strchr(pat, '.');
-	char server[APPL_POLICY_SERVER_NAME_MAX + 1];
-	const struct rule *r;
-	size_t n = (size_t)(dot - pat);
+	const char *tool = strchr(pat, '.') + 1;
+	const struct rule *r = use_rule(c->p, pat);
 
-	memcpy(server, pat, n);
-	server[n] = '\0';
-	r = policy_rule_of(c->p, server, dot + 1);
-	if (!r || (strcmp(dot + 1, "*") == 0 && policy_pattern_match(r->pattern, server, "*") != 1))
+	/* a wildcard use must meet a wildcard entry, not an exact one */
+	if (!r || (strcmp(tool, "*") == 0 && strcmp(strchr(r->pattern, '.') + 1, "*") != 0))
 		return appl_err_set(c->err, -EINVAL,
 				    "%s: no `tools` entry allows %s; add one (a program may call "
 				    "only what `tools` allows)",
 				    path, pat);
 	if (t->pub.access == POLICY_ACCESS_READ && r->access == POLICY_ACCESS_WRITE &&
-	    policy_pattern_match(r->pattern, server, dot + 1) == 2)
+	    strcmp(strchr(r->pattern, '.') + 1, "*") != 0)
 		return appl_err_set(c->err, -EINVAL,
 				    "%s: %s is a write tool (`tools` says \"write\"); a code tool "
 				    "that calls it needs \"access\": \"write\"",
@@ -236,6 +235,15 @@ static const struct field tool_fields[] = {
 
 /* ---- one tool, whole ------------------------------------------------------------- */
 
+/* The SHA-256 of buf[0..len) in lower-case hex, into out. */
+static void sha256_hex(const char *buf, size_t len, char out[65])
+{
+	unsigned char h[crypto_hash_sha256_BYTES];
+
+	crypto_hash_sha256(h, (const unsigned char *)buf, len);
+	sodium_bin2hex(out, 65, h, sizeof(h));
+}
+
 /* A program in the policy or in a file, never both; a file with its hash. */
 static int program_check(struct ctx *c, struct code_tool *t, const char *path)
 {
@@ -254,12 +262,8 @@ static int program_check(struct ctx *c, struct code_tool *t, const char *path)
 				    "%s.sha256: only with \"file\" (a program in the policy is "
 				    "signed as it is)",
 				    path);
-	if (t->pub.code) {
-		unsigned char h[crypto_hash_sha256_BYTES];
-
-		crypto_hash_sha256(h, (const unsigned char *)t->pub.code, t->pub.code_len);
-		sodium_bin2hex(t->pub.sha256, sizeof(t->pub.sha256), h, sizeof(h));
-	}
+	if (t->pub.code)
+		sha256_hex(t->pub.code, t->pub.code_len, t->pub.sha256);
 	return 0;
 }
 
@@ -268,13 +272,8 @@ static int program_check(struct ctx *c, struct code_tool *t, const char *path)
 static int write_check(struct ctx *c, const struct code_tool *t, const char *path)
 {
 	for (size_t i = 0; t->pub.access == POLICY_ACCESS_WRITE && i < t->pub.nuses; i++) {
-		const char *pat = t->uses[i], *dot = strchr(pat, '.');
-		char server[APPL_POLICY_SERVER_NAME_MAX + 1];
-		const struct rule *r;
+		const struct rule *r = use_rule(c->p, t->uses[i]);
 
-		memcpy(server, pat, (size_t)(dot - pat));
-		server[dot - pat] = '\0';
-		r = policy_rule_of(c->p, server, dot + 1);
 		if (r && r->access == POLICY_ACCESS_WRITE)
 			return 0;
 	}
@@ -343,15 +342,13 @@ void policy_code_tools_free(struct policy *p)
 
 static int file_read(struct code_tool *t, struct appl_err *err)
 {
-	unsigned char h[crypto_hash_sha256_BYTES];
 	char hex[sizeof(t->pub.sha256)];
 	size_t len;
 	int rc = appl_file_read(t->file, APPL_CELL_CODE_MAX, &t->code, &len, err);
 
 	if (rc < 0)
 		return appl_err_prefix(err, "code_tools %s: the program", t->pub.name);
-	crypto_hash_sha256(h, (const unsigned char *)t->code, len);
-	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	sha256_hex(t->code, len, hex);
 	if (strcmp(hex, t->pub.sha256) != 0)
 		return appl_err_set(err, -EBADMSG,
 				    "code_tools %s: the program %s has sha256:%s, the policy says "

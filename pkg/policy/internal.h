@@ -235,6 +235,10 @@ int policy_servers_confine_check(const struct policy *p, struct appl_err *err);
  * sandbox. */
 int policy_roles_sessions_check(const struct policy *p, struct appl_err *err);
 
+/* "read" or "write" into *out (roles.c): a `tools` entry's access, a code
+ * tool's. */
+int policy_access_parse(struct ctx *c, const json_t *v, const char *path, enum policy_access *out);
+
 /* 2: pat names exactly server.tool; 1: pat is server.*; 0: neither
  * (roles.c). */
 int policy_pattern_match(const char *pat, const char *server, const char *tool);

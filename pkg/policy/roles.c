@@ -26,17 +26,20 @@ static const char *const access_names[] = {
 	[POLICY_ACCESS_WRITE] = "write",
 };
 
-static int access_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+int policy_access_parse(struct ctx *c, const json_t *v, const char *path, enum policy_access *out)
 {
-	struct rule *r = base;
-
 	for (size_t i = 0; json_is_string(v) && i < NELEM(access_names); i++) {
 		if (strcmp(json_string_value(v), access_names[i]) == 0) {
-			r->access = (enum policy_access)i;
+			*out = (enum policy_access)i;
 			return 0;
 		}
 	}
 	return appl_err_set(c->err, -EINVAL, "%s: must be \"read\" or \"write\"", path);
+}
+
+static int access_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	return policy_access_parse(c, v, path, &((struct rule *)base)->access);
 }
 
 static const struct field rule_fields[] = {
