@@ -129,6 +129,22 @@ static int file_items(json_t *content, const json_t *files)
 	return 0;
 }
 
+/* What every tools/call result of ours ends with: structured (NULL: none)
+ * as structuredContent where rev has it, then the files. res (stolen), or
+ * NULL on out of memory. */
+static json_t *result_end(json_t *res, const struct mcp_revision *rev, const json_t *structured,
+			  const json_t *files)
+{
+	if (res &&
+	    ((structured && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
+	      json_object_set_new(res, "structuredContent", json_deep_copy(structured)) < 0) ||
+	     file_items(json_object_get(res, "content"), files) < 0)) {
+		json_decref(res);
+		res = NULL;
+	}
+	return res;
+}
+
 json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bool is_error,
 			const json_t *files)
 {
@@ -140,13 +156,7 @@ json_t *mcp_tool_result(const struct mcp_revision *rev, const json_t *result, bo
 		json_decref(res);
 		return NULL;
 	}
-	if (res && ((mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
-		     json_object_set_new(res, "structuredContent", json_deep_copy(result)) < 0) ||
-		    file_items(json_object_get(res, "content"), files) < 0)) {
-		json_decref(res);
-		res = NULL;
-	}
-	return res;
+	return result_end(res, rev, result, files);
 }
 
 json_t *mcp_value_result(const struct mcp_revision *rev, const json_t *value, bool structured,
@@ -158,13 +168,7 @@ json_t *mcp_value_result(const struct mcp_revision *rev, const json_t *value, bo
 	json_t *res = text ? mcp_tool_text_result(text, 0) : NULL;
 
 	free(dump);
-	if (res && ((structured && mcp_revision_has(rev, MCP_HAS_STRUCTURED) &&
-		     json_object_set_new(res, "structuredContent", json_deep_copy(value)) < 0) ||
-		    file_items(json_object_get(res, "content"), files) < 0)) {
-		json_decref(res);
-		res = NULL;
-	}
-	return res;
+	return result_end(res, rev, structured ? value : NULL, files);
 }
 
 char *mcp_progress_message(const struct mcp_progress *p)
