@@ -184,8 +184,15 @@
 #define APPL_HTTP_IDLE_S_CEIL		  86400u
 #define APPL_HTTP_SLOW_S_DEF		  30u
 #define APPL_HTTP_SLOW_S_CEIL		  600u
-#define APPL_HTTP_HEADER_BYTES		  (16u * 1024) /* a request's head: past it, 431 */
-#define APPL_HTTP_TLS_FILE_MAX		  (64u * 1024) /* a PEM file read at start */
+/* MCP tasks (docs/tasks.md): how long a task and its result are kept, and
+ * how many one client may hold (working or kept); each result is at most
+ * APPL_RPC_ANSWER_MAX. */
+#define APPL_TASK_TTL_S_DEF	   3600u
+#define APPL_TASK_TTL_S_CEIL	   86400u
+#define APPL_TASKS_PER_CLIENT_DEF  16u
+#define APPL_TASKS_PER_CLIENT_CEIL 64u
+#define APPL_HTTP_HEADER_BYTES	   (16u * 1024) /* a request's head: past it, 431 */
+#define APPL_HTTP_TLS_FILE_MAX	   (64u * 1024) /* a PEM file read at start */
 /* Runs waiting for a slot, all HTTP clients together (each is also held to
  * limits.http_waiting_per_client): one client's queue cannot fill it. */
 #define APPL_HTTP_RUNS_WAITING_MAX 1024u
@@ -339,6 +346,12 @@
 #define APPL_HTTP_BODY_KB_MIN 64
 #define APPL_HTTP_IDLE_S_MIN  10
 #define APPL_HTTP_SLOW_S_MIN  1
+/* limits.task_ttl_s must be at least limits.deadline_s; left out, it is at
+ * least the deadline and this, and a task's ttl is never less (unless the
+ * policy's ttl is). */
+#define APPL_TASK_TTL_SPARE_S	  60u
+#define APPL_TASK_TTL_S_MIN	  60u
+#define APPL_TASKS_PER_CLIENT_MIN 1u
 
 /* What one policy may hold. The document needs 4 levels of nesting, and a
  * code tool's schemas begin at the 4th: 24 leaves a schema 20 levels;

@@ -94,7 +94,20 @@ static void on_run(struct mcp_run *mr, const struct mcp_request *req, const char
 static void on_cancel(struct mcp_run *mr, void *data)
 {
 	(void)data;
-	run_cancel(mcp_run_data(mr));
+	run_cancel_by(mcp_run_data(mr), mcp_run_cancelled_by(mr));
+}
+
+/* What a client's tasks may hold: the policy in force says, read as each
+ * task is made (a reload changes the next one's). */
+static void task_limits(struct mcp_task_limits *out, void *data)
+{
+	struct gateway *gw = data;
+
+	out->ttl_ms = gw->lim->task_ttl_s * 1000u;
+	out->min_ttl_ms = (gw->lim->deadline_s + APPL_TASK_TTL_SPARE_S) * 1000u;
+	if (out->min_ttl_ms > out->ttl_ms)
+		out->min_ttl_ms = out->ttl_ms;
+	out->per_client = gw->lim->tasks_per_client;
 }
 
 static void on_progress(struct mcp_run *mr, struct mcp_progress *p, void *data)
@@ -378,6 +391,7 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 {
 	struct mcp_server_hooks hooks = {.on_run = on_run,
 					 .on_cancel = on_cancel,
+					 .task_limits = task_limits,
 					 .progress = on_progress,
 					 .description = description,
 					 .listing = listing,

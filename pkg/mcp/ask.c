@@ -99,6 +99,26 @@ static void state_mac(const struct mcp_run *r, const char *client, const unsigne
 
 static void on_expiry(void *data);
 
+/* A legacy question: an elicitation/create request to r's client; a
+ * task's goes with its tasks/result, and says which task it is about. */
+static void ask_send(struct mcp_run *r, struct mcp_ask *a)
+{
+	json_t *id = json_string(a->key);
+	char *line = NULL;
+	size_t len = 0;
+
+	if (r->task)
+		json_object_set_new(a->params, "_meta", mcp_task_meta(r->task));
+	if (id && jsonrpc_request_encode(id, "elicitation/create", a->params, APPL_RPC_MESSAGE_MAX,
+					 &line, &len, NULL) == 0) {
+		if (r->task)
+			mcp_task_send_request(r->task, line, len);
+		else
+			mcp_send_line_for(r->s, r->id, line, len);
+	}
+	json_decref(id);
+}
+
 /* Answer r's request with input_required for every question not yet sent,
  * and park r: it has no request until the retry. */
 static void park(struct mcp_run *r)
@@ -208,21 +228,18 @@ struct mcp_ask *mcp_run_ask(struct mcp_run *r, const struct mcp_ask_spec *sp, ch
 	for (end = &r->asks; *end; end = &(*end)->next)
 		;
 	*end = a;
+	if (r->task) /* a task's question waits in it: the client polls for it */
+		mcp_task_touch(r->task);
+	if (modern && r->task) {
+		a->sent = true; /* listed by tasks/get, answered by tasks/update */
+		return a;
+	}
 	if (modern) {
 		if (!r->parked)
 			park(r);
 		return a;
 	}
-	{
-		json_t *id = json_string(a->key);
-		char *line = NULL;
-		size_t len = 0;
-
-		if (id && jsonrpc_request_encode(id, "elicitation/create", a->params,
-						 APPL_RPC_MESSAGE_MAX, &line, &len, NULL) == 0)
-			mcp_send_line_for(s, r->id, line, len);
-		json_decref(id);
-	}
+	ask_send(r, a);
 	return a;
 }
 
@@ -249,16 +266,53 @@ void mcp_ask_response(struct mcp_session *s, const struct jsonrpc_msg *m)
 
 	if (!id)
 		return;
-	for (struct mcp_run *r = s->runs; r; r = r->next)
-		for (struct mcp_ask *a = r->asks; a; a = a->next) {
-			if (!a->legacy || strcmp(a->key, id) != 0)
-				continue;
-			mcp_ask_unlink(a);
-			a->fn(a->token, m->kind == JSONRPC_RESULT ? answer_outcome(m->result)
-								  : "unavailable");
-			mcp_ask_free(a);
-			return;
+	/* A task's runs live in sessions of their own, of the same client. */
+	for (struct mcp_session *o = s->srv->sessions; o; o = o->next) {
+		if (o != s && (!o->p || strcmp(o->p->client, s->p->client) != 0 || o->serial))
+			continue;
+		for (struct mcp_run *r = o->runs; r; r = r->next)
+			for (struct mcp_ask *a = r->asks; a; a = a->next) {
+				if (!a->legacy || strcmp(a->key, id) != 0)
+					continue;
+				mcp_ask_unlink(a);
+				if (r->task)
+					mcp_task_touch(r->task);
+				a->fn(a->token, m->kind == JSONRPC_RESULT
+							? answer_outcome(m->result)
+							: "unavailable");
+				mcp_ask_free(a);
+				return;
+			}
+	}
+}
+
+void mcp_ask_update(struct mcp_run *r, const json_t *responses)
+{
+	for (struct mcp_ask *a = r->asks, *next; a; a = next) {
+		const json_t *res = json_object_get(responses, a->key);
+
+		next = a->next;
+		if (!res) /* a partial answer: the rest stay open */
+			continue;
+		mcp_ask_unlink(a);
+		mcp_task_touch(r->task);
+		a->fn(a->token, answer_outcome(res));
+		mcp_ask_free(a);
+	}
+}
+
+json_t *mcp_ask_requests(const struct mcp_run *r)
+{
+	json_t *reqs = json_object();
+
+	for (const struct mcp_ask *a = r->asks; reqs && a; a = a->next)
+		if (json_object_set_new(reqs, a->key,
+					json_pack("{ss sO}", "method", "elicitation/create",
+						  "params", a->params)) < 0) {
+			json_decref(reqs);
+			return NULL;
 		}
+	return reqs;
 }
 
 /* The parked run whose state text names, or NULL. */

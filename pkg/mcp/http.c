@@ -28,7 +28,8 @@ struct pending {
 	struct http_req *r;
 	json_t *id;   /* a request's id; NULL for a POST that is no request */
 	json_t *echo; /* the id such a POST carries, when valid: an error about it is its answer */
-	bool stream;  /* may be answered on an SSE stream (tools/call, subscriptions/listen) */
+	bool stream;  /* may be answered on an SSE stream (tools/call, subscriptions/listen,
+			 tasks/result) */
 	bool opened;  /* the stream is open: the first message about the request opened it */
 	bool init;    /* initialize: the answer names the session */
 	bool modern;  /* a 2026-07-28 request: its error answers get their HTTP status */
@@ -528,8 +529,10 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 	pd->modern = vd.kind == MCP_POST_MODERN;
 	if (request) {
 		pd->init = vd.kind == MCP_POST_INIT;
+		/* tasks/result waits for its task, and carries its questions */
 		pd->stream = strcmp(method, "tools/call") == 0 ||
-			     strcmp(method, "subscriptions/listen") == 0;
+			     strcmp(method, "subscriptions/listen") == 0 ||
+			     strcmp(method, "tasks/result") == 0;
 	}
 	hs->current = pd;
 	mcp_session_input(hs->s, body, len);

@@ -46,12 +46,22 @@ static void refuse(struct mcp_post_verdict *out, unsigned status, int code, cons
 }
 
 /* The body's name for what it is about, for the Mcp-Name check: the tool
- * or prompt named, or the resource's URI. */
+ * or prompt named, the resource's URI, or the task's id. */
 static const char *body_name(const json_t *params)
 {
 	const char *name = json_string_value(json_object_get(params, "name"));
 
+	if (!name)
+		name = json_string_value(json_object_get(params, "taskId"));
 	return name ? name : json_string_value(json_object_get(params, "uri"));
+}
+
+/* The tasks extension's methods name their task in Mcp-Name; checked when
+ * given, since clients that predate it leave it out. */
+static bool names_a_task(const char *method)
+{
+	return method && (strcmp(method, "tasks/get") == 0 || strcmp(method, "tasks/update") == 0 ||
+			  strcmp(method, "tasks/cancel") == 0);
 }
 
 static bool names_a_target(const char *method)
@@ -72,6 +82,10 @@ static int routing_refused(const struct mcp_post *in, const char *method, const 
 		refuse(out, 400, MCP_HEADER_MISMATCH,
 		       in->method ? "Mcp-Method does not match the body's method"
 				  : "a 2026-07-28 request needs the Mcp-Method header");
+		return 1;
+	}
+	if (names_a_task(method) && in->name && !value_is(in->name, name)) {
+		refuse(out, 400, MCP_HEADER_MISMATCH, "Mcp-Name does not match the body's taskId");
 		return 1;
 	}
 	if (!names_a_target(method)) /* Mcp-Name is about these only: elsewhere ignored */

@@ -1,8 +1,10 @@
 /* internal.h: the MCP server core's own types and the functions its
  * files share (session.c dispatches, ask.c asks the client, runs.c keeps
- * the runs in flight, send.c sends). The files call each other one way
- * only: session.c uses ask.c, runs.c and send.c; ask.c uses runs.c and
- * send.c; runs.c uses send.c. */
+ * the runs in flight, tasks.c keeps the tasks and taskreq.c serves their
+ * methods, send.c sends). The files call each other one way only:
+ * session.c uses taskreq.c, ask.c, runs.c, tasks.c and send.c; taskreq.c
+ * uses ask.c, runs.c, tasks.c and send.c; ask.c uses runs.c, tasks.c and
+ * send.c; runs.c uses tasks.c and send.c; tasks.c uses send.c. */
 #ifndef APPL_MCP_INTERNAL_H
 #define APPL_MCP_INTERNAL_H
 
@@ -14,8 +16,10 @@
 #include "jsonrpc/jsonrpc.h"
 #include "mcp/session.h"
 
-#define META_SERVER_INFO "io.modelcontextprotocol/serverInfo"
-#define MCP_STATE_NONCE	 16u /* bytes of a requestState's nonce */
+#define META_SERVER_INFO  "io.modelcontextprotocol/serverInfo"
+#define META_RELATED_TASK "io.modelcontextprotocol/related-task"
+#define TASKS_EXTENSION	  "io.modelcontextprotocol/tasks"
+#define MCP_STATE_NONCE	  16u /* bytes of a requestState's nonce */
 
 /* The levels of logging/setLevel, least severe first. */
 #define MCP_LOG_LEVELS	      8
@@ -62,6 +66,50 @@ struct mcp_run {
 	struct loop_timer *expiry;
 	bool owner_done; /* answered by the owner: result (when parked) waits */
 	json_t *result;
+	struct mcp_task *task;	  /* the task it runs as, or NULL */
+	const char *cancelled_by; /* for on_cancel (mcp_run_cancelled_by) */
+};
+
+/* A legacy tasks/result waiting for its task to end. */
+struct task_wait {
+	struct task_wait *next;
+	uint64_t serial; /* the session it came in */
+	json_t *id;
+};
+
+/* A request line (an elicitation) for a legacy task's client, held until
+ * a tasks/result opens a way to it. */
+struct task_line {
+	struct task_line *next;
+	char *line;
+	size_t len;
+};
+
+#define MCP_TASK_ID_LEN 32 /* hex of 16 random bytes */
+
+/* One task (docs/tasks.md): a tools/call run in the background for one
+ * client, and then its result, kept until its ttl. Its run lives in a
+ * session of its own (hs, no transport of its own: what it sends goes to
+ * its client's session, routed here). A task past its ttl, or dropped for
+ * a newer one, stays as a marker (gone) so its id says why. */
+struct mcp_task {
+	struct mcp_task *next;
+	struct mcp_server *srv;
+	char id[MCP_TASK_ID_LEN + 1];
+	char *client, *role;	/* copies: its principal's */
+	struct mcp_principal p; /* hs's, pointing at them */
+	struct mcp_session *hs; /* its run's session; NULL once gone */
+	struct mcp_run *run;	/* while it works; NULL once it ended */
+	const struct mcp_revision *rev;
+	uint64_t origin;	   /* the session that made it (its serial) */
+	const char *status;	   /* once it ended: completed or cancelled; NULL before */
+	char *message;		   /* the status message it ended with */
+	json_t *result;		   /* completed: the CallToolResult */
+	uint64_t created, updated; /* wall clock, ms */
+	uint64_t ttl_ms, expires;  /* expires: loop clock */
+	const char *gone;	   /* why it is gone: "expired" or "dropped"; NULL: kept */
+	struct task_wait *waits;
+	struct task_line *lines;
 };
 
 struct listen {
@@ -97,6 +145,8 @@ struct mcp_server {
 	unsigned char key[crypto_generichash_KEYBYTES]; /* requestState's MAC key */
 	uint64_t asks;					/* questions ever asked */
 	uint64_t sessions_made;				/* sessions ever made */
+	struct mcp_task *tasks;				/* newest first */
+	struct loop_timer *task_timer;			/* the next task to expire */
 };
 
 /* ---- send.c ---------------------------------------------------------------- */
@@ -117,6 +167,47 @@ void mcp_notify_for(struct mcp_session *s, const json_t *related, const char *me
 void mcp_notify(struct mcp_session *s, const char *method, const json_t *params);
 /* {name, version}: new. */
 json_t *mcp_server_info(void);
+
+/* ---- tasks.c --------------------------------------------------------------- */
+
+/* A new task for req's client, made in session s (its run's session made
+ * too; its run not yet), ttl_ms long, on srv's list. NULL on out of
+ * memory. */
+struct mcp_task *mcp_task_new(struct mcp_session *s, const struct mcp_request *req,
+			      uint64_t ttl_ms);
+/* The task called id that client may see (kept or gone), or NULL. */
+struct mcp_task *mcp_task_find(struct mcp_server *srv, const char *client, const char *id);
+/* Its status now: working, input_required, or how it ended. */
+const char *mcp_task_status(const struct mcp_task *t);
+/* Its status changed: lastUpdatedAt moves. */
+void mcp_task_touch(struct mcp_task *t);
+/* The Task object under rev (new; NULL on out of memory): message is its
+ * statusMessage while it works (NULL: none); detailed (2026-07-28
+ * tasks/get): with its result once completed. */
+json_t *mcp_task_json(const struct mcp_task *t, const struct mcp_revision *rev, const char *message,
+		      bool detailed);
+/* t's _meta for what is about it: {related-task: {taskId}} (new). */
+json_t *mcp_task_meta(const struct mcp_task *t);
+/* Its run answered: it completed with result (stolen) or was cancelled
+ * (result NULL; by says who), and every tasks/result waiting gets it. Its
+ * run is the caller's to free. */
+void mcp_task_end(struct mcp_task *t, json_t *result, const char *by);
+/* t ended: every tasks/result waiting for it is answered. */
+void mcp_task_answer_waits(struct mcp_task *t);
+/* A legacy tasks/result (id, in s) waits for t; the held lines go to it. */
+int mcp_task_wait(struct mcp_task *t, struct mcp_session *s, const json_t *id);
+/* The request id of s no longer waits (cancelled). */
+void mcp_task_unwait(struct mcp_server *srv, struct mcp_session *s, const json_t *id);
+/* A request line (steals it) to t's client: to a tasks/result waiting for
+ * it, or held until one comes. */
+void mcp_task_send_request(struct mcp_task *t, char *line, size_t len);
+/* t is gone (why: "expired" or "dropped"): its result, session and lines
+ * are freed; its id stays until it expires. Its run must have ended. */
+void mcp_task_forget(struct mcp_task *t, const char *why);
+/* Take t off srv's list and free it (its run must have ended). */
+void mcp_task_free(struct mcp_task *t);
+/* The soonest task expiry set on srv's timer. */
+void mcp_task_timer_arm(struct mcp_server *srv);
 
 /* ---- runs.c ---------------------------------------------------------------- */
 
@@ -141,6 +232,10 @@ void mcp_ask_unlink(struct mcp_ask *a);
 /* Every question r has open answered (outcome) and dropped. */
 void mcp_asks_end(struct mcp_run *r, const char *outcome);
 
+/* Cancel r for its client (on_cancel; by: who, for the audit log), and
+ * free it. */
+void mcp_run_cancel(struct mcp_run *r, const char *by);
+
 /* ---- ask.c ------------------------------------------------------------------- */
 
 /* A legacy client's answer to one of its elicitation/create requests. */
@@ -150,5 +245,35 @@ void mcp_ask_response(struct mcp_session *s, const struct jsonrpc_msg *m);
  * request. */
 void mcp_ask_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
 		   const struct mcp_request *req, const char *code, size_t len);
+/* A 2026-07-28 tasks/update: responses (an object) answer the questions
+ * r's task has open; keys not open are ignored. */
+void mcp_ask_update(struct mcp_run *r, const json_t *responses);
+/* r's open questions as inputRequests (new; NULL on out of memory). */
+json_t *mcp_ask_requests(const struct mcp_run *r);
+
+/* ---- taskreq.c --------------------------------------------------------------- */
+
+/* Whether req asks for its tools/call to run as a task: legacy params.task
+ * (2025-11-25), or the 2026-07-28 extension in its capabilities. -1 when
+ * params.task is malformed (answered). */
+int mcp_task_asked(struct mcp_session *s, const struct jsonrpc_msg *m,
+		   const struct mcp_request *req);
+/* Start req's call as a task: the client is answered with the task now,
+ * and the run is returned for the owner (on_run), or NULL when refused
+ * (answered). */
+struct mcp_run *mcp_task_start(struct mcp_session *s, const struct jsonrpc_msg *m,
+			       const struct mcp_request *req, const char *code, size_t len);
+void mcp_m_tasks_get(struct mcp_session *s, const struct jsonrpc_msg *m,
+		     const struct mcp_request *req);
+void mcp_m_tasks_result(struct mcp_session *s, const struct jsonrpc_msg *m,
+			const struct mcp_request *req);
+void mcp_m_tasks_list(struct mcp_session *s, const struct jsonrpc_msg *m,
+		      const struct mcp_request *req);
+void mcp_m_tasks_cancel(struct mcp_session *s, const struct jsonrpc_msg *m,
+			const struct mcp_request *req);
+void mcp_m_tasks_update(struct mcp_session *s, const struct jsonrpc_msg *m,
+			const struct mcp_request *req);
+/* Tasks' expiry timer's handler (data: the server). */
+void mcp_tasks_expire(void *data);
 
 #endif

@@ -31,6 +31,7 @@ enum {
 	MCP_HAS_ELICIT_MODE = 1u << 7,	    /* elicitation params.mode (2025-11-25) */
 	MCP_HAS_INPUT_REQUIRED = 1u << 8,   /* InputRequiredResult, requestState (2026-07-28) */
 	MCP_HAS_SET_LEVEL = 1u << 9,	    /* logging/setLevel (2024-11-05 to 2025-11-25) */
+	MCP_HAS_TASKS = 1u << 10, /* params.task, tasks/get, result, list, cancel (2025-11-25) */
 };
 
 struct mcp_revision {

@@ -46,6 +46,8 @@ static void progress_send(struct mcp_run *r, uint64_t now)
 	if (params && mcp_revision_has(r->rev, MCP_HAS_PROGRESS_MESSAGE) &&
 	    (msg = mcp_progress_message(&p)))
 		json_object_set_new(params, "message", json_string(msg));
+	if (params && r->task) /* its token lasts as long as its task */
+		json_object_set_new(params, "_meta", mcp_task_meta(r->task));
 	free(msg);
 	if (params)
 		mcp_notify_for(r->s, r->id, "notifications/progress", params);
@@ -220,6 +222,8 @@ static void run_log(struct mcp_run *r, const json_t *o, bool is_error, const cha
 			       json_integer_value(json_object_get(o, "duration_ms")))
 		   : json_pack("{s:s,s:s,s:{s:s,s:s?}}", "level", mcp_log_levels[level], "logger",
 			       "appliance", "data", "run", r->label, "failure", failure);
+	if (params && r->task)
+		json_object_set_new(params, "_meta", mcp_task_meta(r->task));
 	if (params)
 		mcp_notify_for(s, r->id, "notifications/message", params);
 	json_decref(params);
@@ -233,6 +237,12 @@ static void run_answer(struct mcp_run *run, json_t *result /* steals */)
 {
 	struct mcp_session *s = run->s;
 
+	if (run->task) { /* kept for the client's tasks/get or tasks/result */
+		mcp_task_end(run->task, result, NULL);
+		mcp_run_free(run);
+		mcp_tick_arm(s->srv);
+		return;
+	}
 	if (run->parked) {
 		mcp_asks_end(run, "cancelled");
 		run->owner_done = true;
@@ -262,6 +272,24 @@ void mcp_run_fail(struct mcp_run *run, const char *text)
 	trace_span_error(run->span);
 	run_log(run, NULL, true, text);
 	run_answer(run, mcp_tool_text_result(text, 1));
+}
+
+void mcp_run_cancel(struct mcp_run *r, const char *by)
+{
+	struct mcp_server *srv = r->s->srv;
+
+	r->cancelled_by = by;
+	if (!r->owner_done && srv->hooks.on_cancel)
+		srv->hooks.on_cancel(r, srv->hooks.data);
+	if (r->task)
+		mcp_task_end(r->task, NULL, by);
+	mcp_run_free(r);
+	mcp_tick_arm(srv);
+}
+
+const char *mcp_run_cancelled_by(const struct mcp_run *run)
+{
+	return run->cancelled_by;
 }
 
 void mcp_run_set_data(struct mcp_run *run, void *data)

@@ -39,13 +39,23 @@ typedef void (*method_fn)(struct mcp_session *s, const struct jsonrpc_msg *m,
 /* Tools, and lists of prompts and resources that are always empty (a
  * client that asks learns there are none); a legacy session can also set
  * the level of the log messages it hears about its runs. */
-static json_t *capabilities(const struct mcp_revision *rev)
+static json_t *capabilities(const struct mcp_server *srv, const struct mcp_revision *rev)
 {
 	json_t *c =
 		json_pack("{s:{s:b},s:{},s:{}}", "tools", "listChanged", 1, "prompts", "resources");
+	int bad = !c;
 
-	if (c && mcp_revision_has(rev, MCP_HAS_SET_LEVEL) &&
-	    json_object_set_new(c, "logging", json_object())) {
+	if (!bad && mcp_revision_has(rev, MCP_HAS_SET_LEVEL))
+		bad = json_object_set_new(c, "logging", json_object());
+	/* Tasks (docs/tasks.md): 2025-11-25's capability, or 2026-07-28's
+	 * extension. */
+	if (!bad && srv->hooks.task_limits && mcp_revision_has(rev, MCP_HAS_TASKS))
+		bad = json_object_set_new(c, "tasks",
+					  json_pack("{s:{},s:{},s:{s:{s:{}}}}", "list", "cancel",
+						    "requests", "tools", "call"));
+	if (!bad && srv->hooks.task_limits && rev->era == MCP_ERA_MODERN)
+		bad = json_object_set_new(c, "extensions", json_pack("{s:{}}", TASKS_EXTENSION));
+	if (bad) {
 		json_decref(c);
 		return NULL;
 	}
@@ -167,8 +177,8 @@ static void m_initialize(struct mcp_session *s, const struct jsonrpc_msg *m,
 	s->legacy_caps = json_is_object(caps) ? json_deep_copy(caps) : json_object();
 	mcp_reply(s, m->id, rev,
 		  json_pack("{s:s,s:o,s:o,s:s}", "protocolVersion", rev->name, "capabilities",
-			    capabilities(rev), "serverInfo", mcp_server_info(), "instructions",
-			    MCP_INSTRUCTIONS));
+			    capabilities(s->srv, rev), "serverInfo", mcp_server_info(),
+			    "instructions", MCP_INSTRUCTIONS));
 }
 
 static void m_ping(struct mcp_session *s, const struct jsonrpc_msg *m,
@@ -183,8 +193,8 @@ static void m_discover(struct mcp_session *s, const struct jsonrpc_msg *m,
 	mcp_reply(s, m->id, req->rev,
 		  json_pack("{s:o,s:o,s:s,s:i,s:s}", "supportedVersions",
 			    mcp_revision_names(MCP_ERA_MODERN | MCP_ERA_LEGACY), "capabilities",
-			    capabilities(req->rev), "instructions", MCP_INSTRUCTIONS, "ttlMs",
-			    MCP_TTL_MS, "cacheScope", "public"));
+			    capabilities(s->srv, req->rev), "instructions", MCP_INSTRUCTIONS,
+			    "ttlMs", MCP_TTL_MS, "cacheScope", "public"));
 }
 
 static void m_tools_list(struct mcp_session *s, const struct jsonrpc_msg *m,
@@ -254,6 +264,24 @@ static const char *run_args(const json_t *args, struct mcp_request *req)
 	return NULL;
 }
 
+/* The run for req's call: of a task when the client asked for one (the
+ * client is answered with it now), else answering the request. NULL
+ * when it was answered (refused, out of memory). */
+static struct mcp_run *call_run(struct mcp_session *s, const struct jsonrpc_msg *m,
+				const struct mcp_request *req, const char *code, size_t len)
+{
+	struct mcp_run *r;
+	int task = mcp_task_asked(s, m, req);
+
+	if (task < 0)
+		return NULL;
+	if (task)
+		return mcp_task_start(s, m, req, code, len);
+	if (!(r = mcp_run_new(s, req, code, len)))
+		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+	return r;
+}
+
 /* The code tool of role called name, or NULL. */
 static const struct mcp_code_tool *code_tool_find(const struct mcp_listing *li, const char *name)
 {
@@ -295,12 +323,10 @@ static void tool_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 		free(bound);
 		return;
 	}
-	r = mcp_run_new(s, req, bound, (size_t)len);
+	r = call_run(s, m, req, bound, (size_t)len);
 	free(bound);
-	if (!r) {
-		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+	if (!r)
 		return;
-	}
 	r->tool = true;
 	r->structured = t->output_schema != NULL;
 	call.bind = s->legacy ? s->serial : 0;
@@ -350,10 +376,8 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 		mcp_ask_retry(s, m, req, text, len);
 		return;
 	}
-	if (!(r = mcp_run_new(s, req, text, len))) {
-		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+	if (!(r = call_run(s, m, req, text, len)))
 		return;
-	}
 	call.bind = s->legacy ? s->serial : 0;
 	s->srv->hooks.on_run(r, &call, text, len, s->srv->hooks.data);
 }
@@ -416,12 +440,10 @@ static void n_cancelled(struct mcp_session *s, const struct jsonrpc_msg *m,
 	for (struct mcp_run *r = s->runs; r; r = r->next) {
 		if (!jsonrpc_id_equal(r->id, id))
 			continue;
-		if (s->srv->hooks.on_cancel)
-			s->srv->hooks.on_cancel(r, s->srv->hooks.data);
-		mcp_run_free(r);
-		mcp_tick_arm(s->srv);
+		mcp_run_cancel(r, s->p->client);
 		return;
 	}
+	mcp_task_unwait(s->srv, s, id);
 	for (struct listen **pl = &s->listens; *pl; pl = &(*pl)->next) {
 		struct listen *l = *pl;
 
@@ -436,6 +458,53 @@ static void n_cancelled(struct mcp_session *s, const struct jsonrpc_msg *m,
 }
 
 #define ERA_BOTH (MCP_ERA_LEGACY | MCP_ERA_MODERN)
+
+/* The tasks methods, where the server offers tasks and the revision has
+ * them (2025-11-25, or 2026-07-28's extension). */
+static bool tasks_offered(struct mcp_session *s, const struct jsonrpc_msg *m,
+			  const struct mcp_request *req)
+{
+	if (s->srv->hooks.task_limits &&
+	    (req->rev->era == MCP_ERA_MODERN || mcp_revision_has(req->rev, MCP_HAS_TASKS)))
+		return true;
+	mcp_reply_error(s, m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+	return false;
+}
+
+static void m_tasks_get(struct mcp_session *s, const struct jsonrpc_msg *m,
+			const struct mcp_request *req)
+{
+	if (tasks_offered(s, m, req))
+		mcp_m_tasks_get(s, m, req);
+}
+
+static void m_tasks_result(struct mcp_session *s, const struct jsonrpc_msg *m,
+			   const struct mcp_request *req)
+{
+	if (tasks_offered(s, m, req))
+		mcp_m_tasks_result(s, m, req);
+}
+
+static void m_tasks_list(struct mcp_session *s, const struct jsonrpc_msg *m,
+			 const struct mcp_request *req)
+{
+	if (tasks_offered(s, m, req))
+		mcp_m_tasks_list(s, m, req);
+}
+
+static void m_tasks_cancel(struct mcp_session *s, const struct jsonrpc_msg *m,
+			   const struct mcp_request *req)
+{
+	if (tasks_offered(s, m, req))
+		mcp_m_tasks_cancel(s, m, req);
+}
+
+static void m_tasks_update(struct mcp_session *s, const struct jsonrpc_msg *m,
+			   const struct mcp_request *req)
+{
+	if (tasks_offered(s, m, req))
+		mcp_m_tasks_update(s, m, req);
+}
 
 static const struct method {
 	const char *name;
@@ -457,6 +526,11 @@ static const struct method {
 	{"resources/templates/list", true, ERA_BOTH, true, false, m_templates_list},
 	{"resources/read", true, ERA_BOTH, true, false, m_resources_read},
 	{"logging/setLevel", true, MCP_ERA_LEGACY, true, false, m_set_level},
+	{"tasks/get", true, ERA_BOTH, true, false, m_tasks_get},
+	{"tasks/result", true, MCP_ERA_LEGACY, true, false, m_tasks_result},
+	{"tasks/list", true, MCP_ERA_LEGACY, true, false, m_tasks_list},
+	{"tasks/cancel", true, ERA_BOTH, true, false, m_tasks_cancel},
+	{"tasks/update", true, MCP_ERA_MODERN, true, false, m_tasks_update},
 	{"notifications/initialized", false, MCP_ERA_LEGACY, false, false, n_initialized},
 	{"notifications/cancelled", false, ERA_BOTH, false, false, n_cancelled},
 };
@@ -703,7 +777,9 @@ struct mcp_server *mcp_server_new(struct loop *loop, const struct mcp_server_hoo
 	srv->loop = loop;
 	srv->hooks = *hooks;
 	randombytes_buf(srv->key, sizeof(srv->key));
-	if (!(srv->tick = loop_timer_new(loop, mcp_progress_tick, srv, err))) {
+	if (!(srv->tick = loop_timer_new(loop, mcp_progress_tick, srv, err)) ||
+	    !(srv->task_timer = loop_timer_new(loop, mcp_tasks_expire, srv, err))) {
+		loop_timer_free(srv->tick);
 		free(srv);
 		return NULL;
 	}
@@ -714,7 +790,9 @@ void mcp_server_free(struct mcp_server *srv)
 {
 	if (!srv)
 		return;
+	mcp_server_tasks_end(srv);
 	loop_timer_free(srv->tick);
+	loop_timer_free(srv->task_timer);
 	sodium_memzero(srv->key, sizeof(srv->key));
 	free(srv);
 }

@@ -118,6 +118,13 @@ struct mcp_request {
 	uint64_t bind;
 };
 
+/* What MCP tasks may hold (docs/tasks.md), read as each task is made. */
+struct mcp_task_limits {
+	unsigned ttl_ms;     /* a task and its result are kept at most this long */
+	unsigned min_ttl_ms; /* and at least this long (its run's deadline, and a spare) */
+	unsigned per_client; /* tasks one client holds, working or kept */
+};
+
 struct mcp_server_hooks {
 	/* A run_python call: code[0..len) (UTF-8, at most APPL_CELL_CODE_MAX
 	 * bytes; borrowed for the call); or a code tool's call, req->tool set
@@ -154,6 +161,9 @@ struct mcp_server_hooks {
 	 * client's params._meta.traceparent when it sent one; a run's lasts
 	 * until it is answered. */
 	struct tracer *tracer;
+	/* Tasks (docs/tasks.md): a tools/call may run as one, its result kept
+	 * for later; fill *out. NULL: no tasks are offered. */
+	void (*task_limits)(struct mcp_task_limits *out, void *data);
 	void *data;
 };
 
@@ -211,6 +221,15 @@ void mcp_run_fail(struct mcp_run *run, const char *text);
 /* The run moved on (printed, called): a progress notification goes out
  * soon, when its request asked for them. */
 void mcp_run_poke(struct mcp_run *run);
+
+/* Who cancelled run, for on_cancel: the client's name (it cancelled the
+ * request or its task), "ttl" (its task expired), or NULL (its client went
+ * away, or the appliance stops). */
+const char *mcp_run_cancelled_by(const struct mcp_run *run);
+
+/* The appliance stops: every task's run is cancelled (on_cancel) and every
+ * task dropped. Before mcp_server_free. */
+void mcp_server_tasks_end(struct mcp_server *srv);
 
 /* The owner's pointer for a run. */
 void mcp_run_set_data(struct mcp_run *run, void *data);

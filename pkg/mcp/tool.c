@@ -26,6 +26,11 @@ static json_t *tool_dress(json_t *t, const struct mcp_revision *rev, const char 
 			bad |= json_object_set_new(t, "outputSchema",
 						   json_deep_copy(output_schema));
 	}
+	/* Every tool may run as a task (docs/tasks.md); the 2026-07-28
+	 * extension has the server decide, so says nothing per tool. */
+	if (!bad && mcp_revision_has(rev, MCP_HAS_TASKS))
+		bad |= json_object_set_new(t, "execution",
+					   json_pack("{s:s}", "taskSupport", "optional"));
 	if (bad) {
 		json_decref(t);
 		return NULL;

@@ -56,6 +56,8 @@ static const struct field limit_fields[] = {
 	LIMIT(http_body_kb, HTTP_BODY_KB),
 	LIMIT(http_idle_s, HTTP_IDLE_S),
 	LIMIT(http_slow_s, HTTP_SLOW_S),
+	LIMIT(task_ttl_s, TASK_TTL_S),
+	LIMIT(tasks_per_client, TASKS_PER_CLIENT),
 	{.name = "files", .type = F_FN, .parse = files_parse},
 };
 
@@ -126,6 +128,16 @@ int policy_limits_parse(struct ctx *c, void *base, const json_t *v, const char *
 	/* Each call is a line of its own, and so is each piece of a file: a
 	 * budget below what the policy allows would stop the runs it means
 	 * to allow. */
+	/* A task's run must be able to reach its deadline before the task
+	 * expires: left out, the ttl grows to allow it, with a spare. */
+	if (!json_object_get(v, "task_ttl_s") &&
+	    l->task_ttl_s < l->deadline_s + APPL_TASK_TTL_SPARE_S)
+		l->task_ttl_s = l->deadline_s + APPL_TASK_TTL_SPARE_S;
+	if (l->task_ttl_s < l->deadline_s)
+		return appl_err_set(c->err, -EINVAL,
+				    "%s.task_ttl_s: must be at least %s.deadline_s (%u), so a task "
+				    "outlives its cell",
+				    path, path, l->deadline_s);
 	if (l->max_runner_lines < l->max_calls + APPL_RUNNER_LINES_SPARE + files_lines(&l->files))
 		return appl_err_set(c->err, -EINVAL,
 				    "%s.max_runner_lines: must be at least %s.max_calls (%u) + %u, "

@@ -127,6 +127,9 @@ struct policy_limits {
 	unsigned http_body_kb;		  /* one request's body, KiB */
 	unsigned http_idle_s;		  /* an idle session expires after this */
 	unsigned http_slow_s;		  /* a request's headers and body arrive within */
+	/* MCP tasks (docs/tasks.md) */
+	unsigned task_ttl_s;	   /* a task and its result are kept at most this long */
+	unsigned tasks_per_client; /* tasks one client holds, working or kept */
 	/* `files`: what comes back of the files a cell leaves in /out */
 	struct policy_files_limits {
 		unsigned max_count;	  /* files returned; 0: none */

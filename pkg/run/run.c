@@ -39,6 +39,7 @@ struct run {
 	size_t code_len;
 	const char *fail;	   /* why it never ran (static), or NULL */
 	char *stopped;		   /* run_interrupt's why */
+	char *cancelled_by;	   /* run_cancel_by's who */
 	void *owner;		   /* run_new's, given back by run_owner and released */
 	bool cell_kept;		   /* the cell is its session's (run_cell_keep) */
 	const char *session_ended; /* run_session_ended's */
@@ -135,6 +136,8 @@ static int audit_end(struct run *r, const struct cell_outcome *o)
 	if (!o) {
 		body = json_pack("{ss ss ss}", "run", r->id, "client", r->name, "reason",
 				 r->fail ? r->fail : "it could not start");
+		if (body && r->cancelled_by)
+			json_object_set_new(body, "cancelled_by", json_string(r->cancelled_by));
 		audit_event(a, "run.refused", body);
 		json_decref(body);
 		return audit_flush(a, false);
@@ -153,6 +156,8 @@ static int audit_end(struct run *r, const struct cell_outcome *o)
 		json_object_set_new(body, "session_ended", json_string(r->session_ended));
 	if (body && r->value_refused)
 		json_object_set_new(body, "value_refused", json_string(r->value_refused));
+	if (body && r->cancelled_by)
+		json_object_set_new(body, "cancelled_by", json_string(r->cancelled_by));
 	if (!r->live) {
 		audit_event(a, "run.end", body);
 		json_decref(body);
@@ -469,6 +474,7 @@ static void run_free(struct run *r)
 	free(r->code);
 	free(r->name);
 	free(r->stopped);
+	free(r->cancelled_by);
 	/* Last: what the owner releases (the policy the run was admitted
 	 * under) may hold what everything above used. */
 	if (r->set->cfg.released)
@@ -583,6 +589,13 @@ struct cell *run_cell_keep(struct run *r)
 void run_session_ended(struct run *r, const char *why)
 {
 	r->session_ended = why;
+}
+
+void run_cancel_by(struct run *r, const char *who)
+{
+	if (who && !r->cancelled_by)
+		r->cancelled_by = strdup(who);
+	run_cancel(r);
 }
 
 void run_cancel(struct run *r)

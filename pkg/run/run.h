@@ -207,6 +207,9 @@ void run_session_ended(struct run *r, const char *why);
 /* The client is gone or cancelled the request: r stops now, in whatever
  * state it is, and no answer goes out. */
 void run_cancel(struct run *r);
+/* run_cancel, and its audit line says who did it (copied; NULL: nobody
+ * named). */
+void run_cancel_by(struct run *r, const char *who);
 
 /* r is stopped for the appliance's own reason (a stop signal), and still
  * answered: its result says stopped, reason "signal", error why (copied). */

@@ -267,6 +267,8 @@ static void test_defaults(void **state)
 	assert_int_equal(l.http_body_kb, 2048);
 	assert_int_equal(l.http_idle_s, 600);
 	assert_int_equal(l.http_slow_s, 30);
+	assert_int_equal(l.task_ttl_s, 3600);
+	assert_int_equal(l.tasks_per_client, 16);
 	assert_int_equal(l.files.max_count, 8);
 	assert_int_equal(l.files.max_bytes, 1048576);
 	assert_int_equal(l.files.max_total_bytes, 4194304);
@@ -388,6 +390,8 @@ static void test_limits_each_side(void **state)
 		{"http_body_kb", 64, 4096, ""},
 		{"http_idle_s", 10, 86400, ""},
 		{"http_slow_s", 1, 600, ""},
+		{"task_ttl_s", 60, 86400, ", \"deadline_s\": 1"},
+		{"tasks_per_client", 1, 64, ""},
 	};
 
 	(void)state;
@@ -395,6 +399,31 @@ static void test_limits_each_side(void **state)
 	assert_int_equal(APPL_POOL_MIN, 0);
 	for (size_t i = 0; i < sizeof(lims) / sizeof(lims[0]); i++)
 		limit_sides("limits", lims[i].name, lims[i].min, lims[i].ceil, lims[i].with);
+}
+
+/* A task must outlive its cell: a ttl below the deadline is refused,
+ * naming both; left out, the ttl grows to the deadline and a spare. */
+static void test_task_ttl_outlives_the_deadline(void **state)
+{
+	struct appl_err err = {0};
+	struct policy_limits l;
+	struct policy *p;
+
+	(void)state;
+	p = parse_with(", \"limits\": {\"deadline_s\": 600, \"task_ttl_s\": 599}", &err);
+	assert_null(p);
+	assert_non_null(
+		strstr(err.msg, "limits.task_ttl_s: must be at least limits.deadline_s (600), so"));
+	p = parse_with(", \"limits\": {\"deadline_s\": 3600}", &err);
+	assert_non_null(p);
+	policy_limits_get(p, &l);
+	assert_int_equal(l.task_ttl_s, 3660);
+	policy_free(p);
+	p = parse_with(", \"limits\": {\"deadline_s\": 600, \"task_ttl_s\": 600}", &err);
+	assert_non_null(p);
+	policy_limits_get(p, &l);
+	assert_int_equal(l.task_ttl_s, 600);
+	policy_free(p);
 }
 
 static void test_output_limits_cross_check(void **state)
@@ -2573,6 +2602,7 @@ int main(void)
 		cmocka_unit_test(test_tool_named),
 		cmocka_unit_test(test_approvals),
 		cmocka_unit_test(test_output_limits_cross_check),
+		cmocka_unit_test(test_task_ttl_outlives_the_deadline),
 		cmocka_unit_test(test_files_limits),
 		cmocka_unit_test(test_cells_per_client_default_follows_cells),
 		cmocka_unit_test(test_expires),
