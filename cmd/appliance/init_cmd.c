@@ -90,7 +90,7 @@ struct init_args {
 struct init_tool {
 	char *server, *name, *description;
 	json_t *input_schema, *output_schema;
-	bool read_only_hint, task_required;
+	bool read_only_hint;
 	bool out; /* left out: a cell could not be offered it */
 };
 
@@ -291,7 +291,6 @@ static int tool_keep(struct init *in, const char *server, const struct upstream_
 	k->input_schema = json_incref((json_t *)t->input_schema);
 	k->output_schema = json_incref((json_t *)t->output_schema);
 	k->read_only_hint = t->read_only_hint;
-	k->task_required = t->task_required;
 	in->ntools++;
 	if (!k->server || !k->name || (t->description && !k->description))
 		return -ENOMEM;
@@ -346,7 +345,7 @@ static void tool_out(struct init *in, const char *server, const char *name)
 
 /* Leave out what a cell could not be offered even by the writing role, so
  * that every entry of the policy names a tool that can be called: a schema
- * the validator cannot check, a tool that needs MCP tasks, a name that
+ * the validator cannot check, a name that
  * cannot become Python. */
 static int tools_judge(struct init *in, struct appl_err *err)
 {
@@ -363,9 +362,9 @@ static int tools_judge(struct init *in, struct appl_err *err)
 	for (size_t i = 0; i < in->ntools; i++) {
 		const struct init_tool *t = &in->tools[i];
 
-		v[i] = (struct bridge_tool_in){t->server,	t->name,	   t->description,
-					       t->input_schema, t->read_only_hint, t->output_schema,
-					       t->task_required};
+		v[i] = (struct bridge_tool_in){t->server,	  t->name,
+					       t->description,	  t->input_schema,
+					       t->read_only_hint, t->output_schema};
 	}
 	text = policy_draft_text(in->draft, &len, &p, err);
 	free(text);

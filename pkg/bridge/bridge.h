@@ -45,7 +45,6 @@ struct bridge_tool_in {
 	/* outputSchema (may be NULL): the stub's return type, and what every
 	 * structured result of the tool is checked against. */
 	const json_t *output_schema;
-	bool task_required; /* execution.taskSupport "required": not offered */
 };
 
 struct bridge_catalog;

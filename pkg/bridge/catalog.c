@@ -74,7 +74,6 @@ static int entry_fill(struct bridge_entry *e, const struct policy *p,
 		return -ENOMEM;
 	e->verdict = policy_call_check(p, who, t->server, t->name, t->read_only_hint, &e->access);
 	e->metric_tool = policy_tool_named(p, t->server, t->name);
-	e->task_required = t->task_required;
 	if (t->output_schema) {
 		e->output_schema = json_incref((json_t *)t->output_schema);
 		/* A schema the validator cannot read only means results go
@@ -383,8 +382,6 @@ const char *bridge_entry_why_not(const struct bridge_entry *e)
 		return policy_verdict_text(e->verdict);
 	if (!e->schema)
 		return e->schema_why;
-	if (e->task_required)
-		return "it needs MCP tasks, which the appliance does not use with upstream servers";
 	if (e->name_bad)
 		return "its name cannot become a Python name";
 	return NULL;

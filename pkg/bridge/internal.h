@@ -20,8 +20,7 @@ struct bridge_entry {
 	bool name_bad;
 	enum policy_verdict verdict;
 	enum policy_access access;
-	bool approval; /* each call needs a person's yes (policy_tool_approval) */
-	bool task_required;
+	bool approval;		   /* each call needs a person's yes (policy_tool_approval) */
 	json_t *output_schema;	   /* NULL: the tool declares none */
 	struct schema *out_schema; /* NULL: none, or it cannot be checked */
 	char *pyname;		   /* "ns.fn" in the cell; NULL: no name there */

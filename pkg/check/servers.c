@@ -40,8 +40,7 @@ static int tools_gather(struct check *c)
 
 			c->tools[c->ntools++] = (struct bridge_tool_in){
 				upstream_name(u), t->name,	     t->description,
-				t->input_schema,  t->read_only_hint, t->output_schema,
-				t->task_required};
+				t->input_schema,  t->read_only_hint, t->output_schema};
 		}
 	}
 	return 0;

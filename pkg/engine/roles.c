@@ -56,8 +56,7 @@ static struct bridge_tool_in *tools_gather(const struct upstream_set *ups, size_
 
 			in[k++] = (struct bridge_tool_in){upstream_name(u),  t->name,
 							  t->description,    t->input_schema,
-							  t->read_only_hint, t->output_schema,
-							  t->task_required};
+							  t->read_only_hint, t->output_schema};
 		}
 	}
 	*n = k;

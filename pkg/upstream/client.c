@@ -221,7 +221,7 @@ static int caller_submit(struct upstream *u, struct req *r, unsigned timeout_ms,
 		t = APPL_CALL_TIMEOUT_S_CEIL * 1000ull;
 	r->modern = u->v.modern;
 	r->kind = REQ_CALL;
-	r->id = u->next_id++;
+	r->id = r->handle = u->next_id++;
 	r->deadline_ms = loop_now_ms() + t;
 	r->cb = cb;
 	r->ctx = ctx;
@@ -244,6 +244,7 @@ int upstream_call_traced(struct upstream *u, const char *tool, const json_t *arg
 			 void *ctx, uint64_t *call_id, struct appl_err *err)
 {
 	struct req *r;
+	json_t *task;
 
 	if (!tool || !*tool || strlen(tool) > APPL_UPSTREAM_TOOL_NAME_MAX || !cb ||
 	    (args && !json_is_object(args)))
@@ -261,6 +262,15 @@ int upstream_call_traced(struct upstream *u, const char *tool, const json_t *arg
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	}
 	r->method = "tools/call";
+	/* A tool that runs only as a task: the call asks for one, as long as
+	 * the call may wait. */
+	task = upstream_task_param(u, tool,
+				   timeout_ms ? timeout_ms : APPL_CALL_TIMEOUT_S_DEF * 1000ull);
+	if (task && json_object_set_new(r->params, "task", task) < 0) {
+		upstream_req_free(r);
+		return appl_err_set(err, -ENOMEM, "out of memory");
+	}
+	r->task = task != NULL;
 	return caller_submit(u, r, timeout_ms, cb, ctx, call_id, err);
 }
 
@@ -284,12 +294,13 @@ int upstream_read(struct upstream *u, const char *uri, unsigned timeout_ms, upst
 
 void upstream_call_cancel(struct upstream *u, uint64_t call_id)
 {
-	struct req *r = upstream_req_find(u, call_id);
+	struct req *r = upstream_call_find(u, call_id);
 
-	if (!r || r->kind != REQ_CALL)
+	if (!r)
 		return;
-	if (r->sent)
+	if (r->sent && !r->poll_at)
 		u->tp->abandon(u->t, r->id, "cancelled by the caller");
+	upstream_task_cancel(u, r);
 	upstream_req_unlink(u, r);
 	upstream_req_free(r);
 	upstream_timer_rearm(u);

@@ -11,6 +11,8 @@
 #include "upstream/transport.h"
 #include "upstream/upstream.h"
 
+struct jsonrpc_msg;
+
 /* Room in a call's answer besides the result itself: the envelope
  * (jsonrpc, id) and a server's stray whitespace. */
 #define UP_ENVELOPE_MAX (16u * 1024)
@@ -34,6 +36,16 @@ struct req {
 	char *traceparent; /* a call's trace context (its _meta and, over HTTP,
 			    * its header), or NULL */
 	json_t *params;	   /* a call's params, kept to encode it again */
+	/* A call of a tool that runs only as an MCP task (task.c): its params
+	 * ask for one; once the server made it, its id, and the status is
+	 * asked for (tasks/get) every poll_ms until it ended, then its result
+	 * (tasks/result). handle is the caller's name for the call (its first
+	 * id: the ids of the requests after it are new). */
+	bool task;
+	char *task_id;
+	uint64_t poll_at; /* when to ask next; 0: a request of it is in flight */
+	unsigned poll_ms;
+	uint64_t handle;
 	upstream_result_cb cb;
 	void *ctx;
 };
@@ -67,6 +79,7 @@ struct upstream {
 	size_t result_max;  /* a call's result; its answer may be this and the envelope */
 	bool list_changed;  /* the server says its tool list may change */
 	bool resources;	    /* its last handshake declared capabilities.resources */
+	bool tasks;	    /* and capabilities.tasks.requests.tools.call (2025-11-25) */
 	bool probe_retried; /* server/discover asked twice this start */
 	/* Has every answer so far come for the oldest call sent? Then an
 	 * over-long answer whose id could not be read is that call's. */
@@ -132,6 +145,28 @@ void upstream_reqs_drop(struct upstream *u);
 /* The answer being dropped has ended: every call marked dropping ends over
  * the cap. */
 void upstream_dropped_end(struct upstream *u);
+
+/* Send r again as method (a static string) with params (borrowed), under
+ * a new id: 0, -ENOBUFS (no room now), or another error. */
+int upstream_req_resend(struct upstream *u, struct req *r, const char *method,
+			const json_t *params);
+/* The call whose caller's handle is handle (borrowed), or NULL. */
+struct req *upstream_call_find(const struct upstream *u, uint64_t handle);
+
+/* ---- task.c: calls run as MCP tasks ----------------------------------------- */
+
+/* The task a call of tool should ask for: {"ttl": ttl_ms}, new; NULL when
+ * the call goes plainly (the tool does not require tasks, or the server
+ * does not offer them, or it speaks 2026-07-28). */
+json_t *upstream_task_param(const struct upstream *u, const char *tool, uint64_t ttl_ms);
+/* Call r (a task's) got its answer m: taken (true), or (false) it is the
+ * call's final answer, for the usual path. */
+bool upstream_task_answer(struct upstream *u, struct req *r, const struct jsonrpc_msg *m);
+/* Ask for the status of every task whose turn it is. */
+void upstream_task_polls(struct upstream *u);
+/* Call r is given up (its deadline, its caller): its task is cancelled at
+ * the server (tasks/cancel), when it has one. */
+void upstream_task_cancel(struct upstream *u, struct req *r);
 
 /* ---- list.c: tools/list pages ----------------------------------------------- */
 

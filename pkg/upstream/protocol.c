@@ -53,6 +53,8 @@ static void call_answered(struct upstream *u, struct req *r, const struct jsonrp
 
 	if (r != upstream_call_oldest(u))
 		u->in_order = false;
+	if (r->task && upstream_task_answer(u, r, m))
+		return;
 	if (m->kind == JSONRPC_ERROR) {
 		reason_clean(m->error_message, reason, sizeof(reason));
 		upstream_call_finish(u, r, UPSTREAM_ERROR, NULL,
@@ -207,6 +209,10 @@ static void caps_take(struct upstream *u, const json_t *caps)
 {
 	u->list_changed = tools_list_changes(caps);
 	u->resources = json_is_object(json_object_get(caps, "resources"));
+	u->tasks = json_is_object(json_object_get(
+		json_object_get(json_object_get(json_object_get(caps, "tasks"), "requests"),
+				"tools"),
+		"call"));
 }
 
 static bool names_modern(const json_t *versions)
@@ -580,7 +586,8 @@ static void session_over(void *core, uint64_t id)
 
 	if (!r)
 		return;
-	if (r->resent) {
+	/* A task lives in the session that made it: it went with it. */
+	if (r->resent || r->task_id) {
 		upstream_call_finish(u, r, UPSTREAM_UNAVAILABLE, NULL, UPSTREAM_REASON_UNAVAILABLE);
 		return;
 	}
@@ -635,9 +642,11 @@ static void req_expired(struct upstream *u, struct req *r)
 		return;
 	}
 	if (r->kind == REQ_CALL) {
-		/* MCP: the sender of a request that timed out cancels it. */
-		if (r->sent)
+		/* MCP: the sender of a request that timed out cancels it, and
+		 * its task. */
+		if (r->sent && !r->poll_at)
 			u->tp->abandon(u->t, r->id, UPSTREAM_REASON_TIMEOUT);
+		upstream_task_cancel(u, r);
 		upstream_call_finish(u, r, UPSTREAM_TIMEOUT, NULL, UPSTREAM_REASON_TIMEOUT);
 		return;
 	}
@@ -667,6 +676,7 @@ void upstream_timer_fire(void *data)
 {
 	struct upstream *u = data;
 
+	upstream_task_polls(u);
 	/* One at a time from the head: a callback may change the list. */
 	for (;;) {
 		uint64_t now = loop_now_ms();

@@ -22,6 +22,7 @@ void upstream_req_free(struct req *r)
 	free(r->line);
 	free(r->tool);
 	free(r->traceparent);
+	free(r->task_id);
 	json_decref(r->params);
 	free(r);
 }
@@ -89,8 +90,9 @@ void upstream_req_unlink(struct upstream *u, struct req *r)
 
 struct req *upstream_req_find(const struct upstream *u, uint64_t id)
 {
+	/* A task between two requests has none in flight. */
 	for (struct req *r = u->head; r; r = r->next)
-		if (r->id == id)
+		if (r->id == id && !r->poll_at)
 			return r;
 	return NULL;
 }
@@ -100,9 +102,12 @@ void upstream_timer_rearm(struct upstream *u)
 {
 	uint64_t first = UINT64_MAX, now;
 
-	for (const struct req *r = u->head; r; r = r->next)
+	for (const struct req *r = u->head; r; r = r->next) {
 		if (r->deadline_ms < first)
 			first = r->deadline_ms;
+		if (r->poll_at && r->poll_at < first) /* a task's next status */
+			first = r->poll_at;
+	}
 	if (u->relisten_at_ms && u->relisten_at_ms < first)
 		first = u->relisten_at_ms;
 	if (first == UINT64_MAX) {
@@ -249,7 +254,7 @@ void upstream_unsent_flush(struct upstream *u)
 		int rc;
 
 		next = r->next;
-		if (r->kind != REQ_CALL || r->sent)
+		if (r->kind != REQ_CALL || r->sent || r->task_id)
 			continue;
 		if ((rc = call_send(u, r)) == -ENOBUFS)
 			return;
@@ -308,9 +313,35 @@ void upstream_call_finish(struct upstream *u, struct req *r, int status, const j
 struct req *upstream_call_oldest(const struct upstream *u)
 {
 	for (struct req *r = u->head; r; r = r->next)
-		if (r->kind == REQ_CALL && r->sent)
+		if (r->kind == REQ_CALL && r->sent && !r->poll_at)
 			return r;
 	return NULL;
+}
+
+struct req *upstream_call_find(const struct upstream *u, uint64_t handle)
+{
+	for (struct req *r = u->head; r; r = r->next)
+		if (r->kind == REQ_CALL && r->handle == handle)
+			return r;
+	return NULL;
+}
+
+int upstream_req_resend(struct upstream *u, struct req *r, const char *method, const json_t *params)
+{
+	char *line = NULL;
+	size_t len;
+	int rc;
+
+	if ((rc = upstream_request_encode(u, u->next_id, method, params, &line, &len, NULL)) < 0)
+		return rc;
+	r->id = u->next_id++;
+	r->method = method;
+	r->sent = false;
+	rc = tp_send(u, r, line, len, true);
+	free(line);
+	if (rc == 0)
+		r->sent = true;
+	return rc;
 }
 
 /* Fail every call, one at a time from the head, so a callback that cancels

@@ -95,7 +95,7 @@ struct upstream_tool {
 	const json_t *output_schema;
 	bool read_only_hint; /* annotations.readOnlyHint is exactly true */
 	/* execution.taskSupport is exactly "required": the server runs the
-	 * tool only as an MCP task, which this client does not use. */
+	 * tool only as an MCP task, so each call of it asks for one (task.c). */
 	bool task_required;
 };
 

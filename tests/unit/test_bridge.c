@@ -79,17 +79,17 @@ static struct bridge_catalog *catalog(const char *role)
 	json_t *unsup = load("{\"type\":\"object\",\"unevaluatedProperties\":false}");
 	json_t *bad = load("{\"type\":\"object\",\"properties\":{\"x\":{\"$ref\":\"#/nowhere\"}}}");
 	struct bridge_tool_in t[] = {
-		{"a", "sum", "Add.", sum, true, NULL, false},
-		{"a", "open", "Open.", open, true, NULL, false},
-		{"a", "bare", NULL, bare, true, NULL, false},
-		{"a", "put", "Write.", sum, false, NULL, false},
-		{"a", "hidden", "Not read-only, not listed.", sum, false, NULL, false},
-		{"a", "unsup", NULL, unsup, true, NULL, false},
-		{"a", "bad", NULL, bad, true, NULL, false},
-		{"a", "noschema", NULL, NULL, true, NULL, false},
-		{"b", "echo", "Echo.", open, false, NULL, false},
-		{"a", "sum", "A twin: dropped.", bare, true, NULL, false},
-		{"c", "x", "A server the policy does not name.", bare, true, NULL, false},
+		{"a", "sum", "Add.", sum, true, NULL},
+		{"a", "open", "Open.", open, true, NULL},
+		{"a", "bare", NULL, bare, true, NULL},
+		{"a", "put", "Write.", sum, false, NULL},
+		{"a", "hidden", "Not read-only, not listed.", sum, false, NULL},
+		{"a", "unsup", NULL, unsup, true, NULL},
+		{"a", "bad", NULL, bad, true, NULL},
+		{"a", "noschema", NULL, NULL, true, NULL},
+		{"b", "echo", "Echo.", open, false, NULL},
+		{"a", "sum", "A twin: dropped.", bare, true, NULL},
+		{"c", "x", "A server the policy does not name.", bare, true, NULL},
 	};
 	struct bridge_catalog *c = NULL;
 	struct appl_err err = {0};
@@ -977,8 +977,8 @@ static const char GATED[] =
 static struct bridge_run *gated_run(struct fake *f, struct policy **gp)
 {
 	json_t *sum = load(SUM_SCHEMA);
-	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL, false},
-				     {"a", "put", "Put.", sum, false, NULL, false}};
+	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL},
+				     {"a", "put", "Put.", sum, false, NULL}};
 	struct bridge_limits lim = {.max_calls = 50,
 				    .concurrency = 4,
 				    .call_timeout_ms = 30000,
@@ -1282,10 +1282,10 @@ static struct bridge_run *slots_run(struct policy *p, const char *role, struct f
 				    struct cell *cell, unsigned concurrency)
 {
 	json_t *sum = load(SUM_SCHEMA), *out = load(TYPED_OUT);
-	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL, false},
+	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL},
 				     {"a", "typed", "Typed.", sum, true, out, false},
 				     {"a", "get-sum", "Dashed.", sum, true, NULL, false},
-				     {"b", "sum", "Add.", sum, true, NULL, false}};
+				     {"b", "sum", "Add.", sum, true, NULL}};
 	struct bridge_limits lim = {.max_calls = 50,
 				    .concurrency = concurrency,
 				    .call_timeout_ms = 30000,

@@ -88,9 +88,14 @@ static void fake_initialize(const char *mode, json_t *id)
 		json_object_set_new(caps, "resources", json_object());
 	else if (strcmp(mode, "resstring") == 0)
 		json_object_set_new(caps, "resources", json_string("yes"));
+	else if (strcmp(mode, "tasks") == 0)
+		json_object_set_new(caps, "tasks",
+				    json_pack("{s:{s:{s:{}}}}", "requests", "tools", "call"));
 	fake_result(id,
 		    json_pack("{s:s, s:o, s:{s:s, s:s}}", "protocolVersion",
-			      strcmp(mode, "version") == 0 ? "1999-01-01" : "2025-06-18",
+			      strcmp(mode, "version") == 0 ? "1999-01-01"
+			      : strcmp(mode, "tasks") == 0 ? "2025-11-25"
+							   : "2025-06-18",
 			      "capabilities", caps, "serverInfo", "name", "fake", "version", "1"));
 }
 
@@ -120,6 +125,13 @@ static json_t *fake_page(const char *mode, int page)
 		json_array_append_new(tools, json_pack("{s:s, s:{}, s:n, s:{s:b}}", "name",
 						       "nulled", "inputSchema", "outputSchema",
 						       "execution", "taskSupport", 1));
+		json_array_append_new(tools, fake_tool("plain", "a tool"));
+	} else if (strcmp(mode, "tasks") == 0) {
+		/* t runs only as a task; report and plain are plain tools */
+		json_array_append_new(tools,
+				      json_pack("{s:s, s:{}, s:{s:s}}", "name", "t", "inputSchema",
+						"execution", "taskSupport", "required"));
+		json_array_append_new(tools, fake_tool("report", "what the server saw"));
 		json_array_append_new(tools, fake_tool("plain", "a tool"));
 	} else if (strcmp(mode, "skip") == 0) {
 		json_array_append_new(tools, json_pack("{s:s}", "description", "no name"));
@@ -180,6 +192,11 @@ struct fake {
 	int page;
 	json_t *held;	 /* a call left unanswered */
 	json_t *answers; /* what the client answered our requests */
+	/* mode "tasks": each task made (by the argument "mode" of its call:
+	 * ok, forever, cancelled, badid), the tasks/get it had, and every
+	 * tasks method's params */
+	json_t *tasks;
+	json_t *seen;
 };
 
 static void fake_call(struct fake *f, json_t *id, json_t *params)
@@ -191,8 +208,18 @@ static void fake_call(struct fake *f, json_t *id, json_t *params)
 	if (strcmp(f->mode, "error") == 0) {
 		fake_error(id);
 	} else if (strcmp(tool, "report") == 0) {
-		fake_result(id, json_pack("{s:[], s:{s:O}}", "content", "structuredContent",
-					  "answers", f->answers));
+		fake_result(id, json_pack("{s:[], s:{s:O, s:O}}", "content", "structuredContent",
+					  "answers", f->answers, "seen", f->seen));
+	} else if (strcmp(tool, "t") == 0 && json_object_get(params, "task")) {
+		/* a task: "badid" names it with a control character */
+		char tid[32];
+
+		snprintf(tid, sizeof(tid), "%s-%zu", arg, json_object_size(f->tasks));
+		json_object_set_new(f->tasks, tid, json_pack("{s:s, s:i}", "mode", arg, "gets", 0));
+		if (strcmp(arg, "badid") == 0)
+			tid[0] = '\x01';
+		fake_result(id, json_pack("{s:{s:s, s:s, s:i}}", "task", "taskId", tid, "status",
+					  "working", "pollInterval", 10));
 	} else if (arg && strcmp(arg, "tail") == 0) {
 		/* 200 KiB of result, and the id only at the end of the line */
 		char *id_text = json_dumps(id, JSON_ENCODE_ANY);
@@ -271,6 +298,33 @@ static void fake_cancelled(struct fake *f)
 	f->held = NULL;
 }
 
+/* tasks/get, tasks/result and tasks/cancel of mode "tasks": a task "ok"
+ * works for two polls, "forever" never ends, "cancelled" says so. */
+static void fake_task(struct fake *f, json_t *id, const char *method, json_t *params)
+{
+	const char *tid = json_string_value(json_object_get(params, "taskId"));
+	json_t *t = tid ? json_object_get(f->tasks, tid) : NULL;
+	const char *mode = json_string_value(json_object_get(t, "mode"));
+	json_int_t gets = json_integer_value(json_object_get(t, "gets"));
+
+	json_array_append_new(f->seen, json_pack("{s:s, s:O}", "method", method, "params", params));
+	if (!t) {
+		fake_error(id);
+	} else if (strcmp(method, "tasks/get") == 0) {
+		json_object_set_new(t, "gets", json_integer(gets + 1));
+		fake_result(id, json_pack("{s:s, s:s, s:i}", "taskId", tid, "status",
+					  strcmp(mode, "cancelled") == 0	 ? "cancelled"
+					  : strcmp(mode, "ok") == 0 && gets >= 2 ? "completed"
+										 : "working",
+					  "pollInterval", 10));
+	} else if (strcmp(method, "tasks/result") == 0) {
+		fake_result(id, json_pack("{s:[{s:s, s:s}]}", "content", "type", "text", "text",
+					  "task done"));
+	} else {
+		fake_result(id, json_pack("{s:s, s:s}", "taskId", tid, "status", "cancelled"));
+	}
+}
+
 static void fake_line(struct fake *f, json_t *m)
 {
 	const char *method = json_string_value(json_object_get(m, "method"));
@@ -291,11 +345,16 @@ static void fake_line(struct fake *f, json_t *m)
 		fake_read(f, id, json_object_get(m, "params"));
 	else if (strcmp(method, "notifications/cancelled") == 0)
 		fake_cancelled(f);
+	else if (strncmp(method, "tasks/", 6) == 0)
+		fake_task(f, id, method, json_object_get(m, "params"));
 }
 
 static int fake_main(const char *mode)
 {
-	struct fake f = {.mode = mode, .answers = json_array()};
+	struct fake f = {.mode = mode,
+			 .answers = json_array(),
+			 .tasks = json_object(),
+			 .seen = json_array()};
 	char *line = NULL;
 	size_t cap = 0;
 
@@ -317,6 +376,8 @@ static int fake_main(const char *mode)
 	free(line);
 	json_decref(f.held);
 	json_decref(f.answers);
+	json_decref(f.tasks);
+	json_decref(f.seen);
 	return 0;
 }
 
@@ -1236,6 +1297,96 @@ static void test_tool_output_schema_and_tasks(void **state)
 
 /* capabilities.resources: an object declares them; none, or something
  * else, does not; nothing is known before the handshake. */
+/* The tasks methods the fake saw, in order ("tasks/get", ...), as one
+ * space-separated string (new). */
+static char *tasks_seen(struct env_t *e)
+{
+	struct cap c = {0};
+	const json_t *seen, *v;
+	size_t i;
+	char *out = calloc(1, 4096);
+
+	call_wait(e, "report", NULL, 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	seen = json_object_get(json_object_get(c.result, "structuredContent"), "seen");
+	json_array_foreach(seen, i, v) {
+		const char *m = json_string_value(json_object_get(v, "method"));
+
+		strncat(out, m + 6, 4095 - strlen(out));
+		strncat(out, " ", 4095 - strlen(out));
+	}
+	cap_clear(&c);
+	return out;
+}
+
+/* A call of a tool that runs only as a task asks for one, polls its status
+ * at the server's interval until it completed, then takes its result; a
+ * plain tool of the same server is called plainly. */
+static void test_task_call_polls_to_its_result(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	char *seen;
+	(void)state;
+
+	start_ready(&e, fake(&b, "tasks"), NULL);
+	assert_true(upstream_tool_get(e.u, 0)->task_required);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "ok"), 5000, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(text0(&c), "task done");
+	cap_clear(&c);
+	call_wait(&e, "plain", json_pack("{s:s}", "mode", "direct"), 0, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(text0(&c), "direct");
+	cap_clear(&c);
+	seen = tasks_seen(&e);
+	assert_string_equal(seen, "get get get result ");
+	free(seen);
+	stop(&e);
+}
+
+/* A call given up, by its timeout or its caller, cancels its task at the
+ * server; a task the server cancelled, or one it names with bytes we would
+ * not send back, ends the call with an error. */
+static void test_task_cancelled_both_ways(void **state)
+{
+	struct srvbuf b;
+	struct env_t e;
+	struct cap c = {0};
+	struct appl_err err = {0};
+	json_t *args = json_pack("{s:s}", "mode", "forever");
+	uint64_t id;
+	char *seen;
+	(void)state;
+
+	start_ready(&e, fake(&b, "tasks"), NULL);
+	call_wait(&e, "t", json_incref(args), 300, &c);
+	assert_int_equal(c.status, UPSTREAM_TIMEOUT);
+	cap_clear(&c);
+	assert_int_equal(upstream_call(e.u, "t", args, 5000, cap_cb, &c, &id, &err), 0);
+	RUN_UNTIL(e.loop, 0, 400); /* made, and polled once at least */
+	upstream_call_cancel(e.u, id);
+	assert_int_equal(c.done, 0);
+	json_decref(args);
+	seen = tasks_seen(&e);
+	/* each was polled, then ended with tasks/cancel */
+	assert_non_null(strstr(seen, "get cancel "));
+	assert_non_null(strstr(strstr(seen, "cancel ") + 7, "get cancel "));
+	assert_null(strstr(strstr(strstr(seen, "cancel ") + 7, "cancel ") + 7, "cancel"));
+	assert_string_equal(seen + strlen(seen) - 7, "cancel ");
+	free(seen);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "cancelled"), 5000, &c);
+	assert_int_equal(c.status, UPSTREAM_ERROR);
+	assert_string_equal(c.reason, "the server cancelled its task");
+	cap_clear(&c);
+	call_wait(&e, "t", json_pack("{s:s}", "mode", "badid"), 5000, &c);
+	assert_int_equal(c.status, UPSTREAM_ERROR);
+	assert_non_null(strstr(c.reason, "no usable taskId"));
+	cap_clear(&c);
+	stop(&e);
+}
+
 static void test_has_resources(void **state)
 {
 	struct srvbuf b;
@@ -1915,6 +2066,8 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_overlong_answer_ends_its_call_at_its_end),
 		cmocka_unit_test(test_tool_output_schema_and_tasks),
 		cmocka_unit_test(test_has_resources),
+		cmocka_unit_test(test_task_call_polls_to_its_result),
+		cmocka_unit_test(test_task_cancelled_both_ways),
 		cmocka_unit_test(test_read_round_trip),
 		cmocka_unit_test(test_read_timeout_and_cancel),
 		cmocka_unit_test(test_read_bad_uri),
