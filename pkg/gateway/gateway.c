@@ -74,6 +74,7 @@ static void on_run(struct mcp_run *mr, const struct mcp_request *req, const char
 			       .withdraw = client_withdraw,
 			       .answer = client_answer,
 			       .c = mr,
+			       .task = req->task,
 			       .trace = req->trace};
 	struct engine_session_args sa = {
 		.session = req->run_session, .end = req->end_session, .bind = req->bind};

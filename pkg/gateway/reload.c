@@ -83,15 +83,17 @@ static void principals_retire(struct gateway *gw, struct gw_principal **now)
 {
 	for (size_t i = 0; gw->principals && gw->principals[i]; i++) {
 		struct gw_principal *gp = gw->principals[i];
-		unsigned ended;
+		unsigned ended, tasks;
 
 		if (in(now, gp))
 			continue;
 		ended = mcp_http_principal_end(gw->http, &gp->p,
 					       "the client's token was taken out of the policy");
+		tasks = mcp_server_client_tasks_end(gw->srv, gp->client, "reload");
 		log_line(LOG_INFO, NULL,
-			 "%s: its token is no longer in the policy: %u session%s ended", gp->client,
-			 ended, ended == 1 ? "" : "s");
+			 "%s: its token is no longer in the policy: %u session%s and %u task%s "
+			 "ended",
+			 gp->client, ended, ended == 1 ? "" : "s", tasks, tasks == 1 ? "" : "s");
 		engine_sessions_end_client(gw->e, gp->client, "reload");
 		gp->p.role = NULL;
 		gp->next = gw->retired;

@@ -112,7 +112,7 @@ static void ask_send(struct mcp_run *r, struct mcp_ask *a)
 	if (id && jsonrpc_request_encode(id, "elicitation/create", a->params, APPL_RPC_MESSAGE_MAX,
 					 &line, &len, NULL) == 0) {
 		if (r->task)
-			mcp_task_send_request(r->task, line, len);
+			mcp_task_send_request(r->task, line, len, a->key);
 		else
 			mcp_send_line_for(r->s, r->id, line, len);
 	}
@@ -248,7 +248,10 @@ void mcp_ask_cancel(struct mcp_ask *a)
 	struct mcp_run *r = a->run;
 
 	mcp_ask_unlink(a);
-	if (a->legacy) {
+	if (r->task)
+		mcp_task_touch(r->task);
+	/* A task's question its client never got is dropped unheard. */
+	if (a->legacy && !(r->task && mcp_task_unsend(r->task, a->key))) {
 		json_t *params =
 			json_pack("{ss ss}", "requestId", a->key, "reason", "no answer in time");
 

@@ -83,6 +83,7 @@ struct task_line {
 	struct task_line *next;
 	char *line;
 	size_t len;
+	char key[32]; /* the question's (mcp_ask.key) */
 };
 
 #define MCP_TASK_ID_LEN 32 /* hex of 16 random bytes */
@@ -198,9 +199,12 @@ void mcp_task_answer_waits(struct mcp_task *t);
 int mcp_task_wait(struct mcp_task *t, struct mcp_session *s, const json_t *id);
 /* The request id of s no longer waits (cancelled). */
 void mcp_task_unwait(struct mcp_server *srv, struct mcp_session *s, const json_t *id);
-/* A request line (steals it) to t's client: to a tasks/result waiting for
- * it, or held until one comes. */
-void mcp_task_send_request(struct mcp_task *t, char *line, size_t len);
+/* The request line (steals it) of question key to t's client: to a
+ * tasks/result waiting for it, or held until one comes. */
+void mcp_task_send_request(struct mcp_task *t, char *line, size_t len, const char *key);
+/* Question key is withdrawn: true when its line was still held (and is
+ * dropped: the client never saw it), false when it went out. */
+bool mcp_task_unsend(struct mcp_task *t, const char *key);
 /* t is gone (why: "expired" or "dropped"): its result, session and lines
  * are freed; its id stays until it expires. Its run must have ended. */
 void mcp_task_forget(struct mcp_task *t, const char *why);

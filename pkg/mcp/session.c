@@ -330,6 +330,8 @@ static void tool_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 	r->tool = true;
 	r->structured = t->output_schema != NULL;
 	call.bind = s->legacy ? s->serial : 0;
+	call.task = r->task != NULL;
+	call.id = r->id; /* a task's run answers the task, under its id */
 	call.tool = t->name;
 	call.args = args;
 	s->srv->hooks.on_run(r, &call, NULL, 0, s->srv->hooks.data);
@@ -379,6 +381,8 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 	if (!(r = call_run(s, m, req, text, len)))
 		return;
 	call.bind = s->legacy ? s->serial : 0;
+	call.task = r->task != NULL;
+	call.id = r->id; /* a task's run answers the task, under its id */
 	s->srv->hooks.on_run(r, &call, text, len, s->srv->hooks.data);
 }
 

@@ -110,6 +110,10 @@ struct mcp_request {
 	 * (an object; borrowed for the call), and code NULL. NULL: run_python. */
 	const char *tool;
 	const json_t *args;
+	/* on_run: the call runs as an MCP task (docs/tasks.md), its answer
+	 * kept for the client's tasks/get or tasks/result; id is then the
+	 * task's id (the request was answered with the task). */
+	bool task;
 	/* The request's span (on_run: the run's goes below it), or NULL. */
 	const struct trace_ctx *trace;
 	/* The legacy MCP session the request came in (initialize made it): a
@@ -226,6 +230,11 @@ void mcp_run_poke(struct mcp_run *run);
  * request or its task), "ttl" (its task expired), or NULL (its client went
  * away, or the appliance stops). */
 const char *mcp_run_cancelled_by(const struct mcp_run *run);
+
+/* client is no longer one (its token left the policy): its tasks' runs
+ * are cancelled (by: who, for on_cancel) and its tasks dropped, their ids
+ * unknown from now on. How many there were. */
+unsigned mcp_server_client_tasks_end(struct mcp_server *srv, const char *client, const char *by);
 
 /* The appliance stops: every task's run is cancelled (on_cancel) and every
  * task dropped. Before mcp_server_free. */

@@ -310,6 +310,23 @@ void mcp_tasks_expire(void *data)
 	mcp_task_timer_arm(srv);
 }
 
+unsigned mcp_server_client_tasks_end(struct mcp_server *srv, const char *client, const char *by)
+{
+	unsigned n = 0;
+
+	for (struct mcp_task *t = srv->tasks, *next; t; t = next) {
+		next = t->next;
+		if (strcmp(t->client, client) != 0)
+			continue;
+		if (t->run)
+			mcp_run_cancel(t->run, by);
+		n += !t->gone;
+		mcp_task_free(t);
+		next = srv->tasks; /* a cancel may have changed the list */
+	}
+	return n;
+}
+
 void mcp_server_tasks_end(struct mcp_server *srv)
 {
 	while (srv->tasks) {

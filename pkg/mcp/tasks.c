@@ -93,7 +93,7 @@ static void task_close(void *tp, const char *why)
 	(void)why;
 }
 
-void mcp_task_send_request(struct mcp_task *t, char *line, size_t len)
+void mcp_task_send_request(struct mcp_task *t, char *line, size_t len, const char *key)
 {
 	struct mcp_session *s = NULL;
 	struct task_wait *w = live_wait(t, &s);
@@ -109,9 +109,25 @@ void mcp_task_send_request(struct mcp_task *t, char *line, size_t len)
 	}
 	l->line = line;
 	l->len = len;
+	snprintf(l->key, sizeof(l->key), "%s", key);
 	for (end = &t->lines; *end; end = &(*end)->next)
 		;
 	*end = l;
+}
+
+bool mcp_task_unsend(struct mcp_task *t, const char *key)
+{
+	for (struct task_line **pl = &t->lines; *pl; pl = &(*pl)->next) {
+		struct task_line *l = *pl;
+
+		if (strcmp(l->key, key) != 0)
+			continue;
+		*pl = l->next;
+		free(l->line);
+		free(l);
+		return true;
+	}
+	return false;
 }
 
 /* ---- a task's life -------------------------------------------------------------- */

@@ -95,6 +95,9 @@ static void audit_start(struct run *r)
 		json_decref(body);
 		body = NULL;
 	}
+	/* A run that answers an MCP task, not a request held open. */
+	if (body && r->client.task)
+		json_object_set_new(body, "task", json_true());
 	audit_event(r->set->audit, "run.start", body);
 	json_decref(body);
 }

@@ -92,6 +92,8 @@ struct run_client {
 	 * text naming the exception or the first mismatch. NULL: run_python. */
 	const struct policy_code_tool *tool;
 	const json_t *args;
+	/* The run answers an MCP task (docs/tasks.md): its audit line says so. */
+	bool task;
 	/* The span of the request that asked for the run (copied; NULL: none):
 	 * the run's span goes below it. */
 	const struct trace_ctx *trace;

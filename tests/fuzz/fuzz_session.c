@@ -13,10 +13,11 @@
  *   - every question put to the client (mcp_run_ask) is answered or
  *     withdrawn exactly once;
  *   - every result to a 2026-07-28 request carries resultType "complete"
- *     (or "input_required", with its requestState), and no result to a
- *     legacy one carries a resultType.
+ *     (or "input_required", with its requestState, or "task", with its
+ *     taskId), and no result to a legacy one carries a resultType.
  * A line's "@S@" is replaced by the last requestState the session gave
- * out, so retries reach past the MAC.
+ * out, so retries reach past the MAC, and "@T@" by the last task id, so
+ * the tasks methods reach a task (runs become tasks as clients ask).
  */
 #define _GNU_SOURCE
 #include <stdbool.h>
@@ -54,6 +55,7 @@ struct state {
 	bool open[ASKS_MAX];
 	unsigned long asked, answered;
 	char state[128]; /* the last requestState */
+	char task[64];	 /* the last taskId */
 	unsigned era;	 /* of the request being answered now; 0: not known */
 };
 
@@ -99,8 +101,17 @@ static int t_send(void *t, char *line, size_t len)
 		const json_t *res = json_object_get(v, "result");
 		const char *rt = json_string_value(json_object_get(res, "resultType"));
 
+		const char *tid = json_string_value(json_object_get(res, "taskId"));
+
+		if (!tid)
+			tid = json_string_value(
+				json_object_get(json_object_get(res, "task"), "taskId"));
+		if (tid)
+			snprintf(st.task, sizeof(st.task), "%s", tid);
 		if (res && st.era == MCP_ERA_MODERN &&
 		    (!rt || (strcmp(rt, "complete") != 0 &&
+			     (strcmp(rt, "task") != 0 ||
+			      !json_is_string(json_object_get(res, "taskId"))) &&
 			     (strcmp(rt, "input_required") != 0 ||
 			      !json_is_string(json_object_get(res, "requestState"))))))
 			__builtin_trap(); /* a modern result that does not say what it is */
@@ -200,6 +211,14 @@ static void progress(struct mcp_run *run, struct mcp_progress *p, void *data)
 	p->out_len = 5;
 }
 
+static void task_limits(struct mcp_task_limits *out, void *data)
+{
+	(void)data;
+	out->ttl_ms = 60000;
+	out->min_ttl_ms = 0;
+	out->per_client = 3;
+}
+
 static const char *description(const char *role, void *data)
 {
 	(void)role;
@@ -295,6 +314,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 					 .progress = progress,
 					 .description = description,
 					 .listing = listing,
+					 .task_limits = task_limits,
 					 .output_schema = cell_outcome_schema()};
 	struct mcp_transport t = {.send = t_send, .close = t_close};
 	struct appl_err err = {0};
@@ -318,14 +338,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		size_t len = nl ? (size_t)(nl - (data + at)) : size - at;
 		const char *line = (const char *)data + at;
 		const char *mark = len >= 3 ? memmem(line, len, "@S@", 3) : NULL;
+		const char *with = st.state;
 
+		if (!mark && len >= 3 && (mark = memmem(line, len, "@T@", 3)))
+			with = st.task;
 		if (mark) {
-			size_t head = (size_t)(mark - line), n = strlen(st.state);
+			size_t head = (size_t)(mark - line), n = strlen(with);
 			char *buf = malloc(len - 3 + n + 1);
 
 			if (buf) {
 				memcpy(buf, line, head);
-				memcpy(buf + head, st.state, n);
+				memcpy(buf + head, with, n);
 				memcpy(buf + head + n, mark + 3, len - head - 3);
 				st.era = line_era(buf, len - 3 + n);
 				mcp_session_input(s, buf, len - 3 + n);
@@ -342,6 +365,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		at += len + 1;
 	}
 	mcp_session_free(s);
+	mcp_server_tasks_end(srv); /* the tasks outlive their session */
 	if (st.nruns || st.ended != st.handed || st.asked != st.answered)
 		__builtin_trap();
 	mcp_server_free(srv);

@@ -199,7 +199,7 @@ def a_token_taken_out_ends_its_sessions_and_is_refused_from_the_next_request():
                                       "sha256": hashlib.sha256(other.encode()).hexdigest()}]}
         live.sign(doc)
         live.reload("reloaded")
-        live.wait_log("ops: its token is no longer in the policy: 1 session ended")
+        live.wait_log("ops: its token is no longer in the policy: 1 session and 0 tasks ended")
         assert post(live.port, listing, TOKEN, sid)[0] == 401
         assert post(live.port, init, TOKEN)[0] == 401
         assert post(live.port, init, other)[0] == 200
