@@ -106,6 +106,7 @@ struct mcp_task {
 	const char *status;	   /* once it ended: completed or cancelled; NULL before */
 	char *message;		   /* the status message it ended with */
 	json_t *result;		   /* completed: the CallToolResult */
+	size_t result_bytes;	   /* its size as compact JSON (the metrics' gauge) */
 	uint64_t created, updated; /* wall clock, ms */
 	uint64_t ttl_ms, expires;  /* expires: loop clock */
 	const char *gone;	   /* why it is gone: "expired" or "dropped"; NULL: kept */

@@ -13,6 +13,7 @@
 #include "jsonrpc/jsonrpc.h"
 #include "log/log.h"
 #include "mcp/internal.h"
+#include "metrics/metrics.h"
 
 /* How often a client is asked to poll, in ms. */
 #define TASK_POLL_MS 2000u
@@ -36,6 +37,20 @@ static json_t *iso_time(uint64_t ms)
 		return json_string("1970-01-01T00:00:00Z");
 	snprintf(out, sizeof(out), "%s.%03uZ", buf, (unsigned)(ms % 1000u));
 	return json_string(out);
+}
+
+/* The gauges: tasks kept, and the bytes of their results (as compact
+ * JSON, counted once when kept). */
+static void gauges(const struct mcp_server *srv)
+{
+	int64_t n = 0, bytes = 0;
+
+	for (const struct mcp_task *t = srv->tasks; t; t = t->next) {
+		n += !t->gone;
+		bytes += (int64_t)t->result_bytes;
+	}
+	metrics_set(METRICS_TASKS, n);
+	metrics_set(METRICS_TASK_BYTES, bytes);
 }
 
 /* ---- where a task's run's messages go ------------------------------------------ */
@@ -205,6 +220,7 @@ struct mcp_task *mcp_task_new(struct mcp_session *s, const struct mcp_request *r
 	t->next = srv->tasks;
 	srv->tasks = t;
 	mcp_task_timer_arm(srv);
+	gauges(srv);
 	return t;
 }
 
@@ -325,7 +341,9 @@ void mcp_task_end(struct mcp_task *t, json_t *result, const char *by)
 	}
 	t->run = NULL;
 	t->result = result;
+	t->result_bytes = result ? json_dumpb(result, NULL, 0, JSON_COMPACT) : 0;
 	t->status = result ? "completed" : "cancelled";
+	gauges(t->srv);
 	if (!result) {
 		snprintf(msg, sizeof(msg), "cancelled%s%s", by ? " by " : "", by ? by : "");
 		t->message = strdup(msg);
@@ -393,6 +411,8 @@ void mcp_task_forget(struct mcp_task *t, const char *why)
 	t->gone = why;
 	json_decref(t->result);
 	t->result = NULL;
+	t->result_bytes = 0;
+	gauges(t->srv);
 	run_session_free(t->hs);
 	t->hs = NULL;
 	if (!t->status)
@@ -417,6 +437,7 @@ void mcp_task_free(struct mcp_task *t)
 	free(t->client);
 	free(t->role);
 	free(t);
+	gauges(srv);
 }
 
 void mcp_task_timer_arm(struct mcp_server *srv)

@@ -45,6 +45,8 @@ enum metrics_family {
 	METRICS_AUDIT_FAILURES,	   /* counter */
 	METRICS_RELOADS,	   /* counter {outcome} */
 	METRICS_SPANS,		   /* counter {outcome}: sent, lost */
+	METRICS_TASKS,		   /* gauge: MCP tasks kept, working or ended */
+	METRICS_TASK_BYTES,	   /* gauge: bytes of the tasks' results kept */
 	METRICS_POLICY_SERIAL,	   /* gauge */
 	METRICS_POLICY_EXPIRY,	   /* gauge */
 	METRICS_FAMILIES

@@ -15,6 +15,7 @@
 
 #include "loop/loop.h"
 #include "mcp/session.h"
+#include "metrics/metrics.h"
 
 #define MODERN_CAPS(ext)                                                                           \
 	"\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\","                   \
@@ -192,6 +193,23 @@ static json_t *get(struct conn *c, int id, const char *tid)
 		   id, tid);
 }
 
+/* The value of the unlabelled gauge name on the metrics page. */
+static long long gauge(const char *name)
+{
+	struct appl_err err = {0};
+	char *text = NULL, want[96], *at;
+	size_t len;
+	long long v;
+
+	assert_int_equal(metrics_render(&text, &len, &err), 0);
+	snprintf(want, sizeof(want), "\n%s ", name);
+	at = strstr(text, want);
+	assert_non_null(at);
+	v = strtoll(at + strlen(want), NULL, 10);
+	free(text);
+	return v;
+}
+
 static void finish(struct mcp_run *run, const char *out)
 {
 	json_t *o = json_pack("{s:s}", "stdout", out);
@@ -286,7 +304,11 @@ static void test_the_count_limit_drops_the_oldest_ended(void **state)
 	t1 = legacy_task(&fx->a, 2);
 	t2 = legacy_task(&fx->a, 3);
 	finish(fx->runs[0], "one\n");
-	t3 = legacy_task(&fx->a, 4); /* t1 ended: it goes */
+	assert_int_equal(gauge("appliance_tasks"), 2);
+	assert_true(gauge("appliance_task_result_bytes") > 0);
+	t3 = legacy_task(&fx->a, 4); /* t1 ended: it goes, and its result */
+	assert_int_equal(gauge("appliance_tasks"), 2);
+	assert_int_equal(gauge("appliance_task_result_bytes"), 0);
 	r = get(&fx->a, 5, t1);
 	assert_int_equal(err_code(r), -32602);
 	assert_non_null(strstr(err_msg(r), "Task dropped"));
