@@ -86,7 +86,8 @@ struct task_line {
 	char key[32]; /* the question's (mcp_ask.key) */
 };
 
-#define MCP_TASK_ID_LEN 32 /* hex of 16 random bytes */
+#define MCP_TASK_ID_LEN	   32 /* hex of 16 random bytes */
+#define MCP_TASK_WAITS_MAX 8  /* tasks/result requests waiting for one task */
 
 /* One task (docs/tasks.md): a tools/call run in the background for one
  * client, and then its result, kept until its ttl. Its run lives in a
@@ -196,8 +197,11 @@ json_t *mcp_task_meta(const struct mcp_task *t);
 void mcp_task_end(struct mcp_task *t, json_t *result, const char *by);
 /* t ended: every tasks/result waiting for it is answered. */
 void mcp_task_answer_waits(struct mcp_task *t);
-/* A legacy tasks/result (id, in s) waits for t; the held lines go to it. */
+/* A legacy tasks/result (id, in s) waits for t; the held lines go to it.
+ * 0, -ENOMEM, or -EBUSY when MCP_TASK_WAITS_MAX wait already. */
 int mcp_task_wait(struct mcp_task *t, struct mcp_session *s, const json_t *id);
+/* Whether a tasks/result of s under id waits for a task. */
+bool mcp_task_waits_id(const struct mcp_server *srv, const struct mcp_session *s, const json_t *id);
 /* The request id of s no longer waits (cancelled). */
 void mcp_task_unwait(struct mcp_server *srv, struct mcp_session *s, const json_t *id);
 /* The request line (steals it) of question key to t's client: to a

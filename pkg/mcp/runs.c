@@ -197,7 +197,7 @@ bool mcp_id_in_flight(const struct mcp_session *s, const json_t *id)
 	for (const struct listen *l = s->listens; l; l = l->next)
 		if (jsonrpc_id_equal(l->id, id))
 			return true;
-	return false;
+	return mcp_task_waits_id(s->srv, s, id);
 }
 
 /* The levels of logging/setLevel, least severe first. */

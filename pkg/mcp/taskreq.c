@@ -220,7 +220,14 @@ void mcp_m_tasks_result(struct mcp_session *s, const struct jsonrpc_msg *m,
 
 	if (!t)
 		return;
-	if (mcp_task_wait(t, s, m->id) < 0) {
+	switch (mcp_task_wait(t, s, m->id)) {
+	case 0:
+		break;
+	case -EBUSY:
+		mcp_reply_error(s, m->id, JSONRPC_INVALID_REQUEST,
+				"too many tasks/result requests wait for this task already");
+		return;
+	default:
 		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}

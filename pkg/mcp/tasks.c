@@ -356,8 +356,14 @@ void mcp_task_end(struct mcp_task *t, json_t *result, const char *by)
 
 int mcp_task_wait(struct mcp_task *t, struct mcp_session *s, const json_t *id)
 {
-	struct task_wait *w = calloc(1, sizeof(*w));
+	struct task_wait *w;
+	unsigned n = 0;
 
+	for (w = t->waits; w; w = w->next)
+		n++;
+	if (n >= MCP_TASK_WAITS_MAX)
+		return -EBUSY;
+	w = calloc(1, sizeof(*w));
 	if (!w || !(w->id = jsonrpc_id_copy(id))) {
 		free(w);
 		return -ENOMEM;
@@ -373,6 +379,15 @@ int mcp_task_wait(struct mcp_task *t, struct mcp_session *s, const json_t *id)
 		free(l);
 	}
 	return 0;
+}
+
+bool mcp_task_waits_id(const struct mcp_server *srv, const struct mcp_session *s, const json_t *id)
+{
+	for (const struct mcp_task *t = srv->tasks; t; t = t->next)
+		for (const struct task_wait *w = t->waits; w; w = w->next)
+			if (w->serial == s->serial && jsonrpc_id_equal(w->id, id))
+				return true;
+	return false;
 }
 
 void mcp_task_unwait(struct mcp_server *srv, struct mcp_session *s, const json_t *id)

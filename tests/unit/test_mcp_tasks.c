@@ -418,6 +418,42 @@ static void test_wrong_requests_and_the_modern_methods(void **state)
 	json_decref(made);
 }
 
+/* At most 8 tasks/result wait for one task; a request reusing the id of
+ * one that waits is refused, and the waiting one keeps its answer. */
+static void test_waiting_results_are_bounded(void **state)
+{
+	struct fx *fx = *state;
+	char *tid;
+	json_t *r;
+	size_t i;
+	int answered = 0;
+
+	legacy_init(&fx->a);
+	tid = legacy_task(&fx->a, 2);
+	for (int id = 10; id < 18; id++)
+		assert_null(ask(&fx->a, id,
+				"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tasks/result\","
+				"\"params\":{\"taskId\":\"%s\"}}",
+				id, tid));
+	r = ask(&fx->a, 18,
+		"{\"jsonrpc\":\"2.0\",\"id\":18,\"method\":\"tasks/result\","
+		"\"params\":{\"taskId\":\"%s\"}}",
+		tid);
+	assert_non_null(strstr(err_msg(r), "too many tasks/result"));
+	json_decref(r);
+	/* id 10 waits: a ping under it is refused without its id */
+	assert_null(ask(&fx->a, 10, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}"));
+	finish(fx->runs[0], "done\n");
+	json_array_foreach(fx->a.got, i, r) {
+		json_int_t id = json_integer_value(json_object_get(r, "id"));
+
+		if (id >= 10 && id < 18 && json_object_get(r, "result"))
+			answered++;
+	}
+	assert_int_equal(answered, 8);
+	free(tid);
+}
+
 /* A client whose token left the policy: its tasks are cancelled and gone. */
 static void test_a_clients_tasks_end_with_it(void **state)
 {
@@ -447,6 +483,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_requests_and_the_modern_methods, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_clients_tasks_end_with_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_waiting_results_are_bounded, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
