@@ -48,7 +48,7 @@ static struct bridge_catalog *catalog_of(const json_t *schema)
 	struct appl_err err = {0};
 
 	for (size_t i = 0; i < 5; i++)
-		in[i] = (struct bridge_tool_in){"s", names[i], "d", schema, i != 2, schema, i == 4};
+		in[i] = (struct bridge_tool_in){"s", names[i], "d", schema, i != 2, schema};
 	if (bridge_catalog_new(pol, "r", in, 5, &c, &err) < 0)
 		return NULL;
 	return c;

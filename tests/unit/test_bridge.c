@@ -1283,8 +1283,8 @@ static struct bridge_run *slots_run(struct policy *p, const char *role, struct f
 {
 	json_t *sum = load(SUM_SCHEMA), *out = load(TYPED_OUT);
 	struct bridge_tool_in t[] = {{"a", "sum", "Add.", sum, true, NULL},
-				     {"a", "typed", "Typed.", sum, true, out, false},
-				     {"a", "get-sum", "Dashed.", sum, true, NULL, false},
+				     {"a", "typed", "Typed.", sum, true, out},
+				     {"a", "get-sum", "Dashed.", sum, true, NULL},
 				     {"b", "sum", "Add.", sum, true, NULL}};
 	struct bridge_limits lim = {.max_calls = 50,
 				    .concurrency = concurrency,
