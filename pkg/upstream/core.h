@@ -156,8 +156,9 @@ struct req *upstream_call_find(const struct upstream *u, uint64_t handle);
 /* ---- task.c: calls run as MCP tasks ----------------------------------------- */
 
 /* The task a call of tool should ask for: {"ttl": ttl_ms}, new; NULL when
- * the call goes plainly (the tool does not require tasks, or the server
- * does not offer them, or it speaks 2026-07-28). */
+ * the call goes plainly (the tool neither requires tasks nor may run as
+ * one with a call this long, or the server does not offer them, or it
+ * speaks 2026-07-28). */
 json_t *upstream_task_param(const struct upstream *u, const char *tool, uint64_t ttl_ms);
 /* Call r (a task's) got its answer m: taken (true), or (false) it is the
  * call's final answer, for the usual path. */

@@ -64,11 +64,16 @@ static const json_t *tool_output_schema(const struct upstream *u, const json_t *
 	return NULL;
 }
 
+/* MCP tasks: what a tool says of them (execution.taskSupport), or NULL. */
+static const char *task_support(const json_t *t)
+{
+	return json_string_value(json_object_get(json_object_get(t, "execution"), "taskSupport"));
+}
+
 /* MCP tasks: a tool the server runs only as a task says so. */
 static bool tool_task_required(const json_t *t)
 {
-	const char *ts =
-		json_string_value(json_object_get(json_object_get(t, "execution"), "taskSupport"));
+	const char *ts = task_support(t);
 
 	return ts && strcmp(ts, "required") == 0;
 }
@@ -115,6 +120,7 @@ static int tool_take(struct upstream *u, const json_t *t, size_t idx, const char
 	tool->read_only_hint =
 		json_is_true(json_object_get(json_object_get(t, "annotations"), "readOnlyHint"));
 	tool->task_required = tool_task_required(t);
+	tool->task_optional = task_support(t) && strcmp(task_support(t), "optional") == 0;
 	l->n++;
 	if (!tool->name || (desc && !tool->description))
 		return *why = "out of memory", -1;

@@ -1,5 +1,6 @@
-/* task.c: calls of tools that run only as MCP tasks (docs/upstream.md).
- * Such a call asks tools/call for a task (2025-11-25: params.task); the
+/* task.c: calls of tools that run only as MCP tasks, or may and the call
+ * may take long (UPSTREAM_TASK_LONG_MS; docs/tasks.md). Such a call asks
+ * tools/call for a task (2025-11-25: params.task); the
  * server answers at once with the task it made, whose status is then
  * asked for (tasks/get) at the interval the server suggests, held to
  * TASK_POLL_MIN_MS..TASK_POLL_MAX_MS, until it ended; then its result
@@ -28,7 +29,9 @@ json_t *upstream_task_param(const struct upstream *u, const char *tool, uint64_t
 	if (!u->tasks || u->v.modern)
 		return NULL;
 	for (size_t i = 0; i < u->ntools; i++)
-		if (strcmp(u->tools[i].name, tool) == 0 && u->tools[i].task_required)
+		if (strcmp(u->tools[i].name, tool) == 0 &&
+		    (u->tools[i].task_required ||
+		     (u->tools[i].task_optional && ttl_ms >= UPSTREAM_TASK_LONG_MS)))
 			return json_pack("{s:I}", "ttl", (json_int_t)ttl_ms);
 	return NULL;
 }

@@ -48,6 +48,11 @@ struct upstream; /* opaque */
  * server's answer is accepted when it names any legacy revision there, and
  * anything else fails the handshake. */
 
+/* A call of a tool that may run as an MCP task ("optional") asks for one
+ * when its timeout is at least this long: a task is polled in short
+ * requests, so no connection idles for the length of the call. */
+#define UPSTREAM_TASK_LONG_MS 60000u
+
 /* clientInfo is {"name": "appliance", "version": ...}. */
 #define UPSTREAM_CLIENT_NAME	    "appliance"
 #define UPSTREAM_CLIENT_VERSION_DEF APPL_VERSION
@@ -97,6 +102,9 @@ struct upstream_tool {
 	/* execution.taskSupport is exactly "required": the server runs the
 	 * tool only as an MCP task, so each call of it asks for one (task.c). */
 	bool task_required;
+	/* execution.taskSupport is exactly "optional": a call that may take
+	 * long (UPSTREAM_TASK_LONG_MS) asks for a task too. */
+	bool task_optional;
 };
 
 /* Told to the owner, from the loop. Each may be NULL. */

@@ -133,6 +133,10 @@ static json_t *fake_page(const char *mode, int page)
 						"execution", "taskSupport", "required"));
 		json_array_append_new(tools, fake_tool("report", "what the server saw"));
 		json_array_append_new(tools, fake_tool("plain", "a tool"));
+		/* opt may run as a task: the fake makes one when asked */
+		json_array_append_new(tools, json_pack("{s:s, s:{}, s:{s:s}}", "name", "opt",
+						       "inputSchema", "execution", "taskSupport",
+						       "optional"));
 	} else if (strcmp(mode, "skip") == 0) {
 		json_array_append_new(tools, json_pack("{s:s}", "description", "no name"));
 		json_array_append_new(tools, json_pack("{s:s}", "name", "no_schema"));
@@ -210,7 +214,8 @@ static void fake_call(struct fake *f, json_t *id, json_t *params)
 	} else if (strcmp(tool, "report") == 0) {
 		fake_result(id, json_pack("{s:[], s:{s:O, s:O}}", "content", "structuredContent",
 					  "answers", f->answers, "seen", f->seen));
-	} else if (strcmp(tool, "t") == 0 && json_object_get(params, "task")) {
+	} else if ((strcmp(tool, "t") == 0 || strcmp(tool, "opt") == 0) &&
+		   json_object_get(params, "task")) {
 		/* a task: "badid" names it with a control character */
 		char tid[32];
 
@@ -1280,14 +1285,17 @@ static void test_tool_output_schema_and_tasks(void **state)
 	assert_string_equal(json_string_value(json_object_get(t->output_schema, "type")), "object");
 	assert_non_null(json_object_get(json_object_get(t->output_schema, "properties"), "n"));
 	assert_true(t->task_required);
+	assert_false(t->task_optional);
 	t = upstream_tool_get(e.u, 1);
 	assert_string_equal(t->name, "loose");
 	assert_null(t->output_schema);
 	assert_false(t->task_required);
+	assert_true(t->task_optional);
 	t = upstream_tool_get(e.u, 2);
 	assert_string_equal(t->name, "nulled");
 	assert_null(t->output_schema);
 	assert_false(t->task_required);
+	assert_false(t->task_optional); /* taskSupport true: neither */
 	t = upstream_tool_get(e.u, 3);
 	assert_string_equal(t->name, "plain");
 	assert_null(t->output_schema);
@@ -1321,7 +1329,8 @@ static char *tasks_seen(struct env_t *e)
 
 /* A call of a tool that runs only as a task asks for one, polls its status
  * at the server's interval until it completed, then takes its result; a
- * plain tool of the same server is called plainly. */
+ * plain tool of the same server is called plainly, and so is one that may
+ * run as a task, unless the call may take a minute or more. */
 static void test_task_call_polls_to_its_result(void **state)
 {
 	struct srvbuf b;
@@ -1342,6 +1351,19 @@ static void test_task_call_polls_to_its_result(void **state)
 	cap_clear(&c);
 	seen = tasks_seen(&e);
 	assert_string_equal(seen, "get get get result ");
+	free(seen);
+	/* a tool that may run as a task: plainly for a short call, as a task
+	 * for one that may take a minute */
+	call_wait(&e, "opt", json_pack("{s:s}", "mode", "short"), 5000, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(text0(&c), "short");
+	cap_clear(&c);
+	call_wait(&e, "opt", json_pack("{s:s}", "mode", "ok"), UPSTREAM_TASK_LONG_MS, &c);
+	assert_int_equal(c.status, UPSTREAM_OK);
+	assert_string_equal(text0(&c), "task done");
+	cap_clear(&c);
+	seen = tasks_seen(&e);
+	assert_string_equal(seen, "get get get result get get get result ");
 	free(seen);
 	stop(&e);
 }
