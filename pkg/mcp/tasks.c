@@ -356,11 +356,20 @@ void mcp_task_end(struct mcp_task *t, json_t *result, const char *by)
 
 int mcp_task_wait(struct mcp_task *t, struct mcp_session *s, const json_t *id)
 {
-	struct task_wait *w;
+	struct task_wait *w, **pw;
 	unsigned n = 0;
 
-	for (w = t->waits; w; w = w->next)
+	/* Those of sessions gone wait for nothing: they make room. */
+	for (pw = &t->waits; (w = *pw);) {
+		if (!session_of(t->srv, w->serial)) {
+			*pw = w->next;
+			json_decref(w->id);
+			free(w);
+			continue;
+		}
 		n++;
+		pw = &w->next;
+	}
 	if (n >= MCP_TASK_WAITS_MAX)
 		return -EBUSY;
 	w = calloc(1, sizeof(*w));

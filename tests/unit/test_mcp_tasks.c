@@ -418,15 +418,13 @@ static void test_wrong_requests_and_the_modern_methods(void **state)
 	json_decref(made);
 }
 
-/* At most 8 tasks/result wait for one task; a request reusing the id of
- * one that waits is refused, and the waiting one keeps its answer. */
+/* At most 8 tasks/result wait for one task; those of a session that ended
+ * make room. */
 static void test_waiting_results_are_bounded(void **state)
 {
 	struct fx *fx = *state;
 	char *tid;
 	json_t *r;
-	size_t i;
-	int answered = 0;
 
 	legacy_init(&fx->a);
 	tid = legacy_task(&fx->a, 2);
@@ -441,16 +439,56 @@ static void test_waiting_results_are_bounded(void **state)
 		tid);
 	assert_non_null(strstr(err_msg(r), "too many tasks/result"));
 	json_decref(r);
+	/* those of a session that ended make room */
+	{
+		struct conn c;
+
+		conn_open(fx, &c, &alpha);
+		legacy_init(&c);
+		mcp_session_free(fx->a.s);
+		fx->a.s = NULL;
+		r = ask(&c, 19,
+			"{\"jsonrpc\":\"2.0\",\"id\":19,\"method\":\"tasks/result\","
+			"\"params\":{\"taskId\":\"%s\"}}",
+			tid);
+		assert_null(r); /* waits */
+		finish(fx->runs[0], "done\n");
+		r = ask(&c, 19, "{}");
+		assert_non_null(json_object_get(r, "result"));
+		json_decref(r);
+		mcp_session_free(c.s);
+		json_decref(c.got);
+	}
+	free(tid);
+}
+
+/* A request reusing the id of a tasks/result that waits is refused, and
+ * the waiting one keeps its answer. */
+static void test_a_waiting_result_keeps_its_id(void **state)
+{
+	struct fx *fx = *state;
+	char *tid;
+	json_t *r;
+	size_t i;
+	int answered = 0;
+
+	legacy_init(&fx->a);
+	tid = legacy_task(&fx->a, 2);
+	for (int id = 10; id < 12; id++)
+		assert_null(ask(&fx->a, id,
+				"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tasks/result\","
+				"\"params\":{\"taskId\":\"%s\"}}",
+				id, tid));
 	/* id 10 waits: a ping under it is refused without its id */
 	assert_null(ask(&fx->a, 10, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"ping\"}"));
 	finish(fx->runs[0], "done\n");
 	json_array_foreach(fx->a.got, i, r) {
 		json_int_t id = json_integer_value(json_object_get(r, "id"));
 
-		if (id >= 10 && id < 18 && json_object_get(r, "result"))
+		if (id >= 10 && id < 12 && json_object_get(r, "result"))
 			answered++;
 	}
-	assert_int_equal(answered, 8);
+	assert_int_equal(answered, 2);
 	free(tid);
 }
 
@@ -484,6 +522,8 @@ int main(void)
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_clients_tasks_end_with_it, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_waiting_results_are_bounded, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_a_waiting_result_keeps_its_id, setup,
+						teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
