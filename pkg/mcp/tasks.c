@@ -15,8 +15,12 @@
 #include "mcp/internal.h"
 #include "metrics/metrics.h"
 
-/* How often a client is asked to poll, in ms. */
-#define TASK_POLL_MS 2000u
+/* How often a client is asked to poll, in ms: often while a task is
+ * young, so a short cell's result comes soon; less once it has run a
+ * while, so a long one costs little. */
+#define TASK_POLL_SOON_MS  500u
+#define TASK_POLL_LATER_MS 2000u
+#define TASK_YOUNG_MS	   10000u
 
 static uint64_t wall_ms(void)
 {
@@ -267,7 +271,9 @@ json_t *mcp_task_json(const struct mcp_task *t, const struct mcp_revision *rev, 
 
 	if (!bad && !t->status)
 		bad = json_object_set_new(o, modern ? "pollIntervalMs" : "pollInterval",
-					  json_integer(TASK_POLL_MS));
+					  json_integer(wall_ms() - t->created < TASK_YOUNG_MS
+							       ? TASK_POLL_SOON_MS
+							       : TASK_POLL_LATER_MS));
 	if (!bad && (t->status ? t->message : message))
 		bad = json_object_set_new(o, "statusMessage",
 					  json_string(t->status ? t->message : message));
