@@ -127,10 +127,11 @@ struct mcp_session {
 	struct mcp_transport t;
 	const struct mcp_principal *p;
 	const struct mcp_revision *legacy; /* initialize's pick; NULL before */
-	uint64_t serial;		   /* this process's count of sessions: its bind */
-	json_t *legacy_caps;		   /* initialize's capabilities */
-	bool initialized;		   /* notifications/initialized seen */
-	int log_level; /* logging/setLevel's (an index of mcp_log_levels); -1: none */
+	uint64_t
+		serial; /* this process's count of sessions: its bind; 0: a task's run session (tasks.c) */
+	json_t *legacy_caps; /* initialize's capabilities */
+	bool initialized;    /* notifications/initialized seen */
+	int log_level;	     /* logging/setLevel's (an index of mcp_log_levels); -1: none */
 	bool ended;
 	struct mcp_run *runs;
 	struct listen *listens;

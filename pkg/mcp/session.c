@@ -463,53 +463,6 @@ static void n_cancelled(struct mcp_session *s, const struct jsonrpc_msg *m,
 
 #define ERA_BOTH (MCP_ERA_LEGACY | MCP_ERA_MODERN)
 
-/* The tasks methods, where the server offers tasks and the revision has
- * them (2025-11-25, or 2026-07-28's extension). */
-static bool tasks_offered(struct mcp_session *s, const struct jsonrpc_msg *m,
-			  const struct mcp_request *req)
-{
-	if (s->srv->hooks.task_limits &&
-	    (req->rev->era == MCP_ERA_MODERN || mcp_revision_has(req->rev, MCP_HAS_TASKS)))
-		return true;
-	mcp_reply_error(s, m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found");
-	return false;
-}
-
-static void m_tasks_get(struct mcp_session *s, const struct jsonrpc_msg *m,
-			const struct mcp_request *req)
-{
-	if (tasks_offered(s, m, req))
-		mcp_m_tasks_get(s, m, req);
-}
-
-static void m_tasks_result(struct mcp_session *s, const struct jsonrpc_msg *m,
-			   const struct mcp_request *req)
-{
-	if (tasks_offered(s, m, req))
-		mcp_m_tasks_result(s, m, req);
-}
-
-static void m_tasks_list(struct mcp_session *s, const struct jsonrpc_msg *m,
-			 const struct mcp_request *req)
-{
-	if (tasks_offered(s, m, req))
-		mcp_m_tasks_list(s, m, req);
-}
-
-static void m_tasks_cancel(struct mcp_session *s, const struct jsonrpc_msg *m,
-			   const struct mcp_request *req)
-{
-	if (tasks_offered(s, m, req))
-		mcp_m_tasks_cancel(s, m, req);
-}
-
-static void m_tasks_update(struct mcp_session *s, const struct jsonrpc_msg *m,
-			   const struct mcp_request *req)
-{
-	if (tasks_offered(s, m, req))
-		mcp_m_tasks_update(s, m, req);
-}
-
 static const struct method {
 	const char *name;
 	bool request;	 /* a request (answered) or a notification */
@@ -517,26 +470,30 @@ static const struct method {
 	bool needs_init; /* legacy: only once initialized */
 	bool tools;	 /* it needs the owner's tools (the hold hook) */
 	method_fn fn;
+	/* a tasks method: only where the server offers tasks (the task_limits
+	 * hook) and the revision has them (2025-11-25, or 2026-07-28's
+	 * extension); elsewhere it is not found */
+	bool tasks;
 } methods[] = {
-	{"initialize", true, MCP_ERA_LEGACY, false, false, m_initialize},
-	{"ping", true, MCP_ERA_LEGACY, false, false, m_ping},
-	{"server/discover", true, MCP_ERA_MODERN, false, false, m_discover},
-	{"tools/list", true, ERA_BOTH, true, true, m_tools_list},
-	{"tools/call", true, ERA_BOTH, true, true, m_tools_call},
-	{"subscriptions/listen", true, MCP_ERA_MODERN, false, false, m_listen},
-	{"prompts/list", true, ERA_BOTH, true, false, m_prompts_list},
-	{"prompts/get", true, ERA_BOTH, true, false, m_prompts_get},
-	{"resources/list", true, ERA_BOTH, true, false, m_resources_list},
-	{"resources/templates/list", true, ERA_BOTH, true, false, m_templates_list},
-	{"resources/read", true, ERA_BOTH, true, false, m_resources_read},
-	{"logging/setLevel", true, MCP_ERA_LEGACY, true, false, m_set_level},
-	{"tasks/get", true, ERA_BOTH, true, false, m_tasks_get},
-	{"tasks/result", true, MCP_ERA_LEGACY, true, false, m_tasks_result},
-	{"tasks/list", true, MCP_ERA_LEGACY, true, false, m_tasks_list},
-	{"tasks/cancel", true, ERA_BOTH, true, false, m_tasks_cancel},
-	{"tasks/update", true, MCP_ERA_MODERN, true, false, m_tasks_update},
-	{"notifications/initialized", false, MCP_ERA_LEGACY, false, false, n_initialized},
-	{"notifications/cancelled", false, ERA_BOTH, false, false, n_cancelled},
+	{"initialize", true, MCP_ERA_LEGACY, false, false, m_initialize, false},
+	{"ping", true, MCP_ERA_LEGACY, false, false, m_ping, false},
+	{"server/discover", true, MCP_ERA_MODERN, false, false, m_discover, false},
+	{"tools/list", true, ERA_BOTH, true, true, m_tools_list, false},
+	{"tools/call", true, ERA_BOTH, true, true, m_tools_call, false},
+	{"subscriptions/listen", true, MCP_ERA_MODERN, false, false, m_listen, false},
+	{"prompts/list", true, ERA_BOTH, true, false, m_prompts_list, false},
+	{"prompts/get", true, ERA_BOTH, true, false, m_prompts_get, false},
+	{"resources/list", true, ERA_BOTH, true, false, m_resources_list, false},
+	{"resources/templates/list", true, ERA_BOTH, true, false, m_templates_list, false},
+	{"resources/read", true, ERA_BOTH, true, false, m_resources_read, false},
+	{"logging/setLevel", true, MCP_ERA_LEGACY, true, false, m_set_level, false},
+	{"tasks/get", true, ERA_BOTH, true, false, mcp_m_tasks_get, true},
+	{"tasks/result", true, MCP_ERA_LEGACY, true, false, mcp_m_tasks_result, true},
+	{"tasks/list", true, MCP_ERA_LEGACY, true, false, mcp_m_tasks_list, true},
+	{"tasks/cancel", true, ERA_BOTH, true, false, mcp_m_tasks_cancel, true},
+	{"tasks/update", true, MCP_ERA_MODERN, true, false, mcp_m_tasks_update, true},
+	{"notifications/initialized", false, MCP_ERA_LEGACY, false, false, n_initialized, false},
+	{"notifications/cancelled", false, ERA_BOTH, false, false, n_cancelled, false},
 };
 
 static const struct method *method_find(const char *name, bool request)
@@ -696,6 +653,11 @@ static bool on_request(struct mcp_session *s, const struct jsonrpc_msg *m)
 		return true;
 	if (!req.rev) /* legacy, before initialize: ping */
 		req.rev = mcp_revision_latest(MCP_ERA_LEGACY);
+	if (meth->tasks && (!h->task_limits ||
+			    (era == MCP_ERA_LEGACY && !mcp_revision_has(req.rev, MCP_HAS_TASKS)))) {
+		mcp_reply_error(s, m->id, JSONRPC_METHOD_NOT_FOUND, "Method not found");
+		return false;
+	}
 	request_span(s, m, meth, &req);
 	meth->fn(s, m, &req);
 	/* A run took it, or the request has been answered. */

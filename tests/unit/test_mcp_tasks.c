@@ -492,6 +492,38 @@ static void test_a_waiting_result_keeps_its_id(void **state)
 	free(tid);
 }
 
+/* A server that offers no tasks (no task_limits hook), and a revision
+ * before 2025-11-25: the tasks methods are not found. */
+static void test_no_tasks_where_none_are_offered(void **state)
+{
+	struct fx *fx = *state;
+	struct mcp_server_hooks h = {.on_run = on_run, .on_cancel = on_cancel, .data = fx};
+	struct mcp_transport t = {.send = t_send, .close = t_close};
+	struct appl_err err = {0};
+	struct mcp_server *plain = mcp_server_new(fx->loop, &h, &err);
+	struct conn c = {.got = json_array()};
+	json_t *r;
+
+	assert_non_null(plain);
+	t.t = &c;
+	assert_non_null(c.s = mcp_session_new(plain, &t, &alpha, &err));
+	legacy_init(&c);
+	r = ask(&c, 2, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tasks/list\"}");
+	assert_int_equal(err_code(r), -32601);
+	json_decref(r);
+	mcp_session_free(c.s);
+	mcp_server_free(plain);
+	json_decref(c.got);
+	json_decref(ask(&fx->a, 1,
+			"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\","
+			"\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}"));
+	r = ask(&fx->a, 3,
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tasks/get\","
+		"\"params\":{\"taskId\":\"x\"}}");
+	assert_int_equal(err_code(r), -32601);
+	json_decref(r);
+}
+
 /* A client whose token left the policy: its tasks are cancelled and gone. */
 static void test_a_clients_tasks_end_with_it(void **state)
 {
@@ -521,6 +553,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_wrong_requests_and_the_modern_methods, setup,
 						teardown),
 		cmocka_unit_test_setup_teardown(test_a_clients_tasks_end_with_it, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_no_tasks_where_none_are_offered, setup,
+						teardown),
 		cmocka_unit_test_setup_teardown(test_waiting_results_are_bounded, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_a_waiting_result_keeps_its_id, setup,
 						teardown),
