@@ -194,13 +194,22 @@ bool upstream_has_resources(const struct upstream *u)
 	return u->resources;
 }
 
+/* How long a caller's request may take: timeout_ms, or the default when 0,
+ * at most the ceiling. */
+static uint64_t caller_timeout(unsigned timeout_ms)
+{
+	uint64_t t = timeout_ms ? timeout_ms : APPL_CALL_TIMEOUT_S_DEF * 1000ull;
+
+	return t > APPL_CALL_TIMEOUT_S_CEIL * 1000ull ? APPL_CALL_TIMEOUT_S_CEIL * 1000ull : t;
+}
+
 /* The path of every caller's request, a call or a read: r (made, with its
  * method, params and, for a call, its tool; freed here on failure) is
  * encoded, linked and sent as soon as the server takes it. */
 static int caller_submit(struct upstream *u, struct req *r, unsigned timeout_ms,
 			 upstream_result_cb cb, void *ctx, uint64_t *call_id, struct appl_err *err)
 {
-	uint64_t t = timeout_ms ? timeout_ms : APPL_CALL_TIMEOUT_S_DEF * 1000ull;
+	uint64_t t = caller_timeout(timeout_ms);
 	int rc;
 
 	if (u->ncalls >= APPL_UPSTREAM_PENDING_MAX)
@@ -217,8 +226,6 @@ static int caller_submit(struct upstream *u, struct req *r, unsigned timeout_ms,
 		upstream_req_free(r);
 		return rc;
 	}
-	if (t > APPL_CALL_TIMEOUT_S_CEIL * 1000ull)
-		t = APPL_CALL_TIMEOUT_S_CEIL * 1000ull;
 	r->modern = u->v.modern;
 	r->kind = REQ_CALL;
 	r->id = r->handle = u->next_id++;
@@ -262,10 +269,9 @@ int upstream_call_traced(struct upstream *u, const char *tool, const json_t *arg
 		return appl_err_set(err, -ENOMEM, "out of memory");
 	}
 	r->method = "tools/call";
-	/* A tool that runs only as a task: the call asks for one, as long as
-	 * the call may wait. */
-	task = upstream_task_param(u, tool,
-				   timeout_ms ? timeout_ms : APPL_CALL_TIMEOUT_S_DEF * 1000ull);
+	/* A tool that runs as a task: the call asks for one, as long as the
+	 * call may wait. */
+	task = upstream_task_param(u, tool, caller_timeout(timeout_ms));
 	if (task && json_object_set_new(r->params, "task", task) < 0) {
 		upstream_req_free(r);
 		return appl_err_set(err, -ENOMEM, "out of memory");
