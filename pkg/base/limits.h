@@ -184,6 +184,10 @@
 #define APPL_HTTP_IDLE_S_CEIL		  86400u
 #define APPL_HTTP_SLOW_S_DEF		  30u
 #define APPL_HTTP_SLOW_S_CEIL		  600u
+/* The first SIGTERM over HTTP drains: runs in flight have this long to end
+ * before the appliance stops anyway; 0: it stops at once. */
+#define APPL_HTTP_DRAIN_S_DEF  30u
+#define APPL_HTTP_DRAIN_S_CEIL 3600u
 /* MCP tasks (docs/tasks.md): how long a task and its result are kept, and
  * how many one client may hold (working or kept); each result is at most
  * APPL_RPC_ANSWER_MAX. */
@@ -346,6 +350,7 @@
 #define APPL_HTTP_BODY_KB_MIN 64
 #define APPL_HTTP_IDLE_S_MIN  10
 #define APPL_HTTP_SLOW_S_MIN  1
+#define APPL_HTTP_DRAIN_S_MIN 0
 /* limits.task_ttl_s must be at least limits.deadline_s; left out, it is at
  * least the deadline and this, and a task's ttl is never less (unless the
  * policy's ttl is). */

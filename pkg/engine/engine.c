@@ -54,6 +54,41 @@ void engine_limits_split(const struct policy_limits *l, struct sandbox_oci_param
 
 /* ---- signals ----------------------------------------------------------------- */
 
+/* The drain's time is up: the runs still in flight are stopped. */
+static void on_drain_end(void *data)
+{
+	struct engine *e = data;
+
+	log_line(LOG_WARN, NULL,
+		 "drain: %u runs still in flight after limits.http_drain_s: stopping",
+		 engine_runs(e));
+	engine_stop(e, e->drain_why);
+}
+
+/* A drain, the first SIGTERM's, when the owner wants one, the policy
+ * gives it time and a run is in flight (else there is nothing to wait
+ * for): true when it began. */
+static bool drain_begin(struct engine *e, int signo, const char *why)
+{
+	unsigned s = engine_limits(e)->http_drain_s;
+	struct appl_err err = {0};
+
+	if (signo != SIGTERM || !e->cfg.drain || e->drain_why[0] || !s || !engine_runs(e))
+		return false;
+	if (!e->drain_timer && !(e->drain_timer = loop_timer_new(e->loop, on_drain_end, e, &err))) {
+		log_line(LOG_WARN, NULL, "no drain: %s", err.msg);
+		return false;
+	}
+	loop_timer_set(e->drain_timer, (uint64_t)s * 1000u);
+	log_line(LOG_INFO, NULL,
+		 "signal %d: draining: not ready, no new runs; stopping when the %u in flight "
+		 "have ended, within %u s (another SIGTERM, or SIGINT, stops at once)",
+		 signo, engine_runs(e), s);
+	snprintf(e->drain_why, sizeof(e->drain_why), "%s", why);
+	e->cfg.drain(e->cfg.data);
+	return true;
+}
+
 static void on_stop_signal(int signo, void *data)
 {
 	struct engine *e = data;
@@ -66,8 +101,10 @@ static void on_stop_signal(int signo, void *data)
 		e->cfg.hangup(e->cfg.data);
 		return;
 	}
-	log_line(LOG_INFO, NULL, "signal %d: stopping", signo);
 	snprintf(why, sizeof(why), "signal %d", signo);
+	if (drain_begin(e, signo, why))
+		return;
+	log_line(LOG_INFO, NULL, "signal %d: stopping", signo);
 	engine_stop(e, why);
 }
 
@@ -100,6 +137,11 @@ void engine_stop(struct engine *e, const char *why)
 	if (!e->stop)
 		snprintf(e->stop_why, sizeof(e->stop_why), "%s", why);
 	e->stop = true;
+}
+
+const char *engine_draining(const struct engine *e)
+{
+	return e->drain_why[0] ? e->drain_why : NULL;
 }
 
 bool engine_stopping(const struct engine *e, const char **why)
@@ -877,6 +919,7 @@ void engine_close(struct engine *e)
 {
 	if (!e)
 		return;
+	loop_timer_free(e->drain_timer);
 	run_set_stop(e->runs);
 	run_set_free(e->runs); /* each run's last line */
 	e->runs = NULL;

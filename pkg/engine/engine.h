@@ -93,6 +93,11 @@ struct engine_config {
 	/* SIGHUP came: instead of a stop, this is called (from the loop).
 	 * May be NULL: SIGHUP stops, as SIGTERM does. */
 	void (*hangup)(void *data);
+	/* The first SIGTERM: instead of a stop, the appliance drains (it is
+	 * not ready from now on) and this is called (from the loop); the
+	 * owner stops it once its runs have ended. A second SIGTERM, or
+	 * SIGINT, stops at once. May be NULL: SIGTERM stops. */
+	void (*drain)(void *data);
 	void *data;
 };
 
@@ -155,6 +160,8 @@ struct audit *engine_audit(const struct engine *e);
  * the first reason kept). engine_stopping says whether one came, and why. */
 void engine_stop(struct engine *e, const char *why);
 bool engine_stopping(const struct engine *e, const char **why);
+/* A drain began (engine_config.drain), why "signal 15"; NULL: none. */
+const char *engine_draining(const struct engine *e);
 
 /* The run_python description role (NULL: a role that may call nothing)
  * sees, and its catalog (borrowed; valid until the servers' tool lists

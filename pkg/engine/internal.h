@@ -56,6 +56,8 @@ struct engine {
 	struct tracer *tracer;	      /* NULL: no traces */
 	unsigned long served;	      /* runs asked for, for the stop line */
 	char stop_why[32];
+	char drain_why[32];		/* "" until a drain began */
+	struct loop_timer *drain_timer; /* its end: limits.http_drain_s */
 	bool stop;
 	bool started;
 	unsigned long reloads; /* taken, for the log */

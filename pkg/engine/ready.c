@@ -52,7 +52,7 @@ const char *engine_unready(struct engine *e)
 {
 	const struct policy *p = engine_policy(e);
 	const struct audit *a = engine_audit(e);
-	struct engine_ready_facts f = {.stopping = engine_stopping(e, NULL),
+	struct engine_ready_facts f = {.stopping = engine_stopping(e, NULL) || engine_draining(e),
 				       .started = engine_started(e),
 				       .policy = p != NULL,
 				       .image = engine_rootfs(e, NULL) != NULL,

@@ -349,6 +349,15 @@ static void hangup(void *data)
 	gw->reload_by = "SIGHUP";
 }
 
+/* The first SIGTERM over HTTP: no new work from now on (serve stops the
+ * appliance once the runs in flight have ended). */
+static void drain(void *data)
+{
+	struct gateway *gw = data;
+
+	mcp_http_drain(gw->http);
+}
+
 /* Everything has started: the caller's hook (where `run` records the
  * serial). */
 static int on_started(void *data, struct appl_err *err)
@@ -373,6 +382,7 @@ static int engine_make(struct gateway *gw, const struct gateway_config *cfg, str
 				   .tools_changed = tools_changed,
 				   .release = release,
 				   .hangup = hangup,
+				   .drain = policy_http(cfg->policy) ? drain : NULL,
 				   .start_role = true,
 				   .role = gw->stdio_client.role,
 				   .data = gw};
@@ -456,6 +466,10 @@ static int serve(struct gateway *gw, struct appl_err *err)
 		gateway_admin_reloads(gw);
 		if (gw->input_done && engine_runs(gw->e) == 0)
 			engine_stop(gw->e, "end of input");
+		if (engine_draining(gw->e) && engine_runs(gw->e) == 0) {
+			log_line(LOG_INFO, NULL, "drained: no run in flight");
+			engine_stop(gw->e, engine_draining(gw->e));
+		}
 		if (engine_started(gw->e) || engine_stopping(gw->e, NULL) ||
 		    !mcp_stdio_holds(gw->stdio))
 			continue;

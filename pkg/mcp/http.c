@@ -64,6 +64,7 @@ struct mcp_http {
 	struct http_front *front;
 	struct hsess *sessions;
 	struct loop_task reap; /* sessions that ended */
+	bool draining;	       /* mcp_http_drain */
 };
 
 /* ---- answers -------------------------------------------------------------------- */
@@ -470,6 +471,39 @@ static void refused(struct http_req *r, const json_t *body, const struct mcp_pos
 	json_decref(e);
 }
 
+/* The session an admitted POST goes to, by its kind (named, a new legacy
+ * one, or the principal's own 2026-07-28 core); NULL when r was answered
+ * instead. */
+static struct hsess *post_session(struct mcp_http *h, struct http_req *r,
+				  const struct mcp_principal *p, const char *sid,
+				  enum mcp_post_kind kind)
+{
+	struct hsess *hs;
+
+	if (kind == MCP_POST_SESSION)
+		return named(h, r, p, sid);
+	if (kind == MCP_POST_INIT && legacy_count(h, p) >= h->cfg.sessions_per_principal) {
+		log_line(LOG_WARN, NULL, "%s: refused a session: %u open already", p->client,
+			 h->cfg.sessions_per_principal);
+		http_req_reply(r, 503, "text/plain", "too many sessions\n", 18,
+			       (const char *const[]){"Retry-After: 10", NULL});
+		return NULL;
+	}
+	if (!(hs = kind == MCP_POST_INIT ? hsess_new(h, p, true) : own_find(h, p)))
+		plain(r, 503, "out of memory\n");
+	return hs;
+}
+
+/* While draining: whether body asks for new work (mcp_http_drain). */
+static bool new_work(const json_t *body, const char *method)
+{
+	const json_t *params = json_object_get(body, "params");
+
+	if (strcmp(method, "initialize") == 0)
+		return true;
+	return strcmp(method, "tools/call") == 0 && !json_object_get(params, "requestState");
+}
+
 static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_principal *p,
 		    const char *sid)
 {
@@ -496,16 +530,12 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 	if (vd.status) {
 		refused(r, v, &vd);
 		hs = NULL;
-	} else if (vd.kind == MCP_POST_SESSION)
-		hs = named(h, r, p, sid);
-	else if (vd.kind == MCP_POST_INIT && legacy_count(h, p) >= h->cfg.sessions_per_principal) {
-		log_line(LOG_WARN, NULL, "%s: refused a session: %u open already", p->client,
-			 h->cfg.sessions_per_principal);
-		http_req_reply(r, 503, "text/plain", "too many sessions\n", 18,
-			       (const char *const[]){"Retry-After: 10", NULL});
+	} else if (h->draining && request && new_work(v, method)) {
+		http_req_reply(r, 503, "text/plain", "draining\n", 9,
+			       (const char *const[]){"Retry-After: 1", NULL});
 		hs = NULL;
-	} else if (!(hs = vd.kind == MCP_POST_INIT ? hsess_new(h, p, true) : own_find(h, p)))
-		plain(r, 503, "out of memory\n");
+	} else
+		hs = post_session(h, r, p, sid, vd.kind);
 	if (!hs) {
 		json_decref(v);
 		return;
@@ -676,6 +706,12 @@ unsigned mcp_http_principal_end(struct mcp_http *h, const struct mcp_principal *
 			n++;
 		}
 	return n;
+}
+
+void mcp_http_drain(struct mcp_http *h)
+{
+	if (h)
+		h->draining = true;
 }
 
 void mcp_http_close(struct mcp_http *h)

@@ -59,6 +59,13 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
  * connection. Safe on NULL. */
 void mcp_http_close(struct mcp_http *h);
 
+/* Drain: from now on a request that would begin new work (an
+ * `initialize`, a `tools/call` that is no retry carrying a `requestState`)
+ * is answered 503 with Retry-After, before any session sees it, so a
+ * balancer can send it elsewhere; everything else is served as before.
+ * Safe on NULL. */
+void mcp_http_drain(struct mcp_http *h);
+
 /* End every session of p now (its token was taken out of the policy):
  * their runs are cancelled and their streams closed; p is not used again
  * by them once the loop has turned. How many ended. */

@@ -56,6 +56,7 @@ static const struct field limit_fields[] = {
 	LIMIT(http_body_kb, HTTP_BODY_KB),
 	LIMIT(http_idle_s, HTTP_IDLE_S),
 	LIMIT(http_slow_s, HTTP_SLOW_S),
+	LIMIT(http_drain_s, HTTP_DRAIN_S),
 	LIMIT(task_ttl_s, TASK_TTL_S),
 	LIMIT(tasks_per_client, TASKS_PER_CLIENT),
 	{.name = "files", .type = F_FN, .parse = files_parse},

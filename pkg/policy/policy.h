@@ -127,6 +127,7 @@ struct policy_limits {
 	unsigned http_body_kb;		  /* one request's body, KiB */
 	unsigned http_idle_s;		  /* an idle session expires after this */
 	unsigned http_slow_s;		  /* a request's headers and body arrive within */
+	unsigned http_drain_s;		  /* after SIGTERM, runs in flight may go on this long */
 	/* MCP tasks (docs/tasks.md) */
 	unsigned task_ttl_s;	   /* a task and its result are kept at most this long */
 	unsigned tasks_per_client; /* tasks one client holds, working or kept */

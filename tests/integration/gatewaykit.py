@@ -204,8 +204,12 @@ class Served(Logged):
         self.port = port
         self.wait_log("serving MCP over HTTP at 127.0.0.1:%d/mcp" % port, timeout)
 
-    def stop(self):
+    def stop(self, drain=False):
+        """SIGTERM: over HTTP the appliance drains (its runs in flight
+        end first); unless drain, SIGINT right after stops it at once."""
         self.proc.send_signal(signal.SIGTERM)
+        if not drain and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
         rc = self.proc.wait(timeout=60)
         assert rc == 0, "exit %d; log:\n%s" % (rc, self.log())
 

@@ -16,7 +16,9 @@ import http.client
 import json
 import os
 import signal
+import socket
 import tempfile
+import threading
 import time
 
 from harness import main, test
@@ -225,6 +227,101 @@ def with_no_pool_a_boot_at_start_decides_and_is_not_kept():
             assert text == "sandbox\n", text
         finally:
             s.stop()
+
+
+
+@test
+def sigterm_drains_not_ready_new_work_elsewhere_the_run_in_flight_answered():
+    """The first SIGTERM over HTTP: /readyz says `stopping` at once, a new
+    run or session gets 503 with Retry-After (a balancer sends it to
+    another replica), the run in flight goes on to its answer, and the
+    appliance then stops by itself (exit 0, `stop` reason signal 15)."""
+    audit = tempfile.mktemp(prefix="audit.", suffix=".jsonl", dir=gk.work())
+    s = Served(audit=audit)
+    got = {}
+    try:
+        s.wait_ready((200, "ready\n"))
+        worker = threading.Thread(target=lambda: got.update(
+            r=s.cell("await toy.sleep(ms=12000)\nprint('finished')")))
+        worker.start()
+        s.wait(lambda: "sandbox " in s.log().partition("run_python: ")[2], 60,
+               "the run's sandbox")
+        s.proc.send_signal(signal.SIGTERM)
+        s.wait(lambda: "signal 15: draining" in s.log(), 30, "the drain's log line")
+        assert s.ready() == (503, "stopping\n"), s.ready()
+        assert s.get("/healthz")[:3:2] == (200, "ok\n")
+        body = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "run_python", "arguments": {"code": "print(1)"},
+                           "_meta": MODERN}}
+        st, hd, text = s.get("/mcp", "POST", {
+            "Authorization": "Bearer " + TOKEN, "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call",
+            "Mcp-Name": "run_python"}, json.dumps(body))
+        assert (st, text, hd.get("retry-after")) == (503, "draining\n", "1"), (st, text, hd)
+        init = {"jsonrpc": "2.0", "id": 3, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}}
+        st, _, text = s.get("/mcp", "POST", {
+            "Authorization": "Bearer " + TOKEN, "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream"}, json.dumps(init))
+        assert (st, text) == (503, "draining\n"), (st, text)
+        worker.join(90)
+        assert got.get("r", {}).get("stdout") == "finished\n", got
+        assert s.proc.wait(timeout=60) == 0, s.log()
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
+    assert "drained: no run in flight" in s.log(), s.log()
+    events = [json.loads(ln) for ln in open(audit)]
+    ends = [e for e in events if e["ev"] == "run.end"]
+    assert [e["reason"] for e in ends] == ["done"], ends
+    assert events[-1]["ev"] == "stop" and events[-1]["reason"] == "signal 15", events[-1]
+
+
+@test
+def a_drain_ends_at_http_drain_s_and_zero_stops_at_once():
+    """Runs still in flight when limits.http_drain_s has passed are stopped
+    (run.end `shutdown`); with 0 the first SIGTERM stops at once."""
+    audit = tempfile.mktemp(prefix="audit.", suffix=".jsonl", dir=gk.work())
+    s = Served(limits={"http_drain_s": 2}, audit=audit)
+    try:
+        s.wait_ready((200, "ready\n"))
+        sock = socket.create_connection(("127.0.0.1", s.port))
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                           "params": {"name": "run_python",
+                                      "arguments": {"code": "await toy.sleep(ms=50000)"},
+                                      "_meta": MODERN}})
+        sock.sendall(("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+                      "Authorization: Bearer %s\r\nContent-Type: application/json\r\n"
+                      "Accept: application/json, text/event-stream\r\n"
+                      "MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\n"
+                      "Mcp-Name: run_python\r\nContent-Length: %d\r\n\r\n%s"
+                      % (s.port, TOKEN, len(body), body)).encode())
+        s.wait(lambda: "sandbox " in s.log().partition("run_python: ")[2], 60,
+               "the run's sandbox")
+        s.proc.send_signal(signal.SIGTERM)
+        s.wait(lambda: "within 2 s" in s.log(), 30, "the drain's log line")
+        assert s.proc.wait(timeout=60) == 0, s.log()
+        sock.close()
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
+    assert "1 runs still in flight after limits.http_drain_s: stopping" in s.log(), s.log()
+    events = [json.loads(ln) for ln in open(audit)]
+    ends = [e for e in events if e["ev"] == "run.end"]
+    assert [e["reason"] for e in ends] == ["shutdown"], ends
+    assert events[-1]["ev"] == "stop" and events[-1]["reason"] == "signal 15", events[-1]
+
+    s = Served(limits={"http_drain_s": 0})
+    try:
+        s.wait_ready((200, "ready\n"))
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=60) == 0, s.log()
+    finally:
+        if s.proc.poll() is None:
+            s.stop()
+    assert "signal 15: stopping" in s.log() and "draining" not in s.log(), s.log()
 
 
 if __name__ == "__main__":

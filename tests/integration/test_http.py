@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -588,6 +589,11 @@ def a_client_that_hangs_up_mid_cell_has_its_cell_cancelled_and_sigterm_ends_the_
             time.sleep(0.05)
         below = descendants(s.proc.pid)
         assert below, "no sandbox processes under the appliance"
+        # SIGTERM drains (it would wait for the cell); a second stops at once
+        s.proc.send_signal(signal.SIGTERM)
+        s.wait_log("signal 15: draining")
+        s.proc.send_signal(signal.SIGTERM)
+        assert s.proc.wait(timeout=60) == 0, s.log()
     finally:
         s.stop()
     holder.close()
