@@ -27,7 +27,7 @@
 static const char audit_help_text[] =
 	"usage: appliance audit init [--state-dir DIR] PATH\n"
 	"       appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
-	"                              [--seal FILE] [--state-dir DIR] FILE...\n"
+	"                              [--seal FILE] [--state-dir DIR] FILE|DIR...\n"
 	"       appliance audit show [--runs] [--tool NAME] FILE\n"
 	"\n"
 	"The audit log a policy's \"audit\": {\"path\": P} asks for (docs/audit.md):\n"
@@ -66,7 +66,7 @@ static const char init_help_text[] =
 
 static const char verify_help_text[] =
 	"usage: appliance audit verify [--key HEX|@FILE]... [--head FILE]\n"
-	"                              [--seal FILE] [--state-dir DIR] FILE...\n"
+	"                              [--seal FILE] [--state-dir DIR] FILE|DIR...\n"
 	"\n"
 	"Check each audit log FILE by the rules of docs/audit.md: the chain of\n"
 	"hashes line by line and back through the rotated files it continues, its\n"
@@ -77,6 +77,14 @@ static const char verify_help_text[] =
 	"the first bad line (FILE:LINE) and why. A key on the command line is\n"
 	"wiped from it once read.\n"
 	"\n"
+	"A DIR holds the logs of several appliances, collected: each file in it\n"
+	"(no symlink is followed) is a log's newest file, checked as a FILE is,\n"
+	"except NAME.K (rotated: its log reaches it), NAME.head and NAME.seal\n"
+	"(log NAME's head and sealing state, as --head and --seal give them;\n"
+	"without NAME.head, its head is the state's). Then one line:\n"
+	"DIR: N logs, N intact, N with problems, N stray files. A DIR of no log\n"
+	"fails. --head and --seal name one log's, and are refused with a DIR.\n"
+	"\n"
 	"options:\n"
 	"  --key HEX|@FILE  a sealing key: 64 hex digits, or @FILE (repeatable)\n"
 	"  --head FILE      the head to check against, a copy of it (/dev/null: none)\n"
@@ -85,8 +93,9 @@ static const char verify_help_text[] =
 	"  --state-dir DIR  where the log's head is kept (allowed as root too)\n"
 	"  --help, -h       print this text\n"
 	"\n"
-	"exit status: 0 when every FILE passed; 1 on a problem in any of them or a\n"
-	"log that could not be read; 2 on a usage error.\n";
+	"exit status: 0 when every FILE and DIR passed; 1 on a problem in any of\n"
+	"them, a log that could not be read, or a DIR of no log; 2 on a usage\n"
+	"error.\n";
 
 static const char show_help_text[] =
 	"usage: appliance audit show [--runs] [--tool NAME] FILE\n"
@@ -253,6 +262,15 @@ static int key_take(char *arg, unsigned char out[AUDIT_KEY_BYTES], struct appl_e
 	return rc < 0 ? appl_err_set(err, rc, "--key: not 64 hex digits (nor @FILE)") : 0;
 }
 
+/* A DIR argument: a directory, the path followed as given (it is the
+ * operator's; the entries in it are not followed). */
+static bool arg_is_dir(const char *arg)
+{
+	struct stat st;
+
+	return stat(arg, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 {
 	static const struct option opts[] = {
@@ -294,7 +312,14 @@ static int verify_args_parse(int argc, char **argv, struct verify_args *a)
 		}
 	}
 	if (optind >= argc)
-		return cli_usage_cmd("audit verify", "needs at least one FILE");
+		return cli_usage_cmd("audit verify", "needs at least one FILE or DIR");
+	/* Each log of a DIR has its own head and sealing state: one --head
+	 * for all of them would check every log but one against another's. */
+	for (int i = optind; (a->head || a->seal) && i < argc; i++)
+		if (arg_is_dir(argv[i]))
+			return cli_usage_cmd("audit verify",
+					     "--head and --seal name one log's copies: with a "
+					     "DIR, each log's are NAME.head and NAME.seal in it");
 	return 0;
 }
 
@@ -328,7 +353,10 @@ static int verify_files(struct verify_args *a, int argc, char **argv)
 	int status = 0, rc;
 
 	for (int i = optind; i < argc; i++) {
-		rc = audit_verify(argv[i], &o, stdout, &err);
+		if (arg_is_dir(argv[i]))
+			rc = audit_verify_dir(argv[i], &o, stdout, &err);
+		else
+			rc = audit_verify(argv[i], &o, stdout, &err);
 		if (rc < 0)
 			cli_fail_cmd("audit verify", &err);
 		if (rc != 0)

@@ -52,9 +52,11 @@ static int seal_state_check(struct verifier *v)
 		return audit_verify_problem(
 			v, 0,
 			"no sealing state %s beside the head: it was removed, and without "
-			"it a log cut after an old seal is not seen (--seal FILE names a "
-			"copy; an empty one, /dev/null, checks without)",
-			audit_escape(v->seal_where, shown));
+			"it a log cut after an old seal is not seen (%s names a copy; an "
+			"empty one%s checks without)",
+			audit_escape(v->seal_where, shown),
+			v->o->in_dir ? "NAME.seal beside the log" : "--seal FILE",
+			v->o->in_dir ? "" : ", /dev/null,");
 	if (v->seal_src == SEAL_BAD)
 		return audit_verify_problem(
 			v, 0,
@@ -166,11 +168,13 @@ static int end_check(struct verifier *v)
 		if (!v->o->state_dir)
 			return audit_verify_problem(v, 0,
 						    "no head: no --head, and no state directory");
-		return audit_verify_problem(
-			v, 0,
-			"no head recorded for %s in %s (--head FILE names one; an "
-			"empty one, /dev/null, checks without)",
-			audit_escape(v->real, shown), v->o->state_dir);
+		return audit_verify_problem(v, 0,
+					    "no head recorded for %s in %s (%s names one; an empty "
+					    "one%s checks without)",
+					    audit_escape(v->real, shown), v->o->state_dir,
+					    v->o->in_dir ? "a copy as NAME.head beside the log"
+							 : "--head FILE",
+					    v->o->in_dir ? "" : ", /dev/null,");
 	case HEAD_BAD:
 		return audit_verify_problem(
 			v, 0,
@@ -204,6 +208,9 @@ static void report(const struct verifier *v, FILE *out)
 			 "head not checked (this is file %" PRIu64 " of the log at %s, which is at "
 			 "file %" PRIu64 ")",
 			 v->newest_index, audit_escape(v->head_where, d), v->head.file);
+	else if (v->o->in_dir)
+		snprintf(head, sizeof(head), "head not checked (%s is empty)",
+			 audit_escape(v->head_where, d));
 	else
 		snprintf(head, sizeof(head), "head not checked (the --head file is empty)");
 	if (v->nsealers && v->sealed_n && v->seal_src == SEAL_FOUND)

@@ -21,8 +21,13 @@
 #include "base/err.h"
 #include "base/limits.h"
 
-#define AUDIT_VERIFY_FILES_MAX 100000 /* files of one chain followed */
-#define AUDIT_VERIFY_KEYS_MAX  64     /* --key values */
+#define AUDIT_VERIFY_FILES_MAX	   100000  /* files of one chain followed */
+#define AUDIT_VERIFY_KEYS_MAX	   64	   /* --key values */
+#define AUDIT_VERIFY_DIR_LOGS_MAX  4096	   /* logs in one directory (audit_verify_dir) */
+#define AUDIT_VERIFY_DIR_FILES_MAX 1000000 /* files the logs of one directory read */
+
+/* The files the logs of one directory have read (verify_seen.c). */
+struct audit_seen;
 
 struct audit_verify_opts {
 	/* The auditor's k0 of each key the log was sealed with (borrowed;
@@ -45,6 +50,14 @@ struct audit_verify_opts {
 	/* The time the newest seal's age is measured against (unix ms); 0:
 	 * the clock's. */
 	int64_t now_ms;
+	/* Set by audit_verify_dir for each of its logs: head_file and
+	 * seal_file are the log's NAME.head and NAME.seal in its directory,
+	 * opened without following a symlink and read only when regular
+	 * files, and messages name them so. */
+	bool in_dir;
+	/* The files the directory's logs read so far (borrowed; NULL: none
+	 * kept): a file one of them read is a problem for the next. */
+	struct audit_seen *seen;
 };
 
 /* Check file, and the files it continues (log.open's previous, in the
@@ -64,6 +77,31 @@ struct audit_verify_opts {
  * all (err filled). */
 int audit_verify(const char *file, const struct audit_verify_opts *o, FILE *out,
 		 struct appl_err *err);
+
+/* Check every log in the directory dir (not recursive), each as
+ * audit_verify would with o (borrowed; its head_file and seal_file must
+ * be NULL, in_dir and seen are set here), in byte order of their names:
+ * every entry whose name does not end in `.` and digits (a rotated file,
+ * which a log reaches through `previous`), `.head` or `.seal` is a log's
+ * newest file; NAME.head and NAME.seal beside it, when there, are its
+ * head and sealing state (as head_file and seal_file). An entry that is
+ * not a regular file is a problem, never followed; so is a rotated file
+ * that no log's chain reached, a NAME.head or NAME.seal with no log NAME,
+ * and a file one log read that another reaches too (no file is read
+ * twice). Prints each log's report as audit_verify does (a log that
+ * cannot be read: one line "DIR/NAME: why"), then the stray files, then
+ * one line
+ *
+ *     DIR: 3 logs, 2 intact, 1 with problems, 0 stray files
+ *
+ * A directory of no log says so before that line ("DIR: no log in this
+ * directory"); one of more than AUDIT_VERIFY_DIR_LOGS_MAX is not checked
+ * at all, and says so in one line (no summary). Returns 0 when every log
+ * is intact and nothing is stray, 1 otherwise, < 0 when the directory
+ * cannot be read, memory ran out, or its logs read more than
+ * AUDIT_VERIFY_DIR_FILES_MAX files (err filled). */
+int audit_verify_dir(const char *dir, const struct audit_verify_opts *o, FILE *out,
+		     struct appl_err *err);
 
 /* Print the lines of file (this file only) readably to out: appliance
  * starts and stops, runs (client, role, revision, code bytes), their calls

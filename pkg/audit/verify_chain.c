@@ -87,6 +87,27 @@ static int link_read(struct verifier *v, int fd, uint64_t limit, uint64_t *file,
 	return rc;
 }
 
+/* In a directory's check, each file is read by one log only: a previous
+ * file a log before this one read (the two name the same file, or it is
+ * a hard link of one of that log's) ends this chain, and the second pass
+ * says why. 0, 1 (fd closed), or < 0 (fd closed). Only the first pass
+ * claims: the second opens the same files again. */
+static int prev_claim(struct verifier *v, int fd, const char *name)
+{
+	char shown[AUDIT_SHOWN_MAX];
+	int rc = audit_seen_claim(v, fd);
+
+	if (rc == 0)
+		return 0;
+	close(fd);
+	if (rc == 1)
+		snprintf(v->link_error, sizeof(v->link_error),
+			 "the previous file %s was read already, by a log before this one in "
+			 "its directory",
+			 audit_escape(name, shown));
+	return rc;
+}
+
 /* The first pass: from the newest file back through `previous` while
  * each step is sound; where it is not, the second pass reports it. File
  * indexes fall by one at each step, so no loop can be followed. */
@@ -122,6 +143,8 @@ int audit_chain_discover(struct verifier *v)
 			return 0;
 		}
 		if ((rc = audit_prev_open(v, name, &fd)) != 0)
+			return rc < 0 ? rc : 0;
+		if ((rc = prev_claim(v, fd, name)) != 0)
 			return rc < 0 ? rc : 0;
 		if ((rc = audit_names_push(v, name)) < 0) {
 			close(fd);

@@ -40,13 +40,16 @@ static int lock_take(int sdfd, const char *id)
 static int newest_open(struct verifier *v)
 {
 	struct stat st;
-	int e;
+	int e, rc;
 
 	if (v->newest_fd >= 0)
 		return 0;
 	v->newest_fd = openat(v->dfd, v->names[0], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (v->newest_fd < 0) {
 		e = errno;
+		if (e == ELOOP && v->o->in_dir)
+			return appl_err_set(v->err, -e, "%s%s: a symlink, not followed", v->dir,
+					    v->names[0]);
 		return appl_err_errno(v->err, -e, e, "%s%s%s", v->dir, v->names[0],
 				      e == ELOOP ? ": a symlink (give the log's own path)" : "");
 	}
@@ -56,7 +59,40 @@ static int newest_open(struct verifier *v)
 		return appl_err_set(v->err, -EINVAL, "%s%s: not a regular file", v->dir,
 				    v->names[0]);
 	v->newest_size = (uint64_t)st.st_size;
-	return 0;
+	if ((rc = audit_seen_claim(v, v->newest_fd)) == 1)
+		return appl_err_set(
+			v->err, -EEXIST,
+			"%s%s: a log before it in this directory read this file already "
+			"(through previous, or under another name)",
+			v->dir, v->names[0]);
+	return rc;
+}
+
+/* --head FILE or --seal FILE (opt), opened as given; a log's NAME.head
+ * or NAME.seal in a directory (in_dir) never through a symlink, and only
+ * when it is a regular file: the directory is a collection of copies,
+ * where a link would check one log against another's head, or against a
+ * file outside it. An fd, or < 0. */
+static int copy_open(struct verifier *v, const char *path, const char *opt)
+{
+	struct stat st;
+	int fd, e;
+
+	if (!v->o->in_dir) {
+		fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		return fd >= 0 ? fd : appl_err_errno(v->err, -errno, errno, "%s %s", opt, path);
+	}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		e = errno;
+		return e == ELOOP ? appl_err_set(v->err, -e, "%s: a symlink, not followed", path)
+				  : appl_err_errno(v->err, -e, e, "%s", path);
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		close(fd);
+		return appl_err_set(v->err, -EINVAL, "%s: not a regular file", path);
+	}
+	return fd;
 }
 
 /* The head in fd into v: found, bad, or (empty) missing or waived. */
@@ -127,9 +163,8 @@ int audit_seal_from_file(struct verifier *v)
 	if (!v->nsealers || !v->o->seal_file)
 		return 0;
 	snprintf(v->seal_where, sizeof(v->seal_where), "%s", v->o->seal_file);
-	fd = open(v->o->seal_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return appl_err_errno(v->err, -errno, errno, "--seal %s", v->o->seal_file);
+	if ((fd = copy_open(v, v->o->seal_file, "--seal")) < 0)
+		return fd;
 	rc = seal_take(v, fd, SEAL_WAIVED, v->o->seal_file);
 	close(fd);
 	return rc;
@@ -190,11 +225,8 @@ static int head_from_file(struct verifier *v, int sdfd, const char *file)
 		lfd = lock_take(sdfd, id);
 	}
 	snprintf(v->head_where, sizeof(v->head_where), "%s", v->o->head_file);
-	fd = open(v->o->head_file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		rc = appl_err_errno(v->err, -errno, errno, "--head %s", v->o->head_file);
-	else
-		rc = newest_open(v);
+	fd = copy_open(v, v->o->head_file, "--head");
+	rc = fd < 0 ? fd : newest_open(v);
 	if (rc == 0)
 		rc = head_take(v, fd, HEAD_WAIVED, v->o->head_file);
 	if (fd >= 0)

@@ -1,10 +1,11 @@
 /* verify_int.h: inside the audit log's checker (verify.h), shared by its
- * files only: verify.c (setting up, the checks made at the end, the
- * report), verify_lines.c (the second pass, line by line),
- * verify_chain.c (the first pass: the files of the chain),
- * verify_head.c (the head and the sealing state, read under the log's
- * lock) and verify_rec.c (one line parsed). Calls go down that list,
- * never up it. */
+ * files only: verify_dir.c (every log of a directory), verify.c (setting
+ * up, the checks made at the end, the report), verify_lines.c (the
+ * second pass, line by line), verify_chain.c (the first pass: the files
+ * of the chain), verify_head.c (the head and the sealing state, read
+ * under the log's lock), verify_rec.c (one line parsed) and
+ * verify_seen.c (the files a directory's logs read). Calls go down that
+ * list, never up it. */
 #ifndef APPL_AUDIT_VERIFY_INT_H
 #define APPL_AUDIT_VERIFY_INT_H
 
@@ -13,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "audit/format.h"
 #include "audit/read.h"
@@ -132,6 +134,24 @@ void audit_rec_clear(struct rec *c);
 
 /* The members of a log.open line o: 0, or -1 with why. */
 int audit_open_info_parse(const json_t *o, struct open_info *oi, char why[WHY_MAX]);
+
+/* ---- the files a directory's logs read (verify_seen.c) ------------------------ */
+
+/* An empty set (new; audit_seen_free), or NULL when out of memory. */
+struct audit_seen *audit_seen_new(void);
+void audit_seen_free(struct audit_seen *s);
+
+/* Whether the file st describes (its device and inode) is in s. */
+bool audit_seen_has(const struct audit_seen *s, const struct stat *st);
+
+/* Add it: 0, 1 when it was there already, -ENOMEM, or -E2BIG past
+ * AUDIT_VERIFY_DIR_FILES_MAX files. */
+int audit_seen_add(struct audit_seen *s, const struct stat *st);
+
+/* The file at fd (borrowed) is read by v's log: added to v->o->seen when
+ * there is one. 0; 1 when a log before it read that file already; or < 0
+ * (err filled). */
+int audit_seen_claim(struct verifier *v, int fd);
 
 /* ---- the head and the sealing state (verify_head.c) ------------------------- */
 

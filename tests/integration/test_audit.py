@@ -26,7 +26,12 @@
   without its key; rotation by size is followed by verify;
 - a sealed log cut after its first seal (later seals and write_note lines
   deleted, renumbered, rechained, head rewritten) fails verify --key,
-  which names the missing epochs, and the next start is refused.
+  which names the missing epochs, and the next start is refused;
+- two replicas' sealed logs (one rotated) collected into one directory
+  with their heads and sealing states are checked by `verify DIR`, each
+  on its own line and then summed up; a cut tail in one fails the
+  directory while the other stays intact; a log whose newest file is
+  missing leaves its rotated file and copies stray.
 
 Runs as root; needs build/appliance, build/image and build/toy-server.
 """
@@ -831,6 +836,68 @@ def rotation_starts_a_new_file_that_names_the_old_one():
     rc, out = verify(log)
     assert rc == 0 and "2 files" in out, out
     shutil.rmtree(d)
+
+
+@test
+def a_directory_of_replicas_logs_is_checked_log_by_log():
+    col = tmpdir()
+    keys, made = [], []
+    for name, rotate in (("a.jsonl", True), ("b.jsonl", False)):
+        d = tmpdir()
+        made.append(d)
+        log = os.path.join(d, name)
+        keys += ["--key", init_seal(log)]
+        limits = {"audit_seal_lines": 4, "audit_rotate_kb": 16 if rotate else 65536}
+        with gk.Session(audit_policy(log, seal=True, limits=limits)) as s:
+            s.cell(CALLS)
+            while rotate and not os.path.exists(log + ".1"):
+                s.cell(CALLS)
+        # as docs/audit.md says to collect them: the log's files under
+        # their own names, its head and sealing state renamed NAME.head
+        # and NAME.seal
+        for f in os.listdir(d):
+            if f == name or f.startswith(name + "."):
+                shutil.copy(os.path.join(d, f), col)
+        sid = os.path.join(STATE, "audit", state_id(log))
+        shutil.copy(sid + ".head", os.path.join(col, name + ".head"))
+        shutil.copy(sid + ".seal", os.path.join(col, name + ".seal"))
+    assert os.path.exists(os.path.join(col, "a.jsonl.1"))
+    rc, out = verify(*keys, col)
+    lines = out.splitlines()
+    assert rc == 0 and len(lines) == 3, out
+    for line, name in zip(lines, ("a.jsonl", "b.jsonl")):
+        assert re.fullmatch(re.escape(os.path.join(col, name)) +
+                            r": \d+ lines in \d+ files?, chain intact, head matches \(line \d+\), "
+                            r"sealed through line \d+ \(\S+\), sealing state matches "
+                            r"\(epoch \d+\)", line), out
+    assert " in 1 file," not in lines[0], out  # a.jsonl reached its rotated file
+    assert lines[2] == "%s: 2 logs, 2 intact, 0 with problems, 0 stray files" % col, out
+    # one --head for a directory of logs, each with its own: a usage error
+    rc, out = verify("--head", "/dev/null", col)
+    assert rc == 2, out
+    # b's tail cut: b fails, a is still intact, and so is the directory's verdict
+    b = os.path.join(col, "b.jsonl")
+    cut = lines_of(b)[:-1]
+    with open(b, "wb") as f:
+        f.write(b"".join(x + b"\n" for x in cut))
+    rc, out = verify(*keys, col)
+    lines = out.splitlines()
+    assert rc == 1 and len(lines) == 3, out
+    assert lines[0].startswith(os.path.join(col, "a.jsonl") + ": ") and "intact" in lines[0], out
+    assert lines[1].startswith(b + ":") and "cut" in lines[1], out
+    assert lines[2] == "%s: 2 logs, 1 intact, 1 with problems, 0 stray files" % col, out
+    # a's newest file missing: what is left of it is stray, said by name
+    os.unlink(os.path.join(col, "a.jsonl"))
+    left = sorted(f for f in os.listdir(col) if f.startswith("a.jsonl."))
+    rc, out = verify(*keys, col)
+    assert rc == 1, out
+    assert ("%s/a.jsonl.1: a rotated file that no log of this directory reaches through "
+            "previous" % col) in out, out
+    assert "%s/a.jsonl.head: a head with no log a.jsonl beside it" % col in out, out
+    assert out.splitlines()[-1] == ("%s: 1 log, 0 intact, 1 with problems, %d stray files" %
+                                    (col, len(left))), out
+    for d in made + [col]:
+        shutil.rmtree(d)
 
 
 if __name__ == "__main__":

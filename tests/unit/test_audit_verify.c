@@ -5,10 +5,12 @@
  * the head, a line from another log, the head edited, seals forged, with
  * an epoch gap or an unknown key), a log cut after an old seal (against
  * the sealing state, and against the clock), torn lines, rotation and
- * the files it names, input that is no log at all, `show` knowing
- * every event the writer puts in a log, and `show --tool` keeping the
- * lines of one code tool's runs. Each case checks the exit code
- * and what is said. */
+ * the files it names, input that is no log at all, a directory of logs
+ * (each checked, then the stray files, then the sum; symlinks not
+ * followed, no file read twice, NAME.head and NAME.seal copies used),
+ * `show` knowing every event the writer puts in a log, and `show --tool`
+ * keeping the lines of one code tool's runs. Each case checks the exit
+ * code and what is said. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -1370,6 +1372,348 @@ static void test_not_a_file(void **state)
 	said(f, "No such file or directory");
 }
 
+/* ---- a directory of logs ------------------------------------------------- */
+
+static int check_dir_with(struct fix *f, const char *dir, const char *head_file,
+			  const unsigned char (*keys)[AUDIT_KEY_BYTES], size_t nkeys)
+{
+	struct audit_verify_opts o = {.keys = keys,
+				      .nkeys = nkeys,
+				      .head_file = head_file,
+				      .state_dir = f->state,
+				      .now_ms = f->now_ms};
+	struct appl_err err = {0};
+	FILE *out = fmemopen(f->out, sizeof(f->out) - 1, "w");
+	int rc;
+
+	assert_non_null(out);
+	memset(f->out, 0, sizeof(f->out));
+	rc = audit_verify_dir(dir, &o, out, &err);
+	fclose(out);
+	if (rc < 0)
+		snprintf(f->out, sizeof(f->out), "error: %s", err.msg);
+	return rc;
+}
+
+static int check_dir(struct fix *f)
+{
+	return check_dir_with(f, f->dir, NULL, NULL, 0);
+}
+
+/* f->dir/name, and (with_head) its head in the state, as its writer left
+ * it for a log at that path. */
+static void dir_log_put(struct fix *f, const char *name, const struct lbuf *b,
+			const struct chain *c, bool with_head)
+{
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+	file_put(path, b);
+	if (with_head)
+		head_put_gen(f, path, c, b->len, 1);
+}
+
+/* f->dir/name: a head as an operator copies one from a replica's
+ * STATE/audit/ID.head (renamed NAME.head). */
+static void head_copy_put(struct fix *f, const char *name, const struct chain *c, uint64_t bytes)
+{
+	struct audit_head h = {.gen = 1, .file = c->file, .n = c->n, .bytes = bytes};
+	char path[256];
+	int fd;
+
+	memcpy(h.hash, c->hash, AUDIT_HASH_HEX);
+	snprintf(path, sizeof(path), "%s/%s", f->dir, name);
+	fd = open(path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	assert_true(fd >= 0);
+	assert_int_equal(audit_head_write_fd(fd, &h, false), 0);
+	close(fd);
+}
+
+/* f->dir/name: a copy of the sealing state c's writer leaves. */
+static void seal_copy_put(struct fix *f, const char *name, const struct chain *c)
+{
+	struct audit_seal_state st = {.epoch = c->epoch, .last_n = c->seal_n, .last_file = 1};
+	struct appl_err err = {0};
+	int dfd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	assert_true(dfd >= 0);
+	memcpy(st.kid, c->kid, AUDIT_KID_HEX);
+	memcpy(st.key, c->key, AUDIT_KEY_BYTES);
+	memset(st.last_hash, '0', AUDIT_HASH_HEX - 1);
+	assert_int_equal(audit_seal_write(dfd, name, &st, &err), 0);
+	close(dfd);
+}
+
+/* Exactly what was said, with DIR for f->dir in want. */
+static void said_exactly(const struct fix *f, const char *want)
+{
+	char full[8192], *o = full;
+
+	for (const char *p = want; *p; p++) {
+		if (strncmp(p, "DIR", 3) == 0) {
+			o += snprintf(o, sizeof(full) - (size_t)(o - full), "%s", f->dir);
+			p += 2;
+		} else {
+			*o++ = *p;
+		}
+		assert_true((size_t)(o - full) < sizeof(full) - 1);
+	}
+	*o = '\0';
+	assert_string_equal(f->out, full);
+}
+
+/* Two replicas' logs, each with its head where its writer keeps it:
+ * each reported as a file given alone, in name order, then the sum. */
+static void test_dir_two_intact(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf a = {0}, b = {0};
+	struct chain ca, cb;
+
+	chain_init(&ca, NULL);
+	log_build(&a, &ca);
+	chain_init(&cb, NULL);
+	log_build(&b, &cb);
+	run_add(&b, &cb);
+	dir_log_put(f, "b.jsonl", &b, &cb, true);
+	dir_log_put(f, "a.jsonl", &a, &ca, true);
+	assert_int_equal(check_dir(f), 0);
+	said_exactly(f, "DIR/a.jsonl: 7 lines in 1 file, chain intact, head matches (line 7), "
+			"no seals\n"
+			"DIR/b.jsonl: 11 lines in 1 file, chain intact, head matches (line 11), "
+			"no seals\n"
+			"DIR: 2 logs, 2 intact, 0 with problems, 0 stray files\n");
+	/* the directory given with a '/' after it: one, not two */
+	{
+		char dir[256];
+
+		snprintf(dir, sizeof(dir), "%s/", f->dir);
+		assert_int_equal(check_dir_with(f, dir, NULL, NULL, 0), 0);
+		said(f, "/a.jsonl: 7 lines");
+		assert_null(strstr(f->out, "//"));
+	}
+	/* one head for every log of a directory is refused */
+	assert_true(check_dir_with(f, f->dir, "/dev/null", NULL, 0) < 0);
+	said(f, "--head and --seal name one log's");
+	free(a.p);
+	free(b.p);
+}
+
+/* One log's tail cut: it is reported, the other is still intact, and the
+ * directory fails. */
+static void test_dir_one_cut(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf a = {0}, b = {0};
+	struct chain ca, cb;
+	char path[256];
+
+	chain_init(&ca, NULL);
+	log_build(&a, &ca);
+	chain_init(&cb, NULL);
+	log_build(&b, &cb);
+	dir_log_put(f, "a.jsonl", &a, &ca, true);
+	dir_log_put(f, "b.jsonl", &b, &cb, true);
+	line_delete(&b, 6);
+	snprintf(path, sizeof(path), "%s/b.jsonl", f->dir);
+	file_put(path, &b);
+	assert_int_equal(check_dir(f), 1);
+	said_exactly(f, "DIR/a.jsonl: 7 lines in 1 file, chain intact, head matches (line 7), "
+			"no seals\n"
+			"DIR/b.jsonl:6: the tail was cut: the log ends at line 6, the head "
+			"records line 7\n"
+			"DIR: 2 logs, 1 intact, 1 with problems, 0 stray files\n");
+	free(a.p);
+	free(b.p);
+}
+
+/* A directory of no log fails, saying so; so does one of more logs than
+ * the bound, at once, before any is read. */
+static void test_dir_empty(void **state)
+{
+	struct fix *f = *state;
+	char path[256];
+
+	assert_int_equal(check_dir(f), 1);
+	said_exactly(f, "DIR: no log in this directory\n"
+			"DIR: 0 logs, 0 intact, 0 with problems, 0 stray files\n");
+	for (int i = 0; i <= AUDIT_VERIFY_DIR_LOGS_MAX; i++) {
+		snprintf(path, sizeof(path), "%s/log-%d", f->dir, i);
+		file_put(path, &(struct lbuf){.p = "", .len = 0});
+	}
+	assert_int_equal(check_dir(f), 1);
+	said_exactly(f, "DIR: more than 4096 logs in one directory: none checked (divide them "
+			"among directories)\n");
+	/* not a directory */
+	assert_true(check_dir_with(f, "/nonexistent", NULL, NULL, 0) < 0);
+	said(f, "error: /nonexistent: No such file or directory");
+}
+
+/* A symlink is never followed: not as a log, not as a head, not as a
+ * rotated file; and a subdirectory is not read. */
+static void test_dir_symlink(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf a = {0}, b = {0};
+	struct chain ca, cb;
+	char path[256];
+
+	chain_init(&ca, NULL);
+	log_build(&a, &ca);
+	dir_log_put(f, "a.jsonl", &a, &ca, true);
+	chain_init(&cb, NULL);
+	log_build(&b, &cb);
+	dir_log_put(f, "b.jsonl", &b, &cb, true);
+	snprintf(path, sizeof(path), "%s/c.jsonl", f->dir);
+	assert_int_equal(symlink("a.jsonl", path), 0);
+	snprintf(path, sizeof(path), "%s/b.jsonl.head", f->dir);
+	assert_int_equal(symlink(f->path, path), 0);
+	snprintf(path, sizeof(path), "%s/a.jsonl.7", f->dir);
+	assert_int_equal(symlink("/etc/passwd", path), 0);
+	snprintf(path, sizeof(path), "%s/sub", f->dir);
+	assert_int_equal(mkdir(path, 0700), 0);
+	assert_int_equal(check_dir(f), 1);
+	said_exactly(f, "DIR/a.jsonl: 7 lines in 1 file, chain intact, head matches (line 7), "
+			"no seals\n"
+			"DIR/b.jsonl.head: a symlink, not followed\n"
+			"DIR/c.jsonl: a symlink, not followed\n"
+			"DIR/sub: a directory, not read (only the directory given is)\n"
+			"DIR/a.jsonl.7: a symlink, not followed\n"
+			"DIR: 4 logs, 1 intact, 3 with problems, 1 stray file\n");
+	free(a.p);
+	free(b.p);
+}
+
+/* Rotated files are reached through previous, never taken as logs; one
+ * that no log reaches is a stray (its log's newest file is missing); and
+ * no file is read twice: not through two logs' previous, not under two
+ * names. */
+static void test_dir_rotated(void **state)
+{
+	struct fix *f = *state;
+	struct lbuf b = {0};
+	struct chain c;
+	char p1[256], other[256];
+
+	rotated_build(f, &c, &b); /* audit.log.1, audit.log */
+	assert_int_equal(check_dir(f), 0);
+	said_exactly(f, "DIR/audit.log: 12 lines in 2 files, chain intact, head matches (line "
+			"12), no seals\n"
+			"DIR: 1 log, 1 intact, 0 with problems, 0 stray files\n");
+	/* another log continuing the same file: it is read by the first only */
+	snprintf(other, sizeof(other), "%s/other.log", f->dir);
+	file_put(other, &b);
+	head_put_gen(f, other, &c, b.len, 1);
+	/* and a second name of the first log's newest file */
+	snprintf(p1, sizeof(p1), "%s/zz.log", f->dir);
+	assert_int_equal(link(f->path, p1), 0);
+	assert_int_equal(check_dir(f), 1);
+	said_exactly(f, "DIR/audit.log: 12 lines in 2 files, chain intact, head matches (line "
+			"12), no seals\n"
+			"DIR/other.log:1: the previous file audit.log.1 was read already, by a "
+			"log before this one in its directory\n"
+			"DIR/zz.log: a log before it in this directory read this file already "
+			"(through previous, or under another name)\n"
+			"DIR: 3 logs, 1 intact, 2 with problems, 0 stray files\n");
+	/* the newest file gone: its rotated file is left over, and said */
+	assert_int_equal(unlink(other), 0);
+	assert_int_equal(unlink(p1), 0);
+	assert_int_equal(unlink(f->path), 0);
+	assert_int_equal(check_dir(f), 1);
+	said_exactly(f, "DIR: no log in this directory\n"
+			"DIR/audit.log.1: a rotated file that no log of this directory reaches "
+			"through previous\n"
+			"DIR: 0 logs, 0 intact, 0 with problems, 1 stray file\n");
+	free(b.p);
+}
+
+/* NAME.head, an operator's copy of the replica's head, is the log's head
+ * (before the state's), as --head FILE would be; empty, it says none;
+ * NAME.seal likewise the sealing state; and keys of several replicas
+ * check each log's seals (a key no log has is fine). */
+static void test_dir_head_copy(void **state)
+{
+	struct fix *f = *state;
+	unsigned char keys[3][AUDIT_KEY_BYTES];
+	struct lbuf a = {0}, b = {0};
+	struct chain ca, cb, old;
+	char path[256];
+
+	memset(keys[0], 7, AUDIT_KEY_BYTES);
+	memset(keys[1], 9, AUDIT_KEY_BYTES);
+	memset(keys[2], 11, AUDIT_KEY_BYTES);
+	chain_init(&ca, NULL);
+	log_build(&a, &ca);
+	dir_log_put(f, "a.jsonl", &a, &ca, false);
+	assert_int_equal(check_dir(f), 1);
+	said(f, "/a.jsonl: no head recorded for ");
+	said(f, " (a copy as NAME.head beside the log names one; an empty one checks without)\n");
+	/* the copy, and not the state's (here an older one) */
+	old = ca;
+	old.n = 3;
+	snprintf(path, sizeof(path), "%s/a.jsonl", f->dir);
+	head_put_gen(f, path, &old, 100, 1);
+	head_copy_put(f, "a.jsonl.head", &ca, a.len);
+	assert_int_equal(check_dir(f), 0);
+	said(f, "/a.jsonl: 7 lines in 1 file, chain intact, head matches (line 7), no seals\n");
+	/* empty: none */
+	snprintf(path, sizeof(path), "%s/a.jsonl.head", f->dir);
+	file_put(path, &(struct lbuf){.p = "", .len = 0});
+	assert_int_equal(check_dir(f), 0);
+	said(f, "chain intact, head not checked (");
+	said(f, "/a.jsonl.head is empty), no seals\n");
+	/* one that is not this log's: a problem of that log */
+	old = ca;
+	old.n = 5;
+	head_copy_put(f, "a.jsonl.head", &old, a.len);
+	assert_int_equal(check_dir(f), 1);
+	said(f, "/a.jsonl:5: ");
+	said(f, ": 1 log, 0 intact, 1 with problems, 0 stray files\n");
+	assert_int_equal(unlink(path), 0);
+
+	/* sealed logs of two replicas, each with its own key, their heads and
+	 * sealing states copied beside them */
+	free(a.p);
+	a = (struct lbuf){0};
+	sealed_build(&a, &ca, keys[0]);
+	line_add(&a, &ca, "stop", ",\"reason\":\"client closed\",\"runs\":1");
+	dir_log_put(f, "a.jsonl", &a, &ca, false);
+	head_copy_put(f, "a.jsonl.head", &ca, a.len);
+	seal_copy_put(f, "a.jsonl.seal", &ca);
+	sealed_build(&b, &cb, keys[1]);
+	dir_log_put(f, "b.jsonl", &b, &cb, false);
+	head_copy_put(f, "b.jsonl.head", &cb, b.len);
+	seal_copy_put(f, "b.jsonl.seal", &cb);
+	assert_int_equal(
+		check_dir_with(f, f->dir, NULL, (const unsigned char(*)[AUDIT_KEY_BYTES])keys, 3),
+		0);
+	said(f, "/a.jsonl: 14 lines in 1 file, chain intact, head matches (line 14), sealed "
+		"through line 13 (");
+	said(f, "), sealing state matches (epoch 2)\n");
+	said(f, "/b.jsonl: 13 lines in 1 file, chain intact, head matches (line 13), sealed "
+		"through line 13 (");
+	said(f, ": 2 logs, 2 intact, 0 with problems, 0 stray files\n");
+	/* with the head copied and not the sealing state: not checked, as with --head */
+	snprintf(path, sizeof(path), "%s/b.jsonl.seal", f->dir);
+	assert_int_equal(unlink(path), 0);
+	assert_int_equal(
+		check_dir_with(f, f->dir, NULL, (const unsigned char(*)[AUDIT_KEY_BYTES])keys, 3),
+		0);
+	said(f, "(line 13), sealed through line 13 (");
+	said(f, "), sealing state not checked\n");
+	/* a head and a sealing state with no log of their name */
+	seal_copy_put(f, "gone.jsonl.seal", &cb);
+	head_copy_put(f, "gone.jsonl.head", &cb, b.len);
+	assert_int_equal(
+		check_dir_with(f, f->dir, NULL, (const unsigned char(*)[AUDIT_KEY_BYTES])keys, 3),
+		1);
+	said(f, "/gone.jsonl.head: a head with no log gone.jsonl beside it\n");
+	said(f, "/gone.jsonl.seal: a sealing state with no log gone.jsonl beside it\n");
+	said(f, ": 2 logs, 2 intact, 0 with problems, 2 stray files\n");
+	free(a.p);
+	free(b.p);
+}
+
 /* ---- show ---------------------------------------------------------------- */
 
 static void test_show(void **state)
@@ -1833,6 +2177,12 @@ int main(void)
 		T(test_wrong_types),
 		T(test_log_open_place),
 		T(test_not_a_file),
+		T(test_dir_two_intact),
+		T(test_dir_one_cut),
+		T(test_dir_empty),
+		T(test_dir_symlink),
+		T(test_dir_rotated),
+		T(test_dir_head_copy),
 		T(test_show),
 		T(test_show_runs),
 		T(test_show_tool),
