@@ -196,7 +196,10 @@
 #define APPL_TASKS_PER_CLIENT_DEF  16u
 #define APPL_TASKS_PER_CLIENT_CEIL 64u
 #define APPL_HTTP_HEADER_BYTES	   (16u * 1024) /* a request's head: past it, 431 */
-#define APPL_HTTP_TLS_FILE_MAX	   (64u * 1024) /* a PEM file read at start */
+/* A WWW-Authenticate value: Bearer, an error and resource_metadata="URL",
+ * the URL built from http.oauth.audience (APPL_POLICY_URL_MAX) */
+#define APPL_HTTP_CHALLENGE_MAX (5u * 1024)
+#define APPL_HTTP_TLS_FILE_MAX	(64u * 1024) /* a PEM file read at start */
 /* Runs waiting for a slot, all HTTP clients together (each is also held to
  * limits.http_waiting_per_client): one client's queue cannot fill it. */
 #define APPL_HTTP_RUNS_WAITING_MAX 1024u
@@ -392,9 +395,17 @@
 #define APPL_POLICY_HTTP_LISTEN_TEXT (5 + APPL_POLICY_PATH_MAX)
 #define APPL_POLICY_UNIX_PATH_MAX    107 /* sun_path holds 108 bytes, NUL included */
 #define APPL_POLICY_HTTP_PATH_MAX    256 /* the endpoint's path */
-#define APPL_POLICY_HTTP_ORIGINS_MAX 32
-#define APPL_POLICY_HTTP_HOSTS_MAX   64
-#define APPL_POLICY_HTTP_HOST_MAX    255 /* a Host header value, host[:port] */
+/* http.oauth: the role claim's name; the clock skew allowed for exp, nbf
+ * and iat; how often a jwks_url is fetched again. */
+#define APPL_POLICY_OAUTH_CLAIM_MAX	 64
+#define APPL_POLICY_OAUTH_SKEW_S_DEF	 60u
+#define APPL_POLICY_OAUTH_SKEW_S_CEIL	 300u
+#define APPL_POLICY_OAUTH_REFRESH_S_DEF	 300u
+#define APPL_POLICY_OAUTH_REFRESH_S_MIN	 60u
+#define APPL_POLICY_OAUTH_REFRESH_S_CEIL 86400u
+#define APPL_POLICY_HTTP_ORIGINS_MAX	 32
+#define APPL_POLICY_HTTP_HOSTS_MAX	 64
+#define APPL_POLICY_HTTP_HOST_MAX	 255 /* a Host header value, host[:port] */
 /* An origin: "https://" and a host[:port] of at most APPL_POLICY_HTTP_HOST_MAX. */
 #define APPL_POLICY_HTTP_ORIGIN_MAX (8 + APPL_POLICY_HTTP_HOST_MAX)
 

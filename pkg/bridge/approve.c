@@ -32,6 +32,8 @@ struct bridge_ask {
 	char answer[ASK_ANSWER_MAX + 1];
 	size_t got;
 	const char *outcome;
+	unsigned char claim[32]; /* the client's answer's ledger key, when keyed */
+	bool keyed;
 	bridge_ask_cb cb;
 	void *data;
 	const struct bridge_asker *k; /* a client's question: k's, handle while open */
@@ -133,7 +135,7 @@ static void on_done(void *data)
 {
 	struct bridge_ask *q = data;
 
-	q->cb(q->data, q->outcome);
+	q->cb(q->data, q->outcome, q->keyed ? q->claim : NULL);
 }
 
 static void on_timeout(void *data)
@@ -236,10 +238,14 @@ fail:
 	return NULL;
 }
 
-static void on_client_answer(void *token, const char *outcome)
+static void on_client_answer(void *token, const char *outcome, const unsigned char *claim)
 {
 	struct bridge_ask *q = token;
 
+	if (claim && !q->outcome) {
+		memcpy(q->claim, claim, sizeof(q->claim));
+		q->keyed = true;
+	}
 	q->handle = NULL; /* answered: the client's side is gone */
 	ask_end(q, outcome);
 }

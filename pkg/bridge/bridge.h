@@ -152,11 +152,12 @@ void bridge_run_audit(struct bridge_run *r, struct audit *a, const char *role);
  * (elicitation; the gateway's). ask puts text (what a person reads;
  * borrowed) to the client for the call whose binding digest is bind (its
  * id, tool and arguments); it answers later, from the loop and never from
- * inside ask, through answer(token, outcome), outcome one of "approved",
- * "declined", "cancelled" or "unavailable", exactly once unless
- * cancel(a, handle) came first. NULL when this client cannot be asked, with
- * why (cap bytes) saying so. */
-typedef void (*bridge_answer_fn)(void *token, const char *outcome);
+ * inside ask, through answer(token, outcome, claim), outcome one of
+ * "approved", "declined", "cancelled" or "unavailable", exactly once unless
+ * cancel(a, handle) came first; claim, with replicas, the approval's key
+ * in their ledger (32 bytes; NULL: none). NULL when this client cannot be
+ * asked, with why (cap bytes) saying so. */
+typedef void (*bridge_answer_fn)(void *token, const char *outcome, const unsigned char *claim);
 struct bridge_asker {
 	void *(*ask)(void *a, const char *text, const unsigned char bind[32],
 		     bridge_answer_fn answer, void *token, char *why, size_t cap);
@@ -171,6 +172,28 @@ struct bridge_asker {
  * max questions per run. loop runs the program and the timers; client
  * names the caller in the question. All borrowed. */
 struct loop;
+
+/* The ledger replicas share (docs/scale-out.md): an approved call that
+ * comes with a claim key goes out only once the key is claimed here, so
+ * one approval makes at most one call over every replica; another's
+ * claim gives back the result it stored. claim answers later, from the
+ * loop, through cb (result borrowed, for BRIDGE_CLAIM_DONE), unless
+ * cancel came first; NULL: refused at once. put keeps a call's result
+ * (borrowed) under its key. */
+enum bridge_claim {
+	BRIDGE_CLAIM_OURS,    /* claimed here: the call goes out */
+	BRIDGE_CLAIM_DONE,    /* made before (another replica, an earlier try): its result */
+	BRIDGE_CLAIM_UNKNOWN, /* claimed before, no result kept: it is not made again */
+	BRIDGE_CLAIM_ERROR,   /* the ledger did not answer: not made */
+};
+typedef void (*bridge_claim_cb)(void *data, enum bridge_claim outcome, const json_t *result);
+struct bridge_ledger {
+	void *(*claim)(void *l, const unsigned char key[32], bridge_claim_cb cb, void *data);
+	void (*cancel)(void *l, void *handle);
+	void (*put)(void *l, const unsigned char key[32], const json_t *result);
+	void *l;
+};
+
 struct bridge_approvals {
 	struct loop *loop;
 	const char *command;
@@ -178,6 +201,7 @@ struct bridge_approvals {
 	unsigned timeout_ms;
 	unsigned max;
 	const char *client;
+	const struct bridge_ledger *ledger; /* NULL: one appliance alone */
 };
 void bridge_run_approvals(struct bridge_run *r, const struct bridge_approvals *ap);
 

@@ -88,7 +88,8 @@ struct bridge_ask;
 
 /* The answer: "approved", "declined", "timeout"; from a client also
  * "cancelled" or "unavailable". */
-typedef void (*bridge_ask_cb)(void *data, const char *outcome);
+/* claim: the answer's ledger key (bridge_answer_fn), or NULL. */
+typedef void (*bridge_ask_cb)(void *data, const char *outcome, const unsigned char *claim);
 
 /* Ask the approver program command (absolute; run with an empty
  * environment, in its own process group) question[0..len) on its stdin;

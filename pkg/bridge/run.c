@@ -35,6 +35,9 @@ struct bridge_call {
 	uint64_t sent_ms;
 	bool sent;
 	struct bridge_ask *ask; /* while a person is asked */
+	void *claiming;		/* while its ledger key is claimed */
+	bool keyed;		/* claim holds its ledger key */
+	unsigned char claim[32];
 	uint64_t ask_ms;
 	const char *by;		    /* who was asked: "program" or "client" */
 	struct trace_span *span;    /* its span, NULL: none */
@@ -297,6 +300,8 @@ static void on_result(void *ctx, int status, const json_t *result, const char *r
 					  : "malformed";
 		/* Its size is measured again only for the log. */
 		audit_end(r, c, outcome, r->audit || c->span ? appl_json_size(result) : 0);
+		if (c->keyed && c->sent && r->ap.ledger) /* for a replay elsewhere */
+			r->ap.ledger->put(r->ap.ledger->l, c->claim, result);
 		if (rc == 0)
 			cell_call_answer(r->cell, c->id, value);
 		else if (rc == 1) /* the tool's own error: its text, as it is */
@@ -545,22 +550,68 @@ static void approval_no(struct bridge_run *r, struct bridge_call *c, const char 
 	call_free(c);
 }
 
-static void on_approval(void *data, const char *outcome)
+/* The ledger's word on an approved call's key (bridge_ledger). */
+static void on_claim(void *data, enum bridge_claim outcome, const json_t *result)
 {
 	struct bridge_call *c = data;
 	struct bridge_run *r = c->run;
-	bool program = strcmp(c->by, "program") == 0;
-	char why[64];
 
+	c->claiming = NULL;
 	list_del(&r->asking, c);
-	bridge_ask_free(c->ask);
-	c->ask = NULL;
-	if (strcmp(outcome, "approved") == 0) {
-		audit_approval(r, c, outcome, loop_now_ms() - c->ask_ms);
+	if (outcome == BRIDGE_CLAIM_OURS) {
 		list_push(&r->waiting, c);
 		pump(r);
 		return;
 	}
+	if (outcome == BRIDGE_CLAIM_DONE) { /* its answer, as if it came now */
+		log_line(LOG_INFO, r->log_id[0] ? r->log_id : NULL,
+			 "%s: approved and made before (the ledger): its result again", c->label);
+		list_push(&r->inflight, c);
+		on_result(c, UPSTREAM_OK, result, NULL);
+		return;
+	}
+	metrics_count(METRICS_REFUSALS, "approval");
+	refuse(r, c->id, CELL_ERR_UNAVAILABLE,
+	       outcome == BRIDGE_CLAIM_UNKNOWN
+		       ? (struct say){"refused: ", ": approved and made before by a try of this "
+						   "run whose answer was lost; not made again"}
+		       : (struct say){"upstream_unavailable: ",
+				      ": approved, but the ledger the "
+				      "replicas share did not answer; not made"},
+	       c->label, NULL);
+	audit_refusal(r, c->id, c->tool, c->args,
+		      outcome == BRIDGE_CLAIM_UNKNOWN ? "approved and made before; not made again"
+						      : "the ledger did not answer; not made",
+		      c->read);
+	call_free(c);
+}
+
+static void on_approval(void *data, const char *outcome, const unsigned char *claim)
+{
+	struct bridge_call *c = data;
+	struct bridge_run *r = c->run;
+	bool program = strcmp(c->by, "program") == 0;
+	const struct bridge_ledger *led = r->ap.ledger;
+	char why[64];
+
+	bridge_ask_free(c->ask);
+	c->ask = NULL;
+	if (strcmp(outcome, "approved") == 0) {
+		audit_approval(r, c, outcome, loop_now_ms() - c->ask_ms);
+		if (claim && led) { /* one call for this yes over every replica */
+			memcpy(c->claim, claim, sizeof(c->claim));
+			c->keyed = true;
+			/* on the asking list while the ledger answers */
+			if (!(c->claiming = led->claim(led->l, c->claim, on_claim, c)))
+				on_claim(c, BRIDGE_CLAIM_ERROR, NULL);
+			return;
+		}
+		list_del(&r->asking, c);
+		list_push(&r->waiting, c);
+		pump(r);
+		return;
+	}
+	list_del(&r->asking, c);
 	if (strcmp(outcome, "timeout") == 0)
 		snprintf(why, sizeof(why), "no answer within %u s", r->ap.timeout_ms / 1000);
 	else if (strcmp(outcome, "cancelled") == 0)
@@ -893,8 +944,11 @@ void bridge_run_free(struct bridge_run *r)
 		struct bridge_call *c = r->asking.head;
 
 		list_del(&r->asking, c);
+		if (c->claiming) /* approved: its line is written */
+			r->ap.ledger->cancel(r->ap.ledger->l, c->claiming);
+		else
+			audit_approval(r, c, "cancelled", loop_now_ms() - c->ask_ms);
 		bridge_ask_free(c->ask);
-		audit_approval(r, c, "cancelled", loop_now_ms() - c->ask_ms);
 		call_free(c);
 	}
 	bridge_catalog_unref(r->cat);

@@ -253,7 +253,7 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 
 	if (ph->nlisten > APPL_POLICY_HTTP_LISTEN_MAX)
 		return appl_err_set(err, -E2BIG, "http.listen: too many");
-	if (gateway_principals(gw, err) < 0)
+	if (gateway_principals(gw, err) < 0 || gateway_oauth_open(gw, err) < 0)
 		return err->code;
 	if (ph->tls_cert) {
 		if (policy_http_tls_check(gw->policy, err) < 0 ||
@@ -280,6 +280,8 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 					     .body_bytes = (size_t)gw->lim->http_body_kb * 1024u,
 					     .slow_s = gw->lim->http_slow_s};
 	c.principal = token_principal;
+	c.bearer = gateway_oauth_bearer;
+	c.resource = gateway_oauth_resource;
 	c.on_auth = on_auth;
 	c.unready = unready;
 	c.data = gw;
@@ -497,6 +499,7 @@ static void gateway_close(struct gateway *gw)
 	gw->stdio = NULL;
 	mcp_http_close(gw->http);
 	gw->http = NULL;
+	gateway_oauth_close(gw); /* its timer and fetch are the loop's */
 	gateway_scrape_close(gw->scrape);
 	gw->scrape = NULL;
 	mcp_server_free(gw->srv);

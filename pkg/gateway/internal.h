@@ -80,6 +80,7 @@ struct gateway {
 	struct gateway_scrape *scrape;	  /* GET /metrics, when the policy says where */
 	struct gw_principal **principals; /* one per token, in the policy's order */
 	struct gw_principal *retired;	  /* tokens reloads dropped */
+	struct gateway_oauth *oauth;	  /* over HTTP: JWT access tokens (oauth.c) */
 	char *tls_cert, *tls_key;	  /* PEM, read at start */
 	struct log_rate auth_rate;	  /* refused authentications audited */
 	const char *ready_said;		  /* readiness last answered (NULL: ready) */
@@ -120,6 +121,34 @@ void gateway_admin_reloads(struct gateway *gw);
 /* Answer reloads still queued (the appliance is stopping), then close the
  * socket and remove it. Safe when it never opened. */
 void gateway_admin_close(struct gateway *gw);
+
+/* ---- oauth.c ------------------------------------------------------------------ */
+
+/* What one policy's http.oauth says, its keys read (docs/http.md, OAuth). */
+struct gateway_oauth_conf;
+struct gateway_oauth;
+struct http_front_resource;
+
+/* The OAuth side of the front (gw->oauth): its principals, and p's
+ * configuration in force. 0, or negative with err (a key set that cannot
+ * be read or fetched). */
+int gateway_oauth_open(struct gateway *gw, struct appl_err *err);
+void gateway_oauth_close(struct gateway *gw);
+
+/* p's configuration (*out new; NULL when p has no http.oauth), made
+ * against o's (may be NULL): its keys read now, or kept from o's when
+ * the jwks_url is the same. 0, or negative with err. */
+int gateway_oauth_conf_make(const struct gateway_oauth *o, const struct policy *p,
+			    struct gateway_oauth_conf **out, struct appl_err *err);
+void gateway_oauth_conf_free(struct gateway_oauth_conf *c);
+/* c (steals; NULL: none) in force from now on; gw->policy is already
+ * its policy. Principals whose role left it end their sessions. */
+void gateway_oauth_conf_use(struct gateway *gw, struct gateway_oauth_conf *c);
+
+/* The front's hooks (mcp/http.h), data the gateway. */
+const struct mcp_principal *gateway_oauth_bearer(void *data, const char *tok, size_t len,
+						 unsigned *status);
+const struct http_front_resource *gateway_oauth_resource(void *data);
 
 /* ---- reload.c ----------------------------------------------------------------- */
 

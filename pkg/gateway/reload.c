@@ -154,6 +154,7 @@ struct loaded {
 	const struct policy *policy;
 	void *handle;
 	struct gw_principal **principals; /* the new policy's, made before it is taken */
+	struct gateway_oauth_conf *oauth; /* its http.oauth, its keys read */
 };
 
 /* Everything the engine checks has passed: what the gateway needs is
@@ -164,6 +165,8 @@ static int commit(void *data, struct appl_err *err)
 
 	if (l->gw->http && !(l->principals = principals_make(l->gw, l->policy)))
 		return appl_err_set(err, -ENOMEM, "out of memory");
+	if (l->gw->oauth && gateway_oauth_conf_make(l->gw->oauth, l->policy, &l->oauth, err) < 0)
+		return err->code;
 	return l->gw->cfg->commit ? l->gw->cfg->commit(l->gw->cfg->data, l->handle, err) : 0;
 }
 
@@ -202,6 +205,9 @@ static void taken(struct gateway *gw, struct loaded *l, const struct policy_veri
 	gw->stdio_client.role = policy_client_default_role(l->policy);
 	if (l->principals)
 		principals_use(gw, l->principals);
+	if (gw->oauth)
+		gateway_oauth_conf_use(gw, l->oauth);
+	l->oauth = NULL;
 }
 
 static int load(struct gateway *gw, struct loaded *l, const struct policy **p,
@@ -245,6 +251,7 @@ int gateway_reload(struct gateway *gw, const char *who, char *why, size_t cap)
 	reload_audit(gw, who, v, &rl, err.msg);
 	metrics_reload(false);
 	principals_drop(gw, l.principals);
+	gateway_oauth_conf_free(l.oauth);
 	if (l.handle && gw->cfg->release)
 		gw->cfg->release(gw->cfg->data, l.handle);
 	snprintf(why, cap, "%s", err.msg);

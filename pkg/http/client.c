@@ -487,7 +487,35 @@ void http_call_cancel(struct http_call *call)
 	loop_next(call->c->loop, &call->c->reap);
 }
 
-int http_request_once(const struct http_request *req, long *status, struct appl_err *err)
+/* A fetched body, growing as it comes (http_fetch_once). */
+struct once_body {
+	char *buf;
+	size_t len, cap;
+};
+
+static int once_data(void *ctx, const char *buf, size_t len)
+{
+	struct once_body *b = ctx;
+
+	if (b->len + len + 1 > b->cap) {
+		size_t ncap = b->cap ? b->cap : 4096;
+		char *nb;
+
+		while (ncap < b->len + len + 1)
+			ncap *= 2;
+		if (!(nb = realloc(b->buf, ncap)))
+			return -ENOMEM;
+		b->buf = nb;
+		b->cap = ncap;
+	}
+	memcpy(b->buf + b->len, buf, len);
+	b->len += len;
+	b->buf[b->len] = '\0';
+	return 0;
+}
+
+static int request_once(const struct http_request *req, long *status, struct once_body *body,
+			struct appl_err *err)
 {
 	struct http_call *call;
 	int bad = 0, rc;
@@ -506,15 +534,39 @@ int http_request_once(const struct http_request *req, long *status, struct appl_
 	call->body_max = req->body_max ? req->body_max : BODY_MAX_DEF;
 	call->headers = slist_of(req->headers, &bad);
 	call->resolve = slist_of(req->resolve, &bad);
+	call->hooks.on_data = body ? once_data : NULL;
+	call->ctx = body;
 	if (bad || easy_setup(call, req) < 0) {
 		call_release(call);
 		return appl_err_set(err, -ENOMEM, "could not set up the HTTP request");
 	}
 	res = cu.easy_perform(call->easy);
-	rc = result_errno(res, &why);
+	rc = call->abort_rc ? call->abort_rc : result_errno(res, &why);
+	if (call->abort_rc)
+		why = rc == -EMSGSIZE ? "the response is over its size cap" : "out of memory";
 	*status = call->head.status;
 	call_release(call);
 	return rc < 0 ? appl_err_set(err, rc, "%s", why) : 0;
+}
+
+int http_request_once(const struct http_request *req, long *status, struct appl_err *err)
+{
+	return request_once(req, status, NULL, err);
+}
+
+int http_fetch_once(const struct http_request *req, long *status, char **body, size_t *len,
+		    struct appl_err *err)
+{
+	struct once_body b = {0};
+	int rc = request_once(req, status, &b, err);
+
+	if (rc < 0 || (!b.buf && !(b.buf = calloc(1, 1)))) {
+		free(b.buf);
+		return rc < 0 ? rc : appl_err_set(err, -ENOMEM, "out of memory");
+	}
+	*body = b.buf;
+	*len = b.len;
+	return 0;
 }
 
 size_t http_client_calls(const struct http_client *c)

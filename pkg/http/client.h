@@ -112,6 +112,12 @@ void http_call_cancel(struct http_call *call);
  * no longer runs. 0 with *status, or -errno as done is told. */
 int http_request_once(const struct http_request *req, long *status, struct appl_err *err);
 
+/* As http_request_once, keeping the response's body (at most
+ * req->body_max): *body new (NUL-terminated, free it) and *len. For a
+ * small document needed before the loop serves (a key set at start). */
+int http_fetch_once(const struct http_request *req, long *status, char **body, size_t *len,
+		    struct appl_err *err);
+
 /* Calls in flight. */
 size_t http_client_calls(const struct http_client *c);
 

@@ -12,8 +12,12 @@
  *   3 Host is one of cfg.hosts, else 403; Origin, when sent, one of
  *     cfg.origins, else 403 (DNS rebinding, cross-site pages);
  *   4 Authorization: Bearer TOKEN whose SHA-256 cfg.token maps to a
- *     principal, else 401 with WWW-Authenticate: Bearer (or, with no
- *     Authorization from a loopback or unix peer, cfg.anonymous);
+ *     principal, or else that cfg.bearer takes (an OAuth access token),
+ *     else 401 with WWW-Authenticate: Bearer (or, with no Authorization
+ *     from a loopback or unix peer, cfg.anonymous); cfg.bearer may answer
+ *     403 instead (a valid token that may do nothing here). With
+ *     cfg.resource, the challenge names its metadata (RFC 9728) and says
+ *     invalid_token or insufficient_scope (RFC 6750) when a token came;
  *   5 POST: Content-Type application/json (415), Accept admits JSON and
  *     SSE (406), Content-Length at most cfg.body_bytes (413, before the
  *     body is read, so no 100 Continue); a chunked body past the cap 413;
@@ -29,6 +33,9 @@
  * byte for byte (cfg.path wins where they are equal), else 404; the method
  * GET or HEAD, else 405; Host and Origin as in step 3; no token (no
  * on_auth), no Accept; a body 413. No log line, no session.
+ *
+ * With cfg.resource answering, its paths serve its Protected Resource
+ * Metadata document (200, application/json), admitted as the probes are.
  */
 #ifndef APPL_HTTP_FRONT_H
 #define APPL_HTTP_FRONT_H
@@ -57,6 +64,15 @@ struct http_front_listen {
 	const char *addr;
 };
 
+/* What the front says of the OAuth resource it is (RFC 9728), read at
+ * each request (borrowed until the next loop round). */
+struct http_front_resource {
+	const char *challenge; /* `resource_metadata="URL"`: after Bearer */
+	const char *doc;       /* the metadata document, JSON */
+	size_t doc_len;
+	const char *paths[2]; /* where doc is served; NULL: none */
+};
+
 /* Every pointer is borrowed and must outlive the front. */
 struct http_front_config {
 	const struct http_front_listen *listen;
@@ -75,6 +91,12 @@ struct http_front_config {
 	/* The principal for the SHA-256 of a bearer token, or NULL (401).
 	 * Compare in constant time (sodium_memcmp). NULL: every token is refused. */
 	const void *(*token)(void *data, const unsigned char sha256[32]);
+	/* Optional: a bearer token cfg.token does not know, whole (an OAuth
+	 * access token): its principal, or NULL with *status 401 (not a valid
+	 * token) or 403 (valid, but for nothing here). */
+	const void *(*bearer)(void *data, const char *tok, size_t len, unsigned *status);
+	/* Optional: the resource's metadata, or NULL (none now). */
+	const struct http_front_resource *(*resource)(void *data);
 	/* Non-NULL: a loopback or unix peer sending no Authorization gets it. */
 	const void *anonymous;
 	/* An admitted request: answer it once (reply, or stream then

@@ -110,11 +110,16 @@ static bool auth_check(struct http_req *r, const struct sockaddr *sa)
 		r->principal = cfg->anonymous && peer_local(sa) ? cfg->anonymous : NULL;
 		return r->principal != NULL;
 	}
-	if (many || !cfg->token || http_header_bearer(v, strlen(v), &tok, &toklen))
+	r->token_refused = MHD_HTTP_UNAUTHORIZED;
+	if (many || http_header_bearer(v, strlen(v), &tok, &toklen))
 		return false;
-	crypto_hash_sha256(h, (const unsigned char *)tok, toklen);
-	r->principal = cfg->token(cfg->data, h);
-	sodium_memzero(h, sizeof(h));
+	if (cfg->token) {
+		crypto_hash_sha256(h, (const unsigned char *)tok, toklen);
+		r->principal = cfg->token(cfg->data, h);
+		sodium_memzero(h, sizeof(h));
+	}
+	if (!r->principal && cfg->bearer)
+		r->principal = cfg->bearer(cfg->data, tok, toklen, &r->token_refused);
 	return r->principal != NULL;
 }
 
@@ -147,7 +152,9 @@ static unsigned admit_headers(struct http_req *r, const struct sockaddr *sa, con
 	if (status)
 		return status;
 	if (!auth_ok(r, sa))
-		return *why = "token", MHD_HTTP_UNAUTHORIZED;
+		return r->token_refused == MHD_HTTP_FORBIDDEN
+			       ? (*why = "role", MHD_HTTP_FORBIDDEN)
+			       : (*why = "token", MHD_HTTP_UNAUTHORIZED);
 	acc = front_mhd.lookup_connection_value(r->mc, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
 	accept = acc ? http_header_accept(acc, strlen(acc)) : 0;
 	if (cfg->page)
@@ -194,6 +201,8 @@ static enum req_kind target_kind(struct http_req *r, const char *url, const char
 {
 	const char *t = r->c->target;
 	bool probes = r->f->cfg.unready != NULL;
+	const struct http_front_resource *res =
+		r->f->cfg.resource ? r->f->cfg.resource(r->f->cfg.data) : NULL;
 
 	r->c->target = NULL;
 	if (!t || !url || !version)
@@ -204,6 +213,10 @@ static enum req_kind target_kind(struct http_req *r, const char *url, const char
 		return REQ_HEALTHZ;
 	if (probes && target_is(t, url, version, HTTP_FRONT_READYZ))
 		return REQ_READYZ;
+	if (res)
+		for (size_t i = 0; i < 2; i++)
+			if (res->paths[i] && target_is(t, url, version, res->paths[i]))
+				return REQ_RESOURCE;
 	return REQ_NOWHERE;
 }
 

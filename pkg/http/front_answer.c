@@ -67,11 +67,33 @@ static const char *refusal_text(unsigned status)
 	}
 }
 
+/* The Bearer challenge of a 401, or of a 403 for a token's role: the
+ * error only when a token came (RFC 6750 3.1), and where the resource's
+ * metadata is (RFC 9728 5.1) when it has some. */
+static void challenge_add(struct http_req *r, struct MHD_Response *resp)
+{
+	const struct http_front_config *cfg = &r->f->cfg;
+	const struct http_front_resource *res = cfg->resource ? cfg->resource(cfg->data) : NULL;
+	const char *err = !r->token_refused			   ? NULL
+			  : r->token_refused == MHD_HTTP_FORBIDDEN ? "insufficient_scope"
+								   : "invalid_token";
+	char v[APPL_HTTP_CHALLENGE_MAX];
+	int n;
+
+	if (r->status == MHD_HTTP_FORBIDDEN && r->token_refused != MHD_HTTP_FORBIDDEN)
+		return; /* Host or Origin: no token was judged */
+	n = snprintf(v, sizeof(v), "Bearer%s%s%s%s%s", err ? " error=\"" : "", err ? err : "",
+		     err ? "\"" : "", res && res->challenge ? (err ? ", " : " ") : "",
+		     res && res->challenge ? res->challenge : "");
+	if (n < 0 || (size_t)n >= sizeof(v) || strpbrk(v, "\r\n"))
+		snprintf(v, sizeof(v), "Bearer");
+	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, v);
+}
+
 void front_refusal_queue(struct http_req *r)
 {
 	static const char *const allow[] = {"Allow: GET, POST, DELETE", NULL};
 	static const char *const allow_get[] = {"Allow: GET, HEAD", NULL};
-	static const char *const bearer[] = {"WWW-Authenticate: Bearer", NULL};
 	const char *text = refusal_text(r->status);
 	struct MHD_Response *resp = front_mhd.create_response_from_buffer(
 		strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
@@ -84,8 +106,8 @@ void front_refusal_queue(struct http_req *r)
 				      "text/plain; charset=utf-8");
 	if (r->status == MHD_HTTP_METHOD_NOT_ALLOWED)
 		add_headers(resp, r->kind == REQ_MCP && !r->f->cfg.page ? allow : allow_get);
-	if (r->status == MHD_HTTP_UNAUTHORIZED)
-		add_headers(resp, bearer);
+	if (r->status == MHD_HTTP_UNAUTHORIZED || r->status == MHD_HTTP_FORBIDDEN)
+		challenge_add(r, resp);
 	front_mhd.queue_response(r->mc, r->status, resp);
 	front_mhd.destroy_response(resp);
 }
@@ -107,6 +129,31 @@ void front_refuse(struct http_req *r, unsigned status, const char *why, bool now
  * the loop turned to make it, so /healthz is 200 "ok"; /readyz is 200
  * "ready" or 503 and the owner's word. Not logged: a load balancer asks
  * every few seconds. HEAD gets the same head (MHD sends no body). */
+/* The resource's metadata document, as a probe's answer is made. */
+static enum MHD_Result resource_answer(struct http_req *r)
+{
+	const struct http_front_config *cfg = &r->f->cfg;
+	const struct http_front_resource *res = cfg->resource ? cfg->resource(cfg->data) : NULL;
+	struct MHD_Response *resp;
+	enum MHD_Result ok;
+
+	front_conn_unlist(r->c);
+	r->state = REQ_DONE;
+	r->queued = true;
+	resp = res ? front_mhd.create_response_from_buffer(res->doc_len, (void *)res->doc,
+							   MHD_RESPMEM_MUST_COPY)
+		   : front_mhd.create_response_from_buffer(strlen("not found\n"), "not found\n",
+							   MHD_RESPMEM_PERSISTENT);
+	if (!resp)
+		return MHD_NO;
+	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+				      res ? "application/json" : "text/plain; charset=utf-8");
+	front_mhd.add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	ok = front_mhd.queue_response(r->mc, res ? MHD_HTTP_OK : MHD_HTTP_NOT_FOUND, resp);
+	front_mhd.destroy_response(resp);
+	return ok;
+}
+
 enum MHD_Result front_probe_answer(struct http_req *r)
 {
 	const struct http_front_config *cfg = &r->f->cfg;
@@ -117,6 +164,8 @@ enum MHD_Result front_probe_answer(struct http_req *r)
 	struct MHD_Response *resp;
 	enum MHD_Result ok;
 
+	if (r->kind == REQ_RESOURCE)
+		return resource_answer(r);
 	front_conn_unlist(r->c);
 	r->state = REQ_DONE;
 	r->queued = true;

@@ -85,10 +85,11 @@ enum req_state {
 
 /* What a request's target names (front.h). */
 enum req_kind {
-	REQ_MCP,     /* cfg.path: the owner's */
-	REQ_HEALTHZ, /* HTTP_FRONT_HEALTHZ: answered by the front */
-	REQ_READYZ,  /* HTTP_FRONT_READYZ: answered by the front */
-	REQ_NOWHERE, /* anything else: 404 */
+	REQ_MCP,      /* cfg.path: the owner's */
+	REQ_HEALTHZ,  /* HTTP_FRONT_HEALTHZ: answered by the front */
+	REQ_READYZ,   /* HTTP_FRONT_READYZ: answered by the front */
+	REQ_RESOURCE, /* a path of cfg.resource: its metadata, by the front */
+	REQ_NOWHERE,  /* anything else: 404 */
 };
 
 struct http_req {
@@ -108,6 +109,9 @@ struct http_req {
 	/* The answer, made by the owner, queued by the access handler. */
 	struct MHD_Response *resp;
 	unsigned status;
+	/* The token step's refusal: 0 none came, else what cfg.bearer said
+	 * (401, 403): the challenge names the error. */
+	unsigned token_refused;
 	bool queued;
 	/* A stream's pending bytes: out[off..olen). */
 	bool stream, stream_end, stream_cut;

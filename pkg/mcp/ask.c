@@ -7,17 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/limits.h"
 #include "jsonrpc/jsonrpc.h"
 #include "log/log.h"
 #include "mcp/internal.h"
 
-/* A requestState: base64url (no padding) of nonce, expiry, MAC. */
-#define STATE_RAW   (MCP_STATE_NONCE + 8u + STATE_MAC)
-#define STATE_MAC   32u
-#define STATE_TEXT  80u /* its text, unpadded base64url of STATE_RAW bytes, fits */
-#define STATE_LABEL "appliance-request-state 1"
 /* A parked run outlives its questions' timeout by this much, so that the
  * asker's refusal comes first and a retry in between still collects the
  * run's answer. */
@@ -76,25 +72,41 @@ static const char *answer_outcome(const json_t *res)
 	return "declined";
 }
 
-/* The MAC of a parked run's state, for the client and code digest given
- * (the retry's), over what the run keeps. */
-static void state_mac(const struct mcp_run *r, const char *client, const unsigned char code[32],
-		      uint64_t expires, unsigned char out[STATE_MAC])
+/* Wall-clock milliseconds: a state's expiry, judged by any replica. */
+static uint64_t wall_ms(void)
 {
-	crypto_generichash_state st;
-	unsigned char exp[8];
+	struct timespec ts;
 
-	for (int i = 0; i < 8; i++)
-		exp[i] = (unsigned char)(expires >> (56 - 8 * i));
-	crypto_generichash_init(&st, r->s->srv->key, sizeof(r->s->srv->key), STATE_MAC);
-	crypto_generichash_update(&st, (const unsigned char *)STATE_LABEL, sizeof(STATE_LABEL));
-	crypto_generichash_update(&st, r->nonce, sizeof(r->nonce));
-	crypto_generichash_update(&st, exp, sizeof(exp));
-	crypto_generichash_update(&st, (const unsigned char *)client, strlen(client) + 1);
-	crypto_generichash_update(&st, (const unsigned char *)r->label, strlen(r->label) + 1);
-	crypto_generichash_update(&st, code, 32);
-	crypto_generichash_update(&st, r->asks_digest, sizeof(r->asks_digest));
-	crypto_generichash_final(&st, out, STATE_MAC);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* What became of a question, in a state's words. */
+static unsigned char was_of(const char *outcome)
+{
+	return strcmp(outcome, "approved") == 0 ? MCP_STATE_APPROVED : MCP_STATE_DECLINED;
+}
+
+/* a's answer (outcome) to its asker, kept in its run's chain: a later
+ * state carries it, so a replay elsewhere gives the same answer. With a
+ * cluster key, an approval comes with its ledger key. */
+static void answer(struct mcp_ask *a, const char *outcome)
+{
+	struct mcp_run *r = a->run;
+	unsigned char claim[32];
+	bool keyed =
+		r->s->srv->cluster && r->chained && !a->legacy && strcmp(outcome, "approved") == 0;
+
+	if (!a->legacy && r->chained && r->answered && r->nanswered < MCP_STATE_Q_MAX) {
+		struct mcp_state_q *q = &r->answered[r->nanswered++];
+
+		memcpy(q->bind, a->bind, sizeof(q->bind));
+		q->was = was_of(outcome);
+		snprintf(q->key, sizeof(q->key), "%s", a->key);
+	}
+	if (keyed)
+		mcp_state_claim_key(r->chain, a->bind, claim);
+	a->fn(a->token, outcome, keyed ? claim : NULL);
 }
 
 static void on_expiry(void *data);
@@ -119,41 +131,61 @@ static void ask_send(struct mcp_run *r, struct mcp_ask *a)
 	json_decref(id);
 }
 
-/* Answer r's request with input_required for every question not yet sent,
- * and park r: it has no request until the retry. */
-static void park(struct mcp_run *r)
+/* The state of r's park: its chain's answers so far, then the questions
+ * not yet sent (marked sent now, listed in reqs). */
+static int state_make(struct mcp_run *r, json_t *reqs, char *text, size_t cap)
 {
 	struct mcp_server *srv = r->s->srv;
-	unsigned char raw[STATE_RAW], mac[STATE_MAC];
-	char text[STATE_TEXT];
-	crypto_generichash_state st;
-	json_t *reqs = json_object(), *res;
-	struct appl_err err = {0};
+	struct mcp_state *st = calloc(1, sizeof(*st));
+	int rc;
 
-	crypto_generichash_init(&st, NULL, 0, sizeof(r->asks_digest));
-	for (struct mcp_ask *a = r->asks; a; a = a->next) {
+	if (!st)
+		return -ENOMEM;
+	memcpy(st->nonce, r->nonce, MCP_STATE_NONCE);
+	memcpy(st->chain, r->chain, MCP_STATE_CHAIN);
+	st->expires_ms = wall_ms() + r->timeout_ms + STATE_GRACE_MS;
+	for (size_t i = 0; i < r->nanswered && st->n < MCP_STATE_Q_MAX; i++)
+		st->q[st->n++] = r->answered[i];
+	for (struct mcp_ask *a = r->asks; a && st->n < MCP_STATE_Q_MAX; a = a->next) {
+		struct mcp_state_q *q = &st->q[st->n];
+
 		if (a->sent)
 			continue;
+		st->n++;
 		a->sent = true;
 		json_object_set_new(
 			reqs, a->key,
 			json_pack("{ss sO}", "method", "elicitation/create", "params", a->params));
-		crypto_generichash_update(&st, (const unsigned char *)a->key, strlen(a->key) + 1);
-		crypto_generichash_update(&st, a->bind, sizeof(a->bind));
+		memcpy(q->bind, a->bind, sizeof(q->bind));
+		q->was = MCP_STATE_ASKED;
+		snprintf(q->key, sizeof(q->key), "%s", a->key);
 	}
-	crypto_generichash_final(&st, r->asks_digest, sizeof(r->asks_digest));
+	rc = mcp_state_encode(st, srv->key, r->s->p->client, r->code_digest, text, cap);
+	free(st);
+	return rc;
+}
+
+/* Answer r's request with input_required for every question not yet sent,
+ * and park r: it has no request until the retry. Its first park makes
+ * its chain. */
+static void park(struct mcp_run *r)
+{
+	struct mcp_server *srv = r->s->srv;
+	char *text = malloc(MCP_STATE_TEXT_MAX + 1);
+	json_t *reqs = json_object(), *res = NULL;
+	struct appl_err err = {0};
+
+	if (!r->chained && (r->answered = calloc(MCP_STATE_Q_MAX, sizeof(*r->answered)))) {
+		randombytes_buf(r->chain, sizeof(r->chain));
+		r->chained = true;
+	}
 	randombytes_buf(r->nonce, sizeof(r->nonce));
 	r->expires = loop_now_ms() + r->timeout_ms + STATE_GRACE_MS;
-	state_mac(r, r->s->p->client, r->code_digest, r->expires, mac);
-	memcpy(raw, r->nonce, MCP_STATE_NONCE);
-	for (int i = 0; i < 8; i++)
-		raw[MCP_STATE_NONCE + i] = (unsigned char)(r->expires >> (56 - 8 * i));
-	memcpy(raw + MCP_STATE_NONCE + 8, mac, STATE_MAC);
-	sodium_bin2base64(text, sizeof(text), raw, sizeof(raw),
-			  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
-	res = reqs ? json_pack("{ss so ss}", "resultType", "input_required", "inputRequests", reqs,
-			       "requestState", text)
-		   : NULL;
+	if (r->chained && text && reqs && state_make(r, reqs, text, MCP_STATE_TEXT_MAX + 1) == 0)
+		res = json_pack("{ss sO ss}", "resultType", "input_required", "inputRequests", reqs,
+				"requestState", text);
+	free(text);
+	json_decref(reqs);
 	mcp_reply(r->s, r->id, r->rev, res);
 	json_decref(r->id);
 	r->id = NULL;
@@ -188,14 +220,94 @@ static void on_expiry(void *data)
 	mcp_tick_arm(srv);
 }
 
+/* A replay's question whose answer its state carries: given from a loop
+ * task, as a client's would come later. */
+static void on_pre(void *data)
+{
+	struct mcp_ask *a = data;
+
+	mcp_ask_unlink(a);
+	answer(a, a->pre);
+	mcp_ask_free(a);
+}
+
+/* The answer r's replayed state holds for bind (used up now), or NULL. */
+static const char *pre_take(struct mcp_run *r, const unsigned char bind[32])
+{
+	for (size_t i = 0; r->pre && i < r->pre->n; i++) {
+		struct mcp_state_q *q = &r->pre->q[i];
+
+		if (q->was != MCP_STATE_ASKED && sodium_memcmp(q->bind, bind, 32) == 0) {
+			const char *outcome =
+				q->was == MCP_STATE_APPROVED ? "approved" : "declined";
+
+			q->was = MCP_STATE_ASKED; /* used */
+			memset(q->bind, 0, sizeof(q->bind));
+			return outcome;
+		}
+	}
+	return NULL;
+}
+
+/* How many questions r's next state would carry with one more. */
+static size_t chain_size(const struct mcp_run *r)
+{
+	size_t n = r->nanswered + 1;
+
+	for (const struct mcp_ask *a = r->asks; a; a = a->next)
+		n++;
+	return n;
+}
+
+static struct mcp_ask *ask_new(struct mcp_run *r, const struct mcp_ask_spec *sp, bool modern,
+			       char *why, size_t cap)
+{
+	struct mcp_ask *a = calloc(1, sizeof(*a));
+	struct mcp_ask **end;
+
+	if (!a || !(a->params = elicit_params(r->rev, sp->text))) {
+		free(a);
+		snprintf(why, cap, "out of memory");
+		return NULL;
+	}
+	a->run = r;
+	a->fn = sp->fn;
+	a->token = sp->token;
+	memcpy(a->bind, sp->bind, sizeof(a->bind));
+	a->legacy = !modern;
+	snprintf(a->key, sizeof(a->key), "%s-%llu", modern ? "approve" : "appliance-ask",
+		 (unsigned long long)++r->s->srv->asks);
+	snprintf(r->label, sizeof(r->label), "%s", sp->label ? sp->label : "");
+	r->timeout_ms = sp->timeout_ms;
+	for (end = &r->asks; *end; end = &(*end)->next)
+		;
+	*end = a;
+	return a;
+}
+
 struct mcp_ask *mcp_run_ask(struct mcp_run *r, const struct mcp_ask_spec *sp, char *why, size_t cap)
 {
 	struct mcp_session *s = r->s;
 	bool modern = mcp_revision_has(r->rev, MCP_HAS_INPUT_REQUIRED);
-	struct mcp_ask *a, **end;
+	const char *pre = modern ? pre_take(r, sp->bind) : NULL;
+	struct mcp_ask *a;
 
 	if (s->ended || r->owner_done) {
 		snprintf(why, cap, "the client has gone");
+		return NULL;
+	}
+	if (pre) { /* answered already, in the state this run replays */
+		if (!(a = ask_new(r, sp, modern, why, cap)))
+			return NULL;
+		a->sent = true;
+		a->pre = pre;
+		loop_task_init(&a->pre_task, on_pre, a);
+		loop_defer(s->srv->loop, &a->pre_task);
+		return a;
+	}
+	if (modern && !r->task && chain_size(r) > MCP_STATE_Q_MAX) {
+		snprintf(why, cap, "this run has asked its client %u questions, its most",
+			 MCP_STATE_Q_MAX);
 		return NULL;
 	}
 	if (modern ? !r->can_elicit
@@ -211,23 +323,8 @@ struct mcp_ask *mcp_run_ask(struct mcp_run *r, const struct mcp_ask_spec *sp, ch
 			 MCP_INPUT_WAITING_MAX);
 		return NULL;
 	}
-	if (!(a = calloc(1, sizeof(*a))) || !(a->params = elicit_params(r->rev, sp->text))) {
-		free(a);
-		snprintf(why, cap, "out of memory");
+	if (!(a = ask_new(r, sp, modern, why, cap)))
 		return NULL;
-	}
-	a->run = r;
-	a->fn = sp->fn;
-	a->token = sp->token;
-	memcpy(a->bind, sp->bind, sizeof(a->bind));
-	a->legacy = !modern;
-	snprintf(a->key, sizeof(a->key), "%s-%llu", modern ? "approve" : "appliance-ask",
-		 (unsigned long long)++s->srv->asks);
-	snprintf(r->label, sizeof(r->label), "%s", sp->label ? sp->label : "");
-	r->timeout_ms = sp->timeout_ms;
-	for (end = &r->asks; *end; end = &(*end)->next)
-		;
-	*end = a;
 	if (r->task) /* a task's question waits in it: the client polls for it */
 		mcp_task_touch(r->task);
 	if (modern && r->task) {
@@ -248,6 +345,11 @@ void mcp_ask_cancel(struct mcp_ask *a)
 	struct mcp_run *r = a->run;
 
 	mcp_ask_unlink(a);
+	if (a->pre) { /* its answer was not given yet: it never will be */
+		loop_task_cancel(r->s->srv->loop, &a->pre_task);
+		mcp_ask_free(a);
+		return;
+	}
 	if (r->task)
 		mcp_task_touch(r->task);
 	/* A task's question its client never got is dropped unheard. */
@@ -280,9 +382,8 @@ void mcp_ask_response(struct mcp_session *s, const struct jsonrpc_msg *m)
 				mcp_ask_unlink(a);
 				if (r->task)
 					mcp_task_touch(r->task);
-				a->fn(a->token, m->kind == JSONRPC_RESULT
-							? answer_outcome(m->result)
-							: "unavailable");
+				answer(a, m->kind == JSONRPC_RESULT ? answer_outcome(m->result)
+								    : "unavailable");
 				mcp_ask_free(a);
 				return;
 			}
@@ -299,7 +400,7 @@ void mcp_ask_update(struct mcp_run *r, const json_t *responses)
 			continue;
 		mcp_ask_unlink(a);
 		mcp_task_touch(r->task);
-		a->fn(a->token, answer_outcome(res));
+		answer(a, answer_outcome(res));
 		mcp_ask_free(a);
 	}
 }
@@ -318,7 +419,7 @@ json_t *mcp_ask_requests(const struct mcp_run *r)
 	return reqs;
 }
 
-/* The parked run whose state text names, or NULL. */
+/* The parked run of nonce, or NULL. */
 static struct mcp_run *parked_find(struct mcp_server *srv, const unsigned char *nonce)
 {
 	for (struct mcp_session *s = srv->sessions; s; s = s->next)
@@ -328,71 +429,70 @@ static struct mcp_run *parked_find(struct mcp_server *srv, const unsigned char *
 	return NULL;
 }
 
-/* The parked run a retry's params name, checked for form, or NULL with the
- * error sent (why). */
-static struct mcp_run *retry_find(struct mcp_session *s, const struct jsonrpc_msg *m,
-				  const struct mcp_request *req, unsigned char raw[STATE_RAW])
+bool mcp_server_state_here(struct mcp_server *srv, const char *text, size_t len)
+{
+	unsigned char raw[1 + MCP_STATE_NONCE];
+	size_t n = 0;
+
+	/* Only for where a retry is served: the state is verified there. */
+	sodium_base642bin(raw, sizeof(raw), text, len, NULL, &n, NULL,
+			  sodium_base64_VARIANT_URLSAFE_NO_PADDING);
+	return n == sizeof(raw) && parked_find(srv, raw + 1) != NULL;
+}
+
+/* The retry's state, verified for this client and this code and not
+ * expired, into st; else the error is sent (and logged) and false. */
+static bool retry_state(struct mcp_session *s, const struct jsonrpc_msg *m,
+			const struct mcp_request *req, const char *code, size_t len,
+			struct mcp_state *st)
 {
 	const json_t *state = json_object_get(m->params, "requestState");
 	const json_t *responses = json_object_get(m->params, "inputResponses");
+	unsigned char digest[32];
 	const char *no = NULL;
-	struct mcp_run *r = NULL;
-	size_t n = 0;
+	int rc;
 
+	mcp_code_digest(code, len, digest);
 	if (!mcp_revision_has(req->rev, MCP_HAS_INPUT_REQUIRED))
 		no = "requestState belongs to revision 2026-07-28";
-	else if (!json_is_string(state) || json_string_length(state) >= STATE_TEXT ||
-		 sodium_base642bin(raw, STATE_RAW, json_string_value(state),
-				   json_string_length(state), NULL, &n, NULL,
-				   sodium_base64_VARIANT_URLSAFE_NO_PADDING) < 0 ||
-		 n != STATE_RAW)
+	else if (!json_is_string(state))
 		no = "requestState refused: malformed";
 	else if (responses && !json_is_object(responses))
 		no = "inputResponses must be an object";
-	else if (!(r = parked_find(s->srv, raw))) {
-		log_line(LOG_WARN, NULL,
-			 "%s: refused a requestState that is unknown, used or expired",
+	else if ((rc = mcp_state_decode(json_string_value(state), json_string_length(state),
+					s->srv->key, s->p->client, digest, st)) == -EACCES) {
+		log_line(LOG_WARN, NULL, "%s: refused a requestState that does not verify",
 			 s->p->client);
-		no = "requestState refused: unknown, already used, or expired";
-	}
+		no = "requestState refused: it does not verify for this client and this code";
+	} else if (rc < 0)
+		no = "requestState refused: malformed";
+	else if (wall_ms() >= st->expires_ms)
+		no = "requestState refused: expired";
 	if (no)
 		mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS, no);
-	return no ? NULL : r;
+	return !no;
 }
 
-/* Whether raw is r's state for this client and this code, unexpired, and
- * responses answers every question it asked; else the error is sent. */
-static bool retry_verify(struct mcp_run *r, struct mcp_session *s, const struct jsonrpc_msg *m,
-			 const unsigned char raw[STATE_RAW], const char *code, size_t len)
+/* Whether responses answers every question st asked now; else the
+ * error is sent. The state is not used up by a retry refused here. */
+static bool retry_answered(struct mcp_session *s, const struct jsonrpc_msg *m, struct mcp_state *st)
 {
 	const json_t *responses = json_object_get(m->params, "inputResponses");
-	unsigned char mac[STATE_MAC], digest[32];
-	uint64_t expires = 0;
 	char msg[96];
 
-	for (int i = 0; i < 8; i++)
-		expires = expires << 8 | raw[MCP_STATE_NONCE + i];
-	mcp_code_digest(code, len, digest);
-	state_mac(r, s->p->client, digest, expires, mac);
-	if (r->s != s || expires != r->expires ||
-	    sodium_memcmp(mac, raw + MCP_STATE_NONCE + 8, STATE_MAC) != 0) {
-		log_line(LOG_WARN, r->label[0] ? r->label : NULL,
-			 "%s: refused a requestState that does not verify", s->p->client);
-		mcp_reply_error(
-			s, m->id, JSONRPC_INVALID_PARAMS,
-			"requestState refused: it does not verify for this client and this code");
-		return false;
-	}
-	if (loop_now_ms() >= r->expires) {
-		mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS, "requestState refused: expired");
-		return false;
-	}
-	for (struct mcp_ask *a = r->asks; a; a = a->next)
-		if (a->sent && !json_is_object(json_object_get(responses, a->key))) {
-			snprintf(msg, sizeof(msg), "inputResponses has no answer for %s", a->key);
+	for (size_t i = 0; i < st->n; i++) {
+		struct mcp_state_q *q = &st->q[i];
+		const json_t *res = json_object_get(responses, q->key);
+
+		if (q->was != MCP_STATE_ASKED)
+			continue;
+		if (!json_is_object(res)) {
+			snprintf(msg, sizeof(msg), "inputResponses has no answer for %s", q->key);
 			mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS, msg);
 			return false;
 		}
+		q->was = was_of(answer_outcome(res));
+	}
 	return true;
 }
 
@@ -402,10 +502,10 @@ static void retry_answers(struct mcp_run *r, const json_t *responses)
 {
 	for (struct mcp_ask *a = r->asks, *next; a; a = next) {
 		next = a->next;
-		if (!a->sent)
+		if (!a->sent || a->pre)
 			continue;
 		mcp_ask_unlink(a);
-		a->fn(a->token, answer_outcome(json_object_get(responses, a->key)));
+		answer(a, answer_outcome(json_object_get(responses, a->key)));
 		mcp_ask_free(a);
 	}
 	log_line(LOG_INFO, r->label[0] ? r->label : NULL, "%s: input received; the run goes on",
@@ -418,14 +518,10 @@ static void retry_answers(struct mcp_run *r, const json_t *responses)
 	}
 }
 
-void mcp_ask_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
-		   const struct mcp_request *req, const char *code, size_t len)
+/* The parked run r resumes under the retry's request. */
+static void resume(struct mcp_session *s, const struct jsonrpc_msg *m,
+		   const struct mcp_request *req, struct mcp_run *r)
 {
-	unsigned char raw[STATE_RAW];
-	struct mcp_run *r;
-
-	if (!(r = retry_find(s, m, req, raw)) || !retry_verify(r, s, m, raw, code, len))
-		return;
 	/* Verified: used up now, whatever follows. */
 	r->parked = false;
 	sodium_memzero(r->nonce, sizeof(r->nonce));
@@ -445,4 +541,55 @@ void mcp_ask_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
 		retry_answers(r, json_object_get(m->params, "inputResponses"));
 	}
 	mcp_tick_arm(s->srv);
+}
+
+struct mcp_state *mcp_ask_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
+				const struct mcp_request *req, const char *code, size_t len)
+{
+	struct mcp_state *st = calloc(1, sizeof(*st));
+	struct mcp_run *r;
+
+	if (!st) {
+		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
+		return NULL;
+	}
+	if (!retry_state(s, m, req, code, len, st)) {
+		free(st);
+		return NULL;
+	}
+	r = parked_find(s->srv, st->nonce);
+	if (r && r->s == s) {
+		if (retry_answered(s, m, st))
+			resume(s, m, req, r);
+		free(st);
+		return NULL;
+	}
+	/* Not here: another replica's (with the shared key), or used or
+	 * expired here. A replica runs the code anew, its answers given. */
+	if (r || !s->srv->cluster) {
+		log_line(LOG_WARN, NULL, "%s: refused a requestState that is unknown or used",
+			 s->p->client);
+		mcp_reply_error(s, m->id, JSONRPC_INVALID_PARAMS,
+				"requestState refused: unknown, already used, or expired");
+		free(st);
+		return NULL;
+	}
+	if (!retry_answered(s, m, st)) {
+		free(st);
+		return NULL;
+	}
+	log_line(LOG_INFO, NULL, "%s: a requestState made elsewhere: the run is replayed here",
+		 s->p->client);
+	return st;
+}
+
+void mcp_run_replay(struct mcp_run *r, struct mcp_state *st)
+{
+	if (!(r->answered = calloc(MCP_STATE_Q_MAX, sizeof(*r->answered)))) {
+		free(st); /* its questions are asked again */
+		return;
+	}
+	memcpy(r->chain, st->chain, sizeof(r->chain));
+	r->chained = true;
+	r->pre = st;
 }

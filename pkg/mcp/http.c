@@ -494,14 +494,18 @@ static struct hsess *post_session(struct mcp_http *h, struct http_req *r,
 	return hs;
 }
 
-/* While draining: whether body asks for new work (mcp_http_drain). */
-static bool new_work(const json_t *body, const char *method)
+/* While draining: whether body asks for new work (mcp_http_drain): a
+ * retry resumes a run only when its state names one parked here (with a
+ * cluster key, another replica's state would be replayed here anew). */
+static bool new_work(struct mcp_http *h, const json_t *body, const char *method)
 {
-	const json_t *params = json_object_get(body, "params");
+	const json_t *state = json_object_get(json_object_get(body, "params"), "requestState");
 
 	if (strcmp(method, "initialize") == 0)
 		return true;
-	return strcmp(method, "tools/call") == 0 && !json_object_get(params, "requestState");
+	return strcmp(method, "tools/call") == 0 &&
+	       !(json_is_string(state) && mcp_server_state_here(h->srv, json_string_value(state),
+								json_string_length(state)));
 }
 
 static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_principal *p,
@@ -530,7 +534,7 @@ static void on_post(struct mcp_http *h, struct http_req *r, const struct mcp_pri
 	if (vd.status) {
 		refused(r, v, &vd);
 		hs = NULL;
-	} else if (h->draining && request && new_work(v, method)) {
+	} else if (h->draining && request && new_work(h, v, method)) {
 		http_req_reply(r, 503, "text/plain", "draining\n", 9,
 			       (const char *const[]){"Retry-After: 1", NULL});
 		hs = NULL;
@@ -654,6 +658,20 @@ static const void *token_of(void *data, const unsigned char sha256[32])
 	return h->cfg.principal ? h->cfg.principal(h->cfg.data, sha256) : NULL;
 }
 
+static const void *bearer_of(void *data, const char *tok, size_t len, unsigned *status)
+{
+	struct mcp_http *h = data;
+
+	return h->cfg.bearer(h->cfg.data, tok, len, status);
+}
+
+static const struct http_front_resource *resource_of(void *data)
+{
+	struct mcp_http *h = data;
+
+	return h->cfg.resource(h->cfg.data);
+}
+
 int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_http_config *cfg,
 		  struct mcp_http **out, struct appl_err *err)
 {
@@ -677,6 +695,8 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
 	fc.on_gone = on_gone;
 	fc.on_auth = auth_of;
 	fc.unready = cfg->unready ? unready_of : NULL;
+	fc.bearer = cfg->bearer ? bearer_of : NULL;
+	fc.resource = cfg->resource ? resource_of : NULL;
 	fc.data = h;
 	if (http_front_open(loop, &fc, &h->front, err) < 0) {
 		free(h);

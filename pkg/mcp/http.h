@@ -36,6 +36,12 @@ struct mcp_http_config {
 	/* The principal the SHA-256 of a token names (borrowed; it must
 	 * outlive the transport), or NULL: 401. */
 	const struct mcp_principal *(*principal)(void *data, const unsigned char sha256[32]);
+	/* Optional: a token principal does not know, whole (an OAuth access
+	 * token): as the front's bearer hook (front.h). */
+	const struct mcp_principal *(*bearer)(void *data, const char *tok, size_t len,
+					      unsigned *status);
+	/* Optional: the OAuth resource's metadata, as the front's (front.h). */
+	const struct http_front_resource *(*resource)(void *data);
 	/* Non-NULL: the principal of a loopback or unix peer that sends no
 	 * token (tests; a policy must name it). */
 	const struct mcp_principal *anonymous;
@@ -60,7 +66,7 @@ int mcp_http_open(struct mcp_server *srv, struct loop *loop, const struct mcp_ht
 void mcp_http_close(struct mcp_http *h);
 
 /* Drain: from now on a request that would begin new work (an
- * `initialize`, a `tools/call` that is no retry carrying a `requestState`)
+ * `initialize`, a `tools/call` that is no retry of a run parked here)
  * is answered 503 with Retry-After, before any session sees it, so a
  * balancer can send it elsewhere; everything else is served as before.
  * Safe on NULL. */

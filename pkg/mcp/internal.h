@@ -1,10 +1,11 @@
 /* internal.h: the MCP server core's own types and the functions its
  * files share (session.c dispatches, ask.c asks the client, runs.c keeps
  * the runs in flight, tasks.c keeps the tasks and taskreq.c serves their
- * methods, send.c sends). The files call each other one way only:
- * session.c uses taskreq.c, ask.c, runs.c, tasks.c and send.c; taskreq.c
- * uses ask.c, runs.c, tasks.c and send.c; ask.c uses runs.c, tasks.c and
- * send.c; runs.c uses tasks.c and send.c; tasks.c uses send.c. */
+ * methods, send.c sends, state.c makes and reads requestStates). The files
+ * call each other one way only: session.c uses taskreq.c, ask.c, runs.c,
+ * tasks.c and send.c; taskreq.c uses ask.c, runs.c, tasks.c and send.c;
+ * ask.c uses runs.c, tasks.c, send.c and state.c; runs.c uses tasks.c and
+ * send.c; tasks.c uses send.c; state.c uses nothing. */
 #ifndef APPL_MCP_INTERNAL_H
 #define APPL_MCP_INTERNAL_H
 
@@ -20,12 +21,55 @@
 #define META_RELATED_TASK "io.modelcontextprotocol/related-task"
 #define TASKS_EXTENSION	  "io.modelcontextprotocol/tasks"
 #define MCP_STATE_NONCE	  16u /* bytes of a requestState's nonce */
+#define MCP_STATE_CHAIN	  16u /* and of its chain: a run's, kept by its replays */
+/* The questions one state carries: those asked now and those answered
+ * before in the same run (a replay elsewhere answers them again). */
+#define MCP_STATE_Q_MAX 64u
+#define MCP_STATE_RAW_MAX                                                                          \
+	(1u + MCP_STATE_NONCE + MCP_STATE_CHAIN + 8u + 1u + MCP_STATE_Q_MAX * (34u + 31u) + 32u)
+#define MCP_STATE_TEXT_MAX (((MCP_STATE_RAW_MAX + 2u) / 3u) * 4u)
 
 /* The levels of logging/setLevel, least severe first. */
 #define MCP_LOG_LEVELS	      8
 #define MCP_LOG_LEVEL_INFO    1
 #define MCP_LOG_LEVEL_WARNING 3
 extern const char *const mcp_log_levels[MCP_LOG_LEVELS];
+
+/* ---- state.c: a requestState -------------------------------------------------------- */
+
+enum { MCP_STATE_ASKED = 0, MCP_STATE_APPROVED = 1, MCP_STATE_DECLINED = 2 };
+
+struct mcp_state_q {
+	unsigned char bind[32]; /* what the question is about (the bridge's) */
+	unsigned char was;	/* MCP_STATE_ASKED now, or what the answer was */
+	char key[32];		/* its inputRequests key: printable, unique */
+};
+
+/* What a requestState says: a parked run (nonce), the run chain its
+ * replays keep (chain), when it expires (wall-clock ms: other replicas
+ * judge it), and its questions. */
+struct mcp_state {
+	unsigned char nonce[MCP_STATE_NONCE];
+	unsigned char chain[MCP_STATE_CHAIN];
+	uint64_t expires_ms;
+	size_t n;
+	struct mcp_state_q q[MCP_STATE_Q_MAX];
+};
+
+/* st as base64url text (cap bytes, NUL-ended), its MAC keyed with key over
+ * it, the client that must present it and the code digest it must come
+ * with. 0, -E2BIG (too many questions), -EINVAL, -ENOBUFS. Pure. */
+int mcp_state_encode(const struct mcp_state *st, const unsigned char key[32], const char *client,
+		     const unsigned char code[32], char *text, size_t cap);
+/* text[0..len) (untrusted) into out: -EINVAL when malformed, -EACCES when
+ * the MAC does not hold for client and code; nothing is read from it
+ * before the MAC holds. 0 says nothing of its expiry. Pure. */
+int mcp_state_decode(const char *text, size_t len, const unsigned char key[32], const char *client,
+		     const unsigned char code[32], struct mcp_state *out);
+/* The ledger's key for the approval of bind in chain: the same on every
+ * replica. Pure. */
+void mcp_state_claim_key(const unsigned char chain[MCP_STATE_CHAIN], const unsigned char bind[32],
+			 unsigned char out[32]);
 
 struct mcp_ask {
 	struct mcp_ask *next; /* the run's, oldest first */
@@ -37,6 +81,9 @@ struct mcp_ask {
 	bool legacy; /* an elicitation/create request, answered by its id */
 	mcp_answer_fn fn;
 	void *token;
+	/* answered from a replayed state: given from a loop task */
+	const char *pre;
+	struct loop_task pre_task;
 };
 
 struct mcp_run {
@@ -61,7 +108,14 @@ struct mcp_run {
 	 * and the run waits for the retry that carries requestState. */
 	bool parked;
 	unsigned char nonce[MCP_STATE_NONCE];
-	unsigned char asks_digest[32]; /* the questions that state asked */
+	/* Its chain (made at its first park, or its replayed state's), and
+	 * the questions of the chain answered so far, which every later
+	 * state carries; pre: a replay's answers, each used once. */
+	unsigned char chain[MCP_STATE_CHAIN];
+	bool chained;
+	struct mcp_state_q *answered; /* nanswered, room for MCP_STATE_Q_MAX */
+	size_t nanswered;
+	struct mcp_state *pre;
 	uint64_t expires;
 	struct loop_timer *expiry;
 	bool owner_done; /* answered by the owner: result (when parked) waits */
@@ -147,10 +201,11 @@ struct mcp_server {
 	struct mcp_session *sessions;
 	struct loop_timer *tick;			/* the next progress notification */
 	unsigned char key[crypto_generichash_KEYBYTES]; /* requestState's MAC key */
-	uint64_t asks;					/* questions ever asked */
-	uint64_t sessions_made;				/* sessions ever made */
-	struct mcp_task *tasks;				/* newest first */
-	struct loop_timer *task_timer;			/* the next task to expire */
+	bool cluster;		       /* key is the replicas' shared one: states replay anywhere */
+	uint64_t asks;		       /* questions ever asked */
+	uint64_t sessions_made;	       /* sessions ever made */
+	struct mcp_task *tasks;	       /* newest first */
+	struct loop_timer *task_timer; /* the next task to expire */
 };
 
 /* ---- send.c ---------------------------------------------------------------- */
@@ -253,8 +308,14 @@ void mcp_ask_response(struct mcp_session *s, const struct jsonrpc_msg *m);
 /* A retry of a parked run (2026-07-28): params carry requestState and
  * inputResponses; verified, single-use; then the run answers this
  * request. */
-void mcp_ask_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
-		   const struct mcp_request *req, const char *code, size_t len);
+/* Returns NULL when the request was answered (resumed, or refused);
+ * else a replay: the state verified under the cluster key names a run
+ * this server does not hold, and the caller runs the code anew with it
+ * (mcp_run_replay). */
+struct mcp_state *mcp_ask_retry(struct mcp_session *s, const struct jsonrpc_msg *m,
+				const struct mcp_request *req, const char *code, size_t len);
+/* r is a replay of st (steals it): its chain and answers. */
+void mcp_run_replay(struct mcp_run *r, struct mcp_state *st);
 /* A 2026-07-28 tasks/update: responses (an object) answer the questions
  * r's task has open; keys not open are ignored. */
 void mcp_ask_update(struct mcp_run *r, const json_t *responses);

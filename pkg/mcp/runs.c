@@ -165,7 +165,9 @@ void mcp_asks_end(struct mcp_run *r, const char *outcome)
 		struct mcp_ask *a = r->asks;
 
 		r->asks = a->next;
-		a->fn(a->token, outcome);
+		if (a->pre)
+			loop_task_cancel(r->s->srv->loop, &a->pre_task);
+		a->fn(a->token, outcome, NULL);
 		mcp_ask_free(a);
 	}
 }
@@ -175,6 +177,8 @@ void mcp_run_free(struct mcp_run *r)
 	struct mcp_session *s = r->s;
 
 	mcp_asks_end(r, "cancelled");
+	free(r->answered);
+	free(r->pre);
 	loop_timer_free(r->expiry);
 	json_decref(r->result);
 	if (r->prev)

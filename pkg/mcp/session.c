@@ -301,6 +301,7 @@ static void tool_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 	struct mcp_request call = *req;
 	char *dump = args ? json_dumps(args, JSON_COMPACT | JSON_SORT_KEYS) : strdup("{}");
 	char *bound = NULL;
+	struct mcp_state *replay = NULL;
 	struct mcp_run *r;
 	int len;
 
@@ -318,15 +319,19 @@ static void tool_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 		mcp_reply_error(s, m->id, JSONRPC_INTERNAL_ERROR, "out of memory");
 		return;
 	}
-	if (json_object_get(m->params, "requestState")) {
-		mcp_ask_retry(s, m, req, bound, (size_t)len);
+	if (json_object_get(m->params, "requestState") &&
+	    !(replay = mcp_ask_retry(s, m, req, bound, (size_t)len))) {
 		free(bound);
 		return;
 	}
 	r = call_run(s, m, req, bound, (size_t)len);
 	free(bound);
-	if (!r)
+	if (!r) {
+		free(replay);
 		return;
+	}
+	if (replay)
+		mcp_run_replay(r, replay);
 	r->tool = true;
 	r->structured = t->output_schema != NULL;
 	call.bind = s->legacy ? s->serial : 0;
@@ -352,6 +357,7 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 	const char *text = code ? json_string_value(code) : "";
 	size_t len = code ? json_string_length(code) : 0;
 	struct mcp_request call = *req;
+	struct mcp_state *replay = NULL;
 	const char *bad;
 	struct mcp_run *r;
 
@@ -374,12 +380,15 @@ static void m_tools_call(struct mcp_session *s, const struct jsonrpc_msg *m,
 		mcp_reply(s, m->id, req->rev, mcp_tool_text_result(bad, 1));
 		return;
 	}
-	if (json_object_get(m->params, "requestState")) {
-		mcp_ask_retry(s, m, req, text, len);
+	if (json_object_get(m->params, "requestState") &&
+	    !(replay = mcp_ask_retry(s, m, req, text, len)))
+		return;
+	if (!(r = call_run(s, m, req, text, len))) {
+		free(replay);
 		return;
 	}
-	if (!(r = call_run(s, m, req, text, len)))
-		return;
+	if (replay)
+		mcp_run_replay(r, replay);
 	call.bind = s->legacy ? s->serial : 0;
 	call.task = r->task != NULL;
 	call.id = r->id; /* a task's run answers the task, under its id */
@@ -750,6 +759,12 @@ struct mcp_server *mcp_server_new(struct loop *loop, const struct mcp_server_hoo
 		return NULL;
 	}
 	return srv;
+}
+
+void mcp_server_cluster_key(struct mcp_server *srv, const unsigned char key[32])
+{
+	memcpy(srv->key, key, sizeof(srv->key));
+	srv->cluster = true;
 }
 
 void mcp_server_free(struct mcp_server *srv)

@@ -177,6 +177,17 @@ struct mcp_server *mcp_server_new(struct loop *loop, const struct mcp_server_hoo
 /* Every session must have been freed first. Safe on NULL. */
 void mcp_server_free(struct mcp_server *srv);
 
+/* Replicas (docs/scale-out.md): requestStates are keyed with key (32
+ * bytes, copied), the one every replica holds, in place of this process's
+ * own; a retry whose state names a run this server does not hold is then
+ * replayed here, its answers given (the caller's bridge uses the ledger
+ * for approved calls). Before the first session. */
+void mcp_server_cluster_key(struct mcp_server *srv, const unsigned char key[32]);
+
+/* Whether the requestState text names a run parked here (no check of it:
+ * for where a retry is served, which checks it). */
+bool mcp_server_state_here(struct mcp_server *srv, const char *text, size_t len);
+
 /* A session for one client: t copied, p borrowed. NULL with err. */
 struct mcp_session *mcp_session_new(struct mcp_server *srv, const struct mcp_transport *t,
 				    const struct mcp_principal *p, struct appl_err *err);
@@ -253,7 +264,10 @@ void *mcp_run_data(const struct mcp_run *run);
 struct mcp_ask;
 
 /* The answer: "approved", "declined", "cancelled" or "unavailable". */
-typedef void (*mcp_answer_fn)(void *token, const char *outcome);
+/* claim: with a cluster key, the ledger key of this approval (32 bytes,
+ * the same on every replica for the same call of the same run chain);
+ * NULL otherwise. */
+typedef void (*mcp_answer_fn)(void *token, const char *outcome, const unsigned char *claim);
 
 struct mcp_ask_spec {
 	const char *text;	   /* what a person reads (borrowed) */

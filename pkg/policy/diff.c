@@ -22,6 +22,21 @@ bool policy_part_same(const struct policy *a, const struct policy *b, const char
 	return (!x && !y) || (x && y && json_equal(x, y));
 }
 
+/* Whether every member of a's `http` but `oauth` is in b's, the same;
+ * both absent counts. */
+static bool http_members_in(const struct policy *a, const struct policy *b)
+{
+	const json_t *x = part(a, "http", NULL), *y = part(b, "http", NULL), *v;
+	const char *k;
+
+	if (!x || !y)
+		return !x && !y;
+	json_object_foreach((json_t *)x, k, v)
+		if (strcmp(k, "oauth") != 0 && !policy_part_same(a, b, "http", k))
+			return false;
+	return true;
+}
+
 /* The limits read once, by the parts made at start. */
 #define RESTART_LIMITS(X)                                                                          \
 	X(audit_seal_lines)                                                                        \
@@ -48,7 +63,7 @@ const char *policy_reload_restart(const struct policy *a, const struct policy *b
 	/* The sandbox runtime, the audit log, the HTTP front's listeners and
 	 * the span exporter are opened once; a reload that changed them would be a policy the
 	 * running appliance does not honour. */
-	static const char *const tops[] = {"runtime", "audit", "http", "telemetry"};
+	static const char *const tops[] = {"runtime", "audit", "telemetry"};
 	const char *lim = limit_restart(a, b);
 
 	if (a->version != b->version)
@@ -58,6 +73,9 @@ const char *policy_reload_restart(const struct policy *a, const struct policy *b
 	for (size_t i = 0; i < sizeof(tops) / sizeof(tops[0]); i++)
 		if (!policy_part_same(a, b, tops[i], NULL))
 			return tops[i];
+	/* http.oauth is read again at each reload (its keys too) */
+	if (!http_members_in(a, b) || !http_members_in(b, a))
+		return "http";
 	/* The start proves that each preloaded module imports (it waits for a
 	 * warm sandbox); a reload boots none before it commits. */
 	if ((a->preload || b->preload) && !policy_part_same(a, b, "image", NULL))

@@ -340,6 +340,18 @@ static int tls_parse(struct ctx *c, void *base, const json_t *v, const char *pat
 	return policy_fields_parse(c, v, tls_fields, NELEM(tls_fields), base, path);
 }
 
+static int oauth_parse(struct ctx *c, void *base, const json_t *v, const char *path)
+{
+	struct http_section *h = c->p->serve;
+	int rc;
+
+	(void)base;
+	if ((rc = policy_oauth_parse(c, &h->oauth, v, path)) < 0)
+		return rc;
+	h->pub.oauth = &h->oauth;
+	return 0;
+}
+
 static const struct field serve_fields[] = {
 	{.name = "listen", .type = F_FN, .required = true, .parse = listen_parse},
 	{.name = "path",
@@ -352,6 +364,7 @@ static const struct field serve_fields[] = {
 	{.name = "allowed_hosts", .type = F_FN, .parse = hosts_parse},
 	{.name = "tls", .type = F_FN, .parse = tls_parse},
 	{.name = "metrics_listen", .type = F_FN, .parse = metrics_listen_parse},
+	{.name = "oauth", .type = F_FN, .parse = oauth_parse},
 };
 
 static void host_add(struct http_section *h, const char *s)

@@ -50,6 +50,7 @@ struct http_section {
 	const char *origins[APPL_POLICY_HTTP_ORIGINS_MAX + 1];
 	const char *hosts[APPL_POLICY_HTTP_HOSTS_MAX + 1];
 	char with_port[HTTP_LOOPBACK_NAMES * APPL_POLICY_HTTP_LISTEN_MAX][HTTP_HOST_WITH_PORT];
+	struct policy_oauth oauth; /* pub.oauth points here when given */
 };
 
 struct policy {
@@ -190,6 +191,10 @@ int policy_path_resolve(struct ctx *c, const char *raw, const char *path, char *
 /* ---- string checks (check.c, server_check.c), each a str_check_fn --------- */
 
 int policy_abs_path_check(const char *s, size_t len, const char *path, struct appl_err *err);
+
+/* http.oauth (oauth.c) into o. */
+struct policy_oauth;
+int policy_oauth_parse(struct ctx *c, struct policy_oauth *o, const json_t *v, const char *path);
 int policy_layout_check(const char *s, size_t len, const char *path, struct appl_err *err);
 int policy_digest_check(const char *s, size_t len, const char *path, struct appl_err *err);
 int policy_platform_check(const char *s, size_t len, const char *path, struct appl_err *err);

@@ -424,6 +424,20 @@ struct policy_listen {
 };
 
 /* The `http` section. Pointers borrowed from the policy. */
+/* http.oauth: JWT access tokens of one authorization server (docs/http.md,
+ * OAuth). Strings borrowed from the policy. */
+struct policy_oauth {
+	const char *issuer;	 /* iss, exactly; an http(s) URL */
+	const char *audience;	 /* aud must hold it: this resource's URL (RFC 8707) */
+	const char *jwks_path;	 /* an absolute path, or NULL */
+	const char *jwks_url;	 /* or this (http:// only to loopback), never both */
+	const char *role_claim;	 /* the claim naming the token's role */
+	unsigned skew_s;	 /* leeway for exp, nbf and iat */
+	unsigned jwks_refresh_s; /* jwks_url fetched again this often */
+};
+
+#define POLICY_OAUTH_ROLE_CLAIM_DEFAULT "appliance_role"
+
 struct policy_http {
 	const struct policy_listen *listen; /* nlisten (1..APPL_POLICY_HTTP_LISTEN_MAX), unique */
 	size_t nlisten;
@@ -439,6 +453,7 @@ struct policy_http {
 	 * local (127.0.0.0/8, ::1 or a unix socket): it asks for no token.
 	 * NULL: no metrics listener. */
 	const struct policy_listen *metrics;
+	const struct policy_oauth *oauth; /* NULL: static tokens only */
 };
 
 #define POLICY_HTTP_PATH_DEFAULT "/mcp"

@@ -1055,7 +1055,7 @@ static void test_approvals_gate_the_call(void **state)
 	policy_free(gp);
 	/* A yes: the call goes once the program answered. */
 	r = gated_run(&f, &gp);
-	ap = (struct bridge_approvals){loop, yes, {0}, 5000, 2, "tester"};
+	ap = (struct bridge_approvals){loop, yes, {0}, 5000, 2, "tester", NULL};
 	bridge_run_approvals(r, &ap);
 	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
 	assert_int_equal(f.nsent, 0); /* waiting for the answer */
@@ -1072,7 +1072,7 @@ static void test_approvals_gate_the_call(void **state)
 	policy_free(gp);
 	/* A no, and no answer in time. */
 	r = gated_run(&f, &gp);
-	ap = (struct bridge_approvals){loop, no, {0}, 5000, 10, "tester"};
+	ap = (struct bridge_approvals){loop, no, {0}, 5000, 10, "tester", NULL};
 	bridge_run_approvals(r, &ap);
 	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
 	settle(loop, &f, 1);
@@ -1081,7 +1081,7 @@ static void test_approvals_gate_the_call(void **state)
 	bridge_run_free(r);
 	policy_free(gp);
 	r = gated_run(&f, &gp);
-	ap = (struct bridge_approvals){loop, mute, {0}, 300, 10, "tester"};
+	ap = (struct bridge_approvals){loop, mute, {0}, 300, 10, "tester", NULL};
 	bridge_run_approvals(r, &ap);
 	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
 	settle(loop, &f, 1);
@@ -1160,7 +1160,8 @@ static void test_approvals_through_the_client(void **state)
 	(void)state;
 
 	assert_non_null(loop = loop_new(&err));
-	ap = (struct bridge_approvals){loop, NULL, {fake_ask, fake_cancel, &k}, 5000, 10, "tester"};
+	ap = (struct bridge_approvals){loop,	 NULL, {fake_ask, fake_cancel, &k}, 5000, 10,
+				       "tester", NULL};
 	/* A yes: the question names the call first; the call goes after. */
 	r = gated_run(&f, &gp);
 	bridge_run_approvals(r, &ap);
@@ -1169,7 +1170,7 @@ static void test_approvals_through_the_client(void **state)
 	assert_int_equal(f.nsent, 0);
 	assert_true(strncmp(k.text, "a.put\n", 6) == 0);
 	memcpy(first, k.bind, 32);
-	k.answer(k.token, "approved");
+	k.answer(k.token, "approved", NULL);
 	settle(loop, &f, 1);
 	assert_int_equal(f.nsent, 1);
 	/* Another call's question binds to another call. */
@@ -1180,7 +1181,7 @@ static void test_approvals_through_the_client(void **state)
 	for (size_t i = 0; i < 3; i++) {
 		if (i)
 			call(r, (json_int_t)(2 + i), "a.put", "{\"a\":1,\"b\":2}");
-		k.answer(k.token, nos[i][0]);
+		k.answer(k.token, nos[i][0], NULL);
 		settle(loop, &f, 2 + i);
 		assert_int_equal(f.nsent, 1);
 		assert_non_null(strstr(f.last_refusal, nos[i][1]));

@@ -880,6 +880,99 @@ static void test_probes_answered_by_the_front(void **state)
 	fx_close(&fx);
 }
 
+/* ---- OAuth: the bearer hook and the resource's metadata ---------------------- */
+
+static const int principal_jwt = 3;
+static unsigned bearer_calls;
+static char bearer_seen[64];
+
+/* "jwt-ok" is a principal, "jwt-role" a valid token for nothing here,
+ * anything else not a token. */
+static const void *check_bearer(void *data, const char *tok, size_t len, unsigned *status)
+{
+	(void)data;
+	bearer_calls++;
+	snprintf(bearer_seen, sizeof(bearer_seen), "%.*s", (int)len, tok);
+	*status = len == 8 && memcmp(tok, "jwt-role", 8) == 0 ? 403 : 401;
+	return len == 6 && memcmp(tok, "jwt-ok", 6) == 0 ? &principal_jwt : NULL;
+}
+
+static const char resource_doc[] = "{\"resource\":\"http://127.0.0.1/mcp\"}";
+static const struct http_front_resource the_resource = {
+	.challenge =
+		"resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource/mcp\"",
+	.doc = resource_doc,
+	.doc_len = sizeof(resource_doc) - 1,
+	.paths = {"/.well-known/oauth-protected-resource/mcp",
+		  "/.well-known/oauth-protected-resource"}};
+static bool resource_on;
+
+static const struct http_front_resource *resource_now(void *data)
+{
+	(void)data;
+	return resource_on ? &the_resource : NULL;
+}
+
+/* A static token is found by its digest and never reaches the bearer
+ * hook; any other goes there whole; the hook's 401 or 403 is the answer,
+ * with the challenge of RFC 6750 and 9728. The metadata is served like a
+ * probe (no token, Host checked), and only while the owner has some. */
+static void test_bearer_hook_and_resource_metadata(void **state)
+{
+#define RM "resource_metadata=\"http://127.0.0.1/.well-known/oauth-protected-resource/mcp\""
+	struct fx fx = {.mode = ANSWER_NOW};
+	struct call c;
+	(void)state;
+	fx_config(&fx, "127.0.0.1:0");
+	fx.cfg.bearer = check_bearer;
+	fx.cfg.resource = resource_now;
+	resource_on = true;
+	bearer_calls = 0;
+	assert_int_equal(fx_open(&fx), 0);
+	probe(&fx, &c, "GET", "/mcp", "Authorization: Bearer jwt-ok");
+	assert_int_equal(c.status, 200);
+	assert_ptr_equal(fx.principal, &principal_jwt);
+	probe(&fx, &c, "POST", "/mcp", "Authorization: Bearer " TOKEN);
+	assert_int_equal(bearer_calls, 1);
+	assert_string_equal(bearer_seen, "jwt-ok");
+	probe(&fx, &c, "GET", "/mcp", "Authorization: Bearer jwt-bad");
+	assert_int_equal(c.status, 401);
+	assert_non_null(strstr(c.head, "WWW-Authenticate: Bearer error=\"invalid_token\", " RM));
+	probe(&fx, &c, "GET", "/mcp", "Authorization: Bearer jwt-role");
+	assert_int_equal(c.status, 403);
+	assert_non_null(
+		strstr(c.head, "WWW-Authenticate: Bearer error=\"insufficient_scope\", " RM));
+	probe(&fx, &c, "GET", "/mcp", NULL);
+	assert_int_equal(c.status, 401);
+	assert_non_null(strstr(c.head, "WWW-Authenticate: Bearer " RM "\r\n"));
+	assert_int_equal(bearer_calls, 3);
+	/* a Host refusal is 403 with no challenge */
+	probe(&fx, &c, "GET", "/mcp", "Host: evil.example");
+	assert_int_equal(c.status, 403);
+	assert_null(strcasestr(c.head, "www-authenticate"));
+	for (size_t i = 0; i < 2; i++) {
+		probe(&fx, &c, "GET", the_resource.paths[i], NULL);
+		assert_int_equal(c.status, 200);
+		assert_string_equal(c.resp, resource_doc);
+		assert_non_null(strcasestr(c.head, "content-type: application/json"));
+		probe(&fx, &c, "POST", the_resource.paths[i], NULL);
+		assert_int_equal(c.status, 405);
+		probe(&fx, &c, "GET", the_resource.paths[i], "Host: evil.example");
+		assert_int_equal(c.status, 403);
+	}
+	probe(&fx, &c, "GET", "/.well-known/oauth-protected-resource/", NULL);
+	assert_int_equal(c.status, 404);
+	/* without metadata now: the paths are 404, the challenge bare */
+	resource_on = false;
+	probe(&fx, &c, "GET", the_resource.paths[0], NULL);
+	assert_int_equal(c.status, 404);
+	probe(&fx, &c, "GET", "/mcp", NULL);
+	assert_non_null(strstr(c.head, "WWW-Authenticate: Bearer\r\n"));
+	assert_int_equal(fx.requests, 1);
+	fx_close(&fx);
+#undef RM
+}
+
 /* A probe's body is held for nobody: 413, whether announced or chunked.
  * A probe answered leaves its connection open for the next request. */
 static void test_probe_body_and_kept_connection(void **state)
@@ -1236,6 +1329,7 @@ int main(void)
 		cmocka_unit_test(test_connection_limit),
 		cmocka_unit_test(test_path_is_the_target_as_sent),
 		cmocka_unit_test(test_probes_answered_by_the_front),
+		cmocka_unit_test(test_bearer_hook_and_resource_metadata),
 		cmocka_unit_test(test_probe_body_and_kept_connection),
 		cmocka_unit_test(test_client_gone_before_answer),
 		cmocka_unit_test(test_close_ends_held_requests),

@@ -2507,6 +2507,84 @@ static void test_token_entry_matches(void **state)
 	policy_free(p);
 }
 
+/* http.oauth: what it holds, its defaults, and each refusal. */
+static void test_http_oauth(void **state)
+{
+#define L  "\"listen\": [\"127.0.0.1:8080\"], "
+#define IA "\"issuer\": \"https://login.example\", \"audience\": \"https://mcp.example/mcp\""
+	struct appl_err err = {0};
+	struct policy *p;
+	const struct policy_oauth *o;
+
+	(void)state;
+	p = parse_http(L "\"oauth\": {" IA ", \"jwks_path\": \"/etc/appliance/jwks.json\"}", &err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	o = policy_http(p)->oauth;
+	assert_non_null(o);
+	assert_string_equal(o->issuer, "https://login.example");
+	assert_string_equal(o->audience, "https://mcp.example/mcp");
+	assert_string_equal(o->jwks_path, "/etc/appliance/jwks.json");
+	assert_null(o->jwks_url);
+	assert_string_equal(o->role_claim, "appliance_role");
+	assert_int_equal(o->skew_s, 60);
+	assert_int_equal(o->jwks_refresh_s, 300);
+	policy_free(p);
+	p = parse_http(L "\"oauth\": {" IA ", \"jwks_url\": \"http://127.0.0.1:9/jwks\", "
+			 "\"role_claim\": \"https://example/role\", \"skew_s\": 0, "
+			 "\"jwks_refresh_s\": 60}",
+		       &err);
+	if (!p)
+		fail_msg("%s", err.msg);
+	o = policy_http(p)->oauth;
+	assert_string_equal(o->jwks_url, "http://127.0.0.1:9/jwks");
+	assert_string_equal(o->role_claim, "https://example/role");
+	assert_int_equal(o->skew_s, 0);
+	assert_int_equal(o->jwks_refresh_s, 60);
+	policy_free(p);
+	p = parse_http(L "\"path\": \"/mcp\"", &err);
+	assert_non_null(p);
+	assert_null(policy_http(p)->oauth);
+	policy_free(p);
+
+	http_refused(L "\"oauth\": {" IA "}",
+		     "http.oauth: needs exactly one of jwks_path (a JWK Set file) and jwks_url "
+		     "(the authorization server's jwks_uri)");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_path\": \"/j\", \"jwks_url\": "
+		       "\"https://login.example/j\"}",
+		     "http.oauth: needs exactly one of jwks_path (a JWK Set file) and jwks_url "
+		     "(the authorization server's jwks_uri)");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_path\": \"/j\", \"jwks_refresh_s\": 600}",
+		     "http.oauth.jwks_refresh_s: only with jwks_url (a jwks_path is read at start "
+		     "and at each reload)");
+	http_refused(L "\"oauth\": {\"audience\": \"https://mcp.example/mcp\", "
+		       "\"jwks_path\": \"/j\"}",
+		     "http.oauth.issuer: missing");
+	http_refused(L "\"oauth\": {\"issuer\": \"https://login.example\", "
+		       "\"audience\": \"https://mcp.example/m\\\"cp\", \"jwks_path\": \"/j\"}",
+		     "http.oauth.audience: must have no quote, backslash, query or fragment");
+	http_refused(L "\"oauth\": {\"issuer\": \"https://login.example\", "
+		       "\"audience\": \"https://mcp.example/mcp?x=1\", \"jwks_path\": \"/j\"}",
+		     "http.oauth.audience: must have no quote, backslash, query or fragment");
+	http_refused(L "\"oauth\": {\"issuer\": \"http://login.example\", "
+		       "\"audience\": \"https://mcp.example/mcp\", \"jwks_path\": \"/j\"}",
+		     "http.oauth.issuer: http:// only to a loopback address or localhost; use "
+		     "https:// for anything else");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_url\": \"http://login.example/j\"}",
+		     "http.oauth.jwks_url: http:// only to a loopback address or localhost; use "
+		     "https:// for anything else");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_path\": \"j.json\"}",
+		     "http.oauth.jwks_path: must be an absolute path");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_path\": \"/j\", \"role_claim\": \"a b\"}",
+		     "http.oauth.role_claim: must be 1 to 64 of A-Z a-z 0-9 _ - . : /");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_path\": \"/j\", \"skew_s\": 301}",
+		     "http.oauth.skew_s: must be an integer between 0 and 300");
+	http_refused(L "\"oauth\": {" IA ", \"jwks_path\": \"/j\", \"scopes\": []}",
+		     "http.oauth.scopes: unknown key");
+#undef IA
+#undef L
+}
+
 /* What a reload may take: a part read only at start is named, the
  * servers and limits a reload applies are not; servers compare by their
  * configuration as written. */
@@ -2523,6 +2601,7 @@ static void test_reload_restart(void **state)
 		{", \"limits\": {\"audit_seal_s\": 30}", "limits.audit_seal_s"},
 		{", \"deployment\": \"other\"", "deployment"},
 		{", \"telemetry\": {\"otlp_endpoint\": \"http://127.0.0.1:4318\"}", "telemetry"},
+		{", \"http\": {\"listen\": [\"127.0.0.1:8080\"]}", "http"},
 	};
 	struct appl_err err = {0};
 	struct policy *a = parse_with(", \"servers\": {\"s\": {\"command\": [\"/bin/s\"]}}", &err);
@@ -2552,6 +2631,35 @@ static void test_reload_restart(void **state)
 	policy_free(a);
 	policy_free(same);
 	policy_free(moved);
+}
+
+/* http.oauth may come, change and go at a reload; the rest of http not. */
+static void test_reload_http_oauth(void **state)
+{
+#define H(more) ", \"http\": {\"listen\": [\"127.0.0.1:8080\"]" more "}"
+#define OA(iss)                                                                                    \
+	", \"oauth\": {\"issuer\": \"" iss "\", \"audience\": \"https://m.example/mcp\", "         \
+	"\"jwks_path\": \"/j\"}"
+	struct appl_err err = {0};
+	struct policy *plain = parse_with(H(""), &err);
+	struct policy *a = parse_with(H(OA("https://a.example")), &err);
+	struct policy *b = parse_with(H(OA("https://b.example")), &err);
+	struct policy *moved = parse_with(
+		", \"http\": {\"listen\": [\"127.0.0.1:8081\"]" OA("https://a.example") "}", &err);
+
+	(void)state;
+	assert_non_null(plain && a && b && moved);
+	assert_null(policy_reload_restart(plain, a));
+	assert_null(policy_reload_restart(a, plain));
+	assert_null(policy_reload_restart(a, b));
+	assert_string_equal(policy_reload_restart(a, moved), "http");
+	assert_string_equal(policy_reload_restart(moved, a), "http");
+	policy_free(plain);
+	policy_free(a);
+	policy_free(b);
+	policy_free(moved);
+#undef OA
+#undef H
 }
 
 /* A reload boots no sandbox before it commits, so it cannot prove a
@@ -2650,6 +2758,8 @@ int main(void)
 		cmocka_unit_test(test_label_valid),
 		cmocka_unit_test(test_token_entry_matches),
 		cmocka_unit_test(test_reload_restart),
+		cmocka_unit_test(test_reload_http_oauth),
+		cmocka_unit_test(test_http_oauth),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
