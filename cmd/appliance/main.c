@@ -22,6 +22,7 @@
 #include "status_cmd.h"
 #include "policy_cmds.h"
 #include "token_cmd.h"
+#include "cluster_cmd.h"
 #include "version_cmd.h"
 
 static const char usage_text[] =
@@ -89,6 +90,9 @@ static const char usage_text[] =
 	"  token NAME ROLE\n"
 	"        make a bearer token for an HTTP client, print it once and the\n"
 	"        clients.tokens entry (its SHA-256) to sign into the policy\n"
+	"  cluster-key FILE\n"
+	"        make the key the replicas of a deployment share (a new file,\n"
+	"        mode 0600), for run --cluster-key\n"
 	"  version (or --version, -V)\n"
 	"        print the versions of the appliance, of runsc (and the platform\n"
 	"        it would use) and of the libraries it runs with\n"
@@ -137,8 +141,8 @@ static const char help_help_text[] =
 	"Print the general usage, or COMMAND's own text: its synopsis, what each of\n"
 	"its options does and its exit status. The commands are image, run, status,\n"
 	"reload, stubs, check, cell, init, keygen, sign, verify, audit, token,\n"
-	"version and help; image has the subcommand verify, audit the subcommands\n"
-	"init, verify and show.\n"
+	"cluster-key, version and help; image has the subcommand verify, audit\n"
+	"the subcommands init, verify and show.\n"
 	"-h is the same as --help.\n"
 	"\n"
 	"options:\n"
@@ -243,6 +247,7 @@ static const struct command {
 	{"audit", cmd_audit, false, audit_help},
 	{"check", cmd_check, true, check_help},
 	{"token", cmd_token, false, token_help},
+	{"cluster-key", cmd_cluster_key, false, cluster_key_help},
 	{"init", cmd_init, true, init_help},
 };
 
@@ -280,7 +285,9 @@ static int cmd_help(int argc, char **argv)
 		appl_err_set(
 			&err, -EINVAL,
 			"no command \"%.*s\" (the commands: image, run, status, reload, stubs, "
-			"check, cell, init, keygen, sign, verify, audit, token, version, help)",
+			"check, cell, init, keygen, sign, verify, audit, token, cluster-key, "
+			"version, "
+			"help)",
 			64, argv[1]);
 		return cli_usage_cmd("help", err.msg);
 	}

@@ -25,6 +25,9 @@
 struct run_args {
 	const char *policy, *trust_dir, *state_dir, *cache, *run_dir, *role;
 	const char *name, *admin_dir; /* the admin socket's */
+	const char *cluster_key;      /* a replica's: the key replicas share */
+	const char *listen[APPL_POLICY_HTTP_LISTEN_MAX + 1];
+	size_t nlisten;
 	bool stubs; /* `appliance stubs`: --role instead of --cache/--runtime-dir */
 	bool help;  /* --help: print the help text, do nothing else */
 };
@@ -35,6 +38,7 @@ static const char run_help_text[] =
 	"usage: appliance run --policy POLICY.sig [--trust-dir DIR] [--state-dir DIR]\n"
 	"                     [--cache DIR] [--runtime-dir DIR]\n"
 	"                     [--server-uids FIRST-LAST] [--name NAME] [--admin-dir DIR]\n"
+	"                     [--cluster-key FILE] [--listen ADDR]...\n"
 	"\n"
 	"Serve the MCP tool run_python, as the verified policy allows: over\n"
 	"newline-delimited JSON-RPC on stdin and stdout, or, when the policy has an\n"
@@ -62,6 +66,12 @@ static const char run_help_text[] =
 	"                       64, starting with a letter or digit\n"
 	"  --admin-dir DIR      where the admin socket goes (default /run/appliance as\n"
 	"                       root, $XDG_RUNTIME_DIR/appliance as another user)\n"
+	"  --cluster-key FILE   a replica's: the key every replica of the deployment\n"
+	"                       holds (appliance cluster-key FILE makes one); needed\n"
+	"                       with the policy's cluster section (docs/scale-out.md)\n"
+	"  --listen ADDR        in place of the policy's http.listen, for this process\n"
+	"                       (replicas on one host); may repeat; the policy must\n"
+	"                       name http.allowed_hosts\n"
 	"  --help, -h           print this text\n"
 	"\n"
 	"exit status: 0 after a clean end (the end of input, or a stop signal); 1\n"
@@ -119,9 +129,64 @@ static int usage(const char *msg)
 			"                     [--cache DIR] [--runtime-dir DIR]\n"
 			"                     [--server-uids FIRST-LAST] [--name NAME] "
 			"[--admin-dir "
-			"DIR]\n",
+			"DIR]\n"
+			"                     [--cluster-key FILE] [--listen ADDR]...\n",
 			msg);
 	return 2;
+}
+
+/* One option of run's (or stubs'): 0, or usage()'s exit status. */
+static int arg_take(struct run_args *a, int c)
+{
+	struct appl_err uerr = {0};
+
+	switch (c) {
+	case 'p':
+		a->policy = optarg;
+		break;
+	case 'D':
+		a->trust_dir = optarg;
+		break;
+	case 'S':
+		a->state_dir = optarg;
+		break;
+	case 'c':
+		a->cache = optarg;
+		break;
+	case 's':
+		a->run_dir = optarg;
+		break;
+	case 'r':
+		a->role = optarg;
+		break;
+	case 'n':
+		if (!admin_name_valid(optarg, strlen(optarg)))
+			return usage("--name: a NAME is [A-Za-z0-9_-], at most 64 characters, "
+				     "starting with a letter or digit");
+		a->name = optarg;
+		break;
+	case 'A':
+		a->admin_dir = optarg;
+		break;
+	case 'K':
+		a->cluster_key = optarg;
+		break;
+	case 'L':
+		if (a->nlisten >= APPL_POLICY_HTTP_LISTEN_MAX)
+			return usage("--listen: at most 8 addresses");
+		a->listen[a->nlisten++] = optarg;
+		break;
+	case 'u':
+		if (proc_jail_uids_set(optarg, &uerr) < 0)
+			return usage(uerr.msg);
+		break;
+	default:
+		/* No --trust here: keys come only from a root-owned trust
+		 * directory, so an agent that can edit its own MCP client
+		 * configuration cannot point run at a key of its own. */
+		return usage("unknown option (run takes keys only from --trust-dir)");
+	}
+	return 0;
 }
 
 static int args_parse(int argc, char **argv, struct run_args *a)
@@ -135,6 +200,8 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 		{"server-uids", required_argument, NULL, 'u'},
 		{"name", required_argument, NULL, 'n'},
 		{"admin-dir", required_argument, NULL, 'A'},
+		{"cluster-key", required_argument, NULL, 'K'},
+		{"listen", required_argument, NULL, 'L'},
 		{NULL, 0, NULL, 0},
 	};
 	static const struct option stubs_opts[] = {
@@ -146,8 +213,7 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 		{NULL, 0, NULL, 0},
 	};
 	const struct option *o = a->stubs ? stubs_opts : opts;
-	struct appl_err uerr = {0};
-	int c;
+	int c, rc;
 
 	if (cli_help_wanted(argc, argv, o)) {
 		a->help = true;
@@ -156,47 +222,9 @@ static int args_parse(int argc, char **argv, struct run_args *a)
 	if (cli_inexact_option(argc, argv, o))
 		return usage("options must be spelled out in full");
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "", o, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			a->policy = optarg;
-			break;
-		case 'D':
-			a->trust_dir = optarg;
-			break;
-		case 'S':
-			a->state_dir = optarg;
-			break;
-		case 'c':
-			a->cache = optarg;
-			break;
-		case 's':
-			a->run_dir = optarg;
-			break;
-		case 'r':
-			a->role = optarg;
-			break;
-		case 'n':
-			if (!admin_name_valid(optarg, strlen(optarg)))
-				return usage(
-					"--name: a NAME is [A-Za-z0-9_-], at most 64 characters, "
-					"starting with a letter or digit");
-			a->name = optarg;
-			break;
-		case 'A':
-			a->admin_dir = optarg;
-			break;
-		case 'u':
-			if (proc_jail_uids_set(optarg, &uerr) < 0)
-				return usage(uerr.msg);
-			break;
-		default:
-			/* No --trust here: keys come only from a root-owned trust
-			 * directory, so an agent that can edit its own MCP client
-			 * configuration cannot point run at a key of its own. */
-			return usage("unknown option (run takes keys only from --trust-dir)");
-		}
-	}
+	while ((c = getopt_long(argc, argv, "", o, NULL)) != -1)
+		if ((rc = arg_take(a, c)) != 0)
+			return rc;
 	if (!a->policy || optind != argc)
 		return usage("needs --policy POLICY.sig and nothing else");
 	return 0;
@@ -323,6 +351,9 @@ int cmd_run(int argc, char **argv)
 	cfg.policy_path = a.policy;
 	cfg.admin_dir = a.admin_dir ? a.admin_dir : admin_dir;
 	cfg.admin_name = a.name;
+	cfg.cluster_key = a.cluster_key;
+	cfg.listen = a.listen;
+	cfg.nlisten = a.nlisten;
 	cfg.data = &st;
 	rc = gateway_run(&cfg, &err);
 	upstream_secrets_free(secrets);

@@ -139,6 +139,11 @@ void engine_stop(struct engine *e, const char *why)
 	e->stop = true;
 }
 
+void engine_ledger(struct engine *e, const struct bridge_ledger *l)
+{
+	e->ledger = l;
+}
+
 const char *engine_draining(const struct engine *e)
 {
 	return e->drain_why[0] ? e->drain_why : NULL;
@@ -476,7 +481,8 @@ static int run_start(struct run *r, void *data, struct appl_err *err)
 					      .asker = run_asker(r),
 					      .timeout_ms = g->lim.approval_timeout_s * 1000u,
 					      .max = g->lim.max_approvals,
-					      .client = rc->name};
+					      .client = rc->name,
+					      .ledger = e->ledger};
 
 		if (!(br = bridge_run_new(run_catalog(r), &g->blim, g->ups, cell, run_id(r),
 					  err))) {

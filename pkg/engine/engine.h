@@ -153,6 +153,11 @@ const struct policy_limits *engine_limits(const struct engine *e);
 struct tracer;
 struct tracer *engine_tracer(const struct engine *e);
 
+/* The ledger replicas share (bridge.h; borrowed, it must outlive the
+ * runs; NULL: none): the bridges of runs started from now on use it. */
+struct bridge_ledger;
+void engine_ledger(struct engine *e, const struct bridge_ledger *l);
+
 /* The audit log, or NULL (none, or not started). */
 struct audit *engine_audit(const struct engine *e);
 

@@ -53,8 +53,10 @@ struct engine {
 	struct run_set *runs;
 	struct session_set *sessions; /* interpreters kept between cells */
 	struct audit *audit;	      /* NULL: none */
-	struct tracer *tracer;	      /* NULL: no traces */
-	unsigned long served;	      /* runs asked for, for the stop line */
+	struct tracer *tracer;
+	const struct bridge_ledger *ledger;
+	/* replicas' (engine_ledger); NULL: none */ /* NULL: no traces */
+	unsigned long served;			    /* runs asked for, for the stop line */
 	char stop_why[32];
 	char drain_why[32];		/* "" until a drain began */
 	struct loop_timer *drain_timer; /* its end: limits.http_drain_s */

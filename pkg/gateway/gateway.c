@@ -265,9 +265,15 @@ static int http_open(struct gateway *gw, struct appl_err *err)
 	}
 	for (size_t i = 0; i < ph->nlisten; i++)
 		listen[i].addr = ph->listen[i].text;
+	for (size_t i = 0; i < gw->cfg->nlisten && i < APPL_POLICY_HTTP_LISTEN_MAX; i++) {
+		if (policy_http_listen_check(gw->policy, gw->cfg->listen[i], err) < 0)
+			return err->code;
+		listen[i].addr = gw->cfg->listen[i];
+	}
 	memset(&c, 0, sizeof(c));
 	c.front = (struct http_front_config){.listen = listen,
-					     .nlisten = ph->nlisten,
+					     .nlisten = gw->cfg->nlisten ? gw->cfg->nlisten
+									 : ph->nlisten,
 					     .path = ph->path,
 					     .hosts = ph->hosts,
 					     .nhosts = ph->nhosts,
@@ -296,9 +302,11 @@ static void http_log(const struct gateway *gw)
 {
 	const struct policy_http *ph = policy_http(gw->policy);
 
-	for (size_t i = 0; i < ph->nlisten; i++)
+	size_t n = gw->cfg->nlisten ? gw->cfg->nlisten : ph->nlisten;
+
+	for (size_t i = 0; i < n; i++)
 		log_line(LOG_INFO, NULL, "serving MCP over HTTP%s at %s%s", gw->tls_cert ? "S" : "",
-			 ph->listen[i].text, ph->path);
+			 gw->cfg->nlisten ? gw->cfg->listen[i] : ph->listen[i].text, ph->path);
 }
 
 static void http_release(struct gateway *gw)
@@ -420,6 +428,11 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 
 	gw->cfg = cfg;
 	gw->policy = cfg->policy;
+	if (!policy_http(cfg->policy) && (cfg->nlisten || cfg->cluster_key))
+		return appl_err_set(err, -EINVAL,
+				    "%s: only for an appliance that serves HTTP (the policy has no "
+				    "http section)",
+				    cfg->nlisten ? "--listen" : "--cluster-key");
 	gw->stdio_client = (struct mcp_principal){.client = "stdio",
 						  .role = policy_client_default_role(cfg->policy)};
 	if (engine_make(gw, cfg, err) < 0)
@@ -433,7 +446,8 @@ static int gateway_open(struct gateway *gw, const struct gateway_config *cfg, st
 		return err->code;
 	if (policy_http(cfg->policy)) {
 		/* Ready before the first client asks. */
-		if (engine_start(gw->e, err) < 0 || http_open(gw, err) < 0 ||
+		if (engine_start(gw->e, err) < 0 || gateway_cluster_open(gw, err) < 0 ||
+		    http_open(gw, err) < 0 ||
 		    gateway_scrape_open(gw->loop, gw->policy, &gw->scrape, err) < 0)
 			return err->code;
 		engine_ready_prepare(gw->e);
@@ -500,6 +514,7 @@ static void gateway_close(struct gateway *gw)
 	mcp_http_close(gw->http);
 	gw->http = NULL;
 	gateway_oauth_close(gw); /* its timer and fetch are the loop's */
+	gateway_cluster_close(gw);
 	gateway_scrape_close(gw->scrape);
 	gw->scrape = NULL;
 	mcp_server_free(gw->srv);

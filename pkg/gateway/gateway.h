@@ -59,6 +59,13 @@ struct gateway_config {
 	const char *policy_path;
 	const char *admin_dir;
 	const char *admin_name;
+	/* Replicas (docs/scale-out.md): the file of the key they share (NULL:
+	 * none; needed with the policy's cluster section), and listen
+	 * addresses replacing the policy's http.listen (nlisten of them;
+	 * 0: the policy's). */
+	const char *cluster_key;
+	const char *const *listen;
+	size_t nlisten;
 };
 
 /* Serve until the client goes away or a signal comes. Over HTTP

@@ -81,6 +81,7 @@ struct gateway {
 	struct gw_principal **principals; /* one per token, in the policy's order */
 	struct gw_principal *retired;	  /* tokens reloads dropped */
 	struct gateway_oauth *oauth;	  /* over HTTP: JWT access tokens (oauth.c) */
+	struct gateway_cluster *cluster;  /* a replica: the shared key, the ledger */
 	char *tls_cert, *tls_key;	  /* PEM, read at start */
 	struct log_rate auth_rate;	  /* refused authentications audited */
 	const char *ready_said;		  /* readiness last answered (NULL: ready) */
@@ -149,6 +150,19 @@ void gateway_oauth_conf_use(struct gateway *gw, struct gateway_oauth_conf *c);
 const struct mcp_principal *gateway_oauth_bearer(void *data, const char *tok, size_t len,
 						 unsigned *status);
 const struct http_front_resource *gateway_oauth_resource(void *data);
+
+/* ---- cluster.c ---------------------------------------------------------------- */
+
+/* The key at path (64 hex digits, a file of the appliance's user, mode
+ * 0600 or tighter) into key. 0, or negative with err. */
+int gateway_cluster_key_read(const char *path, unsigned char key[32], struct appl_err *err);
+/* A replica, when the policy has a cluster section (it then needs
+ * cfg->cluster_key, and cfg->cluster_key needs it): the key to the MCP
+ * server, the ledger opened, the engine's runs given it. 0, or negative
+ * with err. */
+struct gateway_cluster;
+int gateway_cluster_open(struct gateway *gw, struct appl_err *err);
+void gateway_cluster_close(struct gateway *gw);
 
 /* ---- reload.c ----------------------------------------------------------------- */
 

@@ -63,7 +63,7 @@ const char *policy_reload_restart(const struct policy *a, const struct policy *b
 	/* The sandbox runtime, the audit log, the HTTP front's listeners and
 	 * the span exporter are opened once; a reload that changed them would be a policy the
 	 * running appliance does not honour. */
-	static const char *const tops[] = {"runtime", "audit", "telemetry"};
+	static const char *const tops[] = {"runtime", "audit", "telemetry", "cluster"};
 	const char *lim = limit_restart(a, b);
 
 	if (a->version != b->version)

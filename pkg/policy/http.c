@@ -458,6 +458,30 @@ bool policy_http_metrics_same(const struct policy *a, const struct policy *b)
 	return la && lb ? listen_same(la, lb) : la == lb;
 }
 
+int policy_http_listen_check(const struct policy *p, const char *addr, struct appl_err *err)
+{
+	const struct policy_http *h = policy_http(p);
+	struct policy_listen l;
+
+	if (!h)
+		return appl_err_set(err, -EINVAL, "--listen: the policy has no http section");
+	if (h->hosts_default)
+		return appl_err_set(
+			err, -EINVAL,
+			"--listen: the policy must name http.allowed_hosts (its default "
+			"is made of the policy's own listen addresses)");
+	if (strlen(addr) > APPL_POLICY_HTTP_LISTEN_TEXT)
+		return appl_err_set(err, -EINVAL, "--listen: longer than %d bytes",
+				    APPL_POLICY_HTTP_LISTEN_TEXT);
+	if (listen_one_parse(addr, strlen(addr), &l, "--listen", err) < 0)
+		return err->code;
+	if (!l.local && !h->tls_key)
+		return appl_err_set(err, -EINVAL,
+				    "--listen: %s is not loopback: it needs http.tls in the policy",
+				    addr);
+	return 0;
+}
+
 /* ---- the TLS key on disk (for run) ------------------------------------------ */
 
 static int tls_file_stat(const char *what, const char *file, struct stat *st, struct appl_err *err)

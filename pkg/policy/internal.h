@@ -86,6 +86,7 @@ struct policy {
 	const char *otlp_endpoint; /* telemetry.otlp_endpoint; NULL: no traces */
 	const char *service_name;
 	struct http_section *serve; /* NULL: no `http` section */
+	const char *ledger;	    /* cluster.ledger; NULL: no `cluster` section */
 };
 
 /* One entry of `code_tools`: what policy_code_tool_get hands out, and
@@ -191,6 +192,9 @@ int policy_path_resolve(struct ctx *c, const char *raw, const char *path, char *
 /* ---- string checks (check.c, server_check.c), each a str_check_fn --------- */
 
 int policy_abs_path_check(const char *s, size_t len, const char *path, struct appl_err *err);
+
+/* The `cluster` section (cluster.c), into the policy. */
+int policy_cluster_parse(struct ctx *c, void *base, const json_t *v, const char *path);
 
 /* http.oauth (oauth.c) into o. */
 struct policy_oauth;

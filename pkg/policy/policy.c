@@ -343,6 +343,7 @@ static const struct field top_fields[] = {
 	{.name = "approvals", .type = F_FN, .parse = approvals_parse},
 	{.name = "http", .type = F_FN, .parse = policy_http_parse},
 	{.name = "telemetry", .type = F_FN, .parse = telemetry_parse},
+	{.name = "cluster", .type = F_FN, .parse = policy_cluster_parse},
 };
 
 /* jansson reports a repeated key by its line and column; the rule here is

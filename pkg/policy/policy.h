@@ -464,6 +464,12 @@ struct policy_http {
  * port, and each inet listen address as written, each once. */
 const struct policy_http *policy_http(const struct policy *p);
 
+/* Whether addr may replace http.listen for one process (`run --listen`,
+ * a replica): written as a listen address is, loopback or with the
+ * policy's TLS, and the policy names http.allowed_hosts (its default
+ * names the policy's own addresses). 0, or -EINVAL with err. */
+int policy_http_listen_check(const struct policy *p, const char *addr, struct appl_err *err);
+
 /* http.metrics_listen as written ("127.0.0.1:9464", "unix:/run/m.sock"),
  * or NULL when the policy has none. Borrowed. It is read when `run`
  * starts, and only then: a policy that would change it needs a restart. */
@@ -494,6 +500,13 @@ bool policy_part_same(const struct policy *a, const struct policy *b, const char
  * as its field ("runtime", "limits.http_body_kb"); NULL when a reload may
  * take b. Pure; borrowed static text. */
 const char *policy_reload_restart(const struct policy *a, const struct policy *b);
+
+/* ---- replicas (docs/scale-out.md) ------------------------------------------ */
+
+/* cluster.ledger: the Redis the replicas share ("redis://HOST:PORT[/DB]" or
+ * "unix:/PATH"), or NULL when the policy has no `cluster` section. Read at
+ * start only. Borrowed. */
+const char *policy_cluster_ledger(const struct policy *p);
 
 /* ---- telemetry -------------------------------------------------------------- */
 

@@ -45,7 +45,7 @@ LIBRARIES = ("jansson", "libsodium", "libcurl", "libmicrohttpd", "libseccomp", "
 # Every command and subcommand with a help text of its own.
 COMMANDS = ("image", "image verify", "cell", "run", "status", "reload", "stubs", "check",
             "init", "keygen", "sign", "verify", "audit", "audit init", "audit verify",
-            "audit show", "token", "version", "help")
+            "audit show", "token", "cluster-key", "version", "help")
 
 # (file, function, table) of each option table -> the command it parses.
 PARSERS = {

@@ -240,19 +240,21 @@ def depends_name_runsc_and_the_linked_libraries_with_versions():
 def the_dlopened_libraries_are_recommended_by_the_names_the_binary_gives():
     f = control()
     rec = relations(f["Recommends"])
-    assert set(rec) == {"libcurl4", "libmicrohttpd12"}, rec
+    assert set(rec) == {"libcurl4", "libmicrohttpd12", "libhiredis0.14"}, rec
     assert "libcurl" not in f["Depends"] and "libmicrohttpd" not in f["Depends"], f["Depends"]
     # the binary names these packages when it cannot load the library
     src = read(os.path.join(ROOT, "pkg", "http", "client.c")) + \
-        read(os.path.join(ROOT, "pkg", "http", "front_drive.c"))
-    named = set(re.findall(r'#define (?:CURL|MHD)_PACKAGE\s+"([^"]+)"', src))
+        read(os.path.join(ROOT, "pkg", "http", "front_drive.c")) + \
+        read(os.path.join(ROOT, "pkg", "ledger", "conn.c"))
+    named = set(re.findall(r'#define (?:CURL|MHD|LEDGER_HIREDIS)_PACKAGE\s+"([^"]+)"', src))
     assert named == set(rec), (named, rec)
     # neither is linked
     d = scratch("appliance-deb-x.")
     subprocess.run(["dpkg-deb", "-x", deb(), d], check=True)
     r = subprocess.run(["readelf", "-d", os.path.join(d, "usr/bin/appliance")],
                        capture_output=True, text=True, check=True)
-    assert "libcurl" not in r.stdout and "libmicrohttpd" not in r.stdout, r.stdout
+    assert "libcurl" not in r.stdout and "libmicrohttpd" not in r.stdout and \
+        "libhiredis" not in r.stdout, r.stdout
     # the floors are at least what the symbols files ask for the functions used
     def table(text, name):  # the names in a "#define NAME(X) X(a) X(b) ..." table
         block = text[text.index("#define %s(X)" % name):]
