@@ -36,17 +36,17 @@ static void policy_requirements(struct check *c)
 {
 	const struct policy *p = c->cp.policy;
 	struct appl_err err = {0};
+	char log[PATH_MAX];
 
 	if (c->o->hooks.supported && c->o->hooks.supported(p, c->o->policy, &err) < 0)
 		check_report_say(c, CHECK_MARK_PROBLEM, "policy: %s", err.msg);
 	policy_http_part(c);
 	if (engine_audit_check(p, c->cp.state_dir, &err) < 0)
 		check_report_say(c, CHECK_MARK_PROBLEM, "audit.path: %s", err.msg);
-	else if (policy_audit_path(p))
+	else if (policy_audit_path_for(p, NULL, log, sizeof(log)) == 0)
 		check_report_say(c, CHECK_MARK_OK,
-				 "audit.path: %s would be %s as it is (check writes none)",
-				 policy_audit_path(p),
-				 access(policy_audit_path(p), F_OK) == 0 ? "continued" : "begun");
+				 "audit.path: %s would be %s as it is (check writes none)", log,
+				 access(log, F_OK) == 0 ? "continued" : "begun");
 	/* A call no audit line records must not happen under a policy that
 	 * keeps a log: check writes none. */
 	if (policy_audit_path(p) && c->o->ncalls > 0)

@@ -68,10 +68,11 @@ static void hide_audit(struct engine_confine *c, const char *log)
 	closedir(d);
 }
 
-int engine_confine_prepare(struct engine_confine *c, const struct policy *p,
+int engine_confine_prepare(struct engine_confine *c, const struct policy *p, const char *name,
 			   const char *const *extra, const char *run_dir, struct appl_err *err)
 {
 	const char *const *def = proc_jail_default_masks();
+	char log[PATH_MAX];
 
 	if (proc_filter_build(&c->filter, err) < 0 || engine_cgroups_settle(err) < 0)
 		return err->code;
@@ -91,8 +92,8 @@ int engine_confine_prepare(struct engine_confine *c, const struct policy *p,
 		hide_add(c, extra[i]);
 	if (run_dir)
 		hide_add(c, run_dir);
-	if (policy_audit_path(p))
-		hide_audit(c, policy_audit_path(p));
+	if (policy_audit_path_for(p, name, log, sizeof(log)) == 0)
+		hide_audit(c, log);
 	return 0;
 }
 
@@ -154,7 +155,7 @@ int engine_servers_try(const struct policy *p, const char *const *hide, engine_f
 	memset(&confine, 0, sizeof(confine));
 	if (!(loop = loop_new(err)))
 		return err->code;
-	if ((rc = engine_confine_prepare(&confine, p, hide, NULL, err)) == 0) {
+	if ((rc = engine_confine_prepare(&confine, p, NULL, hide, NULL, err)) == 0) {
 		engine_confine_opts(&confine, &opts);
 		if (!(s = upstream_set_open_each(loop, p, &opts, err)))
 			rc = err->code;

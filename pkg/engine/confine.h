@@ -23,7 +23,9 @@ struct engine_confine {
 	size_t n, nowned;
 };
 
-int engine_confine_prepare(struct engine_confine *c, const struct policy *p,
+/* name: the appliance's (run --name; NULL: the policy's default), whose
+ * audit log is hidden from the servers. */
+int engine_confine_prepare(struct engine_confine *c, const struct policy *p, const char *name,
 			   const char *const *extra, const char *run_dir, struct appl_err *err);
 /* Point o at c (which must outlive the servers started with o). */
 void engine_confine_opts(const struct engine_confine *c, struct upstream_opts *o);

@@ -158,11 +158,12 @@ bool engine_stopping(const struct engine *e, const char **why)
 
 /* ---- the audit log ------------------------------------------------------------ */
 
-/* The audit log's configuration from the policy: for start and check alike. */
+/* The audit log's configuration from the policy, its path path (the
+ * policy's for this appliance's name, or NULL): for start and check alike. */
 static struct audit_config audit_config_of(const struct policy *p, const struct policy_limits *l,
-					   const char *state_dir)
+					   const char *state_dir, const char *path)
 {
-	return (struct audit_config){.path = policy_audit_path(p),
+	return (struct audit_config){.path = path,
 				     .state_dir = state_dir,
 				     .seal = policy_audit_seal(p),
 				     .seal_lines = l->audit_seal_lines,
@@ -174,9 +175,12 @@ int engine_audit_check(const struct policy *p, const char *state_dir, struct app
 {
 	struct policy_limits l;
 	struct audit_config ac;
+	char path[PATH_MAX];
 
 	policy_limits_get(p, &l);
-	ac = audit_config_of(p, &l, state_dir);
+	if (policy_audit_path(p) && policy_audit_path_for(p, NULL, path, sizeof(path)) < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "audit.path: too long with the name");
+	ac = audit_config_of(p, &l, state_dir, policy_audit_path(p) ? path : NULL);
 	if (!ac.path)
 		return 0;
 	if (!ac.state_dir)
@@ -186,7 +190,14 @@ int engine_audit_check(const struct policy *p, const char *state_dir, struct app
 
 static int audit_start(struct engine *e, struct appl_err *err)
 {
-	struct audit_config ac = audit_config_of(e->policy, &e->lim, e->cfg.state_dir);
+	char path[PATH_MAX];
+	struct audit_config ac;
+
+	if (policy_audit_path(e->policy) &&
+	    policy_audit_path_for(e->policy, e->cfg.name, path, sizeof(path)) < 0)
+		return appl_err_set(err, -ENAMETOOLONG, "audit.path: too long with the name");
+	ac = audit_config_of(e->policy, &e->lim, e->cfg.state_dir,
+			     policy_audit_path(e->policy) ? path : NULL);
 
 	if (!ac.path) {
 		log_line(LOG_WARN, NULL, "no audit log: the policy has no audit.path");
@@ -268,7 +279,8 @@ int engine_servers_open(struct engine *e, struct appl_err *err)
 
 	if (e->ups)
 		return 0;
-	if (engine_confine_prepare(&e->confine, e->policy, e->cfg.hide, e->cfg.run_dir, err) < 0)
+	if (engine_confine_prepare(&e->confine, e->policy, e->cfg.name, e->cfg.hide, e->cfg.run_dir,
+				   err) < 0)
 		return err->code;
 	engine_confine_opts(&e->confine, &opts);
 	if (!e->gate && !(e->gate = bridge_gate_new(e->policy)))

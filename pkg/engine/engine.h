@@ -99,6 +99,9 @@ struct engine_config {
 	 * SIGINT, stops at once. May be NULL: SIGTERM stops. */
 	void (*drain)(void *data);
 	void *data;
+	/* The appliance's name (run --name; NULL: the policy's default): it
+	 * replaces {name} in the policy's audit.path. */
+	const char *name;
 };
 
 /* Split a policy's limits into what the sandbox gets (oci; rootfs left as

@@ -394,6 +394,7 @@ static int engine_make(struct gateway *gw, const struct gateway_config *cfg, str
 				   .hangup = hangup,
 				   .drain = policy_http(cfg->policy) ? drain : NULL,
 				   .start_role = true,
+				   .name = cfg->admin_name,
 				   .role = gw->stdio_client.role,
 				   .data = gw};
 	struct policy_limits l;

@@ -7,6 +7,7 @@
  * names roles, whatever the order of the file. The sections' own tables
  * live in their files (limits.c, servers.c, roles.c, clients.c, http.c).
  */
+#define _GNU_SOURCE
 #include "policy/internal.h"
 
 #include <errno.h>
@@ -241,13 +242,33 @@ static int runtime_parse(struct ctx *c, void *base, const json_t *v, const char 
 	return rc;
 }
 
+/* An absolute path whose file name may hold {name} once, replaced by the
+ * appliance's name (run --name): replicas on one host each write a log of
+ * their own. No other brace: a path has one reading. */
+static int audit_path_check(const char *s, size_t len, const char *path, struct appl_err *err)
+{
+	const char *base = memrchr(s, '/', len), *at = memmem(s, len, POLICY_AUDIT_NAME, 6);
+	size_t braces = 0;
+	int rc = policy_abs_path_check(s, len, path, err);
+
+	for (size_t i = 0; i < len; i++)
+		braces += s[i] == '{' || s[i] == '}';
+	if (rc == 0 && (braces > 2 || (braces && (!at || at < base))))
+		return appl_err_set(
+			err, -EINVAL,
+			"%s: a brace only as {name}, once, in the file name (replaced by "
+			"run --name)",
+			path);
+	return rc;
+}
+
 static const struct field audit_fields[] = {
 	{.name = "path",
 	 .type = F_STR,
 	 .required = true,
 	 .off = offsetof(struct policy, audit_path),
 	 .maxlen = APPL_POLICY_PATH_MAX,
-	 .check = policy_abs_path_check},
+	 .check = audit_path_check},
 	{.name = "seal", .type = F_BOOL, .off = offsetof(struct policy, audit_seal)},
 };
 
@@ -558,6 +579,26 @@ bool policy_runtime_restore(const struct policy *p)
 const char *policy_audit_path(const struct policy *p)
 {
 	return p->audit_path;
+}
+
+const char *policy_default_name(const struct policy *p)
+{
+	return strcmp(p->deployment, POLICY_DEPLOYMENT_DEFAULT) == 0 ? "appliance" : p->deployment;
+}
+
+int policy_audit_path_for(const struct policy *p, const char *name, char *out, size_t cap)
+{
+	const char *at = p->audit_path ? strstr(p->audit_path, POLICY_AUDIT_NAME) : NULL;
+	int n;
+
+	if (!p->audit_path)
+		return -ENOENT;
+	if (!name)
+		name = policy_default_name(p);
+	n = at ? snprintf(out, cap, "%.*s%s%s", (int)(at - p->audit_path), p->audit_path, name,
+			  at + strlen(POLICY_AUDIT_NAME))
+	       : snprintf(out, cap, "%s", p->audit_path);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
 bool policy_audit_seal(const struct policy *p)

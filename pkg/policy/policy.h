@@ -524,8 +524,21 @@ const char *policy_telemetry_service(const struct policy *p);
 
 /* ---- audit ---------------------------------------------------------------- */
 
-/* audit.path: absolute, or NULL when the policy has no `audit`. */
+/* audit.path as written: absolute, or NULL when the policy has no
+ * `audit`. */
 const char *policy_audit_path(const struct policy *p);
+
+/* What audit.path's file name may hold, replaced by the appliance's name. */
+#define POLICY_AUDIT_NAME "{name}"
+
+/* The name an appliance of p goes by without run --name: its deployment,
+ * or "appliance" for a policy that names none. Borrowed. */
+const char *policy_default_name(const struct policy *p);
+
+/* The audit log's path for the appliance called name (NULL: the default
+ * name): audit.path with {name} replaced. 0, -ENOENT (no audit log), or
+ * -ENAMETOOLONG. */
+int policy_audit_path_for(const struct policy *p, const char *name, char *out, size_t cap);
 
 /* audit.seal: seal lines with the key `appliance audit init` made. */
 bool policy_audit_seal(const struct policy *p);

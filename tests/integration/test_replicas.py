@@ -97,6 +97,7 @@ def setup():
     os.chmod(d, 0o755)
     root = os.path.join(d, "root")
     os.makedirs(root)
+    os.makedirs(os.path.join(d, "logs"))
     gk.share_with_servers(root)
     redis = Redis(d)
     key = os.path.join(d, "cluster.key")
@@ -112,7 +113,7 @@ def setup():
                          roles={"w": {"tools": ["fs.*"], "write": True}},
                          clients={"tokens": [token]},
                          http={"listen": ["127.0.0.1:1"], "allowed_hosts": ["mcp.test"]},
-                         audit={"path": os.path.join(d, "audit.jsonl")},
+                         audit={"path": os.path.join(d, "logs", "audit-{name}.jsonl")},
                          cluster={"ledger": "unix:" + redis.sock})
     return d, root, redis, key, sig
 
@@ -172,7 +173,12 @@ def a_state_made_by_one_replica_is_taken_by_another_and_the_write_is_made_once()
                 r.stop()
         if redis.proc.poll() is None:
             redis.stop()
-    evs = [json.loads(ln) for ln in open(os.path.join(d, "audit.jsonl"))]
+    # a log per replica ({name}), both intact, one write sent over both
+    logs = os.path.join(d, "logs")
+    assert sorted(os.listdir(logs)) == ["audit-ra.jsonl", "audit-rb.jsonl"], os.listdir(logs)
+    v = subprocess.run([APPLIANCE, "audit", "verify", logs], capture_output=True, text=True)
+    assert v.returncode == 0 and "2 logs, 2 intact" in v.stdout, (v.stdout, v.stderr)
+    evs = [json.loads(ln) for f in os.listdir(logs) for ln in open(os.path.join(logs, f))]
     sent = [e for e in evs if e["ev"] == "call" and e["outcome"] == "sent" and
             e["tool"] == "fs.write_file"]
     assert len(sent) == 1, sent

@@ -1275,6 +1275,42 @@ static void test_audit_seal_is_a_boolean(void **state)
 	assert_non_null(strstr(err.msg, "audit.path"));
 }
 
+/* {name} in audit.path's file name: replaced by the appliance's name, or
+ * the policy's default; any other brace refused. */
+static void test_audit_path_name(void **state)
+{
+	static const char *const bad[] = {"/a/{name}/log", "/a/log-{name}-{name}", "/a/log-{x}",
+					  "/a/log-{", "/a/{name}}"};
+	struct appl_err err = {0};
+	struct policy *p = parse_with(", \"audit\": {\"path\": \"/a/log-{name}.jsonl\"}", &err);
+	char out[64];
+
+	(void)state;
+	if (!p)
+		fail_msg("%s", err.msg);
+	assert_int_equal(policy_audit_path_for(p, "r2", out, sizeof(out)), 0);
+	assert_string_equal(out, "/a/log-r2.jsonl");
+	assert_int_equal(policy_audit_path_for(p, NULL, out, sizeof(out)), 0);
+	assert_string_equal(out, "/a/log-appliance.jsonl"); /* no deployment named */
+	assert_int_equal(policy_audit_path_for(p, "r2", out, 8), -ENAMETOOLONG);
+	policy_free(p);
+	p = parse_with(", \"audit\": {\"path\": \"/a/log\"}", &err);
+	assert_int_equal(policy_audit_path_for(p, "r2", out, sizeof(out)), 0);
+	assert_string_equal(out, "/a/log");
+	policy_free(p);
+	p = parse_with("", &err);
+	assert_int_equal(policy_audit_path_for(p, "r2", out, sizeof(out)), -ENOENT);
+	policy_free(p);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char extra[128];
+
+		snprintf(extra, sizeof(extra), ", \"audit\": {\"path\": \"%s\"}", bad[i]);
+		if ((p = parse_with(extra, &err)))
+			fail_msg("accepted %s", bad[i]);
+		assert_non_null(strstr(err.msg, "a brace only as {name}"));
+	}
+}
+
 static void test_stdio_only_not_http(void **state)
 {
 	struct appl_err err = {0};
@@ -2760,6 +2796,7 @@ int main(void)
 		cmocka_unit_test(test_reload_restart),
 		cmocka_unit_test(test_reload_http_oauth),
 		cmocka_unit_test(test_http_oauth),
+		cmocka_unit_test(test_audit_path_name),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
