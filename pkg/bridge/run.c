@@ -553,9 +553,11 @@ static void approval_no(struct bridge_run *r, struct bridge_call *c, const char 
 /* The ledger's word on an approved call's key (bridge_ledger). */
 static void on_claim(void *data, enum bridge_claim outcome, const json_t *result)
 {
+	static const char *const words[] = {"ours", "done", "unknown", "error"};
 	struct bridge_call *c = data;
 	struct bridge_run *r = c->run;
 
+	metrics_count(METRICS_LEDGER_CLAIMS, words[outcome]);
 	c->claiming = NULL;
 	list_del(&r->asking, c);
 	if (outcome == BRIDGE_CLAIM_OURS) {
@@ -594,13 +596,15 @@ static void on_approval(void *data, const char *outcome, const unsigned char *cl
 	const struct bridge_ledger *led = r->ap.ledger;
 	char why[64];
 
+	if (claim) { /* it lives in the ask, freed below */
+		memcpy(c->claim, claim, sizeof(c->claim));
+		c->keyed = true;
+	}
 	bridge_ask_free(c->ask);
 	c->ask = NULL;
 	if (strcmp(outcome, "approved") == 0) {
 		audit_approval(r, c, outcome, loop_now_ms() - c->ask_ms);
-		if (claim && led) { /* one call for this yes over every replica */
-			memcpy(c->claim, claim, sizeof(c->claim));
-			c->keyed = true;
+		if (c->keyed && led) { /* one call for this yes over every replica */
 			/* on the asking list while the ledger answers */
 			if (!(c->claiming = led->claim(led->l, c->claim, on_claim, c)))
 				on_claim(c, BRIDGE_CLAIM_ERROR, NULL);

@@ -30,6 +30,7 @@ static const char *const refusal_reasons[] = {"not_allowed", "arguments", "schem
 					      "host_fault",  OTHER,	  NULL};
 static const char *const approval_outcomes[] = {"approved",    "declined", "timeout", "cancelled",
 						"unavailable", OTHER,	   NULL};
+static const char *const claim_outcomes[] = {"ours", "done", "unknown", "error", OTHER, NULL};
 static const char *const http_codes[] = {"200", "202", "204", "400", "401", "403",
 					 "404", "405", "406", "409", "413", "415",
 					 "429", "500", "503", OTHER, NULL};
@@ -84,6 +85,15 @@ static const struct family families[METRICS_FAMILIES] = {
 			       {"outcome"},
 			       {approval_outcomes},
 			       true},
+	[METRICS_LEDGER_CLAIMS] =
+		{"appliance_ledger_claims_total",
+		 "Approved calls claimed in the ledger replicas share, by what the "
+		 "claim found.",
+		 COUNTER,
+		 1,
+		 {"outcome"},
+		 {claim_outcomes},
+		 false},
 	[METRICS_POOL_READY] = {"appliance_pool_ready",
 				"Warm sandboxes ready to be taken.",
 				GAUGE,

@@ -35,6 +35,7 @@ enum metrics_family {
 	METRICS_TOOL_CALLS,	   /* counter {server, tool, outcome} */
 	METRICS_REFUSALS,	   /* counter {reason}: calls refused before they went */
 	METRICS_APPROVALS,	   /* counter {outcome} */
+	METRICS_LEDGER_CLAIMS,	   /* counter {outcome}: replicas' ledger (docs/scale-out.md) */
 	METRICS_POOL_READY,	   /* gauge */
 	METRICS_POOL_BOOTS,	   /* counter */
 	METRICS_POOL_RESTORES,	   /* counter */

@@ -1144,6 +1144,144 @@ static void fake_cancel(void *a, void *handle)
 	k->answer = NULL;
 }
 
+/* A ledger the test answers itself (bridge_ledger). */
+struct fake_ledger {
+	unsigned claims, cancels, puts;
+	unsigned char key[32], put_key[32];
+	bridge_claim_cb cb;
+	void *data;
+	char put[256];
+	int handle;
+	bool refuse;
+};
+
+static void *fl_claim(void *l, const unsigned char key[32], bridge_claim_cb cb, void *data)
+{
+	struct fake_ledger *fl = l;
+
+	if (fl->refuse)
+		return NULL;
+	fl->claims++;
+	memcpy(fl->key, key, 32);
+	fl->cb = cb;
+	fl->data = data;
+	return &fl->handle;
+}
+
+static void fl_cancel(void *l, void *handle)
+{
+	struct fake_ledger *fl = l;
+
+	assert_ptr_equal(handle, &fl->handle);
+	fl->cancels++;
+}
+
+static void fl_put(void *l, const unsigned char key[32], const json_t *result)
+{
+	struct fake_ledger *fl = l;
+	char *s = json_dumps(result, JSON_COMPACT | JSON_SORT_KEYS);
+
+	fl->puts++;
+	memcpy(fl->put_key, key, 32);
+	snprintf(fl->put, sizeof(fl->put), "%s", s ? s : "");
+	free(s);
+}
+
+/* Until the ledger has had n claims (the answer reaches the bridge from
+ * the loop). */
+static void claims_wait(struct loop *loop, struct fake_ledger *fl, unsigned n)
+{
+	for (int i = 0; i < 2000 && fl->claims < n; i++)
+		assert_true(loop_run_once(loop, 10) >= 0);
+	assert_int_equal(fl->claims, n);
+}
+
+/* With replicas, an approval with a claim key goes out only once the key
+ * is claimed here; its result is kept under it; a key claimed before gives
+ * the stored result back (no call), or refuses when none was stored or the
+ * ledger did not answer. */
+static void test_approvals_claimed_in_the_ledger(void **state)
+{
+	static const unsigned char claim[32] = {9, 8, 7};
+	struct appl_err err = {0};
+	struct fake_asker k = {0};
+	struct fake_ledger fl = {0};
+	struct bridge_ledger led = {fl_claim, fl_cancel, fl_put, &fl};
+	struct bridge_approvals ap;
+	struct loop *loop;
+	struct policy *gp;
+	struct bridge_run *r;
+	struct fake f;
+	json_t *stored;
+	(void)state;
+
+	assert_non_null(loop = loop_new(&err));
+	ap = (struct bridge_approvals){loop,	 NULL, {fake_ask, fake_cancel, &k}, 5000, 10,
+				       "tester", &led};
+	r = gated_run(&f, &gp);
+	bridge_run_approvals(r, &ap);
+	/* ours: the call goes, and its result is kept under the key */
+	call(r, 1, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", claim);
+	claims_wait(loop, &fl, 1);
+	assert_memory_equal(fl.key, claim, 32);
+	assert_int_equal(f.nsent, 0); /* not before the ledger said so */
+	fl.cb(fl.data, BRIDGE_CLAIM_OURS, NULL);
+	settle(loop, &f, 1);
+	finish(&f, 0, UPSTREAM_OK, "{\"content\":[{\"type\":\"text\",\"text\":\"put\"}]}", NULL);
+	assert_int_equal(fl.puts, 1);
+	assert_memory_equal(fl.put_key, claim, 32);
+	assert_non_null(strstr(fl.put, "\"put\""));
+	/* made before: its stored result, and nothing sent */
+	call(r, 2, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", claim);
+	claims_wait(loop, &fl, 2);
+	stored = load("{\"content\":[{\"type\":\"text\",\"text\":\"kept\"}]}");
+	fl.cb(fl.data, BRIDGE_CLAIM_DONE, stored);
+	json_decref(stored);
+	assert_int_equal(f.nsent, 1);
+	assert_int_equal(f.nanswered, 2);
+	assert_int_equal(f.answered[1], 2);
+	assert_int_equal(fl.puts, 1); /* not kept again */
+	/* claimed before with no result, and a ledger that did not answer */
+	call(r, 3, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", claim);
+	claims_wait(loop, &fl, 3);
+	fl.cb(fl.data, BRIDGE_CLAIM_UNKNOWN, NULL);
+	assert_non_null(strstr(f.last_refusal, "made before by a try of this run"));
+	call(r, 4, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", claim);
+	claims_wait(loop, &fl, 4);
+	fl.cb(fl.data, BRIDGE_CLAIM_ERROR, NULL);
+	assert_non_null(strstr(f.last_refusal, "the ledger the replicas share did not answer"));
+	fl.refuse = true; /* a claim that cannot even start */
+	call(r, 5, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", claim);
+	settle(loop, &f, 4);
+	assert_int_equal(f.nsent, 1);
+	assert_int_equal(f.nrefused, 3);
+	fl.refuse = false;
+	/* no claim key (one appliance alone): no ledger */
+	call(r, 6, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", NULL);
+	settle(loop, &f, 5);
+	assert_int_equal(fl.claims, 4);
+	/* the run ending while a claim is out withdraws it */
+	call(r, 7, "a.put", "{\"a\":1,\"b\":2}");
+	k.answer(k.token, "approved", claim);
+	claims_wait(loop, &fl, 5);
+	bridge_run_free(r);
+	assert_int_equal(fl.cancels, 1);
+	assert_true(metrics_has("appliance_ledger_claims_total{outcome=\"ours\"} 1"));
+	assert_true(metrics_has("appliance_ledger_claims_total{outcome=\"done\"} 1"));
+	assert_true(metrics_has("appliance_ledger_claims_total{outcome=\"unknown\"} 1"));
+	assert_true(metrics_has("appliance_ledger_claims_total{outcome=\"error\"} 2"));
+	assert_string_equal(json_string_value(f.last_value), "kept");
+	json_decref(f.last_value);
+	policy_free(gp);
+	loop_free(loop);
+}
+
 static void test_approvals_through_the_client(void **state)
 {
 	static const char *const nos[][2] = {{"declined", "the person asked said no"},
@@ -1542,6 +1680,7 @@ int main(void)
 		cmocka_unit_test(test_approvals_gate_the_call),
 		cmocka_unit_test(test_calls_are_counted_under_policy_names),
 		cmocka_unit_test(test_approvals_through_the_client),
+		cmocka_unit_test(test_approvals_claimed_in_the_ledger),
 		cmocka_unit_test(test_question_is_escaped_and_bounded),
 		cmocka_unit_test(test_gate_shares_slots_in_turn),
 		cmocka_unit_test(test_gate_and_own_cap),
