@@ -205,5 +205,34 @@ def a_replica_is_refused_its_start_without_what_the_cluster_needs():
         shutil.rmtree(d, True)
 
 
+@test
+def the_kubernetes_recipe_in_the_docs_has_the_shape_it_claims():
+    """No Kubernetes schema validator is packaged in Debian 12: the YAML of
+    docs/scale-out.md is parsed and held to what the text says of it."""
+    import yaml
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    text = open(os.path.join(root, "docs", "scale-out.md")).read()
+    block = text[text.index("    apiVersion: apps/v1"):]
+    block = block[:block.index("\n\n", block.index("kind: Service"))]
+    docs = list(yaml.safe_load_all("\n".join(ln[4:] for ln in block.splitlines())))
+    dep, svc = docs
+    assert (dep["apiVersion"], dep["kind"], svc["kind"]) == ("apps/v1", "Deployment", "Service")
+    spec = dep["spec"]["template"]["spec"]
+    assert "runtimeClassName" not in spec
+    assert spec["terminationGracePeriodSeconds"] > 30  # above limits.http_drain_s
+    (c,) = spec["containers"]
+    assert c["args"][:1] == ["run"] and "--cluster-key" in c["args"], c["args"]
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    port = c["ports"][0]["containerPort"]
+    assert c["readinessProbe"]["httpGet"]["port"] == port == svc["spec"]["ports"][0]["targetPort"]
+    secret = [v for v in spec["volumes"] if "secret" in v][0]
+    assert secret["secret"]["defaultMode"] == 0o400, secret
+    mounts = {m["name"]: m for m in c["volumeMounts"]}
+    assert mounts[secret["name"]]["readOnly"] is True
+    assert dep["spec"]["selector"]["matchLabels"] == dep["spec"]["template"]["metadata"]["labels"]
+    assert svc["spec"]["selector"] == dep["spec"]["selector"]["matchLabels"]
+
+
 if __name__ == "__main__":
     main()
