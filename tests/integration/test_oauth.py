@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives import serialization
 
 from harness import main, test
+from mcphttp import McpHttp
 import gatewaykit as gk
 
 ISSUER = "https://idp.test"
@@ -82,15 +83,19 @@ class Served(gk.Served):
     `reader` (toy.*) and `other`, one static token beside the OAuth ones,
     and http.oauth as given (the audience is this endpoint's URL)."""
 
-    def __init__(self, oauth, audit=None):
+    def __init__(self, oauth, audit=None, web=None):
         self.port = port = gk.free_port()
         self.audience = "http://127.0.0.1:%d/mcp" % port
         token = {"name": "static", "role": "reader",
                  "sha256": hashlib.sha256(STATIC.encode()).hexdigest()}
         extra = {"audit": {"path": audit}} if audit else {}
-        sig = gk._kit.policy({"deadline_s": 60}, servers={"toy": gk.toy_server()},
-                             tools={"toy.*": {"access": "read"}},
-                             roles={"reader": {"tools": ["toy.*"]}, "other": {"tools": []}},
+        servers = {"toy": gk.toy_server()}
+        if web:
+            servers["web"] = {"url": web}
+        sig = gk._kit.policy({"deadline_s": 60}, servers=servers,
+                             tools={"toy.*": {"access": "read"}, "web.*": {"access": "read"}},
+                             roles={"reader": {"tools": ["toy.*", "web.*"]},
+                                    "other": {"tools": []}},
                              clients={"tokens": [token]},
                              http={"listen": ["127.0.0.1:%d" % port],
                                    "oauth": dict({"issuer": ISSUER,
@@ -158,7 +163,8 @@ def jwts_of_three_algorithms_run_cells_and_every_bad_one_is_refused():
     with open(jwks, "w") as f:
         json.dump(keys.jwks(), f)
     audit = os.path.join(d, "audit-oauth.jsonl")
-    s = Served({"jwks_path": jwks}, audit=audit)
+    web = McpHttp().start()
+    s = Served({"jwks_path": jwks}, audit=audit, web=web.url())
     try:
         aud = s.audience
         # the metadata, at the path-suffixed name and at the root
@@ -176,6 +182,13 @@ def jwts_of_three_algorithms_run_cells_and_every_bad_one_is_refused():
         # the three algorithms, and the static token beside them
         for alg in ("EdDSA", "ES256", "RS256"):
             assert s.ran(keys.token(alg, **claims(aud))) == "5\n", alg
+        # the token is never passed on: the HTTP server sees only what the
+        # policy gives it
+        jwt_used = keys.token(**claims(aud))
+        st, _, text = s.call(jwt_used, 'print(await web.echo(text="hi"))')
+        assert st == 200 and "hi" in text, (st, text)
+        heads = [ln for ln in web.log if ln.startswith("headers ")]
+        assert heads and not any(jwt_used in h or "eyJ" in h for h in heads), heads
         assert s.ran(STATIC) == "5\n"
         # an audience in an array, and a token within the skew of its exp
         assert s.ran(keys.token(**claims(aud, aud=["https://other", aud]))) == "5\n"
@@ -221,6 +234,7 @@ def jwts_of_three_algorithms_run_cells_and_every_bad_one_is_refused():
         assert st == 403 and "www-authenticate" not in hd, (st, hd)
     finally:
         s.stop()
+        web.stop()
     events = [json.loads(ln) for ln in open(audit)]
     clients = {e.get("client") for e in events if e["ev"] == "run.start"}
     assert clients == {"oauth:alice", "static"}, clients
