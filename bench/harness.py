@@ -72,6 +72,14 @@ side with time.perf_counter:
      input is a file holding one server/discover, against the same with a
      tools/list after it (which starts the servers and the pool), and
      whether any server or sandbox started for the first
+ 20  replicas behind HAProxy (bench/cluster.py, tests/cluster/): cells/s of
+     BENCH_CLUSTER_CLIENTS closed-loop v2 SDK clients (print() cells) through
+     HAProxy in front of 1, 2 and 3 replicas of one policy, against the same
+     load straight to one replica before and after (the baseline, their
+     mean); and what the balancer adds to one request: server/discover
+     POSTs straight and through HAProxy in turn, the difference of the
+     medians. On one host the replicas share its cores: on 2 cores the row
+     shows the balancer's and the extra processes' overhead, not scale
 
 Rows 1 to 8, 11 to 15 run on the system's runsc with the systrap platform (the
 appliance's default). With BENCH_BASELINES=1 (the default) rows 1, 2 and 6
@@ -181,7 +189,7 @@ P = {
     "load_pool": env_int("BENCH_LOAD_POOL", 2),
     "docker": env_int("BENCH_DOCKER", 1),
     "rows": os.environ.get("BENCH_ROWS",
-                           "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19"),
+                           "1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20"),
     "sweep_n": env_int("BENCH_SWEEP_N", 30),          # row 13: cells per rate
     "sweep_rates": [float(x) for x in os.environ.get("BENCH_SWEEP_RATES", "0.5,1,2")
                     .replace(" ", "").split(",") if x],
@@ -197,6 +205,9 @@ P = {
     "fair_runs": env_int("BENCH_FAIR_RUNS", 3),
     "audit": os.environ.get("BENCH_AUDIT", ""),      # "", "read" or "write": see toy_policy
     "baselines": env_int("BENCH_BASELINES", 1),     # rows 1, 2, 6 on ptrace, old and new runsc
+    "cluster_s": env_float("BENCH_CLUSTER_S", 12.0),        # row 20: seconds a stage
+    "cluster_clients": env_int("BENCH_CLUSTER_CLIENTS", 6),  # row 20: clients in flight
+    "cluster_probes": env_int("BENCH_CLUSTER_PROBES", 500),  # row 20: requests each way
     "json": os.environ.get("BENCH_JSON", os.path.join(ROOT, "build", "bench.json")),
 }
 ROWS = {int(x) for x in P["rows"].replace(" ", "").split(",") if x}
@@ -792,6 +803,18 @@ def row_data(work, n):
         out["build_s"] = None
     out["times"] = out["print1"]
     return out
+
+
+# ---- row 20: replicas behind HAProxy ----------------------------------------------------
+
+def row_cluster():
+    """bench/cluster.py's figures (its docstring says how)."""
+    import cluster  # bench/cluster.py, beside this file
+    try:
+        return cluster.row(P["cluster_s"], P["cluster_clients"], P["cluster_probes"],
+                           APPLIANCE, log=lambda line: log("row 20: " + line))
+    except cluster.ClusterBenchError as e:
+        raise RowError(str(e)) from None
 
 
 # ---- row 3: bare runsc run of a fresh bundle per cell -----------------------------------
@@ -2159,6 +2182,8 @@ def main():
                 lambda: row_session(work, P["n"]))
         attempt(19, "the data image: cells, imports, a groupby against the host, memory",
                 lambda: row_data(work, P["n"]))
+        attempt(20, "replicas behind HAProxy: cells/s with 1, 2, 3, the balancer's latency",
+                row_cluster)
         if P["baselines"]:
             baselines(work, res)
     finally:
@@ -2243,6 +2268,34 @@ def report(info, res, total_s):
                          r19["sandbox_kb_cell"] / 1024)))
         rows.append(("19f", "  image: packed size, build time", None, "%.0f MiB, %s" % (
             r19["packed_mib"], "%d s" % r19["build_s"] if r19["build_s"] else "?")))
+    r20 = res.get(20)
+    if r20 is not None:
+        label = ("via HAProxy, on %d cores: overhead, not scale" % info["cores"]
+                 if info["cores"] <= 2 else "via HAProxy, one host of %d cores" % info["cores"])
+        if "error" in r20:
+            rows.append(("20", label, None, "ERROR: " + r20["error"]))
+        else:
+            base = r20["direct"]["cells_per_s"]
+
+            def lat(st, n):
+                return {"median_ms": st["p50"], "p95_ms": st["p95"], "n": n}
+            rows.append(("20", label, None, "%d clients, print() cells, %g s a stage; 3 replicas"
+                         " alive throughout" % (r20["clients"], r20["stage_s"])))
+            d1, d2 = r20["direct_stages"]
+            rows.append(("20a", "  straight to one replica (baseline), cells/s",
+                         lat(r20["direct"]["latency_ms"], r20["direct"]["cells"]),
+                         "%.2f cells/s (mean of %.2f before, %.2f after)" % (
+                             base, d1["cells_per_s"], d2["cells_per_s"])))
+            for i, k in enumerate(("1", "2", "3")):
+                v = r20["via"][k]
+                rows.append(("20" + "bcd"[i], "  through HAProxy, %s replica%s, cells/s" % (
+                    k, "s" if k != "1" else ""), lat(v["latency_ms"], v["cells"]),
+                    "%.2f cells/s, %.2fx baseline" % (v["cells_per_s"], v["cells_per_s"] / base)))
+            pr = r20["probe"]
+            rows.append(("20e", "  HAProxy's added latency per request",
+                         {"median_ms": pr["added_ms"], "p95_ms": None, "n": pr["n"]},
+                         "server/discover: %.3f ms through, %.3f ms straight (medians)" % (
+                             pr["via_median_ms"], pr["direct_median_ms"])))
     def add6(key, r6, what, direct="  same, host client direct to toy-server",
              direct_note="bench/direct_client.py"):
         if r6 is None:
@@ -2560,6 +2613,14 @@ def report(info, res, total_s):
     if r14 and "error" not in r14:
         ratio("max rate within bound (14) / row 8 cells/s", r14["rate"],
               r8["cells_per_s"] if r8 and "error" not in r8 else None)
+    r20 = res.get(20)
+    if r20 and "error" not in r20:
+        for i, k in enumerate(("1", "2", "3")):
+            ratio("cells/s via HAProxy, %s replica%s (20%s) / straight (20a)" % (
+                k, "s" if k != "1" else "", "bcd"[i]), r20["via"][k]["cells_per_s"],
+                r20["direct"]["cells_per_s"])
+        ratio("request via HAProxy / straight (20e, medians)", r20["probe"]["via_median_ms"],
+              r20["probe"]["direct_median_ms"])
     ratios["victim beside flood / beside idle (10f / 10)"] = (res.get(10) or {}).get("ratio")
     w("  %-46s %s" % ("victim beside flood / beside idle (10f / 10)",
                       "%.2fx" % ratios["victim beside flood / beside idle (10f / 10)"]
