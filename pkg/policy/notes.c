@@ -261,7 +261,10 @@ static void rules_emit(const struct policy_notes *r, policy_note_fn fn, void *da
 
 void policy_notes_emit(const struct policy_notes *n, policy_note_fn fn, void *data)
 {
-	if (!policy_client_default_role(n->p) && policy_token_count(n->p) == 0)
+	const struct policy_http *h = policy_http(n->p);
+
+	/* OAuth access tokens name their role themselves */
+	if (!policy_client_default_role(n->p) && policy_token_count(n->p) == 0 && !(h && h->oauth))
 		fn(data, POLICY_NOTE_NO_CLIENT,
 		   "clients: no default_role and no tokens: no client can call any tool");
 	roles_emit(n, fn, data);

@@ -115,6 +115,13 @@ static void test_no_client(void **state)
 		 &h);
 	assert_string_equal(
 		h.text, "0 clients: no default_role and no tokens: no client can call any tool\n");
+	/* OAuth access tokens name their role: no note */
+	notes_of(", \"tools\": {\"fs.*\": {\"access\": \"read\"}}, "
+		 "\"roles\": {\"r\": {\"tools\": [\"fs.*\"]}}, \"http\": {\"listen\": "
+		 "[\"127.0.0.1:8080\"], \"oauth\": {\"issuer\": \"https://i.example\", "
+		 "\"audience\": \"https://m.example/mcp\", \"jwks_path\": \"/j\"}}",
+		 &h);
+	assert_int_equal(h.n, 0);
 }
 
 static void test_role_idle(void **state)
