@@ -322,11 +322,13 @@ static void http_release(struct gateway *gw)
 
 int gateway_http_try(const struct policy *p, struct appl_err *err)
 {
+	static const struct gateway_config none; /* the policy's listeners, no replica */
 	struct gateway gw;
 	struct mcp_server_hooks hooks = {.data = &gw};
 	int rc;
 
 	memset(&gw, 0, sizeof(gw));
+	gw.cfg = &none;
 	gw.policy = p;
 	policy_limits_get(p, &gw.lim_copy);
 	gw.lim = &gw.lim_copy;
@@ -336,6 +338,7 @@ int gateway_http_try(const struct policy *p, struct appl_err *err)
 		rc = gateway_scrape_open(gw.loop, p, &gw.scrape, err);
 	gateway_scrape_close(gw.scrape);
 	mcp_http_close(gw.http);
+	gateway_oauth_close(&gw);
 	mcp_server_free(gw.srv);
 	http_release(&gw);
 	loop_free(gw.loop);
