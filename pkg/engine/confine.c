@@ -41,7 +41,8 @@ static void hide_add_copy(struct engine_confine *c, const char *path)
 	}
 }
 
-/* The audit log and the rotated files beside it (PATH.N). */
+/* The audit log (log: the caller's buffer, copied) and the rotated files
+ * beside it (PATH.N). */
 static void hide_audit(struct engine_confine *c, const char *log)
 {
 	char dir[PATH_MAX], path[PATH_MAX];
@@ -50,7 +51,7 @@ static void hide_audit(struct engine_confine *c, const char *log)
 	struct dirent *e;
 	DIR *d;
 
-	hide_add(c, log);
+	hide_add_copy(c, log);
 	if (!base || (size_t)(base - log) >= sizeof(dir))
 		return;
 	memcpy(dir, log, (size_t)(base - log));
