@@ -89,12 +89,12 @@ class Served(gk.Served):
         token = {"name": "static", "role": "reader",
                  "sha256": hashlib.sha256(STATIC.encode()).hexdigest()}
         extra = {"audit": {"path": audit}} if audit else {}
-        servers = {"toy": gk.toy_server()}
+        servers, tools = {"toy": gk.toy_server()}, {"toy.*": {"access": "read"}}
         if web:
             servers["web"] = {"url": web}
-        sig = gk._kit.policy({"deadline_s": 60}, servers=servers,
-                             tools={"toy.*": {"access": "read"}, "web.*": {"access": "read"}},
-                             roles={"reader": {"tools": ["toy.*", "web.*"]},
+            tools["web.*"] = {"access": "read"}
+        sig = gk._kit.policy({"deadline_s": 60}, servers=servers, tools=tools,
+                             roles={"reader": {"tools": list(tools)},
                                     "other": {"tools": []}},
                              clients={"tokens": [token]},
                              http={"listen": ["127.0.0.1:%d" % port],
