@@ -45,7 +45,9 @@ struct claim {
 
 /* ---- the key ------------------------------------------------------------------------ */
 
-int gateway_cluster_key_read(const char *path, unsigned char key[32], struct appl_err *err)
+/* The key at path (64 hex digits, a file of the appliance's user, mode
+ * 0600 or tighter) into key. 0, or negative with err. */
+static int key_read(const char *path, unsigned char key[32], struct appl_err *err)
 {
 	char buf[CLUSTER_KEY_HEX + 2];
 	struct stat st;
@@ -221,7 +223,7 @@ int gateway_cluster_open(struct gateway *gw, struct appl_err *err)
 		return appl_err_set(
 			err, -EINVAL,
 			"cluster: replicas serve HTTP (the policy has no http section)");
-	if (gateway_cluster_key_read(path, key, err) < 0)
+	if (key_read(path, key, err) < 0)
 		return err->code;
 	if (!(c = calloc(1, sizeof(*c)))) {
 		sodium_memzero(key, sizeof(key));

@@ -153,9 +153,6 @@ const struct http_front_resource *gateway_oauth_resource(void *data);
 
 /* ---- cluster.c ---------------------------------------------------------------- */
 
-/* The key at path (64 hex digits, a file of the appliance's user, mode
- * 0600 or tighter) into key. 0, or negative with err. */
-int gateway_cluster_key_read(const char *path, unsigned char key[32], struct appl_err *err);
 /* A replica, when the policy has a cluster section (it then needs
  * cfg->cluster_key, and cfg->cluster_key needs it): the key to the MCP
  * server, the ledger opened, the engine's runs given it. 0, or negative
